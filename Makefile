@@ -1,0 +1,44 @@
+# The two commands: `make run` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv lint typecheck gen clean system-deps
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## Start one broker on localhost:9092 with data in ./data (no ZooKeeper, no Java).
+run: $(STAMP)
+	$(BIN)/logbus server start
+
+## Install what the tests need (kcat from apt when missing and we are root) and run every test.
+test: $(STAMP) system-deps
+	$(BIN)/python -m pytest
+
+system-deps:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null 2>&1 \
+				|| echo "warning: could not install kcat; kcat tests will be skipped"; \
+		else echo "warning: kcat missing and not root; kcat tests will be skipped"; fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests tools
+	$(BIN)/mypy
+
+## Regenerate src/logbus/protocol/messages from ../shared/kafka-protocol (development only).
+gen: $(STAMP)
+	$(BIN)/python tools/gen_messages.py ../shared/kafka-protocol
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache
