@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Generate logbus's message tables from Apache Kafka's message definitions.
+
+Reads `<kafka-protocol>/message/*.json` and `<kafka-protocol>/internal-records/*.json` and
+writes `src/logbus/protocol/messages/`: one module per message holding the facts only
+(names, types, version ranges, tags, defaults) as plain tuples, plus an index module.
+Prose (`about`) and comments are left behind. Run it with `make gen`.
+
+Field tuples have the shape (see `logbus.protocol.schema.Field`):
+    (name, type, versions, nullable_versions, tag, tagged_versions, flexible_versions,
+     default, fields)
+where version ranges are (low, high) pairs with high 32767 for "N+", and `fields` is a
+tuple of nested field tuples for struct and struct-array types (else None).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+OPEN = 32767
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "src" / "logbus" / "protocol" / "messages"
+PRIMITIVES = {
+    "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+    "string", "uuid", "bytes", "records",
+}
+
+
+def strip_comments(text: str) -> str:
+    out = []
+    for line in text.splitlines():
+        in_string = False
+        cut = len(line)
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+                in_string = not in_string
+            elif not in_string and line.startswith("//", i):
+                cut = i
+                break
+            i += 1
+        out.append(line[:cut])
+    return "\n".join(out)
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return s.lower()
+
+
+def version_range(spec: str | None) -> tuple[int, int] | None:
+    if spec is None or spec == "none":
+        return None
+    spec = spec.strip()
+    if spec.endswith("+"):
+        return (int(spec[:-1]), OPEN)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def default_value(ftype: str, raw: Any) -> Any:
+    if raw is not None and not isinstance(raw, str):
+        raw = str(raw).lower()
+    if ftype.startswith("[]"):
+        return None if raw == "null" else ()
+    if raw == "null":
+        return None
+    if ftype == "bool":
+        return raw == "true"
+    if ftype in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+        return int(raw, 0) if raw else 0
+    if ftype == "float64":
+        return float(raw) if raw else 0.0
+    if ftype == "string":
+        return raw or ""
+    if ftype in ("bytes", "records"):
+        return b""
+    if ftype == "uuid":
+        return "uuid0"
+    return None  # a struct: built from its own fields' defaults
+
+
+def convert_fields(fields: list[dict[str, Any]], structs: dict[str, list[dict[str, Any]]]) -> tuple[Any, ...]:
+    out = []
+    for f in fields:
+        ftype: str = f["type"]
+        elem = ftype[2:] if ftype.startswith("[]") else ftype
+        sub = None
+        if elem not in PRIMITIVES:
+            sub_fields = f.get("fields") or structs.get(elem)
+            if sub_fields is None:
+                raise SystemExit(f"unknown struct type {elem} in field {f['name']}")
+            sub = convert_fields(sub_fields, structs)
+            ftype = "[]struct" if ftype.startswith("[]") else "struct"
+        out.append((
+            snake(f["name"]),
+            ftype,
+            version_range(f.get("versions") or f["taggedVersions"]),
+            version_range(f.get("nullableVersions")),
+            f.get("tag"),
+            version_range(f.get("taggedVersions")),
+            version_range(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit",
+            default_value(ftype, f.get("default")),
+            sub,
+        ))
+    return tuple(out)
+
+
+def collect_structs(spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    structs: dict[str, list[dict[str, Any]]] = {}
+    for s in spec.get("commonStructs", []):
+        structs[s["name"]] = s["fields"]
+
+    def walk(fields: list[dict[str, Any]]) -> None:
+        for f in fields:
+            if "fields" in f:
+                elem = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+                structs.setdefault(elem, f["fields"])
+                walk(f["fields"])
+
+    walk(spec["fields"])
+    return structs
+
+
+def render(value: Any, indent: int = 0) -> str:
+    pad = "    " * indent
+    if isinstance(value, tuple) and value and all(isinstance(v, tuple) and len(v) == 9 for v in value):
+        inner = "".join(f"{pad}    {render(v, indent + 1)},\n" for v in value)
+        return "(\n" + inner + pad + ")"
+    if isinstance(value, tuple) and len(value) == 9 and isinstance(value[0], str):
+        parts = [render(v, indent) for v in value]
+        return "(" + ", ".join(parts) + ")"
+    if value == "uuid0":
+        return "UUID0"
+    return repr(value)
+
+
+def generate(proto_dir: Path) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.py"):
+        old.unlink()
+    index: list[tuple[str, str, int | None, str]] = []
+    sources = sorted((proto_dir / "message").glob("*.json")) + sorted(
+        (proto_dir / "internal-records").glob("*.json"))
+    for path in sources:
+        spec = json.loads(strip_comments(path.read_text()))
+        name = spec["name"]
+        structs = collect_structs(spec)
+        fields = convert_fields(spec["fields"], structs)
+        module = snake(name)
+        valid = version_range(spec["validVersions"])
+        flexible = version_range(spec.get("flexibleVersions", "none"))
+        text = (
+            f'"""{name}: generated by tools/gen_messages.py from Kafka\'s message definitions."""\n\n'
+            "from uuid import UUID\n\n"
+            "UUID0 = UUID(int=0)\n"
+            f"NAME = {name!r}\n"
+            f"TYPE = {spec['type']!r}\n"
+            f"API_KEY = {spec.get('apiKey')!r}\n"
+            f"VALID_VERSIONS = {valid!r}\n"
+            f"FLEXIBLE_VERSIONS = {flexible!r}\n"
+            f"FIELDS = {render(fields)}\n"
+        )
+        (OUT / f"{module}.py").write_text(text)
+        index.append((name, module, spec.get("apiKey"), spec["type"]))
+    lines = [
+        '"""Index of the generated message tables (tools/gen_messages.py)."""',
+        "",
+        "# (message name, module, api key or None, message type)",
+        "MESSAGES = (",
+    ]
+    lines += [f"    {entry!r}," for entry in index]
+    lines += [")", ""]
+    (OUT / "__init__.py").write_text("\n".join(lines))
+    write_enums(proto_dir, index)
+    print(f"wrote {len(index)} message tables to {OUT.relative_to(ROOT)}")
+
+
+def upper_snake(name: str) -> str:
+    return snake(name).upper()
+
+
+def write_enums(proto_dir: Path, index: list[tuple[str, str, int | None, str]]) -> None:
+    api_lines = [
+        '"""API keys: generated by tools/gen_messages.py from Kafka\'s message definitions."""',
+        "",
+        "from enum import IntEnum",
+        "",
+        "",
+        "class ApiKey(IntEnum):",
+    ]
+    for name, _module, key, mtype in sorted(index, key=lambda e: (e[2] is None, e[2] or 0)):
+        if mtype == "request" and key is not None:
+            api_lines.append(f"    {upper_snake(name[: -len('Request')])} = {key}")
+    (OUT / "api_keys.py").write_text("\n".join(api_lines) + "\n")
+
+    err_lines = [
+        '"""Error codes: generated by tools/gen_messages.py from Kafka\'s error code table."""',
+        "",
+        "from enum import IntEnum",
+        "",
+        "",
+        "class ErrorCode(IntEnum):",
+    ]
+    retriable = []
+    for row in (proto_dir / "error-codes.csv").read_text().splitlines()[1:]:
+        code, name, _exc, retry = row.split(",")
+        err_lines.append(f"    {name} = {int(code)}")
+        if retry.strip() == "true":
+            retriable.append(name)
+    err_lines += ["", "", "RETRIABLE = frozenset({"]
+    err_lines += [f"    ErrorCode.{n}," for n in retriable]
+    err_lines += ["})", ""]
+    (OUT / "error_codes.py").write_text("\n".join(err_lines))
+
+
+if __name__ == "__main__":
+    proto = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "kafka-protocol"
+    generate(proto)
