@@ -14,7 +14,9 @@ from typing import Any
 from logbus.protocol import schema
 from logbus.protocol import types as t
 from logbus.protocol.errors import ProtocolError, UnsupportedVersion
+from logbus.protocol.fetch import encode_fetch_response
 from logbus.protocol.messages.api_keys import ApiKey
+from logbus.protocol.produce import decode_produce_request
 
 _REQUEST_HEAD = struct.Struct(">hhi")
 _CLIENT_ID = t.make_string_reader(compact=False, nullable=True)
@@ -75,6 +77,8 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict[str, 
     """Decode a request frame (without its size prefix). Trailing bytes are tolerated."""
     view = memoryview(frame)
     header, pos = parse_request_header(view)
+    if header.api_key == ApiKey.PRODUCE and header.api_version >= 3:
+        return header, decode_produce_request(view, pos, header.api_version)
     body, _ = schema.request(header.api_key).reader(header.api_version)(view, pos)
     return header, body
 
@@ -111,7 +115,10 @@ def encode_response(
     w.pack(t.INT32, correlation_id)
     if response_header_version(api_key, api_version) >= 1:
         w.uvarint(0)
-    schema.response(api_key).writer(api_version)(w, body)
+    if api_key == ApiKey.FETCH and api_version >= 4:
+        encode_fetch_response(w, body, api_version)
+    else:
+        schema.response(api_key).writer(api_version)(w, body)
     size = w.size()
     chunks = w.chunks()
     prefix = t.INT32.pack(size)
