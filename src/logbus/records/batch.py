@@ -153,3 +153,25 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHe
         out.append((pos, header))
         pos += header.size
     return out
+
+
+def split_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    """Like `iter_batches`, but stop silently at a partial batch at the end.
+
+    A fetch response may end part-way through a batch (the broker cuts at max_bytes);
+    those trailing bytes are not an error. A malformed batch that is complete is.
+    """
+    view = memoryview(buf)
+    out: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    end = len(view)
+    while end - pos >= LOG_OVERHEAD:
+        _, batch_length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise InvalidBatch(f"record batch length {batch_length} is impossible")
+        if pos + LOG_OVERHEAD + batch_length > end:
+            break
+        header = BatchHeader.parse(view, pos)
+        out.append((pos, header))
+        pos += header.size
+    return out
