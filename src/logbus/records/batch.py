@@ -113,9 +113,12 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
-def peek_offset_and_length(buf: bytes | bytearray | memoryview, position: int = 0) -> tuple[int, int]:
+def peek_offset_and_length(
+    buf: bytes | bytearray | memoryview, position: int = 0
+) -> tuple[int, int]:
     """Return (baseOffset, batchLength) at `position`: the 12 bytes before any batch body."""
-    return _OFFSET_AND_LENGTH.unpack_from(buf, position)  # type: ignore[return-value]
+    base_offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, position)
+    return base_offset, length
 
 
 def compute_crc(batch: bytes | bytearray | memoryview) -> int:
