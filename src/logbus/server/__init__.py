@@ -1,0 +1,4 @@
+"""The broker: network, API handlers, replica manager, purgatory.
+
+The entry point is `logbus.server.broker.Broker`.
+"""
