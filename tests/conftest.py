@@ -85,8 +85,9 @@ def broker_factory(tmp_path: Path) -> Iterator[Any]:
     started: list[RunningBroker] = []
 
     def make(**overrides: str) -> RunningBroker:
-        running = RunningBroker(tmp_path / f"data{len(started)}",
-                                {k.replace("_", "."): v for k, v in overrides.items()})
+        running = RunningBroker(
+            tmp_path / f"data{len(started)}", {k.replace("_", "."): v for k, v in overrides.items()}
+        )
         started.append(running.start())
         return running
 
@@ -121,9 +122,18 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20) -> BrokerProcess:
-        args = [sys.executable, "-m", "logbus.cli.main", "server", "start",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.data_dir}", *self.extra]
+        args = [
+            sys.executable,
+            "-m",
+            "logbus.cli.main",
+            "server",
+            "start",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override",
+            f"log.dirs={self.data_dir}",
+            *self.extra,
+        ]
         log = open(self.data_dir.parent / f"broker-{self.port}.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ})
         deadline = time.monotonic() + timeout

@@ -15,10 +15,17 @@ from logbus.protocol.produce import decode_produce_request
 
 def _produce_body() -> dict:
     return {
-        "transactional_id": None, "acks": -1, "timeout_ms": 1500,
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 1500,
         "topic_data": [
-            {"name": "a", "partition_data": [{"index": 0, "records": b"x" * 70},
-                                             {"index": 3, "records": None}]},
+            {
+                "name": "a",
+                "partition_data": [
+                    {"index": 0, "records": b"x" * 70},
+                    {"index": 3, "records": None},
+                ],
+            },
             {"name": "bé", "partition_data": [{"index": 1, "records": b""}]},
         ],
     }
@@ -54,19 +61,37 @@ def test_produce_decoder_rejects_truncation(version: int) -> None:
 
 def _fetch_body(records: object) -> dict:
     return {
-        "throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-        "responses": [{
-            "topic": "t", "topic_id": UUID(int=99),
-            "partitions": [
-                {"partition_index": 0, "error_code": 0, "high_watermark": 10,
-                 "last_stable_offset": 10, "log_start_offset": 2, "aborted_transactions": None,
-                 "preferred_read_replica": -1, "records": records},
-                {"partition_index": 1, "error_code": 1, "high_watermark": -1,
-                 "last_stable_offset": -1, "log_start_offset": -1,
-                 "aborted_transactions": [{"producer_id": 5, "first_offset": 7}],
-                 "preferred_read_replica": -1, "records": b""},
-            ],
-        }],
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                "topic": "t",
+                "topic_id": UUID(int=99),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "error_code": 0,
+                        "high_watermark": 10,
+                        "last_stable_offset": 10,
+                        "log_start_offset": 2,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": records,
+                    },
+                    {
+                        "partition_index": 1,
+                        "error_code": 1,
+                        "high_watermark": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "aborted_transactions": [{"producer_id": 5, "first_offset": 7}],
+                        "preferred_read_replica": -1,
+                        "records": b"",
+                    },
+                ],
+            }
+        ],
     }
 
 

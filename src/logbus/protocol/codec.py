@@ -46,7 +46,8 @@ def peek_request_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a request frame, before anything else."""
     if len(frame) < _REQUEST_HEAD.size:
         raise ProtocolError("request shorter than its header")
-    return _REQUEST_HEAD.unpack_from(frame, 0)  # type: ignore[return-value]
+    api_key, api_version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
 
 
 def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:

@@ -23,8 +23,13 @@ def encode_fetch_response(w: t.Writer, body: dict[str, Any], version: int) -> No
     flexible = version >= FLEXIBLE_FROM
     pack, write = w.pack, w.write
     if version >= 7:
-        write(_HEAD.pack(body.get("throttle_time_ms", 0), body.get("error_code", 0),
-                         body.get("session_id", 0)))
+        write(
+            _HEAD.pack(
+                body.get("throttle_time_ms", 0),
+                body.get("error_code", 0),
+                body.get("session_id", 0),
+            )
+        )
     else:
         pack(t.INT32, body.get("throttle_time_ms", 0))
     topics = body["responses"]
@@ -40,11 +45,25 @@ def encode_fetch_response(w: t.Writer, body: dict[str, Any], version: int) -> No
         t.write_length(w, len(partitions), flexible, wide=True)
         for p in partitions:
             if version >= 5:
-                write(_PARTITION.pack(p["partition_index"], p["error_code"], p["high_watermark"],
-                                      p["last_stable_offset"], p["log_start_offset"]))
+                write(
+                    _PARTITION.pack(
+                        p["partition_index"],
+                        p["error_code"],
+                        p["high_watermark"],
+                        p["last_stable_offset"],
+                        p["log_start_offset"],
+                    )
+                )
             else:
-                write(_PARTITION.pack(p["partition_index"], p["error_code"],
-                                      p["high_watermark"], p["last_stable_offset"], 0)[:-8])
+                write(
+                    _PARTITION.pack(
+                        p["partition_index"],
+                        p["error_code"],
+                        p["high_watermark"],
+                        p["last_stable_offset"],
+                        0,
+                    )[:-8]
+                )
             aborted = p.get("aborted_transactions")
             if aborted is None:
                 t.write_length(w, -1, flexible, wide=True)

@@ -42,7 +42,7 @@ class FrameBuffer:
         buf = self._buf
         if len(buf) < 4:
             return 4 - len(buf)
-        (size,) = _SIZE.unpack_from(buf, 0)
+        size: int = _SIZE.unpack_from(buf, 0)[0]
         return max(0, 4 + size - len(buf))
 
     def __iter__(self) -> Iterator[bytes]:

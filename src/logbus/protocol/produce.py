@@ -83,5 +83,9 @@ def _decode(buf: memoryview, pos: int, flexible: bool) -> dict[str, Any]:
         topics.append({"name": name, "partition_data": partitions})
     if flexible:
         pos = read_tagged_fields(buf, pos, {}, {})
-    return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
-            "topic_data": topics}
+    return {
+        "transactional_id": transactional_id,
+        "acks": acks,
+        "timeout_ms": timeout_ms,
+        "topic_data": topics,
+    }

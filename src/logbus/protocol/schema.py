@@ -28,13 +28,24 @@ _NAME, _TYPE, _VERSIONS, _NULLABLE, _TAG, _TAGGED, _FLEX, _DEFAULT, _FIELDS = ra
 UUID_ZERO = UUID(int=0)
 
 _FIXED = {
-    "int8": t.INT8, "int16": t.INT16, "uint16": t.UINT16, "int32": t.INT32,
-    "uint32": t.UINT32, "int64": t.INT64, "float64": t.FLOAT64,
+    "int8": t.INT8,
+    "int16": t.INT16,
+    "uint16": t.UINT16,
+    "int32": t.INT32,
+    "uint32": t.UINT32,
+    "int64": t.INT64,
+    "float64": t.FLOAT64,
 }
 _FIXED_READERS = {
-    "int8": t.read_int8, "int16": t.read_int16, "uint16": t.read_uint16,
-    "int32": t.read_int32, "uint32": t.read_uint32, "int64": t.read_int64,
-    "float64": t.read_float64, "bool": t.read_bool, "uuid": t.read_uuid,
+    "int8": t.read_int8,
+    "int16": t.read_int16,
+    "uint16": t.read_uint16,
+    "int32": t.read_int32,
+    "uint32": t.read_uint32,
+    "int64": t.read_int64,
+    "float64": t.read_float64,
+    "bool": t.read_bool,
+    "uuid": t.read_uuid,
 }
 
 
@@ -242,7 +253,7 @@ def _value_writer(spec: FieldSpec, version: int, flexible: bool) -> FieldWriter:
     if ftype == "struct":
         inner = _struct_writer(spec[_FIELDS], version, flexible)
         if not _in(spec[_NULLABLE], version):
-            return inner  # type: ignore[return-value]
+            return inner
 
         def write_nullable_struct(w: t.Writer, value: Any) -> None:
             if value is None:
@@ -303,7 +314,9 @@ def _struct_writer(fields: tuple[FieldSpec, ...], version: int, flexible: bool) 
     for spec in fields:
         name = spec[_NAME]
         if flexible and spec[_TAG] is not None and _in(spec[_TAGGED], version):
-            tagged.append((spec[_TAG], name, _default(spec), _value_writer(spec, version, flexible)))
+            tagged.append(
+                (spec[_TAG], name, _default(spec), _value_writer(spec, version, flexible))
+            )
         elif _in(spec[_VERSIONS], version) and spec[_TAG] is None:
             regular.append((name, _default(spec), _value_writer(spec, version, flexible)))
     tagged.sort(key=lambda entry: entry[0])

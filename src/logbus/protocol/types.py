@@ -148,7 +148,7 @@ def make_array_reader(elem: Reader, compact: bool, nullable: bool) -> Reader:
         if n > len(buf) - pos:
             # every element takes at least one byte: a larger count is a lie
             raise ProtocolError(f"array count {n} exceeds the bytes left")
-        out = []
+        out: list[Any] = []
         append = out.append
         for _ in range(n):
             value, pos = elem(buf, pos)

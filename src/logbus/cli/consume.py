@@ -1,0 +1,322 @@
+"""`logbus consume TOPIC`: print a topic's records, one a line, like Kafka's console
+consumer (without a consumer group: partitions are read directly from their leaders)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from logbus.cli.common import CommandError, add_bootstrap, key_value, run
+from logbus.cli.sender import first_error
+from logbus.client import admin_ops
+from logbus.client.cluster import Cluster
+from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.metadata import NO_LEADER
+from logbus.protocol import ErrorCode
+from logbus.records.batch import BatchHeader
+from logbus.records.record import Record
+
+PROPERTIES = (
+    "print.key", "print.offset", "print.partition", "print.timestamp", "print.value",
+    "key.separator", "line.separator", "null.literal",
+)
+_MAX_WAIT_MS = 500
+_MAX_FAILURES = 10
+_BACKOFF = 0.2
+
+Positions = dict[int, int]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("consume", help="print records of a topic", description=__doc__)
+    parser.add_argument("topic")
+    add_bootstrap(parser)
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start at the earliest offset, not the end"
+    )
+    parser.add_argument("--partition", type=_non_negative, help="read only this partition")
+    parser.add_argument(
+        "--offset",
+        type=_offset,
+        metavar="N|earliest|latest",
+        help="where to start in --partition (default: latest)",
+    )
+    parser.add_argument(
+        "--max-messages", type=_non_negative, metavar="N", help="exit after N records"
+    )
+    parser.add_argument(
+        "--timeout-ms", type=_non_negative, metavar="MS", help="exit after MS ms without a record"
+    )
+    for flag in ("key", "offset", "partition", "timestamp"):
+        parser.add_argument(f"--print-{flag}", action="store_true", help=f"print each {flag}")
+    parser.add_argument(
+        "--key-separator", metavar="SEP", help="what follows each printed field (default: tab)"
+    )
+    parser.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="formatter property: " + ", ".join(PROPERTIES) + " (repeatable)",
+    )
+
+    def run_consume(args: argparse.Namespace) -> int:
+        if args.offset is not None and args.partition is None:
+            parser.error("the partition is required when an offset is given")
+        if args.offset is not None and args.from_beginning:
+            parser.error("--from-beginning and --offset cannot be given together")
+        unknown = sorted({k for k, _ in args.property} - set(PROPERTIES))
+        if unknown:
+            parser.error(f"unknown property {unknown[0]!r} (known: {', '.join(PROPERTIES)})")
+        return run(consume(args, sys.stdout.buffer))
+
+    parser.set_defaults(func=run_consume)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _offset(text: str) -> int:
+    named = {"earliest": admin_ops.EARLIEST, "latest": admin_ops.LATEST}
+    if text.lower() in named:
+        return named[text.lower()]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative offset, 'earliest' or 'latest', got {text!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFormat:
+    """How a record is printed (Kafka's DefaultMessageFormatter): the chosen fields, each
+    followed by the key separator, then the value and the line separator."""
+
+    print_key: bool = False
+    print_offset: bool = False
+    print_partition: bool = False
+    print_timestamp: bool = False
+    print_value: bool = True
+    separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    null_literal: bytes = b"null"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RecordFormat:
+        props = dict(args.property)
+
+        def flag(name: str, given: bool, default: bool = False) -> bool:
+            value = props.get(name)
+            return given or (default if value is None else value.strip().lower() == "true")
+
+        separator = args.key_separator or props.get("key.separator", "\t")
+        return cls(
+            print_key=flag("print.key", args.print_key),
+            print_offset=flag("print.offset", args.print_offset),
+            print_partition=flag("print.partition", args.print_partition),
+            print_timestamp=flag("print.timestamp", args.print_timestamp),
+            print_value=flag("print.value", False, default=True),
+            separator=separator.encode("utf-8"),
+            line_separator=props.get("line.separator", "\n").encode("utf-8"),
+            null_literal=props.get("null.literal", "null").encode("utf-8"),
+        )
+
+    def line(self, partition: int, header: BatchHeader, record: Record) -> bytes:
+        parts: list[bytes] = []
+        if self.print_timestamp:
+            kind = "LogAppendTime" if header.is_log_append_time else "CreateTime"
+            stamp = "NO_TIMESTAMP" if record.timestamp < 0 else f"{kind}:{record.timestamp}"
+            parts.append(stamp.encode())
+        if self.print_partition:
+            parts.append(b"Partition:%d" % partition)
+        if self.print_offset:
+            parts.append(b"Offset:%d" % record.offset)
+        if self.print_key:
+            parts.append(self._text(record.key))
+        out = b"".join(part + self.separator for part in parts)
+        if self.print_value:
+            out += self._text(record.value)
+        return out + self.line_separator
+
+    def _text(self, data: bytes | None) -> bytes:
+        if data is None:
+            return self.null_literal
+        return data.decode("utf-8", "replace").encode("utf-8")
+
+
+async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
+    fmt = RecordFormat.from_args(args)
+    count = 0
+    async with await Cluster.connect(
+        args.bootstrap_server, client_id="logbus-console-consumer"
+    ) as cluster:
+        info = (await cluster.refresh([args.topic])).topic(args.topic)
+        if args.partition is not None and args.partition not in info.partitions:
+            raise CommandError(
+                f"Topic '{args.topic}' has no partition {args.partition} "
+                f"(it has {len(info.partitions)})"
+            )
+        partitions = [args.partition] if args.partition is not None else list(info.partitions)
+        reset = admin_ops.EARLIEST if args.from_beginning else admin_ops.LATEST
+        start = args.offset if args.offset is not None else reset
+        reader = _PartitionReader(cluster, args.topic, reset)
+        try:
+            await reader.seek(partitions, start)
+            last_record = time.monotonic()
+            while args.max_messages is None or count < args.max_messages:
+                wait_ms = _MAX_WAIT_MS
+                if args.timeout_ms is not None:
+                    left = args.timeout_ms - (time.monotonic() - last_record) * 1000
+                    if left <= 0:
+                        break
+                    wait_ms = max(0, min(wait_ms, int(left)))
+                lines: list[bytes] = []
+                for partition, header, record in await reader.poll(wait_ms):
+                    if args.max_messages is not None and count >= args.max_messages:
+                        break
+                    lines.append(fmt.line(partition, header, record))
+                    count += 1
+                if lines:
+                    out.write(b"".join(lines))
+                    out.flush()
+                    last_record = time.monotonic()
+        finally:
+            print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+class _PartitionReader:
+    """Positions in some partitions of one topic, advanced by fetching from each leader.
+    Retriable errors (leader moves, lost connections) refresh metadata and try again, a
+    few times in a row at most. Not shared between tasks."""
+
+    def __init__(self, cluster: Cluster, topic: str, reset: int) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.reset = reset
+        self.positions: Positions = {}
+        self._failures = 0
+
+    def _by_leader(self, partitions: list[int]) -> dict[int, list[int]]:
+        md = self.cluster.metadata
+        groups: dict[int, list[int]] = {}
+        for partition in partitions:
+            try:
+                leader = md.leader(self.topic, partition) if md is not None else NO_LEADER
+            except KafkaError:
+                leader = NO_LEADER
+            groups.setdefault(leader, []).append(partition)
+        return groups
+
+    async def seek(self, partitions: list[int], offset: int) -> None:
+        """Set positions: a real offset as it is, EARLIEST/LATEST asked of the leaders."""
+        if offset >= 0:
+            self.positions.update(dict.fromkeys(partitions, offset))
+            return
+        pending = list(partitions)
+        while pending:
+            failed: list[int] = []
+            for leader, group in self._by_leader(pending).items():
+                if leader == NO_LEADER:
+                    failed += group
+                    continue
+                try:
+                    conn = await self.cluster.node(leader)
+                    found = await admin_ops.list_offsets_many(
+                        conn, {(self.topic, p): offset for p in group}
+                    )
+                except KafkaConnectionError:
+                    failed += group
+                    continue
+                for (_, partition), value in found.items():
+                    if isinstance(value, KafkaError):
+                        if not value.retriable:
+                            raise value
+                        failed.append(partition)
+                    else:
+                        self.positions[partition] = value
+            pending = failed
+            if pending:
+                await self._back_off(KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "ListOffsets"))
+
+    async def poll(self, wait_ms: int) -> list[tuple[int, BatchHeader, Record]]:
+        """Fetch once from every leader (in parallel); records in partition order."""
+        groups = self._by_leader(list(self.positions))
+        results: dict[int, admin_ops.FetchedPartition | KafkaError] = {}
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                for leader, group in groups.items():
+                    tasks.create_task(self._fetch(leader, group, wait_ms, results))
+        except BaseExceptionGroup as group_error:
+            raise first_error(group_error) from None
+        records: list[tuple[int, BatchHeader, Record]] = []
+        retry: KafkaError | None = None
+        for partition in sorted(results):
+            result = results[partition]
+            if isinstance(result, KafkaError):
+                if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self.seek([partition], self.reset)
+                elif result.retriable:
+                    retry = result
+                else:
+                    raise result
+                continue
+            for header, batch in result.batches:
+                records.extend((partition, header, record) for record in batch)
+            self.positions[partition] = result.next_offset
+        if retry is not None:
+            await self._back_off(retry)
+        else:
+            self._failures = 0
+        return records
+
+    async def _fetch(
+        self,
+        leader: int,
+        partitions: list[int],
+        wait_ms: int,
+        results: dict[int, admin_ops.FetchedPartition | KafkaError],
+    ) -> None:
+        if leader == NO_LEADER:
+            error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {self.topic}")
+            results.update(dict.fromkeys(partitions, error))
+            return
+        md = self.cluster.metadata
+        info = md.topics.get(self.topic) if md is not None else None
+        topic_id = info.topic_id if info is not None else None
+        try:
+            conn = await self.cluster.node(leader)
+            fetched = await admin_ops.fetch_many(
+                conn,
+                {(self.topic, p): self.positions[p] for p in partitions},
+                max_wait_ms=wait_ms,
+                topic_ids={self.topic: topic_id} if topic_id is not None else None,
+            )
+        except KafkaConnectionError as exc:
+            results.update(dict.fromkeys(partitions, exc))
+            return
+        for (_, partition), value in fetched.items():
+            results[partition] = value
+
+    async def _back_off(self, error: KafkaError) -> None:
+        self._failures += 1
+        if self._failures > _MAX_FAILURES:
+            raise error
+        await asyncio.sleep(_BACKOFF * self._failures)
+        await self.cluster.refresh([self.topic])

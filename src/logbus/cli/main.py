@@ -1,0 +1,76 @@
+"""`logbus`: run a broker, manage topics, produce and consume from the command line.
+
+    logbus server start [server.properties] [--override key=value]...
+    logbus topics {create,list,describe,alter,delete} ...
+    logbus produce TOPIC [options] < lines
+    logbus consume TOPIC [options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from logbus import __version__
+from logbus.cli import consume, produce, topics
+
+
+def _run_server(args: argparse.Namespace) -> int:
+    # Imported only when asked for: the broker pulls in far more than the client commands.
+    server = importlib.import_module("logbus.cli.server")
+    return int(server.run(args))
+
+
+def _register_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = subparsers.add_parser("server", help="run a broker")
+    actions = server.add_subparsers(dest="server_command", metavar="ACTION", required=True)
+    start = actions.add_parser("start", help="start a broker in the foreground")
+    start.add_argument(
+        "properties",
+        nargs="?",
+        default=None,
+        metavar="server.properties",
+        help="broker configuration file (Kafka's format)",
+    )
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a configuration property, over the file (repeatable)",
+    )
+    start.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="broker log level (default: INFO)",
+    )
+    start.set_defaults(func=_run_server)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logbus",
+        description="A distributed commit log that speaks the Apache Kafka protocol.",
+    )
+    parser.add_argument("--version", action="version", version=f"logbus {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _register_server(subparsers)
+    topics.register(subparsers)
+    produce.register(subparsers)
+    consume.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""`logbus server start [server.properties] [--override key=value]...`: run one broker in
+the foreground until SIGTERM or SIGINT, then shut down cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from logbus.server.config import BrokerConfig, load_properties, parse_overrides
+from logbus.server.config_def import ConfigError
+
+
+def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
+    props = load_properties(properties) if properties else {}
+    props.update(parse_overrides(overrides))
+    return BrokerConfig.from_properties(props)
+
+
+async def serve(config: BrokerConfig) -> None:
+    from logbus.server.broker import Broker
+
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        logging.getLogger("logbus").info("shutting down")
+        await broker.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(args, "log_level", "INFO") or "INFO",
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(args.properties, args.override or [])
+    except ConfigError as exc:
+        print(f"logbus: invalid configuration: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"logbus: cannot read {args.properties}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(serve(config))
+    except OSError as exc:
+        print(f"logbus: cannot start the broker: {exc}", file=sys.stderr)
+        return 1
+    return 0

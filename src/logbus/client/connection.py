@@ -1,0 +1,396 @@
+"""One pipelined connection to one broker, with ApiVersions negotiation (KIP-35, KIP-511).
+
+Requests are written as soon as they are made and matched to their responses by
+correlation id, so many can be in flight at once (up to `max_in_flight`). One reader task,
+owned by the connection, decodes every response and resolves the waiting future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import struct
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from logbus import __version__
+from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from logbus.protocol import ApiKey, ErrorCode, schema
+from logbus.protocol.codec import RequestHeader, decode_response, encode_request
+from logbus.protocol.errors import ProtocolError
+
+_SIZE = struct.Struct(">i")
+_CORRELATION_AND_ERROR = struct.Struct(">ih")
+# The newest ApiVersions request that every Kafka broker since 2.4 understands; brokers
+# that do not answer with a v0 response naming their own range (KIP-511).
+_API_VERSIONS_FIRST_TRY = 3
+_SOFTWARE_NAME = "logbus"
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REQUEST_TIMEOUT = 30.0
+DEFAULT_MAX_IN_FLIGHT = 100
+DEFAULT_MAX_RESPONSE_SIZE = 256 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class _InFlight:
+    api_key: int
+    api_version: int
+    future: asyncio.Future[dict[str, Any]]
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short reason for a socket error ("Connection refused"), without the addresses
+    asyncio puts in its messages."""
+    if isinstance(exc, socket.gaierror):
+        return exc.strerror or str(exc)  # resolver codes are not errno values
+    if exc.errno is not None:
+        return os.strerror(exc.errno)
+    # open_connection() tries every resolved address and joins the failures into one
+    # message; when they all failed the same way, say that way once.
+    codes = set(re.findall(r"\[Errno (\d+)\]", str(exc)))
+    if len(codes) == 1:
+        return os.strerror(int(codes.pop()))
+    return str(exc) or type(exc).__name__
+
+
+class Connection:
+    """A TCP connection to one broker and the requests in flight on it.
+
+    Made by `Connection.connect` (which also negotiates API versions) and closed by
+    `close()` or by leaving `async with`; closing fails every pending request with
+    `KafkaConnectionError`. The connection owns its reader task. It may be shared between
+    tasks of one event loop: each `request()` waits only for its own response.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        client_id: str | None,
+        request_timeout: float,
+        max_in_flight: int,
+        max_response_size: int,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.max_response_size = max_response_size
+        # api_key -> (min_version, max_version) the broker supports
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._reader = reader
+        self._writer = writer
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._in_flight: dict[int, _InFlight] = {}
+        self._next_correlation_id = 0
+        self._close_reason: KafkaConnectionError | None = None
+        self._reader_task = asyncio.get_running_loop().create_task(
+            self._read_responses(), name=f"logbus-connection-{self.address}"
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "logbus",
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+    ) -> Connection:
+        """Open a connection and learn which API versions the broker supports."""
+        address = format_address(host, port)
+        try:
+            async with asyncio.timeout(connect_timeout):
+                reader, writer = await asyncio.open_connection(host, port)
+        except TimeoutError:
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: timed out after {connect_timeout:g}s"
+            ) from None
+        except OSError as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: {describe_os_error(exc)}"
+            ) from exc
+        conn = cls(
+            host,
+            port,
+            reader,
+            writer,
+            client_id=client_id,
+            request_timeout=request_timeout,
+            max_in_flight=max_in_flight,
+            max_response_size=max_response_size,
+        )
+        try:
+            async with asyncio.timeout(connect_timeout):
+                await conn._negotiate_versions()
+        except TimeoutError:
+            await conn.close()
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: no ApiVersions response "
+                f"within {connect_timeout:g}s"
+            ) from None
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    @property
+    def address(self) -> str:
+        return format_address(self.host, self.port)
+
+    @property
+    def closed(self) -> bool:
+        return self._close_reason is not None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Connection {self.address} {state}>"
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- versions ---------------------------------------------------------------------
+
+    async def _negotiate_versions(self) -> None:
+        version = _API_VERSIONS_FIRST_TRY
+        body = {"client_software_name": _SOFTWARE_NAME, "client_software_version": __version__}
+        while True:
+            response = await self.request(ApiKey.API_VERSIONS, body, version)
+            ranges = {
+                entry["api_key"]: (entry["min_version"], entry["max_version"])
+                for entry in response["api_keys"]
+            }
+            code = response["error_code"]
+            if code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
+                # KIP-511: the broker answered in v0 and named its own range; retry with
+                # the newest version it supports, or v0 if it named none we can use.
+                supported = ranges.get(ApiKey.API_VERSIONS, (0, 0))[1]
+                version = supported if 0 <= supported < version else 0
+                continue
+            if code != ErrorCode.NONE:
+                raise KafkaError(code, f"ApiVersions v{version} failed on {self.address}")
+            self.api_versions = ranges
+            return
+
+    def choose_version(self, api_key: int, max_version: int | None = None) -> int:
+        """The highest version of `api_key` that both sides support (capped at
+        `max_version`); raises KafkaError(UNSUPPORTED_VERSION) if there is none."""
+        name = _api_name(api_key)
+        ours_min, ours_max = schema.request(api_key).valid_versions
+        if max_version is not None:
+            ours_max = min(ours_max, max_version)
+        theirs = self.api_versions.get(api_key)
+        if theirs is None:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION, f"broker {self.address} does not support {name}"
+            )
+        low, high = max(ours_min, theirs[0]), min(ours_max, theirs[1])
+        if low > high:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"no common version of {name}: broker {self.address} supports "
+                f"{theirs[0]}-{theirs[1]}, this client {ours_min}-{ours_max}",
+            )
+        return high
+
+    # --- requests ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        api_key: int,
+        body: dict[str, Any],
+        version: int | None = None,
+        *,
+        max_version: int | None = None,
+        response_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its decoded response body.
+
+        The version is `version` if given, else the highest both sides support (at most
+        `max_version`). `response_timeout` (seconds) overrides `request_timeout`. A Produce
+        request with acks=0 gets no response from the broker: it returns `{}` once written.
+        On timeout the connection is closed (and KafkaTimeoutError raised), since a late
+        response could no longer be told apart from a stuck broker.
+        """
+        if version is None:
+            version = self.choose_version(api_key, max_version)
+        expects_response = not (api_key == ApiKey.PRODUCE and body.get("acks", 0) == 0)
+        async with self._slots:
+            self._raise_if_closed()
+            correlation_id = self._next_correlation_id
+            self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+            header = RequestHeader(api_key, version, correlation_id, self.client_id)
+            frame = encode_request(header, body)
+            future: asyncio.Future[dict[str, Any]] | None = None
+            if expects_response:
+                future = asyncio.get_running_loop().create_future()
+                self._in_flight[correlation_id] = _InFlight(api_key, version, future)
+            self._writer.write(frame)
+            try:
+                await self._writer.drain()
+            except OSError as exc:
+                reason = KafkaConnectionError(
+                    f"connection to {self.address} failed: {describe_os_error(exc)}"
+                )
+                self._shutdown(reason)
+                raise reason from exc
+            if future is None:
+                return {}
+            limit = self.request_timeout if response_timeout is None else response_timeout
+            try:
+                async with asyncio.timeout(limit):
+                    return await future
+            except TimeoutError:
+                reason = KafkaTimeoutError(
+                    f"{_api_name(api_key)} request to {self.address} timed out "
+                    f"after {limit:g}s"
+                )
+                self._shutdown(reason)
+                raise reason from None
+
+    def _raise_if_closed(self) -> None:
+        if self._close_reason is not None:
+            raise KafkaConnectionError(str(self._close_reason), self._close_reason.code)
+
+    # --- responses --------------------------------------------------------------------
+
+    async def _read_responses(self) -> None:
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+                if size < 4 or size > self.max_response_size:
+                    raise ProtocolError(
+                        f"response frame of {size} bytes is impossible or over the limit of "
+                        f"{self.max_response_size} (is this a Kafka broker?)"
+                    )
+                self._dispatch(await self._reader.readexactly(size))
+        except asyncio.IncompleteReadError:
+            reason = KafkaConnectionError(f"connection to {self.address} closed by the broker")
+        except OSError as exc:
+            reason = KafkaConnectionError(
+                f"connection to {self.address} failed: {describe_os_error(exc)}"
+            )
+        except ProtocolError as exc:
+            reason = KafkaConnectionError(f"bad response from {self.address}: {exc}")
+        except Exception as exc:  # never leave requests waiting on a dead reader
+            reason = KafkaConnectionError(f"connection to {self.address} failed: {exc!r}")
+        self._shutdown(reason)
+
+    def _dispatch(self, frame: bytes) -> None:
+        correlation_id, leading_error = _CORRELATION_AND_ERROR.unpack_from(
+            frame.ljust(_CORRELATION_AND_ERROR.size, b"\0")
+        )
+        entry = self._in_flight.pop(correlation_id, None)
+        if entry is None:
+            raise ProtocolError(f"response with unknown correlation id {correlation_id}")
+        version = entry.api_version
+        if (
+            entry.api_key == ApiKey.API_VERSIONS
+            and leading_error == ErrorCode.UNSUPPORTED_VERSION
+        ):
+            version = 0  # KIP-511: the broker answers a version it lacks in v0
+        try:
+            _, body = decode_response(entry.api_key, version, frame)
+        except Exception as exc:
+            # The frame was complete, so the stream is still in step: fail this request only.
+            if not entry.future.done():
+                entry.future.set_exception(
+                    ProtocolError(
+                        f"cannot decode {_api_name(entry.api_key)} v{version} response "
+                        f"from {self.address}: {exc}"
+                    )
+                )
+            return
+        if not entry.future.done():  # its caller may have given up (cancelled)
+            entry.future.set_result(body)
+
+    # --- closing ----------------------------------------------------------------------
+
+    def _shutdown(self, reason: KafkaConnectionError) -> None:
+        """Mark the connection closed, fail pending requests, close the socket."""
+        if self._close_reason is not None:
+            return
+        self._close_reason = reason
+        pending, self._in_flight = self._in_flight, {}
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(
+                    KafkaConnectionError(str(reason), reason.code)
+                )
+        self._writer.close()
+        if self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+
+    async def close(self) -> None:
+        """Close the connection; pending requests fail with KafkaConnectionError."""
+        self._shutdown(KafkaConnectionError(f"connection to {self.address} was closed"))
+        if self._reader_task is not asyncio.current_task():
+            try:
+                await self._reader_task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+
+
+def format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
+    """"host:port", "[v6addr]:port", a bare v6 address, or "host" -> (host, port)."""
+    text = address.strip()
+    port_text: str | None = None
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"invalid address {address!r}")
+        if rest:
+            port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    else:
+        host = text
+    if not host:
+        raise ValueError(f"invalid address {address!r}: no host")
+    if port_text is None:
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"invalid address {address!r}: bad port {port_text!r}")
+    return host, int(port_text)
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """"host:port[,host:port...]" -> [(host, port), ...]."""
+    addresses = [parse_address(part) for part in servers.split(",") if part.strip()]
+    if not addresses:
+        raise ValueError("no bootstrap servers given")
+    return addresses
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"

@@ -1,0 +1,122 @@
+"""A client's view of the cluster: brokers, controller, topics and their partitions, as one
+Metadata response described them. Immutable values; refresh by asking again."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from logbus.client.errors import KafkaError
+from logbus.protocol import ErrorCode
+
+NO_LEADER = -1
+ZERO_UUID = UUID(int=0)
+
+
+def topic_id_string(topic_id: UUID) -> str:
+    """A topic id as Kafka prints it: URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    error_code: int = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: UUID
+    is_internal: bool
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    error_code: int = ErrorCode.NONE
+
+    @property
+    def replication_factor(self) -> int:
+        if not self.partitions:
+            return 0
+        return len(self.partitions[min(self.partitions)].replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, BrokerInfo]
+    topics: dict[str, TopicInfo]
+
+    def topic(self, name: str) -> TopicInfo:
+        """The topic, or KafkaError if the broker reported it missing or failed."""
+        info = self.topics.get(name)
+        if info is None or info.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
+        if info.error_code != ErrorCode.NONE:
+            raise KafkaError(info.error_code, f"metadata for topic '{name}'")
+        return info
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topic(topic)
+        part = info.partitions.get(partition)
+        if part is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic '{topic}' has no partition {partition} "
+                f"(it has {len(info.partitions)})",
+            )
+        if part.leader == NO_LEADER or part.error_code == ErrorCode.LEADER_NOT_AVAILABLE:
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"partition {topic}-{partition} has no leader"
+            )
+        return part.leader
+
+
+def parse_metadata(response: dict[str, Any]) -> ClusterMetadata:
+    """Turn a decoded Metadata response (any version) into a ClusterMetadata."""
+    brokers = {
+        b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b["rack"])
+        for b in response["brokers"]
+    }
+    topics: dict[str, TopicInfo] = {}
+    for t in response["topics"]:
+        partitions = {
+            p["partition_index"]: PartitionInfo(
+                partition=p["partition_index"],
+                leader=p["leader_id"],
+                leader_epoch=p["leader_epoch"],
+                replicas=tuple(p["replica_nodes"]),
+                isr=tuple(p["isr_nodes"]),
+                offline_replicas=tuple(p["offline_replicas"]),
+                error_code=p["error_code"],
+            )
+            for p in t["partitions"]
+        }
+        name = t["name"] or ""
+        topics[name] = TopicInfo(
+            name=name,
+            topic_id=t["topic_id"],
+            is_internal=t["is_internal"],
+            partitions=dict(sorted(partitions.items())),
+            error_code=t["error_code"],
+        )
+    return ClusterMetadata(
+        cluster_id=response["cluster_id"],
+        controller_id=response["controller_id"],
+        brokers=brokers,
+        topics=topics,
+    )

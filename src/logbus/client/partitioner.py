@@ -1,0 +1,67 @@
+"""Choosing a partition for a record the way Kafka's Java client does.
+
+Keyed records go to `toPositive(murmur2(key)) % partitions` (Kafka's
+`BuiltInPartitioner.partitionForKey`), so a key lands on the same partition whichever
+client wrote it. Keyless records stick to one partition per batch and move on round-robin
+(KIP-480's sticky partitioning, without its load-based weighting).
+"""
+
+from __future__ import annotations
+
+import random
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """32-bit MurmurHash2 with Kafka's seed, as a signed int like Java's `Utils.murmur2`."""
+    buf = bytes(data)
+    length = len(buf)
+    h = (_SEED ^ length) & _MASK
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(buf[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = buf[whole:]
+    if tail:
+        h ^= int.from_bytes(tail, "little")
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def to_positive(value: int) -> int:
+    """Java's `Utils.toPositive`: clear the sign bit (not `abs`, which overflows)."""
+    return value & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    return to_positive(murmur2(key)) % num_partitions
+
+
+class StickyPartitioner:
+    """Picks partitions for keyless records: the same one until `next_batch()`, then the
+    next one round-robin. Starts at a random partition so that many short-lived producers
+    spread out. Not shared between tasks."""
+
+    def __init__(self, num_partitions: int, start: int | None = None) -> None:
+        if num_partitions <= 0:
+            raise ValueError("a topic has at least one partition")
+        self.num_partitions = num_partitions
+        first = random.randrange(num_partitions) if start is None else start
+        self._current = first % num_partitions
+
+    @property
+    def current(self) -> int:
+        return self._current
+
+    def next_batch(self) -> int:
+        self._current = (self._current + 1) % self.num_partitions
+        return self._current

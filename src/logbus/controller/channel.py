@@ -1,0 +1,68 @@
+"""How the controller tells brokers about leadership and metadata.
+
+In Kafka's ZooKeeper mode these are the LeaderAndIsr, UpdateMetadata and StopReplica
+requests. `LocalChannel` delivers them to the controller's own broker in-process, which is
+all a stand-alone broker needs; a cluster adds a channel that sends the requests.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from logbus.controller.cluster_metadata import BrokerInfo, TopicMetadata
+
+
+class BrokerCallbacks(Protocol):
+    """What a broker does when the controller speaks to it."""
+
+    def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None: ...
+
+    def apply_update_metadata(
+        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+    ) -> None: ...
+
+    def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None: ...
+
+
+class ControllerChannel(Protocol):
+    def send_leader_and_isr(
+        self, broker_id: int, topic: TopicMetadata, partitions: list[int]
+    ) -> None: ...
+
+    def send_update_metadata(
+        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+    ) -> None: ...
+
+    def send_stop_replica(
+        self, broker_id: int, topic: str, partitions: list[int], delete: bool
+    ) -> None: ...
+
+
+class LocalChannel:
+    """Delivers controller requests to brokers living in this process."""
+
+    def __init__(self) -> None:
+        self._brokers: dict[int, BrokerCallbacks] = {}
+
+    def register(self, broker_id: int, broker: BrokerCallbacks) -> None:
+        self._brokers[broker_id] = broker
+
+    def send_leader_and_isr(
+        self, broker_id: int, topic: TopicMetadata, partitions: list[int]
+    ) -> None:
+        broker = self._brokers.get(broker_id)
+        if broker is not None:
+            broker.apply_leader_and_isr(topic, partitions)
+
+    def send_update_metadata(
+        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+    ) -> None:
+        for broker in self._brokers.values():
+            broker.apply_update_metadata(brokers, topics, deleted)
+
+    def send_stop_replica(
+        self, broker_id: int, topic: str, partitions: list[int], delete: bool
+    ) -> None:
+        broker = self._brokers.get(broker_id)
+        if broker is not None:
+            broker.apply_stop_replica(topic, partitions, delete)

@@ -1,0 +1,77 @@
+"""The cluster metadata model: brokers, topics, partition leadership, as values.
+
+Brokers keep a `MetadataCache` of it (filled by the controller's UpdateMetadata), which
+the Metadata, DescribeCluster and topic APIs answer from.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from uuid import UUID
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    listener: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leadership of one partition: what `/brokers/topics/<t>/partitions/<p>/state` holds."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    controller_epoch: int = 1
+    version: int = 0  # the store node's version, for compare-and-set updates
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: UUID
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+    is_internal: bool = False
+
+
+def topic_id_to_str(topic_id: UUID) -> str:
+    """Kafka writes topic ids as URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_str(text: str) -> UUID:
+    return UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+class MetadataCache:
+    """A broker's view of the cluster. Owned by the broker's event loop thread."""
+
+    def __init__(self, cluster_id: str, controller_id: int) -> None:
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[UUID, str] = {}
+
+    def update_topic(self, topic: TopicMetadata) -> None:
+        self.topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic.name
+
+    def remove_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+
+    def topic_name(self, topic_id: UUID) -> str | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        meta = self.topics.get(topic)
+        return None if meta is None else meta.partitions.get(partition)

@@ -1,0 +1,518 @@
+"""The controller: owns topic creation and deletion, partition creation and leader
+election, writes the outcome to the metadata store in ZooKeeper's layout, and tells
+brokers through the channel.
+
+Store layout (as Kafka's ZooKeeper mode): `/brokers/ids/<id>` (ephemeral),
+`/brokers/topics/<topic>` (assignment and topic id), `.../partitions/<p>/state`
+(leader, leader_epoch, isr, controller_epoch), `/config/topics/<topic>`, `/controller`,
+`/controller_epoch`, `/cluster/id`. One instance per broker; only the one holding
+`/controller` acts. Not thread-safe: called from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from uuid import UUID
+
+from logbus.controller.channel import ControllerChannel
+from logbus.controller.cluster_metadata import (
+    BrokerInfo,
+    PartitionState,
+    TopicMetadata,
+    topic_id_from_str,
+    topic_id_to_str,
+)
+from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
+from logbus.controller.topic_validation import INTERNAL_TOPICS, collision_key, topic_name_error
+from logbus.protocol import ErrorCode
+
+ZERO_UUID = UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int  # -1: the broker default
+    replication_factor: int  # -1: the broker default
+    assignments: dict[int, list[int]]
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    topic_id: UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+class ControllerError(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def assign_replicas(
+    brokers: list[int],
+    partitions: int,
+    replication_factor: int,
+    first_partition: int = 0,
+    start_index: int | None = None,
+) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
+    if replication_factor > len(brokers):
+        raise ControllerError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{len(brokers)}.",
+        )
+    ordered = sorted(brokers)
+    n = len(ordered)
+    start = random.randrange(n) if start_index is None else start_index
+    shift = random.randrange(n) if start_index is None else start_index
+    out: dict[int, list[int]] = {}
+    for i in range(partitions):
+        p = first_partition + i
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (start + p) % n
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(
+                ordered[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else ordered[0]
+            )
+        out[p] = replicas
+    return out
+
+
+def ensure_cluster_id(store: MetadataStore) -> str:
+    """The cluster id at `/cluster/id`, generated (Kafka's base64 form) on first start."""
+    try:
+        return str(json.loads(store.get("/cluster/id")[0])["id"])
+    except NoNode:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        store.create_json("/cluster/id", {"version": "1", "id": cluster_id})
+        return cluster_id
+
+
+class Controller:
+    def __init__(
+        self,
+        store: MetadataStore,
+        channel: ControllerChannel,
+        broker: BrokerInfo,
+        *,
+        default_partitions: int = 1,
+        default_replication_factor: int = 1,
+        validate_configs: object = None,
+    ) -> None:
+        self.store = store
+        self.channel = channel
+        self.broker = broker
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.epoch = 0
+        self.cluster_id = ""
+        self.topics: dict[str, TopicMetadata] = {}
+        self._validate_configs = validate_configs
+
+    # --- start-up -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register this broker, become controller, load topics and elect leaders."""
+        self.cluster_id = ensure_cluster_id(self.store)
+        self._register_broker()
+        self._elect_self()
+        for name in (
+            self.store.children("/brokers/topics") if self.store.exists("/brokers/topics") else []
+        ):
+            self.topics[name] = self._load_topic(name)
+        if self.store.exists("/admin/delete_topics"):
+            for name in self.store.children("/admin/delete_topics"):
+                self._complete_delete(name)
+        for topic in self.topics.values():
+            self._elect_leaders(topic, list(topic.partitions))
+        self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
+
+    def _register_broker(self) -> None:
+        b = self.broker
+        path = f"/brokers/ids/{b.broker_id}"
+        value = {
+            "listener_security_protocol_map": {b.listener: "PLAINTEXT"},
+            "endpoints": [f"{b.listener}://{b.host}:{b.port}"],
+            "rack": b.rack,
+            "jmx_port": -1,
+            "port": b.port,
+            "host": b.host,
+            "version": 5,
+            "timestamp": str(int(time.time() * 1000)),
+        }
+        if self.store.exists(path):
+            raise ControllerError(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker id {b.broker_id} is already registered"
+            )
+        self.store.create_json(path, value, ephemeral=True)
+
+    def _elect_self(self) -> None:
+        try:
+            self.store.create_json(
+                "/controller",
+                {
+                    "version": 1,
+                    "brokerid": self.broker.broker_id,
+                    "timestamp": str(int(time.time() * 1000)),
+                },
+                ephemeral=True,
+            )
+        except NodeExists:
+            return
+        try:
+            data, version = self.store.get("/controller_epoch")
+            self.epoch = int(data) + 1
+            self.store.set("/controller_epoch", str(self.epoch).encode(), version)
+        except NoNode:
+            self.epoch = 1
+            self.store.create("/controller_epoch", b"1")
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        out = []
+        for child in self.store.children("/brokers/ids"):
+            value = json.loads(self.store.get(f"/brokers/ids/{child}")[0])
+            out.append(BrokerInfo(int(child), value["host"], int(value["port"]), value.get("rack")))
+        return out
+
+    def _load_topic(self, name: str) -> TopicMetadata:
+        value = self.store.get_json(f"/brokers/topics/{name}")
+        assert isinstance(value, dict)
+        topic = TopicMetadata(
+            name, topic_id_from_str(value["topic_id"]), is_internal=name in INTERNAL_TOPICS
+        )
+        for p, replicas in value["partitions"].items():
+            state_path = f"/brokers/topics/{name}/partitions/{p}/state"
+            try:
+                data, version = self.store.get(state_path)
+                state = json.loads(data)
+                topic.partitions[int(p)] = PartitionState(
+                    state["leader"],
+                    state["leader_epoch"],
+                    tuple(state["isr"]),
+                    tuple(replicas),
+                    state.get("controller_epoch", 0),
+                    version,
+                )
+            except NoNode:
+                topic.partitions[int(p)] = PartitionState(-1, -1, (), tuple(replicas))
+        try:
+            config = self.store.get_json(f"/config/topics/{name}")
+            assert isinstance(config, dict)
+            topic.configs = dict(config.get("config", {}))
+        except NoNode:
+            pass
+        return topic
+
+    # --- leadership -----------------------------------------------------------------------
+
+    def _elect_leaders(self, topic: TopicMetadata, partitions: list[int]) -> None:
+        """Elect a leader from the live ISR for partitions without a live leader, bump the
+        leader epoch, write the state with a compare-and-set, and tell the replicas."""
+        live = {b.broker_id for b in self.live_brokers()}
+        changed: dict[int, list[int]] = {}
+        for p in partitions:
+            state = topic.partitions[p]
+            live_isr = [r for r in state.isr if r in live] or [
+                r for r in state.replicas if r in live and not state.isr
+            ]
+            if state.leader in live and state.leader in live_isr and state.leader_epoch >= 0:
+                new = state
+            elif live_isr:
+                new = PartitionState(
+                    live_isr[0],
+                    state.leader_epoch + 1,
+                    tuple(live_isr),
+                    state.replicas,
+                    self.epoch,
+                    state.version,
+                )
+            else:
+                new = PartitionState(
+                    -1, state.leader_epoch + 1, state.isr, state.replicas, self.epoch, state.version
+                )
+            if new is not state:
+                new = self._write_state(topic.name, p, new, create=state.leader_epoch < 0)
+                topic.partitions[p] = new
+            for replica in new.replicas:
+                if replica in live:
+                    changed.setdefault(replica, []).append(p)
+        for broker_id, parts in changed.items():
+            self.channel.send_leader_and_isr(broker_id, topic, parts)
+
+    def _write_state(
+        self, topic: str, partition: int, state: PartitionState, create: bool
+    ) -> PartitionState:
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+        value = {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+        if create and not self.store.exists(path):
+            self.store.create_json(path, value)
+            version = 0
+        else:
+            version = self.store.set_json(path, value, state.version if not create else -1)
+        return PartitionState(
+            state.leader,
+            state.leader_epoch,
+            state.isr,
+            state.replicas,
+            state.controller_epoch,
+            version,
+        )
+
+    # --- topic administration -------------------------------------------------------------
+
+    def validate_new_topic(self, spec: NewTopic) -> TopicResult:
+        """Check a CreateTopics entry without changing anything."""
+        error = topic_name_error(spec.name)
+        if error is not None:
+            return TopicResult(spec.name, ErrorCode.INVALID_TOPIC_EXCEPTION, error)
+        if spec.name in self.topics or self.store.exists(f"/admin/delete_topics/{spec.name}"):
+            return TopicResult(
+                spec.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists."
+            )
+        key = collision_key(spec.name)
+        for existing in self.topics:
+            if collision_key(existing) == key:
+                return TopicResult(
+                    spec.name,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{spec.name}' collides with existing topic: {existing}",
+                )
+        if spec.assignments and (spec.num_partitions != -1 or spec.replication_factor != -1):
+            return TopicResult(
+                spec.name,
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments "
+                "were set. Both cannot be used at the same time.",
+            )
+        partitions = self.default_partitions if spec.num_partitions == -1 else spec.num_partitions
+        rf = (
+            self.default_replication_factor
+            if spec.replication_factor == -1
+            else spec.replication_factor
+        )
+        if not spec.assignments and partitions <= 0:
+            return TopicResult(
+                spec.name,
+                ErrorCode.INVALID_PARTITIONS,
+                "Number of partitions must be larger than 0.",
+            )
+        if not spec.assignments and rf <= 0:
+            return TopicResult(
+                spec.name,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            )
+        try:
+            if spec.assignments:
+                self._check_assignment(spec.assignments, 0)
+            else:
+                assign_replicas([b.broker_id for b in self.live_brokers()], partitions, rf)
+        except ControllerError as exc:
+            return TopicResult(spec.name, exc.error, exc.message)
+        if self._validate_configs is not None:
+            try:
+                self._validate_configs(spec.configs)  # type: ignore[operator]
+            except ValueError as exc:
+                return TopicResult(spec.name, ErrorCode.INVALID_CONFIG, str(exc))
+        if spec.assignments:
+            partitions = len(spec.assignments)
+            rf = len(next(iter(spec.assignments.values())))
+        return TopicResult(spec.name, ErrorCode.NONE, None, UUID(int=0), partitions, rf)
+
+    def _check_assignment(self, assignments: dict[int, list[int]], first: int) -> None:
+        live = {b.broker_id for b in self.live_brokers()}
+        expected = list(range(first, first + len(assignments)))
+        if sorted(assignments) != expected:
+            raise ControllerError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be a consecutive 0-based integer sequence",
+            )
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise ControllerError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "All partitions should have the same number of replicas",
+            )
+        for p, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate replica assignment for partition '{p}'",
+                )
+            unknown = [r for r in replicas if r not in live]
+            if unknown:
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unknown broker(s) {unknown} in the assignment of partition {p}",
+                )
+
+    def create_topic(self, spec: NewTopic) -> TopicResult:
+        checked = self.validate_new_topic(spec)
+        if checked.error != ErrorCode.NONE:
+            return checked
+        assignment = spec.assignments or assign_replicas(
+            [b.broker_id for b in self.live_brokers()],
+            checked.num_partitions,
+            checked.replication_factor,
+        )
+        topic = TopicMetadata(
+            spec.name,
+            uuid.uuid4(),
+            is_internal=spec.name in INTERNAL_TOPICS,
+            configs=dict(spec.configs),
+        )
+        if spec.configs:
+            self.store.create_json(
+                f"/config/topics/{spec.name}", {"version": 1, "config": spec.configs}
+            )
+        self.store.create_json(
+            f"/brokers/topics/{spec.name}",
+            {
+                "version": 3,
+                "topic_id": topic_id_to_str(topic.topic_id),
+                "partitions": {str(p): r for p, r in assignment.items()},
+                "adding_replicas": {},
+                "removing_replicas": {},
+            },
+        )
+        for p, replicas in assignment.items():
+            topic.partitions[p] = PartitionState(-1, -1, tuple(replicas), tuple(replicas))
+        self.topics[spec.name] = topic
+        self._elect_leaders(topic, sorted(assignment))
+        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+        return TopicResult(
+            spec.name,
+            ErrorCode.NONE,
+            None,
+            topic.topic_id,
+            len(assignment),
+            len(next(iter(assignment.values()))),
+        )
+
+    def delete_topic(self, name: str) -> TopicResult:
+        topic = self.topics.get(name)
+        if topic is None:
+            return TopicResult(
+                name,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
+        path = f"/admin/delete_topics/{name}"
+        if not self.store.exists(path):
+            self.store.create(path, b"")
+        self._complete_delete(name)
+        return TopicResult(name, topic_id=topic.topic_id)
+
+    def _complete_delete(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            by_broker: dict[int, list[int]] = {}
+            for p, state in topic.partitions.items():
+                for r in state.replicas:
+                    by_broker.setdefault(r, []).append(p)
+            for broker_id, parts in by_broker.items():
+                self.channel.send_stop_replica(broker_id, name, parts, True)
+        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
+            if self.store.exists(path):
+                self.store.delete(path, recursive=True)
+        self.store.delete(f"/admin/delete_topics/{name}")
+        self.channel.send_update_metadata(self.live_brokers(), [], [name])
+
+    def create_partitions(
+        self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
+    ) -> TopicResult:
+        topic = self.topics.get(name)
+        if topic is None:
+            return TopicResult(
+                name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
+        current = len(topic.partitions)
+        if total <= current:
+            return TopicResult(
+                name,
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than "
+                f"the requested {total}."
+                if total < current
+                else f"Topic already has {current} partitions.",
+            )
+        rf = len(next(iter(topic.partitions.values())).replicas)
+        try:
+            if assignments is not None:
+                if len(assignments) != total - current:
+                    raise ControllerError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Increasing the number of partitions by {total - current} but "
+                        f"{len(assignments)} assignments provided.",
+                    )
+                new = {current + i: list(r) for i, r in enumerate(assignments)}
+                self._check_assignment(new, current)
+                if any(len(r) != rf for r in new.values()):
+                    raise ControllerError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor, expected {rf}",
+                    )
+            else:
+                new = assign_replicas(
+                    [b.broker_id for b in self.live_brokers()],
+                    total - current,
+                    rf,
+                    first_partition=current,
+                )
+        except ControllerError as exc:
+            return TopicResult(name, exc.error, exc.message)
+        if validate_only:
+            return TopicResult(name)
+        data, version = self.store.get(f"/brokers/topics/{name}")
+        value = json.loads(data)
+        value["partitions"].update({str(p): r for p, r in new.items()})
+        self.store.set_json(f"/brokers/topics/{name}", value, version)
+        for p, replicas in new.items():
+            topic.partitions[p] = PartitionState(-1, -1, tuple(replicas), tuple(replicas))
+        self._elect_leaders(topic, sorted(new))
+        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+        return TopicResult(name)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's dynamic configs (validated by the caller)."""
+        topic = self.topics[name]
+        path = f"/config/topics/{name}"
+        value = {"version": 1, "config": configs}
+        if self.store.exists(path):
+            self.store.set_json(path, value)
+        else:
+            self.store.create_json(path, value)
+        topic.configs = dict(configs)
+        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+
+    def shutdown(self) -> None:
+        for path in (f"/brokers/ids/{self.broker.broker_id}", "/controller"):
+            try:
+                if path == "/controller":
+                    owner = json.loads(self.store.get(path)[0]).get("brokerid")
+                    if owner != self.broker.broker_id:
+                        continue
+                self.store.delete(path)
+            except NoNode:
+                pass

@@ -1,0 +1,108 @@
+"""Fetch v4-17: reads bounded by the high watermark (or last stable offset), long poll
+with `min_bytes`/`max_wait_ms`, `max_bytes` per partition and per response, topic ids
+(v13+). Record data goes out as file slices, never decoded.
+
+Fetch sessions (KIP-227) are answered as sessionless: the response carries session id 0,
+which tells the client to keep sending full fetch requests.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
+
+ZERO_UUID = UUID(int=0)
+READ_COMMITTED = 1
+
+
+def _partition_response(index: int, result: FetchResult, read_committed: bool) -> Body:
+    return {
+        "partition_index": index,
+        "error_code": result.error,
+        "high_watermark": result.high_watermark,
+        "last_stable_offset": result.last_stable_offset,
+        "log_start_offset": result.log_start_offset,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": result.records if result.records is not None else b"",
+    }
+
+
+async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
+    broker = ctx.broker
+    assert broker.replica_manager is not None
+    cache = broker.metadata_cache
+    version = ctx.version
+    session_id, session_epoch = request["session_id"], request["session_epoch"]
+    if session_id != 0:
+        return {
+            "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            "session_id": 0,
+            "responses": [],
+        }
+    if session_epoch > 0:
+        return {
+            "error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            "session_id": 0,
+            "responses": [],
+        }
+    read_committed = request["isolation_level"] == READ_COMMITTED
+    wanted: list[FetchRequestPartition] = []
+    # (topic key as the response names it, partition, index into `wanted` or an error)
+    layout: list[tuple[str | UUID, int, int | ErrorCode]] = []
+    for topic in request["topics"]:
+        if version >= 13:
+            key: str | UUID = topic["topic_id"]
+            name = cache.topic_name(topic["topic_id"])
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            key = name = topic["topic"]
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for part in topic["partitions"]:
+            index = part["partition"]
+            if name is None or cache.partition(name, index) is None:
+                layout.append((key, index, missing))
+                continue
+            layout.append((key, index, len(wanted)))
+            wanted.append(
+                FetchRequestPartition(
+                    name,
+                    index,
+                    part["fetch_offset"],
+                    part["partition_max_bytes"],
+                    part["current_leader_epoch"],
+                )
+            )
+    results = await broker.replica_manager.fetch(
+        wanted, request["max_bytes"], request["min_bytes"], request["max_wait_ms"], read_committed
+    )
+    responses: list[Body] = []
+    by_key: dict[str | UUID, Body] = {}
+    for key, index, slot in layout:
+        result = (
+            results[slot]
+            if isinstance(slot, int) and not isinstance(slot, ErrorCode)
+            else FetchResult(ErrorCode(slot))
+        )
+        entry = by_key.get(key)
+        if entry is None:
+            entry = {
+                "topic": key if isinstance(key, str) else None,
+                "topic_id": key if isinstance(key, UUID) else ZERO_UUID,
+                "partitions": [],
+            }
+            by_key[key] = entry
+            responses.append(entry)
+        entry["partitions"].append(_partition_response(index, result, read_committed))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": 0,
+        "responses": responses,
+    }
+
+
+HANDLERS = [ApiHandler(ApiKey.FETCH, 4, 17, handle_fetch)]

@@ -1,0 +1,98 @@
+"""ListOffsets v1-10: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
+(-4, v8+), latest tiered (-5, v9+; no tiered storage here, so none), and the first offset
+whose timestamp is at or after a given time, found through the time index."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.server.replica.partition import Partition, PartitionError
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+CONSUMER_REPLICA_ID = -1
+READ_COMMITTED = 1
+
+
+def _lookup(
+    part: Partition,
+    timestamp: int,
+    consumer: bool,
+    read_committed: bool,
+) -> tuple[int, int]:
+    """(offset, timestamp) for one request, (-1, -1) when no such offset exists."""
+    log = part.log
+    # No transactions yet: the last stable offset is the high watermark.
+    bound = part.high_watermark if consumer else log.log_end_offset
+    if timestamp == LATEST:
+        return bound, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    found = log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    if consumer and found.offset >= bound:
+        return -1, -1
+    return found.offset, found.timestamp
+
+
+async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
+    broker = ctx.broker
+    assert broker.replica_manager is not None
+    consumer = request["replica_id"] == CONSUMER_REPLICA_ID
+    read_committed = request["isolation_level"] == READ_COMMITTED
+    topics = []
+    for topic in request["topics"]:
+        name = topic["name"]
+        counts = Counter(p["partition_index"] for p in topic["partitions"])
+        duplicates = {index for index, n in counts.items() if n > 1}
+        partitions = []
+        for req in topic["partitions"]:
+            index = req["partition_index"]
+            entry: Body = {
+                "partition_index": index,
+                "error_code": ErrorCode.NONE,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partitions.append(entry)
+            if index in duplicates:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                continue
+            part = broker.replica_manager.partition(name, index)
+            if part is None:
+                entry["error_code"] = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if broker.metadata_cache.partition(name, index) is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                continue
+            try:
+                part.ensure_leader()
+                part.check_leader_epoch(req["current_leader_epoch"])
+            except PartitionError as exc:
+                entry["error_code"] = exc.error
+                continue
+            timestamp = req["timestamp"]
+            if timestamp == MAX_TIMESTAMP and ctx.version < 7:
+                entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                continue
+            offset, found_ts = _lookup(part, timestamp, consumer, read_committed)
+            entry.update(
+                offset=offset,
+                timestamp=found_ts,
+                leader_epoch=part.leader_epoch if offset >= 0 else -1,
+            )
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = [ApiHandler(ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets)]

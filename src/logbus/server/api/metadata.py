@@ -1,0 +1,114 @@
+"""Metadata v0-12: brokers, controller, cluster id and topic leadership, with topic ids
+(v10+), lookups by topic id (v12) and auto-creation (`auto.create.topics.enable`)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from logbus.controller.cluster_metadata import TopicMetadata
+from logbus.controller.controller import NewTopic
+from logbus.controller.topic_validation import topic_name_error
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.api import ApiHandler, Body, RequestContext
+
+NO_OPERATIONS = -2147483648
+ZERO_UUID = UUID(int=0)
+# Without ACLs every operation is allowed; bit positions are Kafka's AclOperation codes.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+
+
+def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> Body:
+    partitions = []
+    for index in sorted(topic.partitions):
+        state = topic.partitions[index]
+        offline = [r for r in state.replicas if r not in live]
+        error = ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append(
+            {
+                "error_code": error,
+                "partition_index": index,
+                "leader_id": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": list(state.replicas),
+                "isr_nodes": list(state.isr),
+                "offline_replicas": offline,
+            }
+        )
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": partitions,
+        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+    }
+
+
+def error_entry(name: str | None, error: ErrorCode, topic_id: UUID = ZERO_UUID) -> Body:
+    return {
+        "error_code": error,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": NO_OPERATIONS,
+    }
+
+
+async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    version = ctx.version
+    include_ops = bool(request["include_topic_authorized_operations"])
+    live = set(cache.brokers)
+    requested = request["topics"]
+    all_topics = requested is None or (version == 0 and not requested)
+    auto_create = (
+        request["allow_auto_topic_creation"] if version >= 4 else True
+    ) and broker.config.get("auto.create.topics.enable")
+    topics: list[Body] = []
+    if all_topics:
+        topics = [topic_entry(t, include_ops, live) for t in cache.topics.values()]
+    else:
+        for entry in requested:
+            name, topic_id = entry["name"], entry["topic_id"]
+            if name is None:
+                found = cache.topic_name(topic_id) if topic_id != ZERO_UUID else None
+                if found is None:
+                    topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                else:
+                    topics.append(topic_entry(cache.topics[found], include_ops, live))
+                continue
+            topic = cache.topics.get(name)
+            if topic is not None:
+                topics.append(topic_entry(topic, include_ops, live))
+            elif topic_name_error(name) is not None:
+                topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif auto_create and broker.controller is not None:
+                result = broker.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
+                created = cache.topics.get(name)
+                if result.error == ErrorCode.NONE and created is not None:
+                    topics.append(topic_entry(created, include_ops, live))
+                else:
+                    topics.append(error_entry(name, result.error))
+            else:
+                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    brokers = [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+    ]
+    include_cluster_ops = bool(request["include_cluster_authorized_operations"])
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers,
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if include_cluster_ops
+        else NO_OPERATIONS,
+    }
+
+
+HANDLERS = [ApiHandler(ApiKey.METADATA, 0, 12, handle_metadata)]

@@ -1,0 +1,56 @@
+"""InitProducerId v0-5 for idempotent producers (KIP-98; KIP-360 epoch bumps from v3).
+
+A request without a transactional id gets a new producer id with epoch 0. From v3 it may
+carry the producer's current id and epoch to ask for an epoch bump (KIP-360): a producer
+this broker handed out gets its next epoch, and a new id when the epoch is exhausted or
+the broker does not know the producer (`ProducerIdManager.bump_epoch`). Kafka's broker
+always hands a non-transactional producer a new id, bump or not; both answers are valid
+for the client, and bumping spares ids and producer state on the partitions.
+
+Transactions are not implemented yet. A request with a transactional id gets Kafka's
+validation first (an empty id is INVALID_REQUEST, a timeout outside
+(0, transaction.max.timeout.ms] INVALID_TRANSACTION_TIMEOUT) and then
+COORDINATOR_NOT_AVAILABLE: what Kafka's transaction coordinator answers while it cannot
+serve (`TransactionStateManager` shutting down). It is retriable, so a transactional
+producer waits and then fails with a timeout rather than with a misleading error.
+"""
+
+from __future__ import annotations
+
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.api import ApiHandler, Body, RequestContext
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+def _error(error: ErrorCode) -> Body:
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": NO_PRODUCER_ID,
+            "producer_epoch": NO_PRODUCER_EPOCH}
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
+    producer_id: int = request["producer_id"]
+    producer_epoch: int = request["producer_epoch"]
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _error(ErrorCode.INVALID_REQUEST)
+    transactional_id: str | None = request["transactional_id"]
+    if transactional_id is not None:
+        if not transactional_id:
+            return _error(ErrorCode.INVALID_REQUEST)
+        timeout_ms: int = request["transaction_timeout_ms"]
+        if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
+            return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    manager = ctx.broker.producer_ids
+    if manager is None:  # the broker is still starting
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if producer_id == NO_PRODUCER_ID:
+        new_id, epoch = manager.new_producer()
+    else:
+        new_id, epoch = manager.bump_epoch(producer_id, producer_epoch)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,
+            "producer_epoch": epoch}
+
+
+HANDLERS = [ApiHandler(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id)]

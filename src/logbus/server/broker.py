@@ -1,0 +1,214 @@
+"""The broker: wires the log manager, metadata store, controller, replica manager, API
+layer and listener together and runs their lifecycle.
+
+A stand-alone broker is a cluster of size one: the same controller runs over the
+`EmbeddedStore`. `start()` recovers the logs, registers the broker, elects itself
+controller and opens the listener; `stop()` closes connections, writes checkpoints and
+the clean-shutdown marker. Owned by one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from logbus.controller.channel import LocalChannel
+from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
+from logbus.controller.controller import Controller, ensure_cluster_id
+from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
+from logbus.server.api.registry import Apis
+from logbus.server.config import BrokerConfig
+from logbus.server.network.listener import Listener
+from logbus.server.producer_ids import ProducerIdManager
+from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.topic_config import effective_topic_config, validate_topic_configs
+from logbus.storage.log_config import LogConfig
+from logbus.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+NEVER_MS = 1 << 40
+
+
+def log_config_from(values: dict[str, Any]) -> LogConfig:
+    """Map Kafka's topic config names onto the storage layer's settings."""
+    return LogConfig(
+        segment_bytes=int(values["segment.bytes"]),
+        segment_ms=int(values["segment.ms"]),
+        segment_index_bytes=int(values["segment.index.bytes"]),
+        index_interval_bytes=int(values["index.interval.bytes"]),
+        flush_messages=int(values["flush.messages"]),
+        flush_ms=int(values["flush.ms"]),
+        max_message_bytes=int(values["max.message.bytes"]),
+        message_timestamp_type=str(values["message.timestamp.type"]),
+        retention_ms=int(values["retention.ms"]),
+        retention_bytes=int(values["retention.bytes"]),
+        cleanup_policy=",".join(values["cleanup.policy"])
+        if isinstance(values["cleanup.policy"], list)
+        else str(values["cleanup.policy"]),
+        file_delete_delay_ms=int(values["file.delete.delay.ms"]),
+    )
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id: int = config.broker_id
+        self.log_manager: LogManager | None = None
+        self.store: MetadataStore | None = None
+        self.channel = LocalChannel()
+        self.metadata_cache = MetadataCache("", -1)
+        self.controller: Controller | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.apis = Apis(self)
+        self.listeners: list[Listener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port of the first listener (useful with port 0 in tests)."""
+        return self.listeners[0].port
+
+    @property
+    def host(self) -> str:
+        return self.advertised()[0]
+
+    def advertised(self) -> tuple[str, int]:
+        listener = self.config.advertised_listeners[0]
+        port = listener.port or self.port
+        if listener.port == self.config.listeners[0].port:
+            port = self.port
+        return (listener.host or "localhost", port)
+
+    async def start(self) -> None:
+        cfg = self.config
+        self.store = EmbeddedStore(cfg.log_dirs[0])
+        cluster_id = ensure_cluster_id(self.store)
+        self.log_manager = LogManager(
+            cfg.log_dirs,
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            default_config=log_config_from(effective_topic_config({}, cfg)),
+        )
+        await asyncio.to_thread(self.log_manager.startup)
+        for listener_cfg in cfg.listeners:
+            listener = Listener(
+                listener_cfg.host,
+                listener_cfg.port,
+                self.apis.handle_frame,
+                max_request_size=cfg.socket_request_max_bytes,
+                send_buffer=cfg.socket_send_buffer_bytes,
+                receive_buffer=cfg.socket_receive_buffer_bytes,
+            )
+            await listener.start()
+            self.listeners.append(listener)
+        host, port = self.advertised()
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self._log_config_for, self._min_isr_for
+        )
+        self.channel.register(self.broker_id, self)
+        self.controller = Controller(
+            self.store,
+            self.channel,
+            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
+            default_partitions=cfg.num_partitions,
+            default_replication_factor=cfg.default_replication_factor,
+            validate_configs=validate_topic_configs,
+        )
+        self.controller.start()
+        self.metadata_cache.cluster_id = self.controller.cluster_id
+        self.metadata_cache.controller_id = self.broker_id
+        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self._spawn(
+            self._every(
+                cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint_all
+            )
+        )
+        self._spawn(self._every(cfg.log_flush_scheduler_interval_ms, self._flush_dirty))
+        log.info(
+            "broker %d started, listening on %s:%d (cluster %s)",
+            self.broker_id,
+            host,
+            port,
+            self.controller.cluster_id,
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def _every(self, interval_ms: int, action: Any) -> None:
+        if interval_ms >= NEVER_MS:
+            return  # Kafka's Long.MAX_VALUE intervals mean "never"
+        interval = max(interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(action)
+            except Exception:
+                log.exception("background task %s failed", getattr(action, "__name__", action))
+
+    def _flush_dirty(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.flush_dirty()
+
+    async def stop(self) -> None:
+        for listener in self.listeners:
+            await listener.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.log_manager is not None:
+            self.log_manager.shutdown(clean=True)
+        if self.store is not None:
+            self.store.close()
+        self._stopped.set()
+        log.info("broker %d stopped", self.broker_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # --- configs --------------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> dict[str, Any]:
+        meta = self.metadata_cache.topics.get(topic)
+        return effective_topic_config(meta.configs if meta else {}, self.config)
+
+    def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
+        return log_config_from(effective_topic_config(topic.configs, self.config))
+
+    def _min_isr_for(self, topic: str) -> int:
+        return int(self.topic_config(topic)["min.insync.replicas"])
+
+    # --- controller callbacks (LocalChannel) ----------------------------------------------
+
+    def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
+        assert self.replica_manager is not None
+        self.replica_manager.apply_leader_and_isr(topic, partitions)
+
+    def apply_update_metadata(
+        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+    ) -> None:
+        cache = self.metadata_cache
+        cache.brokers = {b.broker_id: b for b in brokers}
+        for topic in topics:
+            old = cache.topics.get(topic.name)
+            cache.update_topic(topic)
+            if old is not None and self.replica_manager is not None:
+                self.replica_manager.update_log_config(topic)
+        for name in deleted:
+            cache.remove_topic(name)
+
+    def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
+        assert self.replica_manager is not None
+        self.replica_manager.apply_stop_replica(topic, partitions, delete)

@@ -1,0 +1,100 @@
+"""One client connection: frames in, responses out, in order.
+
+Requests on a connection are handled one at a time, as Kafka's socket server does (it
+mutes a channel until its response is sent), so a pipelining client sees its produce
+requests appended in the order it sent them. Frames beyond `socket.request.max.bytes`,
+garbage headers and unknown API versions close the connection or get the protocol's error;
+the broker and every other connection keep going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from logbus.protocol.frame import FrameBuffer
+from logbus.storage.file_slice import FileSlice
+
+log = logging.getLogger(__name__)
+
+# Slices smaller than this are read and written with the rest of the response: one write
+# costs less than the machinery of sendfile for them.
+SENDFILE_THRESHOLD = 64 * 1024
+READ_SIZE = 256 * 1024
+
+Handler = Callable[["Connection", bytes], Awaitable[list[Any] | None]]
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without answering (Kafka's way for
+    malformed requests and unsupported versions of most APIs)."""
+
+
+class Connection:
+    """Owns one client socket. Created by the listener; lives until the peer closes, a
+    protocol error closes it, or the broker shuts down."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: Handler,
+        max_request_size: int,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.handler = handler
+        self.frames = FrameBuffer(max_request_size)
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                data = await self.reader.read(READ_SIZE)
+                if not data:
+                    return
+                self.frames.feed(data)
+                for frame in self.frames:
+                    chunks = await self.handler(self, frame)
+                    if chunks is not None:
+                        await self.send(chunks)
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except ValueError as exc:  # ProtocolError and FrameTooLarge: the peer's bytes
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        finally:
+            self.writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self.writer.wait_closed()
+
+    async def send(self, chunks: list[Any]) -> None:
+        writer = self.writer
+        pending = bytearray()
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                if chunk.size < SENDFILE_THRESHOLD:
+                    pending += os.pread(chunk.file.fileno(), chunk.size, chunk.position)
+                    continue
+                if pending:
+                    writer.write(pending)
+                    pending = bytearray()
+                await writer.drain()
+                loop = asyncio.get_running_loop()
+                await loop.sendfile(writer.transport, chunk.file, chunk.position, chunk.size)
+            elif len(chunk) < SENDFILE_THRESHOLD:
+                pending += chunk
+            else:
+                if pending:
+                    writer.write(pending)
+                    pending = bytearray()
+                writer.write(chunk)
+        if pending:
+            writer.write(pending)
+        await writer.drain()

@@ -1,0 +1,169 @@
+"""Opening a partition directory: find its segments, clean up leftovers of interrupted
+operations, and recover the segments a crash may have damaged.
+
+After a clean shutdown only segments with broken indexes are rebuilt. After an unclean one,
+every segment from the one holding the recovery point onward is re-read: the first
+invalid batch and everything after it (including later segments) is removed, and the
+indexes are rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from logbus.storage.errors import CorruptIndexError
+from logbus.storage.log_config import LogConfig
+from logbus.storage.producer_state import ProducerStateManager, producer_batch
+from logbus.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+)
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+# Leftovers of a deletion, a log cleaning pass or an atomic write that never finished.
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+
+
+@dataclass(slots=True)
+class LoadedSegments:
+    segments: list[LogSegment]
+    log_end_offset: int
+    recovery_point: int
+    bytes_truncated: int
+
+
+def new_segment(
+    directory: Path, base_offset: int, config: LogConfig, now_ms: int, *, active: bool
+) -> LogSegment:
+    return LogSegment(
+        directory,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        created_ms=now_ms,
+        active=active,
+    )
+
+
+def _remove_leftovers(directory: Path) -> dict[int, set[str]]:
+    """Delete leftover files and return {base offset: suffixes present}."""
+    found: dict[int, set[str]] = {}
+    for name in sorted(os.listdir(directory)):
+        path = directory / name
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            if name.endswith(".swap"):
+                logger.warning("deleting unfinished log cleaner output %s", path)
+            path.unlink(missing_ok=True)
+            continue
+        match = _SEGMENT_FILE.match(name)
+        if match:
+            found.setdefault(int(match.group(1)), set()).add(match.group(2))
+    for base_offset, suffixes in list(found.items()):
+        if LOG_SUFFIX not in suffixes:
+            # An index without its log file is useless.
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
+            del found[base_offset]
+    return found
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    now_ms: int,
+) -> LoadedSegments:
+    """Open (and where needed recover) every segment of `directory`; the last one is made
+    ready for appends. An empty directory gets one segment at `log_start_offset`."""
+    base_offsets = sorted(_remove_leftovers(directory))
+    segments = [new_segment(directory, base, config, now_ms, active=False) for base in base_offsets]
+
+    first_to_recover = len(segments)
+    if not had_clean_shutdown and segments:
+        first_to_recover = 0
+        for i, segment in enumerate(segments):
+            if segment.base_offset <= recovery_point:
+                first_to_recover = i
+
+    truncated = 0
+    for segment in segments[:first_to_recover]:
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as exc:
+            logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
+            truncated += segment.recover(config.max_message_bytes)
+
+    kept = segments[:first_to_recover]
+    for i in range(first_to_recover, len(segments)):
+        segment = segments[i]
+        removed = segment.recover(config.max_message_bytes)
+        kept.append(segment)
+        truncated += removed
+        if removed:
+            for later in segments[i + 1 :]:
+                logger.warning("deleting %s, which follows a corrupt batch", later.log_path)
+                truncated += later.size
+                later.delete()
+            break
+
+    if not kept:
+        kept = [new_segment(directory, log_start_offset, config, now_ms, active=True)]
+    active = kept[-1]
+    active.resize_indexes(config.segment_index_bytes)
+    log_end_offset = active.read_next_offset()
+    if had_clean_shutdown:
+        new_recovery_point = log_end_offset
+    else:
+        new_recovery_point = min(recovery_point, log_end_offset)
+    return LoadedSegments(kept, log_end_offset, new_recovery_point, truncated)
+
+
+def parse_topic_partition(directory: Path) -> tuple[str, int]:
+    """`<topic>-<partition>` (the topic may itself contain '-')."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager,
+    segments: Sequence[LogSegment],
+    log_start_offset: int,
+    log_end_offset: int,
+) -> None:
+    """Load the newest producer snapshot at or below the log end and replay the batches
+    after it (from the log start when there is no snapshot); only headers are read, and
+    whole batches only for transaction markers."""
+    snapshot_offset = state.load(log_end_offset)
+    start = log_start_offset if snapshot_offset is None else snapshot_offset
+    if snapshot_offset is None:
+        state.reset(start)
+    first = max(0, bisect_right([s.base_offset for s in segments], start) - 1)
+    for segment in segments[first:]:
+        location = segment.translate_offset(start)
+        if location is None:
+            continue
+        for position, header in segment.iter_headers(location.position):
+            if header.last_offset < start:
+                continue
+            batch = memoryview(b"")
+            if header.is_control and header.has_producer_id:
+                batch = memoryview(segment.read_bytes(position, header.size))
+            state.replay(producer_batch(batch, header, header.base_offset, header.max_timestamp))
+    state.map_end_offset = log_end_offset

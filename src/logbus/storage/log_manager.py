@@ -1,0 +1,306 @@
+"""Every log of a broker, across its `log.dirs`.
+
+Each log dir holds `meta.properties`, the `.kafka_cleanshutdown` marker (present only
+between a clean shutdown and the next start), `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint`, `replication-offset-checkpoint` and one directory per
+partition. Deleted partitions are renamed to `<topic>-<partition>.<uuid hex>-delete` and
+removed after `file.delete.delay.ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from logbus.storage.checkpoint import OffsetCheckpointFile, TopicPartition, write_atomically
+from logbus.storage.errors import CorruptCheckpointError, KafkaStorageError
+from logbus.storage.log import Log
+from logbus.storage.log_config import LogConfig
+from logbus.storage.log_loader import parse_topic_partition
+from logbus.storage.meta_properties import ensure_meta_properties
+from logbus.storage.record_scan import Decompressor
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _LogDir:
+    """One entry of `log.dirs` and its three offset checkpoints."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
+        self.high_watermarks = OffsetCheckpointFile(path / HIGH_WATERMARK_CHECKPOINT)
+
+    def read(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CorruptCheckpointError as exc:
+            # Without it every log is recovered from its start: slower, never wrong.
+            logger.warning("ignoring %s: %s", checkpoint.path, exc)
+            return {}
+
+
+class LogManager:
+    """Owns every `Log` of the broker, keyed by (topic, partition).
+
+    Lifecycle: construct, `startup()` (loads and, after an unclean shutdown, recovers),
+    then periodic `checkpoint_all`, `flush_dirty`, `cleanup_logs` and `remove_deleted`,
+    finally `shutdown()`. Methods are called from the event loop; `checkpoint_all`,
+    `flush_dirty` and `shutdown` may also run in a thread pool (a lock guards the log map).
+    """
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str | Path],
+        *,
+        broker_id: int,
+        cluster_id: str | None = None,
+        default_config: LogConfig | None = None,
+        config_for_topic: Callable[[str], LogConfig] | None = None,
+        decompress: Decompressor | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [_LogDir(Path(d).resolve()) for d in log_dirs]
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.default_config = default_config or LogConfig()
+        self._config_for_topic = config_for_topic
+        self.decompress = decompress
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, _LogDir] = {}
+        self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    def config_for(self, topic: str) -> LogConfig:
+        if self._config_for_topic is not None:
+            return self._config_for_topic(topic)
+        return self.default_config
+
+    # -- startup ------------------------------------------------------------------------
+
+    def startup(self, now_ms: int | None = None) -> None:
+        """Check `meta.properties` and load every log of every dir."""
+        now = _now_ms() if now_ms is None else now_ms
+        for log_dir in self.log_dirs:
+            log_dir.path.mkdir(parents=True, exist_ok=True)
+            meta = ensure_meta_properties(log_dir.path, self.broker_id, self.cluster_id)
+            if self.cluster_id is None:
+                self.cluster_id = meta.cluster_id
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir, now)
+
+    def _load_dir(self, log_dir: _LogDir, now_ms: int) -> None:
+        marker = log_dir.path / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir.path] = clean
+        if not clean:
+            logger.warning("%s was not shut down cleanly; recovering its logs", log_dir.path)
+        recovery_points = log_dir.read(log_dir.recovery_points)
+        log_starts = log_dir.read(log_dir.log_start_offsets)
+        high_watermarks = log_dir.read(log_dir.high_watermarks)
+        for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            path = Path(entry.path)
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                self._dirs_to_delete.append((now_ms, path, None))
+                continue
+            if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            try:
+                tp = parse_topic_partition(path)
+            except ValueError:
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {path}")
+            log = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                had_clean_shutdown=clean,
+                now_ms=now_ms,
+                decompress=self.decompress,
+            )
+            hw = high_watermarks.get(tp, log.log_start_offset)
+            log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
+            with self._lock:
+                self._logs[tp] = log
+                self._log_dir_of[tp] = log_dir
+        # The marker only vouches for the shutdown before this start.
+        marker.unlink(missing_ok=True)
+
+    # -- the log map ----------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        topic_id: uuid.UUID | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> Log:
+        """The log of a partition, created in the log dir with the fewest partitions."""
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is not None:
+                if topic_id is not None:
+                    log.assign_topic_id(topic_id)
+                if config is not None:
+                    log.config = config
+                return log
+            log_dir = self._least_loaded_dir()
+            log = Log(
+                log_dir.path / f"{topic}-{partition}",
+                config or self.config_for(topic),
+                topic_id=topic_id,
+                now_ms=now_ms,
+                decompress=self.decompress,
+            )
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+            return log
+
+    def _least_loaded_dir(self) -> _LogDir:
+        counts = {id(d): 0 for d in self.log_dirs}
+        for log_dir in self._log_dir_of.values():
+            counts[id(log_dir)] += 1
+        return min(self.log_dirs, key=lambda d: counts[id(d)])
+
+    def delete_log(self, topic: str, partition: int, *, now_ms: int | None = None) -> bool:
+        """Forget a partition's log: its directory is renamed at once and removed after the
+        log's file.delete.delay.ms. Returns whether the log existed."""
+        now = _now_ms() if now_ms is None else now_ms
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(tp, None)
+            self._log_dir_of.pop(tp, None)
+        if log is None:
+            return False
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            log.rename_dir(target)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {exc}") from exc
+        with self._lock:
+            self._dirs_to_delete.append((now + log.config.file_delete_delay_ms, target, log))
+        self.checkpoint_all()
+        return True
+
+    # -- periodic work --------------------------------------------------------------------
+
+    def checkpoint_all(self) -> None:
+        """Write the recovery point, log start offset and high watermark checkpoints of
+        every log dir."""
+        with self._lock:
+            by_dir: dict[int, list[tuple[TopicPartition, Log]]] = {id(d): [] for d in self.log_dirs}
+            for tp, log in self._logs.items():
+                by_dir[id(self._log_dir_of[tp])].append((tp, log))
+        for log_dir in self.log_dirs:
+            entries = by_dir[id(log_dir)]
+            log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
+            log_dir.log_start_offsets.write(
+                {
+                    tp: log.log_start_offset
+                    for tp, log in entries
+                    if log.log_start_offset > log.segments[0].base_offset
+                }
+            )
+            log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """flush.ms: fsync logs whose last flush is older than their flush.ms, and the
+        segments left behind by a roll. Returns how many logs were flushed."""
+        now = _now_ms() if now_ms is None else now_ms
+        flushed = 0
+        for log in self.all_logs():
+            if log.pending_flush_offset is not None:
+                log.flush(log.pending_flush_offset, now_ms=now)
+                flushed += 1
+            if now - log.last_flush_ms >= log.config.flush_ms and log.unflushed_messages > 0:
+                log.flush(now_ms=now)
+                flushed += 1
+        return flushed
+
+    def cleanup_logs(
+        self, now_ms: int | None = None, *, producer_id_expiration_ms: int = 86400000
+    ) -> int:
+        """Retention: delete old segments of every log and forget idle producers."""
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for log in self.all_logs():
+            deleted += log.delete_old_segments(now)
+            log.remove_expired_producers(now, producer_id_expiration_ms)
+        return deleted
+
+    def remove_deleted(self, now_ms: int | None = None) -> None:
+        """Unlink `.deleted` segments and remove `-delete` directories whose delay passed."""
+        now = _now_ms() if now_ms is None else now_ms
+        for log in self.all_logs():
+            log.remove_deleted_segments(now)
+        with self._lock:
+            due = [(path, log) for at, path, log in self._dirs_to_delete if at <= now]
+            self._dirs_to_delete = [item for item in self._dirs_to_delete if item[0] > now]
+        for path, deleted_log in due:
+            if deleted_log is not None:
+                deleted_log.delete()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+    # -- shutdown -------------------------------------------------------------------------
+
+    def shutdown(self, *, clean: bool = True) -> None:
+        """Close every log. A clean shutdown flushes, snapshots producer state, writes the
+        checkpoints and the clean-shutdown marker; `clean=False` just drops the file
+        handles, leaving the disk as a crash would (used by tests)."""
+        logs = self.all_logs()
+        for log in logs:
+            log.close(clean=clean)
+        with self._lock:
+            pending = list(self._dirs_to_delete)
+            self._dirs_to_delete = []
+        for _, path, deleted_log in pending:
+            if not clean:
+                if deleted_log is not None:
+                    deleted_log.close(clean=False)
+            elif deleted_log is not None:
+                deleted_log.delete()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+        if clean:
+            self.checkpoint_all()
+            for log_dir in self.log_dirs:
+                write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
+        with self._lock:
+            self._logs.clear()
+            self._log_dir_of.clear()

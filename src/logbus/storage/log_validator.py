@@ -1,0 +1,177 @@
+"""Checks the batches of an append and assigns their offsets, at batch level only.
+
+Pure functions over bytes (no I/O). `analyze_records` reads each 61-byte header and checks
+the CRC32C; `assign_offsets` copies the records once and rewrites `baseOffset` and
+`partitionLeaderEpoch` in place (neither is covered by the CRC); for LogAppendTime it also
+sets the timestamp type and `maxTimestamp` and recomputes the CRC. Per-record work happens
+only for compacted topics (every record needs a key).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from logbus.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    InvalidBatch,
+    compute_crc,
+    crc_is_valid,
+    peek_offset_and_length,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from logbus.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logbus.storage.record_scan import Decompressor, iter_records
+
+_MAGIC_AT = 16
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+
+
+class BatchInfo(NamedTuple):
+    position: int
+    header: BatchHeader  # as received (offsets not yet assigned)
+
+
+class AssignedRecords(NamedTuple):
+    """The records of an append with offsets assigned, ready for the active segment."""
+
+    buffer: bytearray
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    base_offsets: list[int]  # per batch
+    max_timestamps: list[int]  # per batch, after LogAppendTime rewriting
+
+
+def analyze_records(
+    records: bytes | bytearray | memoryview,
+    *,
+    max_message_bytes: int,
+    from_client: bool,
+    compact: bool = False,
+    decompress: Decompressor | None = None,
+) -> list[BatchInfo]:
+    """Split an append into whole v2 batches and check each one.
+
+    Raises CorruptRecordError (partial batch, impossible length, CRC mismatch),
+    RecordTooLargeError (batch larger than `max_message_bytes`) or InvalidRecordError
+    (magic other than 2, bad record count, client-written control batch, negative sequence
+    with a producer id, missing key on a compacted topic). A produced batch's own base
+    offset is ignored (it is overwritten), more lenient than Kafka 3.x.
+    """
+    view = memoryview(records)
+    out: list[BatchInfo] = []
+    position = 0
+    while position < len(view):
+        if len(view) - position < LOG_OVERHEAD:
+            raise CorruptRecordError("trailing bytes shorter than a batch header")
+        _, length = peek_offset_and_length(view, position)
+        size = length + LOG_OVERHEAD
+        if length < HEADER_SIZE - LOG_OVERHEAD or position + size > len(view):
+            raise CorruptRecordError(f"batch length {length} at byte {position} is impossible")
+        magic = view[position + _MAGIC_AT]
+        if magic != MAGIC_V2:
+            raise InvalidRecordError(f"record batch magic {magic} is not supported (only v2)")
+        if size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}"
+            )
+        batch = view[position : position + size]
+        try:
+            header = BatchHeader.parse(batch)
+        except InvalidBatch as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        if not crc_is_valid(batch, header):
+            raise CorruptRecordError(f"CRC mismatch in batch at byte {position}")
+        _check_header(header, from_client)
+        if compact and not header.is_control:
+            _check_keys(batch, header, decompress)
+        out.append(BatchInfo(position, header))
+        position += size
+    return out
+
+
+def _check_header(header: BatchHeader, from_client: bool) -> None:
+    # Only produced batches are held to these rules: replicated and coordinator batches may
+    # legitimately be empty or have gaps left by the log cleaner.
+    if not from_client:
+        return
+    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+        raise InvalidRecordError(
+            f"record count {header.record_count} does not match last offset delta "
+            f"{header.last_offset_delta}"
+        )
+    if header.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    if header.has_producer_id and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence {header.base_sequence} for producer {header.producer_id}"
+        )
+
+
+def _check_keys(batch: memoryview, header: BatchHeader, decompress: Decompressor | None) -> None:
+    try:
+        records = iter_records(batch, header, decompress)
+        if records is None:
+            return  # cannot look inside; the cleaner will deal with keyless records
+        for record in records:
+            if record.key is None:
+                raise InvalidRecordError("a compacted topic cannot accept a record without a key")
+    except ValueError as exc:  # InvalidBatch or a codec's error
+        raise CorruptRecordError(str(exc)) from exc
+
+
+def assign_offsets(
+    records: bytes | bytearray | memoryview,
+    batches: list[BatchInfo],
+    *,
+    first_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+) -> AssignedRecords:
+    """Copy the records once and give the batches consecutive offsets from `first_offset`.
+
+    With `log_append_time_ms`, each batch becomes a LogAppendTime batch with that
+    timestamp (attributes and maxTimestamp rewritten, CRC recomputed).
+    """
+    buffer = bytearray(records)
+    view = memoryview(buffer)
+    next_offset = first_offset
+    max_timestamp = -1
+    offset_of_max = first_offset
+    base_offsets: list[int] = []
+    max_timestamps: list[int] = []
+    for position, header in batches:
+        batch = view[position : position + header.size]
+        set_base_offset(batch, next_offset)
+        set_partition_leader_epoch(batch, leader_epoch)
+        timestamp = header.max_timestamp
+        if log_append_time_ms is not None:
+            timestamp = log_append_time_ms
+            _INT16.pack_into(batch, _ATTRIBUTES_AT, header.attributes | TIMESTAMP_TYPE_MASK)
+            _INT64.pack_into(batch, _MAX_TIMESTAMP_AT, timestamp)
+            _UINT32.pack_into(batch, _CRC_AT, compute_crc(batch))
+        last_offset = next_offset + header.last_offset_delta
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+            offset_of_max = last_offset
+        base_offsets.append(next_offset)
+        max_timestamps.append(timestamp)
+        next_offset = last_offset + 1
+    last = next_offset - 1
+    if log_append_time_ms is not None:
+        offset_of_max = last
+    return AssignedRecords(
+        buffer, first_offset, last, max_timestamp, offset_of_max, base_offsets, max_timestamps
+    )
