@@ -126,12 +126,24 @@ class Broker:
         self.metadata_cache.cluster_id = self.controller.cluster_id
         self.metadata_cache.controller_id = self.broker_id
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        manager = self.log_manager
+        # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
+        # deleted segments change the segment lists, so they stay on the event loop.
         self._spawn(
             self._every(
-                cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint_all
+                cfg.log_flush_offset_checkpoint_interval_ms, manager.checkpoint_all, in_thread=True
             )
         )
-        self._spawn(self._every(cfg.log_flush_scheduler_interval_ms, self._flush_dirty))
+        # Rolled segments are flushed soon after the roll (Kafka schedules that at once);
+        # flush.ms is checked at the same pace unless log.flush.scheduler.interval.ms is
+        # shorter.
+        self._spawn(
+            self._every(
+                min(cfg.log_flush_scheduler_interval_ms, 1000), manager.flush_dirty, in_thread=True
+            )
+        )
+        self._spawn(self._every(cfg.log_retention_check_interval_ms, manager.cleanup_logs))
+        self._spawn(self._every(1000, manager.remove_deleted))
         log.info(
             "broker %d started, listening on %s:%d (cluster %s)",
             self.broker_id,
@@ -143,20 +155,19 @@ class Broker:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
-    async def _every(self, interval_ms: int, action: Any) -> None:
+    async def _every(self, interval_ms: int, action: Any, *, in_thread: bool = False) -> None:
         if interval_ms >= NEVER_MS:
             return  # Kafka's Long.MAX_VALUE intervals mean "never"
         interval = max(interval_ms, 10) / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                await asyncio.to_thread(action)
+                if in_thread:
+                    await asyncio.to_thread(action)
+                else:
+                    action()
             except Exception:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
-
-    def _flush_dirty(self) -> None:
-        assert self.log_manager is not None
-        self.log_manager.flush_dirty()
 
     async def stop(self) -> None:
         for listener in self.listeners:

@@ -86,8 +86,7 @@ class Connection:
                     writer.write(pending)
                     pending = bytearray()
                 await writer.drain()
-                loop = asyncio.get_running_loop()
-                await loop.sendfile(writer.transport, chunk.file, chunk.position, chunk.size)
+                await _send_slice(writer, chunk)
             elif len(chunk) < SENDFILE_THRESHOLD:
                 pending += chunk
             else:
@@ -97,4 +96,29 @@ class Connection:
                 writer.write(chunk)
         if pending:
             writer.write(pending)
+        await writer.drain()
+
+
+_sendfile_supported = True
+
+
+async def _send_slice(writer: asyncio.StreamWriter, chunk: FileSlice) -> None:
+    """Send a file slice with sendfile(2) where the event loop can (the standard loop),
+    else read it in pieces and write them (uvloop has no sendfile)."""
+    global _sendfile_supported
+    if _sendfile_supported:
+        try:
+            loop = asyncio.get_running_loop()
+            await loop.sendfile(writer.transport, chunk.file, chunk.position, chunk.size)
+            return
+        except NotImplementedError:
+            _sendfile_supported = False
+    fd = chunk.file.fileno()
+    position, end = chunk.position, chunk.position + chunk.size
+    while position < end:
+        data = os.pread(fd, min(READ_SIZE, end - position), position)
+        if not data:
+            raise ConnectionError("segment file shorter than the slice being sent")
+        writer.write(data)
+        position += len(data)
         await writer.drain()

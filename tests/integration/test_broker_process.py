@@ -1,0 +1,46 @@
+"""The broker as users run it: `logbus server start` in its own process (with uvloop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def test_large_fetches_are_served_by_the_cli_broker(broker_process: Any) -> None:
+    proc = broker_process()
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    values = [bytes([i]) * 900_000 for i in range(4)]
+    for value in values:
+        producer.produce("big", value=value)
+    assert producer.flush(20) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": proc.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 3_000_000,
+        }
+    )
+    consumer.assign([TopicPartition("big", 0, 0)])
+    got = []
+    for _ in range(100):
+        if len(got) == len(values):
+            break
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert got == values
+
+
+def test_sigterm_shuts_down_cleanly(broker_process: Any) -> None:
+    proc = broker_process()
+    producer = Producer({"bootstrap.servers": proc.bootstrap})
+    producer.produce("clean", value=b"x")
+    assert producer.flush(10) == 0
+    assert proc.terminate() == 0
+    assert (proc.data_dir / ".kafka_cleanshutdown").exists()
+    assert (proc.data_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:] == [
+        "clean 0 1"
+    ]
