@@ -316,3 +316,27 @@ def test_segments_roll_and_reads_span_them(broker: Any) -> None:
     assert len(logs) > 3
     assert all(p.with_suffix(".index").exists() and p.with_suffix(".timeindex").exists()
                for p in logs)
+
+
+def test_find_coordinator_every_version_creates_the_offsets_topic(broker: Any) -> None:
+    async def check(conn: Connection) -> None:
+        for version in range(0, 7):
+            body: dict[str, Any] = {"key": "my-group", "key_type": 0,
+                                    "coordinator_keys": ["my-group", "other"]}
+            response = await conn.request(ApiKey.FIND_COORDINATOR, body, version)
+            found = response["coordinators"] if version >= 4 else [response]
+            for entry in found:
+                assert entry["error_code"] == ErrorCode.NONE
+                assert (entry["node_id"], entry["port"]) == (0, broker.port)
+        meta = await conn.request(ApiKey.METADATA, {"topics": [{"name": "__consumer_offsets"}],
+                                                    "allow_auto_topic_creation": False})
+        (topic,) = meta["topics"]
+        assert topic["is_internal"] and len(topic["partitions"]) == 50
+        txn = await conn.request(ApiKey.FIND_COORDINATOR, {"key": "t", "key_type": 1}, 3)
+        assert txn["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        empty = await conn.request(ApiKey.FIND_COORDINATOR, {"key": "", "key_type": 0}, 3)
+        assert empty["error_code"] == ErrorCode.INVALID_REQUEST
+        internal = await produce(conn, "__consumer_offsets", 0, batch(b"x"))
+        assert internal["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+    run(broker.bootstrap, check)

@@ -1,93 +1,81 @@
 """Produce v3-11 (record batch magic v2): acks 0, 1 and all; batches appended as sent.
 
-With acks=0 there is no response; if such a request fails, the connection is closed so
-the client notices and refreshes its metadata, as Kafka does.
+Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION). With acks=0 there is
+no response; if such a request fails, the connection is closed so the client notices and
+refreshes its metadata, as Kafka does.
 """
 
 from __future__ import annotations
 
+from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.network.connection import CloseConnection
+from logbus.server.replica.replica_manager import ProduceResult
+
+Entry = tuple[str, int, memoryview | None]
+
+
+def _rejection(acks: int, transactional_id: str | None, topic: str) -> ProduceResult | None:
+    """Why a partition's records are refused before reaching the log, if they are."""
+    if acks not in (0, 1, -1):
+        return ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    if transactional_id is not None:
+        return ProduceResult(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            message="transactions are not supported by this broker yet",
+        )
+    if topic in INTERNAL_TOPICS:
+        return ProduceResult(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, message=f"Cannot append to internal topic {topic}"
+        )
+    return None
 
 
 async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     broker = ctx.broker
     assert broker.replica_manager is not None
     acks = request["acks"]
-    entries: list[tuple[str, int, memoryview | None]] = []
-    for topic in request["topic_data"]:
-        for part in topic["partition_data"]:
-            entries.append((topic["name"], part["index"], part["records"]))
-    if acks not in (0, 1, -1):
-        errors: list[tuple[str, int, ErrorCode, str | None]] = [
-            (t, p, ErrorCode.INVALID_REQUIRED_ACKS, None) for t, p, _r in entries
-        ]
-    elif request["transactional_id"] is not None:
-        errors = [
-            (
-                t,
-                p,
-                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "transactions are not supported by this broker yet",
-            )
-            for t, p, _r in entries
-        ]
-    else:
+    entries: list[Entry] = [
+        (topic["name"], part["index"], part["records"])
+        for topic in request["topic_data"]
+        for part in topic["partition_data"]
+    ]
+    results: list[ProduceResult | None] = [
+        _rejection(acks, request["transactional_id"], topic) for topic, _p, _r in entries
+    ]
+    accepted = [entry for entry, result in zip(entries, results, strict=True) if result is None]
+    if accepted:
         cache = broker.metadata_cache
-        results = await broker.replica_manager.append_records(
-            acks, request["timeout_ms"], entries, lambda t, p: cache.partition(t, p) is not None
+        appended = iter(
+            await broker.replica_manager.append_records(
+                acks,
+                request["timeout_ms"],
+                accepted,
+                lambda t, p: cache.partition(t, p) is not None,
+            )
         )
-        if acks == 0:
-            failed = [r for r in results if r.error != ErrorCode.NONE]
-            if failed:
-                raise CloseConnection(f"acks=0 produce failed: {failed[0].error.name}")
-            return None
-        return _response(entries, results)
+        results = [next(appended) if r is None else r for r in results]
+    final = [r for r in results if r is not None]
     if acks == 0:
-        raise CloseConnection("acks=0 produce failed")
-    return {
-        "responses": _group(
-            (
-                t,
-                {
-                    "index": p,
-                    "error_code": e,
-                    "error_message": m,
-                    "base_offset": -1,
-                    "log_append_time_ms": -1,
-                    "log_start_offset": -1,
-                },
-            )
-            for t, p, e, m in errors
-        ),
-        "throttle_time_ms": 0,
-    }
-
-
-def _group(items: object) -> list[Body]:
+        failed = [r for r in final if r.error != ErrorCode.NONE]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed: {failed[0].error.name}")
+        return None
     by_topic: dict[str, list[Body]] = {}
-    for topic, partition in items:  # type: ignore[attr-defined]
-        by_topic.setdefault(topic, []).append(partition)
-    return [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()]
-
-
-def _response(entries: list[tuple[str, int, memoryview | None]], results: list) -> Body:  # type: ignore[type-arg]
+    for (topic, index, _records), r in zip(entries, final, strict=True):
+        by_topic.setdefault(topic, []).append(
+            {
+                "index": index,
+                "error_code": r.error,
+                "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time,
+                "log_start_offset": r.log_start_offset,
+                "error_message": r.message if r.error != ErrorCode.NONE else None,
+            }
+        )
     return {
-        "responses": _group(
-            (
-                topic,
-                {
-                    "index": index,
-                    "error_code": r.error,
-                    "base_offset": r.base_offset,
-                    "log_append_time_ms": r.log_append_time,
-                    "log_start_offset": r.log_start_offset,
-                    "error_message": r.message if r.error != ErrorCode.NONE else None,
-                },
-            )
-            for (topic, index, _records), r in zip(entries, results, strict=True)
-        ),
+        "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
         "throttle_time_ms": 0,
     }
 

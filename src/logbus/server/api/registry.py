@@ -32,6 +32,7 @@ MODULES = (
     "configs",
     "cluster",
     "producer_id",
+    "find_coordinator",
 )
 
 
