@@ -55,6 +55,10 @@ class Listener:
             self._tasks.add(task)
         try:
             await conn.serve()
+        except asyncio.CancelledError:
+            # Broker shutdown. Ending normally keeps asyncio's stream callback (which asks
+            # the task for its exception) from logging the cancellation as an error.
+            pass
         finally:
             if task is not None:
                 self._tasks.discard(task)
