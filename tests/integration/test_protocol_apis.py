@@ -39,8 +39,8 @@ def test_api_versions_lists_every_handler_at_every_version(broker: Any) -> None:
             assert response["error_code"] == ErrorCode.NONE
             ranges = {k["api_key"]: (k["min_version"], k["max_version"])
                       for k in response["api_keys"]}
-            assert ranges[ApiKey.PRODUCE] == (3, 11)
-            assert ranges[ApiKey.FETCH] == (4, 17)
+            assert ranges[ApiKey.PRODUCE] == (0, 11)
+            assert ranges[ApiKey.FETCH] == (0, 17)
             assert ranges[ApiKey.API_VERSIONS] == (0, 4)
             assert ranges == {h.api_key: (h.min_version, h.max_version)
                               for h in broker.broker.apis.handlers.values()}
@@ -338,5 +338,45 @@ def test_find_coordinator_every_version_creates_the_offsets_topic(broker: Any) -
         assert empty["error_code"] == ErrorCode.INVALID_REQUEST
         internal = await produce(conn, "__consumer_offsets", 0, batch(b"x"))
         assert internal["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+    run(broker.bootstrap, check)
+
+
+def test_old_message_formats_are_converted(broker: Any) -> None:
+    """Produce v0-2 message sets (magic 0/1) are stored as record batches; Fetch v0-3
+    down-converts them; a real old-protocol client (kafka-python pinned to 0.10.1) works."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 1),
+                             compression_type="gzip")
+    sent = [producer.send("legacy", key=b"k%d" % i, value=b"v%d" % i, timestamp_ms=1000 + i)
+            for i in range(10)]
+    producer.flush()
+    assert [f.get(5).offset for f in sent] == list(range(10))
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 1),
+                             group_id=None, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition("legacy", 0)])
+    consumer.seek(TopicPartition("legacy", 0), 0)
+    got = [(m.offset, m.key, m.value, m.timestamp) for m in consumer]
+    consumer.close()
+    assert got == [(i, b"k%d" % i, b"v%d" % i, 1000 + i) for i in range(10)]
+
+    async def check(conn: Connection) -> None:
+        stored = await fetch(conn, "legacy", 0, 0)
+        header = BatchHeader.parse(bytes(stored["records"]))
+        assert header.magic == 2 and header.compression == 1  # gzip kept
+        for version in range(0, 4):
+            old = await conn.request(ApiKey.FETCH, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [{
+                    "topic": "legacy", "partitions": [{
+                        "partition": 0, "fetch_offset": 5,
+                        "partition_max_bytes": 1 << 20}]}]}, version)
+            records = bytes(old["responses"][0]["partitions"][0]["records"])
+            assert records[16] == (0 if version < 2 else 1)  # magic of the first message
+        v0 = await conn.request(ApiKey.LIST_OFFSETS, {"replica_id": -1, "topics": [{
+            "name": "legacy", "partitions": [
+                {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]}, 0)
+        assert v0["topics"][0]["partitions"][0]["old_style_offsets"] == [10]
 
     run(broker.bootstrap, check)

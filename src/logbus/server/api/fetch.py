@@ -1,6 +1,7 @@
-"""Fetch v4-17: reads bounded by the high watermark (or last stable offset), long poll
+"""Fetch v0-17: reads bounded by the high watermark (or last stable offset), long poll
 with `min_bytes`/`max_wait_ms`, `max_bytes` per partition and per response, topic ids
-(v13+). Record data goes out as file slices, never decoded.
+(v13+). Record data goes out as file slices, never decoded, except for the old versions
+(v0-3, message formats 0 and 1), whose record batches are down-converted as Kafka does.
 
 Fetch sessions (KIP-227) are answered as sessionless: the response carries session id 0,
 which tells the client to keep sending full fetch requests.
@@ -11,14 +12,27 @@ from __future__ import annotations
 from uuid import UUID
 
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.records.legacy import downconvert_record_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
 
 ZERO_UUID = UUID(int=0)
+# Fetch v4 is the first that carries record batches (magic 2) as stored.
+MAGIC_V2_FROM = 4
 READ_COMMITTED = 1
 
 
-def _partition_response(index: int, result: FetchResult, read_committed: bool) -> Body:
+def _records(result: FetchResult, version: int) -> object:
+    if result.records is None:
+        return b""
+    if version < MAGIC_V2_FROM:
+        return downconvert_record_set(result.records.read(), 0 if version < 2 else 1)
+    return result.records
+
+
+def _partition_response(
+    index: int, result: FetchResult, read_committed: bool, version: int
+) -> Body:
     return {
         "partition_index": index,
         "error_code": result.error,
@@ -27,7 +41,7 @@ def _partition_response(index: int, result: FetchResult, read_committed: bool) -
         "log_start_offset": result.log_start_offset,
         "aborted_transactions": [] if read_committed else None,
         "preferred_read_replica": -1,
-        "records": result.records if result.records is not None else b"",
+        "records": _records(result, version),
     }
 
 
@@ -96,7 +110,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
             }
             by_key[key] = entry
             responses.append(entry)
-        entry["partitions"].append(_partition_response(index, result, read_committed))
+        entry["partitions"].append(_partition_response(index, result, read_committed, version))
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -105,4 +119,4 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     }
 
 
-HANDLERS = [ApiHandler(ApiKey.FETCH, 4, 17, handle_fetch)]
+HANDLERS = [ApiHandler(ApiKey.FETCH, 0, 17, handle_fetch)]

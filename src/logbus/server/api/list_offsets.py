@@ -1,6 +1,7 @@
-"""ListOffsets v1-10: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
+"""ListOffsets v0-10: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
 (-4, v8+), latest tiered (-5, v9+; no tiered storage here, so none), and the first offset
-whose timestamp is at or after a given time, found through the time index."""
+whose timestamp is at or after a given time, found through the time index. Version 0
+answers with Kafka's old list of segment offsets written before a time."""
 
 from __future__ import annotations
 
@@ -41,6 +42,27 @@ def _lookup(
     if consumer and found.offset >= bound:
         return -1, -1
     return found.offset, found.timestamp
+
+
+def _offsets_before(part: Partition, timestamp: int, max_num: int, consumer: bool) -> list[int]:
+    """ListOffsets v0: up to `max_num` offsets, newest first, of the segments last written
+    before `timestamp` (latest: the log end too; earliest: the log start offset)."""
+    log = part.log
+    if timestamp == EARLIEST:
+        return [log.log_start_offset][:max_num]
+    end = part.high_watermark if consumer else log.log_end_offset
+    candidates = [(s.base_offset, s.last_modified_ms) for s in log.segments]
+    if timestamp == LATEST:
+        candidates.append((end, timestamp))
+    offsets = sorted(
+        {
+            max(o, log.log_start_offset)
+            for o, mtime in candidates
+            if timestamp == LATEST or mtime <= timestamp
+        },
+        reverse=True,
+    )
+    return offsets[: max(0, max_num)]
 
 
 async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
@@ -85,6 +107,11 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
             if timestamp == MAX_TIMESTAMP and ctx.version < 7:
                 entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
                 continue
+            if ctx.version == 0:
+                entry["old_style_offsets"] = _offsets_before(
+                    part, timestamp, req["max_num_offsets"], consumer
+                )
+                continue
             offset, found_ts = _lookup(part, timestamp, consumer, read_committed)
             entry.update(
                 offset=offset,
@@ -95,4 +122,4 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS = [ApiHandler(ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets)]
+HANDLERS = [ApiHandler(ApiKey.LIST_OFFSETS, 0, 10, handle_list_offsets)]

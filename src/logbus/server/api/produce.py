@@ -1,4 +1,6 @@
-"""Produce v3-11 (record batch magic v2): acks 0, 1 and all; batches appended as sent.
+"""Produce v0-11: acks 0, 1 and all; record batches (magic 2, v3+) appended as sent.
+Message sets of the old formats (magic 0 and 1, only in v0-2) are up-converted to record
+batches first, as Kafka does with a current message format.
 
 Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION). With acks=0 there is
 no response; if such a request fails, the connection is closed so the client notices and
@@ -7,17 +9,30 @@ refreshes its metadata, as Kafka does.
 
 from __future__ import annotations
 
+import time
+
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.records.batch import InvalidBatch
+from logbus.records.legacy import is_legacy, upconvert_message_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.network.connection import CloseConnection
 from logbus.server.replica.replica_manager import ProduceResult
 
 Entry = tuple[str, int, memoryview | None]
+# Produce v3 is the first that carries record batches (magic 2).
+MAGIC_V2_FROM = 3
 
 
-def _rejection(acks: int, transactional_id: str | None, topic: str) -> ProduceResult | None:
+def _rejection(
+    acks: int, transactional_id: str | None, topic: str, records: memoryview | None, version: int
+) -> ProduceResult | None:
     """Why a partition's records are refused before reaching the log, if they are."""
+    if records is not None and version >= MAGIC_V2_FROM and is_legacy(records):
+        return ProduceResult(
+            ErrorCode.INVALID_RECORD,
+            message=f"Produce v{version} requires record batches of magic 2",
+        )
     if acks not in (0, 1, -1):
         return ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
     if transactional_id is not None:
@@ -32,6 +47,21 @@ def _rejection(acks: int, transactional_id: str | None, topic: str) -> ProduceRe
     return None
 
 
+def _upconvert(entries: list[Entry]) -> tuple[list[Entry], dict[int, ProduceResult]]:
+    """Old-format message sets as record batches; invalid ones become CORRUPT_MESSAGE."""
+    now_ms = int(time.time() * 1000)
+    converted: list[Entry] = []
+    errors: dict[int, ProduceResult] = {}
+    for i, (topic, index, records) in enumerate(entries):
+        if records is not None and is_legacy(records):
+            try:
+                records = memoryview(upconvert_message_set(records, now_ms=now_ms))
+            except InvalidBatch as exc:
+                errors[i] = ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        converted.append((topic, index, records))
+    return converted, errors
+
+
 async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     broker = ctx.broker
     assert broker.replica_manager is not None
@@ -41,8 +71,14 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
         for topic in request["topic_data"]
         for part in topic["partition_data"]
     ]
+    if ctx.version < MAGIC_V2_FROM:
+        entries, conversion_errors = _upconvert(entries)
+    else:
+        conversion_errors = {}
     results: list[ProduceResult | None] = [
-        _rejection(acks, request["transactional_id"], topic) for topic, _p, _r in entries
+        conversion_errors.get(i)
+        or _rejection(acks, request["transactional_id"], topic, records, ctx.version)
+        for i, (topic, _p, records) in enumerate(entries)
     ]
     accepted = [entry for entry, result in zip(entries, results, strict=True) if result is None]
     if accepted:
@@ -80,4 +116,4 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     }
 
 
-HANDLERS = [ApiHandler(ApiKey.PRODUCE, 3, 11, handle_produce)]
+HANDLERS = [ApiHandler(ApiKey.PRODUCE, 0, 11, handle_produce)]
