@@ -44,3 +44,34 @@ def test_sigterm_shuts_down_cleanly(broker_process: Any) -> None:
     assert (proc.data_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:] == [
         "clean 0 1"
     ]
+
+
+def test_recovery_uses_each_topics_own_settings(broker_process: Any) -> None:
+    """A batch larger than the broker default but allowed by its topic survives an unclean
+    restart: recovery validates it against the topic's max.message.bytes."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proc = broker_process()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("roomy", 1, 1, config={"max.message.bytes": "3000000"})])[
+        "roomy"].result(10)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "message.max.bytes": 4_000_000})
+    big = b"b" * 2_000_000
+    producer.produce("roomy", value=big)
+    producer.produce("roomy", value=b"after")
+    assert producer.flush(20) == 0
+    proc.kill()
+    proc.start()
+    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.max.bytes": 5_000_000,
+                         "max.partition.fetch.bytes": 5_000_000})
+    consumer.assign([TopicPartition("roomy", 0, 0)])
+    got = []
+    for _ in range(60):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+        if len(got) == 2:
+            break
+    consumer.close()
+    assert got == [big, b"after"]

@@ -103,6 +103,16 @@ def ensure_cluster_id(store: MetadataStore) -> str:
         return cluster_id
 
 
+def stored_topic_configs(store: MetadataStore, topic: str) -> dict[str, str]:
+    """A topic's dynamic configs as `/config/topics/<topic>` holds them."""
+    try:
+        value = store.get_json(f"/config/topics/{topic}")
+    except NoNode:
+        return {}
+    assert isinstance(value, dict)
+    return dict(value.get("config", {}))
+
+
 class Controller:
     def __init__(
         self,
@@ -210,12 +220,7 @@ class Controller:
                 )
             except NoNode:
                 topic.partitions[int(p)] = PartitionState(-1, -1, (), tuple(replicas))
-        try:
-            config = self.store.get_json(f"/config/topics/{name}")
-            assert isinstance(config, dict)
-            topic.configs = dict(config.get("config", {}))
-        except NoNode:
-            pass
+        topic.configs = stored_topic_configs(self.store, name)
         return topic
 
     # --- leadership -----------------------------------------------------------------------

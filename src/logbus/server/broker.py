@@ -17,7 +17,7 @@ from typing import Any
 
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
-from logbus.controller.controller import Controller, ensure_cluster_id
+from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
@@ -96,6 +96,9 @@ class Broker:
             broker_id=self.broker_id,
             cluster_id=cluster_id,
             default_config=log_config_from(effective_topic_config({}, cfg)),
+            # Recovery must validate each log with its own topic's settings (a topic may
+            # allow larger batches than the broker default), so read them from the store.
+            config_for_topic=self._stored_log_config,
         )
         await asyncio.to_thread(self.log_manager.startup)
         for listener_cfg in cfg.listeners:
@@ -194,6 +197,12 @@ class Broker:
     def topic_config(self, topic: str) -> dict[str, Any]:
         meta = self.metadata_cache.topics.get(topic)
         return effective_topic_config(meta.configs if meta else {}, self.config)
+
+    def _stored_log_config(self, topic: str) -> LogConfig:
+        assert self.store is not None
+        return log_config_from(
+            effective_topic_config(stored_topic_configs(self.store, topic), self.config)
+        )
 
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
