@@ -114,7 +114,7 @@ def test_create_topics_with_counts_configs_and_assignments(admin: AdminClient, b
     create(
         admin,
         NewTopic("orders", 3, 1, config={"cleanup.policy": "compact", "retention.ms": "3600000"}),
-        NewTopic("placed", replica_assignment=[[0], [0]]),
+        NewTopic("placed", 2, replica_assignment=[[0], [0]]),
         NewTopic("defaults"),
     )
     counts = partition_counts(admin)
@@ -148,8 +148,8 @@ def test_create_topics_errors(admin: AdminClient) -> None:
             NewTopic("bad-value", 1, 1, config={"retention.ms": "forever"}),
             NewTopic("bad-name-of-config", 1, 1, config={"no.such.setting": "1"}),
             NewTopic("bad-policy", 1, 1, config={"cleanup.policy": "shred"}),
-            NewTopic("unknown-broker", replica_assignment=[[7]]),
-            NewTopic("gap", replica_assignment=[[0], [0, 0]]),
+            NewTopic("unknown-broker", 1, replica_assignment=[[7]]),
+            NewTopic("gap", 2, replica_assignment=[[0], [0, 0]]),
         ],
         request_timeout=TIMEOUT,
     )
@@ -295,6 +295,26 @@ def test_delete_topics_by_id(kp_admin: KafkaAdminClient, broker: Any) -> None:
         ("dup", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
     ]
     assert "by-name" in broker.broker.metadata_cache.topics
+    kp_admin.create_topics({"both-ways": {"num_partitions": 1}})
+    topic_id = broker.broker.metadata_cache.topics["both-ways"].topic_id
+    response = raw(
+        broker,
+        ApiKey.DELETE_TOPICS,
+        6,
+        {
+            "timeout_ms": 1000,
+            "topics": [
+                {"name": None, "topic_id": topic_id},
+                {"name": "both-ways", "topic_id": ZERO_UUID},
+            ],
+        },
+    )
+    results = [(r["name"], r["topic_id"], r["error_code"]) for r in response["responses"]]
+    assert results == [
+        ("both-ways", topic_id, ErrorCode.NONE),
+        ("both-ways", topic_id, ErrorCode.INVALID_REQUEST),
+    ]
+    assert "both-ways" not in broker.broker.metadata_cache.topics
 
 
 @pytest.mark.parametrize("version", range(1, 7))
@@ -601,16 +621,19 @@ CLUSTER_OPERATIONS = {
 
 
 def test_describe_cluster(admin: AdminClient, broker: Any) -> None:
-    result = admin.describe_cluster(
-        include_authorized_operations=True, request_timeout=TIMEOUT
-    ).result(timeout=TIMEOUT)
+    result = admin.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
     assert result.cluster_id == broker.broker.controller.cluster_id
     assert result.controller.id == 0
     [node] = result.nodes
     assert (node.id, node.host, node.port) == (0, "127.0.0.1", broker.port)
+    assert result.authorized_operations is None
+
+
+def test_describe_cluster_authorized_operations(admin: AdminClient) -> None:
+    result = admin.describe_cluster(
+        include_authorized_operations=True, request_timeout=TIMEOUT
+    ).result(timeout=TIMEOUT)
     assert set(result.authorized_operations) == CLUSTER_OPERATIONS
-    plain = admin.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
-    assert plain.authorized_operations is None
 
 
 def test_kafka_python_describe_cluster(kp_admin: KafkaAdminClient, broker: Any) -> None:
@@ -750,7 +773,7 @@ def test_kafka_python_topic_lifecycle(kp_admin: KafkaAdminClient, broker: Any) -
         }
     )
     assert {"kp", "kp-assigned"} <= set(kp_admin.list_topics())
-    topics = {t["topic"]: t for t in kp_admin.describe_topics(["kp", "kp-assigned"])}
+    topics = {t["name"]: t for t in kp_admin.describe_topics(["kp", "kp-assigned"])}
     assert len(topics["kp"]["partitions"]) == 2
     assert len(topics["kp-assigned"]["partitions"]) == 3
     kp_admin.create_partitions({"kp": 4})

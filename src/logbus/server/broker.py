@@ -123,7 +123,7 @@ class Broker:
             BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
-            validate_configs=validate_topic_configs,
+            validate_configs=lambda configs: validate_topic_configs(configs, cfg),
         )
         self.controller.start()
         self.metadata_cache.cluster_id = self.controller.cluster_id

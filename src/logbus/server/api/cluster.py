@@ -24,26 +24,38 @@ as a bit field of AclOperation codes; all are allowed while logbus has no author
 async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
     endpoint_type: int = request["endpoint_type"]
     if endpoint_type not in _ENDPOINT_NAMES:
-        return {"throttle_time_ms": 0,
-                "error_code": ErrorCode.INVALID_REQUEST if ctx.version == 0
-                else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                "error_message": f"Unsupported endpoint type {endpoint_type}"}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.INVALID_REQUEST
+            if ctx.version == 0
+            else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            "error_message": f"Unsupported endpoint type {endpoint_type}",
+        }
     if endpoint_type != BROKER_ENDPOINTS:
-        return {"throttle_time_ms": 0,
-                "error_code": ErrorCode.INVALID_REQUEST if ctx.version == 0
-                else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-                "error_message": "The request was sent to an endpoint of type BROKER, but we "
-                                 f"wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}"}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.INVALID_REQUEST
+            if ctx.version == 0
+            else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            "error_message": "The request was sent to an endpoint of type BROKER, but we "
+            f"wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}",
+        }
     cache = ctx.broker.metadata_cache
-    brokers = [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+    brokers = [
+        {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+    ]
     include_operations = bool(request["include_cluster_authorized_operations"])
     return {
-        "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-        "endpoint_type": BROKER_ENDPOINTS, "cluster_id": cache.cluster_id,
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "endpoint_type": BROKER_ENDPOINTS,
+        "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id if cache.controller_id in cache.brokers else -1,
         "brokers": brokers,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_operations
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if include_operations
         else NO_OPERATIONS,
     }
 

@@ -25,8 +25,13 @@ from logbus.server.config_def import ConfigEntry, ConfigError, ConfigSource
 from logbus.server.topic_config import describe_broker, describe_topic
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-RESOURCE_TYPE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
-                       32: "GROUP"}
+RESOURCE_TYPE_NAMES = {
+    2: "TOPIC",
+    4: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+    32: "GROUP",
+}
 # Java's Integer.parseInt: an optional sign and ASCII digits.
 _BROKER_ID = re.compile(r"[+-]?[0-9]+")
 # Python level names that log4j spells differently.
@@ -42,11 +47,15 @@ class ResourceError(Exception):
 
 def _entry(entry: ConfigEntry, include_documentation: bool) -> Body:
     return {
-        "name": entry.name, "value": entry.value, "read_only": entry.read_only,
-        "is_default": entry.is_default, "config_source": int(entry.source),
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_default": entry.is_default,
+        "config_source": int(entry.source),
         "is_sensitive": entry.is_sensitive,
-        "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
-                     for s in entry.synonyms],
+        "synonyms": [
+            {"name": s.name, "value": s.value, "source": int(s.source)} for s in entry.synonyms
+        ],
         "config_type": int(entry.config_type),
         "documentation": entry.documentation if include_documentation else None,
     }
@@ -55,37 +64,60 @@ def _entry(entry: ConfigEntry, include_documentation: bool) -> Body:
 def _broker_id(ctx: RequestContext, name: str, expected: str) -> None:
     """Check that a broker resource names this broker, with Kafka's messages."""
     if not _BROKER_ID.fullmatch(name):
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Broker id must be an integer, but it is: {name}")
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        )
     if int(name) != ctx.broker.broker_id:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unexpected broker id, expected {ctx.broker.broker_id}{expected}, "
-                            f"but received {name}")
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {ctx.broker.broker_id}{expected}, but received {name}",
+        )
 
 
-def _topic_configs(ctx: RequestContext, name: str, keys: Collection[str] | None,
-                   synonyms: bool, documentation: bool) -> list[Body]:
+def _topic_configs(
+    ctx: RequestContext,
+    name: str,
+    keys: Collection[str] | None,
+    synonyms: bool,
+    documentation: bool,
+) -> list[Body]:
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     topic = ctx.broker.metadata_cache.topics.get(name)
     if topic is None:
-        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            "This server does not host this topic-partition.")
+        raise ResourceError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        )
     try:
-        entries = describe_topic(topic.configs, ctx.broker.config, names=keys,
-                                 include_synonyms=synonyms, include_documentation=documentation)
+        entries = describe_topic(
+            topic.configs,
+            ctx.broker.config,
+            names=keys,
+            include_synonyms=synonyms,
+            include_documentation=documentation,
+        )
     except ConfigError as exc:  # a stored override this version no longer accepts
         raise ResourceError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     return [_entry(e, documentation) for e in entries]
 
 
-def _broker_configs(ctx: RequestContext, name: str, keys: Collection[str] | None,
-                    synonyms: bool, documentation: bool) -> list[Body]:
+def _broker_configs(
+    ctx: RequestContext,
+    name: str,
+    keys: Collection[str] | None,
+    synonyms: bool,
+    documentation: bool,
+) -> list[Body]:
     if name:
         _broker_id(ctx, name, " or empty string")
-    entries = describe_broker(ctx.broker.config, names=keys, cluster_default=not name,
-                              include_synonyms=synonyms, include_documentation=documentation)
+    entries = describe_broker(
+        ctx.broker.config,
+        names=keys,
+        cluster_default=not name,
+        include_synonyms=synonyms,
+        include_documentation=documentation,
+    )
     return [_entry(e, documentation) for e in entries]
 
 
@@ -96,8 +128,9 @@ def current_loggers() -> dict[str, str]:
     for name, logger in logging.Logger.manager.loggerDict.items():
         if isinstance(logger, logging.Logger):
             loggers[name] = logger
-    return {name: _log4j_level(logger.getEffectiveLevel())
-            for name, logger in sorted(loggers.items())}
+    return {
+        name: _log4j_level(logger.getEffectiveLevel()) for name, logger in sorted(loggers.items())
+    }
 
 
 def _log4j_level(level: int) -> str:
@@ -110,16 +143,24 @@ def _logger_configs(ctx: RequestContext, name: str, keys: Collection[str] | None
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     _broker_id(ctx, name, "")
     return [
-        {"name": logger, "value": level, "read_only": False, "is_default": False,
-         "config_source": int(ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG),
-         "is_sensitive": False, "synonyms": [], "documentation": None}
+        {
+            "name": logger,
+            "value": level,
+            "read_only": False,
+            "is_default": False,
+            "config_source": int(ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG),
+            "is_sensitive": False,
+            "synonyms": [],
+            "documentation": None,
+        }
         for logger, level in current_loggers().items()
         if keys is None or logger in keys
     ]
 
 
-def describe_resource(ctx: RequestContext, resource: Body, synonyms: bool,
-                      documentation: bool) -> Body:
+def describe_resource(
+    ctx: RequestContext, resource: Body, synonyms: bool, documentation: bool
+) -> Body:
     resource_type: int = resource["resource_type"]
     name: str = resource["resource_name"]
     requested: list[str] | None = resource["configuration_keys"]
@@ -135,7 +176,8 @@ def describe_resource(ctx: RequestContext, resource: Body, synonyms: bool,
         else:
             raise ResourceError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(resource_type, 'UNKNOWN')}")
+                f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(resource_type, 'UNKNOWN')}",
+            )
     except ResourceError as exc:
         return {**result, "error_code": exc.error, "error_message": exc.message, "configs": []}
     return {**result, "error_code": ErrorCode.NONE, "error_message": None, "configs": configs}
@@ -146,8 +188,10 @@ async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
     documentation = bool(request["include_documentation"])
     return {
         "throttle_time_ms": 0,
-        "results": [describe_resource(ctx, resource, synonyms, documentation)
-                    for resource in request["resources"]],
+        "results": [
+            describe_resource(ctx, resource, synonyms, documentation)
+            for resource in request["resources"]
+        ],
     }
 
 

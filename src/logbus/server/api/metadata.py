@@ -10,12 +10,12 @@ from logbus.controller.controller import NewTopic
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.server.api.cluster import CLUSTER_OPERATIONS
 
 NO_OPERATIONS = -2147483648
 ZERO_UUID = UUID(int=0)
 # Without ACLs every operation is allowed; bit positions are Kafka's AclOperation codes.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
 
 
 def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> Body:

@@ -25,8 +25,12 @@ NO_PRODUCER_EPOCH = -1
 
 
 def _error(error: ErrorCode) -> Body:
-    return {"throttle_time_ms": 0, "error_code": error, "producer_id": NO_PRODUCER_ID,
-            "producer_epoch": NO_PRODUCER_EPOCH}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": NO_PRODUCER_EPOCH,
+    }
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
@@ -49,8 +53,12 @@ async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
         new_id, epoch = manager.new_producer()
     else:
         new_id, epoch = manager.bump_epoch(producer_id, producer_epoch)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,
-            "producer_epoch": epoch}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "producer_id": new_id,
+        "producer_epoch": epoch,
+    }
 
 
 HANDLERS = [ApiHandler(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id)]

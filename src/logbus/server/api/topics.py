@@ -45,16 +45,29 @@ def active_controller(ctx: RequestContext) -> Controller | None:
 
 
 def _created_error(name: str, error: ErrorCode, message: str | None) -> Body:
-    return {"name": name, "topic_id": ZERO_UUID, "error_code": error, "error_message": message,
-            "num_partitions": -1, "replication_factor": -1, "configs": []}
+    return {
+        "name": name,
+        "topic_id": ZERO_UUID,
+        "error_code": error,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }
 
 
 def _topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> list[Body]:
-    entries = describe_topic(overrides, ctx.broker.config, include_synonyms=False,
-                             include_documentation=False)
+    entries = describe_topic(
+        overrides, ctx.broker.config, include_synonyms=False, include_documentation=False
+    )
     return [
-        {"name": e.name, "value": e.value, "read_only": e.read_only,
-         "config_source": int(e.source), "is_sensitive": e.is_sensitive}
+        {
+            "name": e.name,
+            "value": e.value,
+            "read_only": e.read_only,
+            "config_source": int(e.source),
+            "is_sensitive": e.is_sensitive,
+        }
         for e in entries
     ]
 
@@ -70,20 +83,24 @@ def _assignments(topic: Body) -> dict[int, list[int]] | str:
     return assignments
 
 
-def _create_topic(ctx: RequestContext, controller: Controller, topic: Body,
-                  validate_only: bool) -> Body:
+def _create_topic(
+    ctx: RequestContext, controller: Controller, topic: Body, validate_only: bool
+) -> Body:
     name: str = topic["name"]
     null_configs = [c["name"] for c in topic["configs"] if c["value"] is None]
     if null_configs:
-        return _created_error(name, ErrorCode.INVALID_CONFIG,
-                              f"Null value not supported for topic configs: "
-                              f"{','.join(null_configs)}")
+        return _created_error(
+            name,
+            ErrorCode.INVALID_CONFIG,
+            f"Null value not supported for topic configs: {','.join(null_configs)}",
+        )
     configs: dict[str, str] = {c["name"]: c["value"] for c in topic["configs"]}
     assignments = _assignments(topic)
     if isinstance(assignments, str):
         return _created_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, assignments)
-    spec = NewTopic(name, topic["num_partitions"], topic["replication_factor"], assignments,
-                    configs)
+    spec = NewTopic(
+        name, topic["num_partitions"], topic["replication_factor"], assignments, configs
+    )
     checked = controller.validate_new_topic(spec)
     if checked.error != ErrorCode.NONE:
         return _created_error(name, checked.error, checked.message)
@@ -96,9 +113,15 @@ def _create_topic(ctx: RequestContext, controller: Controller, topic: Body,
     result: TopicResult = checked if validate_only else controller.create_topic(spec)
     if result.error != ErrorCode.NONE:
         return _created_error(name, result.error, result.message)
-    return {"name": name, "topic_id": result.topic_id, "error_code": ErrorCode.NONE,
-            "error_message": None, "num_partitions": result.num_partitions,
-            "replication_factor": result.replication_factor, "configs": topic_configs}
+    return {
+        "name": name,
+        "topic_id": result.topic_id,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "num_partitions": result.num_partitions,
+        "replication_factor": result.replication_factor,
+        "configs": topic_configs,
+    }
 
 
 async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
@@ -111,8 +134,11 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
         name = topic["name"]
         if counts[name] > 1:
             # Every entry of a name given twice fails, as in Kafka.
-            results.append(_created_error(name, ErrorCode.INVALID_REQUEST,
-                                          "Found multiple entries for this topic."))
+            results.append(
+                _created_error(
+                    name, ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic."
+                )
+            )
         elif controller is None:
             results.append(_created_error(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE))
         else:
@@ -123,8 +149,9 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
 # --- DeleteTopics -----------------------------------------------------------------------
 
 
-def _deleted(name: str | None, topic_id: UUID, error: ErrorCode = ErrorCode.NONE,
-             message: str | None = None) -> Body:
+def _deleted(
+    name: str | None, topic_id: UUID, error: ErrorCode = ErrorCode.NONE, message: str | None = None
+) -> Body:
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
 
 
@@ -137,45 +164,70 @@ def _delete_targets(ctx: RequestContext, request: Body) -> list[tuple[str | None
 def _delete_all(controller: Controller, targets: list[tuple[str | None, UUID]]) -> list[Body]:
     """KIP-516 checks (ControllerApis): exactly one of name and id per entry, each topic
     once; then resolve ids and delete, one result per distinct topic, in request order."""
-    names = Counter(name for name, topic_id in targets if name is not None and
-                    topic_id == ZERO_UUID)
-    ids = Counter(topic_id for name, topic_id in targets if name is None and
-                  topic_id != ZERO_UUID)
+    names = Counter(
+        name for name, topic_id in targets if name is not None and topic_id == ZERO_UUID
+    )
+    ids = Counter(topic_id for name, topic_id in targets if name is None and topic_id != ZERO_UUID)
     by_id = {topic.topic_id: topic.name for topic in controller.topics.values()}
-    id_named = {by_id[topic_id] for topic_id in ids if topic_id in by_id}
+    # Topics also named by an id elsewhere in the request: the id wins, as in Kafka.
+    id_of_named = {by_id[topic_id]: topic_id for topic_id in ids if topic_id in by_id}
     results: list[Body] = []
     reported: set[str | UUID] = set()
     for name, topic_id in targets:
         if name is None and topic_id == ZERO_UUID:
-            results.append(_deleted(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
-                                    "Neither topic name nor id were specified."))
+            results.append(
+                _deleted(
+                    None,
+                    ZERO_UUID,
+                    ErrorCode.INVALID_REQUEST,
+                    "Neither topic name nor id were specified.",
+                )
+            )
             continue
         if name is not None and topic_id != ZERO_UUID:
-            results.append(_deleted(name, topic_id, ErrorCode.INVALID_REQUEST,
-                                    "You may not specify both topic name and topic id."))
+            results.append(
+                _deleted(
+                    name,
+                    topic_id,
+                    ErrorCode.INVALID_REQUEST,
+                    "You may not specify both topic name and topic id.",
+                )
+            )
             continue
         key: str | UUID = name if name is not None else topic_id
         if key in reported:
             continue
         reported.add(key)
         if name is not None and names[name] > 1:
-            results.append(_deleted(name, ZERO_UUID, ErrorCode.INVALID_REQUEST,
-                                    "Duplicate topic name."))
+            results.append(
+                _deleted(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            )
         elif name is None and ids[topic_id] > 1:
-            results.append(_deleted(None, topic_id, ErrorCode.INVALID_REQUEST,
-                                    "Duplicate topic id."))
+            results.append(
+                _deleted(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+            )
         elif name is None:
             found = by_id.get(topic_id)
             if found is None:
-                results.append(_deleted(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
-                                        "This server does not host this topic ID."))
+                results.append(
+                    _deleted(
+                        None,
+                        topic_id,
+                        ErrorCode.UNKNOWN_TOPIC_ID,
+                        "This server does not host this topic ID.",
+                    )
+                )
             else:
                 results.append(_delete_one(controller, found))
-        elif name in id_named:
-            topic = controller.topics[name]
-            results.append(_deleted(name, topic.topic_id, ErrorCode.INVALID_REQUEST,
-                                    "The provided topic name maps to an ID that was already "
-                                    "supplied."))
+        elif name in id_of_named:
+            results.append(
+                _deleted(
+                    name,
+                    id_of_named[name],
+                    ErrorCode.INVALID_REQUEST,
+                    "The provided topic name maps to an ID that was already supplied.",
+                )
+            )
         else:
             results.append(_delete_one(controller, name))
     return results
@@ -193,13 +245,17 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
     controller = active_controller(ctx)
     results: list[Body]
     if controller is None:
-        results = [_deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
-                   for name, topic_id in targets]
+        results = [
+            _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+            for name, topic_id in targets
+        ]
     elif not ctx.broker.config.delete_topic_enable:
         # TOPIC_DELETION_DISABLED came with v3; older clients get INVALID_REQUEST.
         error = ErrorCode.INVALID_REQUEST if ctx.version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
-        results = [_deleted(name, topic_id, error, "Topic deletion is disabled.")
-                   for name, topic_id in targets]
+        results = [
+            _deleted(name, topic_id, error, "Topic deletion is disabled.")
+            for name, topic_id in targets
+        ]
     else:
         results = _delete_all(controller, targets)
     return {"throttle_time_ms": 0, "responses": results}
@@ -208,8 +264,9 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
 # --- CreatePartitions -------------------------------------------------------------------
 
 
-def _partitions_result(name: str, error: ErrorCode = ErrorCode.NONE,
-                       message: str | None = None) -> Body:
+def _partitions_result(
+    name: str, error: ErrorCode = ErrorCode.NONE, message: str | None = None
+) -> Body:
     return {"name": name, "error_code": error, "error_message": message}
 
 
@@ -227,16 +284,17 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
         seen.add(name)
         if counts[name] > 1:
             # One result per name, as Kafka answers from a map keyed by topic.
-            results.append(_partitions_result(name, ErrorCode.INVALID_REQUEST,
-                                              "Duplicate topic in request."))
+            results.append(
+                _partitions_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            )
         elif controller is None:
-            results.append(_partitions_result(name, ErrorCode.NOT_CONTROLLER,
-                                              NOT_CONTROLLER_MESSAGE))
+            results.append(
+                _partitions_result(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+            )
         else:
             raw: list[Any] | None = topic["assignments"]
             assignments = None if raw is None else [list(a["broker_ids"]) for a in raw]
-            result = controller.create_partitions(name, topic["count"], assignments,
-                                                  validate_only)
+            result = controller.create_partitions(name, topic["count"], assignments, validate_only)
             results.append(_partitions_result(name, result.error, result.message))
     return {"throttle_time_ms": 0, "results": results}
 
