@@ -18,13 +18,16 @@ CLI = [sys.executable, "-m", "logbus.cli.main"]
 def logbus(
     broker: Any, *args: str, stdin: bytes | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    raw = subprocess.run(
         [*CLI, *args, "--bootstrap-server", broker.bootstrap],
-        input=stdin.decode() if stdin is not None else "",
+        input=stdin or b"",
         capture_output=True,
-        text=True,
         timeout=timeout,
         check=False,
+    )
+    # The CLI writes UTF-8 whatever the locale; decode strictly to prove it.
+    return subprocess.CompletedProcess(
+        raw.args, raw.returncode, raw.stdout.decode("utf-8"), raw.stderr.decode("utf-8")
     )
 
 
@@ -280,3 +283,27 @@ def test_missing_key_separator_is_reported(broker: Any) -> None:
         logbus(broker, "produce", "strict", "--parse-key", stdin=b"a\tb\nbroken\n")
     )
     assert line == "logbus: error: No key separator found on line number 2: 'broken'"
+
+
+def test_keys_land_where_kafka_python_puts_them(broker: Any) -> None:
+    """Same key, same partition, whichever client wrote it (both use Kafka's murmur2)."""
+    from kafka import KafkaProducer
+
+    ok(logbus(broker, "topics", "create", "shared", "--partitions", "5"))
+    keys = [f"key-{i}" for i in range(40)]
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        for key in keys:
+            producer.send("shared", key=key.encode(), value=b"kafka-python")
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    ok(logbus(broker, "produce", "shared", "--parse-key",
+              stdin="".join(f"{key}\tlogbus\n" for key in keys).encode()))
+    out = consume_all(broker, "shared", 2 * len(keys), "--print-partition", "--print-key")
+    partitions: dict[str, set[str]] = collections.defaultdict(set)
+    for line in out:
+        partition, key, _ = line.split("\t")
+        partitions[key].add(partition)
+    assert sorted(partitions) == sorted(keys)
+    assert all(len(seen) == 1 for seen in partitions.values()), partitions

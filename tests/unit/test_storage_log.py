@@ -112,6 +112,13 @@ def test_rejects_bad_batches(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecordError):
         log.append_as_leader(bytes(wrong_count), 0)
 
+    lying_count = bytearray(good)  # claims 9 records in a body holding 2
+    struct.pack_into(">i", lying_count, 57, 9)
+    struct.pack_into(">i", lying_count, 23, 8)
+    struct.pack_into(">I", lying_count, 17, compute_crc(lying_count))
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(bytes(lying_count), 0)
+
     control = bytearray(good)
     struct.pack_into(">h", control, 21, 0x20)
     struct.pack_into(">I", control, 17, compute_crc(control))
@@ -360,3 +367,32 @@ def test_directory_name_parsing(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Log(tmp_path / "nopartition", LogConfig())
     assert not os.path.exists(tmp_path / "nopartition")
+
+
+def test_flush_from_another_thread_while_appending_and_rolling(tmp_path: Path) -> None:
+    import threading
+
+    log = open_log(tmp_path, segment_bytes=2000, index_interval_bytes=100)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                log.flush()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for _ in range(300):
+            log.append_as_leader(make_batch(2, value_size=40), 0)
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 600
+    assert len(headers_of(read_all(log))) == 300
+    log.close()

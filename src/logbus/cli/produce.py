@@ -191,15 +191,16 @@ def _read_stdin(
 ) -> None:
     """Thread body: hand over whatever standard input has, as soon as it has it."""
     read = getattr(stream, "read1", stream.read)
-    chunk: bytes | None = b""
     try:
-        while chunk:
+        while True:
             try:
-                chunk = read(_READ_SIZE) or None
+                chunk: bytes | None = read(_READ_SIZE) or None
             except (OSError, ValueError):
                 chunk = None
             # Wait for room in the queue: a large file is read as fast as it is sent.
             asyncio.run_coroutine_threadsafe(queue.put(chunk), loop).result()
+            if chunk is None:
+                return
     except BaseException:  # the loop closed, or cancelled the put: the command is over
         return
 

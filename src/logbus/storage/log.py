@@ -111,7 +111,9 @@ class Log:
         self._base_offsets: tuple[int, ...] = ()
         self._set_segments(loaded.segments)
         self._log_end_offset = loaded.log_end_offset
-        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        # A checkpointed start past the recovered end means that data was lost with the tail.
+        start = max(log_start_offset, self._segments[0].base_offset)
+        self.log_start_offset = min(start, self._log_end_offset)
         self.recovery_point = loaded.recovery_point
         self.high_watermark = self.log_start_offset
         self.last_flush_ms = now

@@ -114,8 +114,6 @@ class LogManager:
         marker = log_dir.path / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[log_dir.path] = clean
-        if not clean:
-            logger.warning("%s was not shut down cleanly; recovering its logs", log_dir.path)
         recovery_points = log_dir.read(log_dir.recovery_points)
         log_starts = log_dir.read(log_dir.log_start_offsets)
         high_watermarks = log_dir.read(log_dir.high_watermarks)
@@ -148,6 +146,9 @@ class LogManager:
             with self._lock:
                 self._logs[tp] = log
                 self._log_dir_of[tp] = log_dir
+        loaded = sum(1 for d in self._log_dir_of.values() if d is log_dir)
+        if not clean and loaded:
+            logger.warning("%s was not shut down cleanly; recovered %d logs", log_dir.path, loaded)
         # The marker only vouches for the shutdown before this start.
         marker.unlink(missing_ok=True)
 

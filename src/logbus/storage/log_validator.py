@@ -32,6 +32,8 @@ _MAGIC_AT = 16
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
+# length, attributes, timestampDelta, offsetDelta, key length, value length, header count
+_MIN_RECORD_SIZE = 7
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
@@ -66,9 +68,10 @@ def analyze_records(
 
     Raises CorruptRecordError (partial batch, impossible length, CRC mismatch),
     RecordTooLargeError (batch larger than `max_message_bytes`) or InvalidRecordError
-    (magic other than 2, bad record count, client-written control batch, negative sequence
-    with a producer id, missing key on a compacted topic). A produced batch's own base
-    offset is ignored (it is overwritten), more lenient than Kafka 3.x.
+    (magic other than 2, bad record count, an uncompressed body too short for its record
+    count, client-written control batch, negative sequence with a producer id, missing key
+    on a compacted topic). A produced batch's own base offset is ignored (it is
+    overwritten), more lenient than Kafka 3.x.
     """
     view = memoryview(records)
     out: list[BatchInfo] = []
@@ -103,8 +106,16 @@ def analyze_records(
 
 
 def _check_header(header: BatchHeader, from_client: bool) -> None:
-    # Only produced batches are held to these rules: replicated and coordinator batches may
-    # legitimately be empty or have gaps left by the log cleaner.
+    if (
+        header.compression == 0
+        and header.size - HEADER_SIZE < header.record_count * _MIN_RECORD_SIZE
+    ):
+        # A batch-level bound instead of walking the records: this body cannot hold them.
+        raise InvalidRecordError(
+            f"batch of {header.size} bytes cannot hold its {header.record_count} records"
+        )
+    # Only produced batches are held to the rules below: replicated and coordinator batches
+    # may legitimately be empty or have gaps left by the log cleaner.
     if not from_client:
         return
     if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
