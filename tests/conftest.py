@@ -134,8 +134,9 @@ class BrokerProcess:
             f"log.dirs={self.data_dir}",
             *self.extra,
         ]
-        log = open(self.data_dir.parent / f"broker-{self.port}.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ})
+        # The child keeps its own copy of the descriptor; ours is closed at once.
+        with open(self.data_dir.parent / f"broker-{self.port}.log", "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -43,7 +43,7 @@ def stored(bootstrap: str, topic: str, partition: int = 0) -> list[Got]:
 @pytest.mark.parametrize(("producer", "consumer"), PAIRS, ids=[f"{p}-to-{c}" for p, c in PAIRS])
 def test_records_cross_clients_byte_identical(broker: Any, producer: str, consumer: str) -> None:
     topic = new_topic()
-    msgs = sample_messages(48)
+    msgs = sample_messages(48, null_header=producer != "kafka-python")
     deliveries = PRODUCERS[producer](broker.bootstrap, topic, msgs)
     assert [(d.partition, d.offset, d.error) for d in deliveries] == [
         (0, i, None) for i in range(48)

@@ -166,21 +166,40 @@ def test_unknown_api_key_closes_the_connection(seeded: Seeded, api_key: int) -> 
     seeded.assert_unharmed()
 
 
+def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    with WireClient(bootstrap) as conn:
+        response = conn.request(
+            ApiKey.API_VERSIONS,
+            3,
+            {"client_software_name": "wire", "client_software_version": "1.0"},
+        )
+    assert response["error_code"] == ErrorCode.NONE
+    return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+
 @pytest.mark.parametrize(
-    ("api_key", "version"),
-    [(ApiKey.METADATA, 99), (ApiKey.PRODUCE, 2), (ApiKey.FETCH, 3), (ApiKey.FETCH, 200)],
+    "api_key",
+    [ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.CREATE_TOPICS],
 )
 def test_unsupported_version_of_a_known_api_closes_the_connection(
-    seeded: Seeded, api_key: int, version: int
+    seeded: Seeded, api_key: int
 ) -> None:
-    body = struct.pack(">hhih", api_key, version, 11, -1) + b"\0" * 32
-    send_and_expect_close(seeded.broker.bootstrap, struct.pack(">i", len(body)) + body)
+    low, high = api_versions(seeded.broker.bootstrap)[api_key]
+    unsupported = [high + 1, 99, -1] + ([low - 1] if low > 0 else [])
+    for version in unsupported:
+        body = struct.pack(">hhih", api_key, version, 11, -1) + b"\0" * 32
+        send_and_expect_close(seeded.broker.bootstrap, struct.pack(">i", len(body)) + body)
     seeded.assert_unharmed()
 
 
 def test_api_versions_with_an_unknown_version_answers_v0_with_the_api_list(
     seeded: Seeded,
 ) -> None:
+    supported = api_versions(seeded.broker.bootstrap)
+    assert supported[ApiKey.API_VERSIONS][0] == 0
+    assert supported[ApiKey.API_VERSIONS][1] >= 3
+    for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS):
+        assert key in supported
     body = struct.pack(">hhih", ApiKey.API_VERSIONS, 99, 4242, 3) + b"abc" + b"\x01\x02garbage"
     with WireClient(seeded.broker.bootstrap) as conn:
         conn.send_raw(struct.pack(">i", len(body)) + body)
@@ -189,14 +208,9 @@ def test_api_versions_with_an_unknown_version_answers_v0_with_the_api_list(
         correlation_id, response = codec.decode_response(ApiKey.API_VERSIONS, 0, frame)
         assert correlation_id == 4242
         assert response["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35
-        versions = {
-            k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
-        }
-        assert versions[ApiKey.API_VERSIONS][0] == 0
-        assert versions[ApiKey.API_VERSIONS][1] >= 3
-        assert versions[ApiKey.PRODUCE] == (3, 11)
-        assert ApiKey.FETCH in versions
-        assert ApiKey.METADATA in versions
+        # the same list a supported version gets, so the client can pick a version
+        listed = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+        assert listed == supported
         # The client retries with a version it now knows; same connection.
         retry = codec.encode_request(
             codec.RequestHeader(ApiKey.API_VERSIONS, 3, 4243, "bad"),

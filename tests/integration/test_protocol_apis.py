@@ -320,7 +320,7 @@ def test_segments_roll_and_reads_span_them(broker: Any) -> None:
 
 def test_find_coordinator_every_version_creates_the_offsets_topic(broker: Any) -> None:
     async def check(conn: Connection) -> None:
-        for version in range(0, 7):
+        for version in range(7):
             body: dict[str, Any] = {"key": "my-group", "key_type": 0,
                                     "coordinator_keys": ["my-group", "other"]}
             response = await conn.request(ApiKey.FIND_COORDINATOR, body, version)
@@ -366,7 +366,7 @@ def test_old_message_formats_are_converted(broker: Any) -> None:
         stored = await fetch(conn, "legacy", 0, 0)
         header = BatchHeader.parse(bytes(stored["records"]))
         assert header.magic == 2 and header.compression == 1  # gzip kept
-        for version in range(0, 4):
+        for version in range(4):
             old = await conn.request(ApiKey.FETCH, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [{
                     "topic": "legacy", "partitions": [{
