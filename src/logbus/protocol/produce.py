@@ -12,9 +12,8 @@ from typing import Any
 
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.schema import read_tagged_fields
-from logbus.protocol.types import read_uvarint
+from logbus.protocol.types import make_string_reader, read_length
 
-_I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _ACKS_TIMEOUT = struct.Struct(">hi").unpack_from
 FLEXIBLE_FROM = 9
@@ -27,47 +26,29 @@ def decode_produce_request(buf: memoryview, pos: int, version: int) -> dict[str,
         raise ProtocolError("produce request truncated") from exc
 
 
-def _length(buf: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
-    if flexible:
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
-    if wide:
-        return _I32(buf, pos)[0], pos + 4
-    return _I16(buf, pos)[0], pos + 2
-
-
-def _string(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
-    n, pos = _length(buf, pos, flexible, wide=False)
-    if n < 0:
-        return None, pos
-    end = pos + n
-    if end > len(buf):
-        raise ProtocolError("produce request truncated")
-    try:
-        return str(buf[pos:end], "utf-8"), end
-    except UnicodeDecodeError as exc:
-        raise ProtocolError("topic name is not valid UTF-8") from exc
+_STRINGS = {compact: make_string_reader(compact, nullable=True) for compact in (False, True)}
 
 
 def _decode(buf: memoryview, pos: int, flexible: bool) -> dict[str, Any]:
-    transactional_id, pos = _string(buf, pos, flexible)
+    read_string = _STRINGS[flexible]
+    transactional_id, pos = read_string(buf, pos)
     acks, timeout_ms = _ACKS_TIMEOUT(buf, pos)
     pos += 6
-    n_topics, pos = _length(buf, pos, flexible, wide=True)
+    n_topics, pos = read_length(buf, pos, flexible, wide=True)
     if n_topics < 0 or n_topics > len(buf) - pos:
         raise ProtocolError(f"impossible topic count {n_topics}")
     topics = []
     for _ in range(n_topics):
-        name, pos = _string(buf, pos, flexible)
+        name, pos = read_string(buf, pos)
         if name is None:
             raise ProtocolError("null topic name")
-        n_parts, pos = _length(buf, pos, flexible, wide=True)
+        n_parts, pos = read_length(buf, pos, flexible, wide=True)
         if n_parts < 0 or n_parts > len(buf) - pos:
             raise ProtocolError(f"impossible partition count {n_parts}")
         partitions = []
         for _ in range(n_parts):
             index = _I32(buf, pos)[0]
-            size, pos = _length(buf, pos + 4, flexible, wide=True)
+            size, pos = read_length(buf, pos + 4, flexible, wide=True)
             records: memoryview | None = None
             if size >= 0:
                 end = pos + size

@@ -85,14 +85,16 @@ def _checked_end(buf: memoryview, pos: int, length: int) -> int:
     return end
 
 
-def read_length(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
-    """A length prefix; -1 means null."""
+def read_length(buf: memoryview, pos: int, compact: bool, wide: bool = False) -> tuple[int, int]:
+    """A length or count prefix, -1 meaning null: a uvarint of n+1 when compact, else an
+    int32 (`wide`: bytes, records, arrays) or an int16 (strings)."""
     if compact:
         n, pos = read_uvarint(buf, pos)
         return n - 1, pos
-    if pos + 2 > len(buf):
+    fixed = INT32 if wide else INT16
+    if pos + fixed.size > len(buf):
         raise ProtocolError("message truncated")
-    return INT16.unpack_from(buf, pos)[0], pos + 2
+    return fixed.unpack_from(buf, pos)[0], pos + fixed.size
 
 
 def make_string_reader(compact: bool, nullable: bool) -> Reader:
@@ -113,14 +115,7 @@ def make_string_reader(compact: bool, nullable: bool) -> Reader:
 
 def make_bytes_reader(compact: bool, nullable: bool, as_view: bool) -> Reader:
     def read(buf: memoryview, pos: int) -> tuple[bytes | memoryview | None, int]:
-        if compact:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        else:
-            if pos + 4 > len(buf):
-                raise ProtocolError("message truncated")
-            n = INT32.unpack_from(buf, pos)[0]
-            pos += 4
+        n, pos = read_length(buf, pos, compact, wide=True)
         if n < 0:
             if nullable:
                 return None, pos
@@ -133,14 +128,7 @@ def make_bytes_reader(compact: bool, nullable: bool, as_view: bool) -> Reader:
 
 def make_array_reader(elem: Reader, compact: bool, nullable: bool) -> Reader:
     def read(buf: memoryview, pos: int) -> tuple[list[Any] | None, int]:
-        if compact:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        else:
-            if pos + 4 > len(buf):
-                raise ProtocolError("message truncated")
-            n = INT32.unpack_from(buf, pos)[0]
-            pos += 4
+        n, pos = read_length(buf, pos, compact, wide=True)
         if n < 0:
             if nullable:
                 return None, pos

@@ -9,16 +9,14 @@ which tells the client to keep sending full fetch requests.
 
 from __future__ import annotations
 
-from uuid import UUID
-
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.legacy import downconvert_record_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
 
-ZERO_UUID = UUID(int=0)
 # Fetch v4 is the first that carries record batches (magic 2) as stored.
 MAGIC_V2_FROM = 4
+TOPIC_IDS_FROM = 13
 READ_COMMITTED = 1
 
 
@@ -65,22 +63,27 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         }
     read_committed = request["isolation_level"] == READ_COMMITTED
     wanted: list[FetchRequestPartition] = []
-    # (topic key as the response names it, partition, index into `wanted` or an error)
-    layout: list[tuple[str | UUID, int, int | ErrorCode]] = []
+    responses: list[Body] = []
+    # Each requested partition in request order: where its answer goes, and the error it
+    # gets without reading when this broker does not know it.
+    planned: list[tuple[list[Body], int, ErrorCode | None]] = []
     for topic in request["topics"]:
-        if version >= 13:
-            key: str | UUID = topic["topic_id"]
+        if version >= TOPIC_IDS_FROM:
             name = cache.topic_name(topic["topic_id"])
             missing = ErrorCode.UNKNOWN_TOPIC_ID
         else:
-            key = name = topic["topic"]
+            name = topic["topic"]
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions: list[Body] = []
+        responses.append(
+            {"topic": topic["topic"], "topic_id": topic["topic_id"], "partitions": partitions}
+        )
         for part in topic["partitions"]:
             index = part["partition"]
             if name is None or cache.partition(name, index) is None:
-                layout.append((key, index, missing))
+                planned.append((partitions, index, missing))
                 continue
-            layout.append((key, index, len(wanted)))
+            planned.append((partitions, index, None))
             wanted.append(
                 FetchRequestPartition(
                     name,
@@ -90,27 +93,18 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                     part["current_leader_epoch"],
                 )
             )
-    results = await broker.replica_manager.fetch(
-        wanted, request["max_bytes"], request["min_bytes"], request["max_wait_ms"], read_committed
-    )
-    responses: list[Body] = []
-    by_key: dict[str | UUID, Body] = {}
-    for key, index, slot in layout:
-        result = (
-            results[slot]
-            if isinstance(slot, int) and not isinstance(slot, ErrorCode)
-            else FetchResult(ErrorCode(slot))
+    results = iter(
+        await broker.replica_manager.fetch(
+            wanted,
+            request["max_bytes"],
+            request["min_bytes"],
+            request["max_wait_ms"],
+            read_committed,
         )
-        entry = by_key.get(key)
-        if entry is None:
-            entry = {
-                "topic": key if isinstance(key, str) else None,
-                "topic_id": key if isinstance(key, UUID) else ZERO_UUID,
-                "partitions": [],
-            }
-            by_key[key] = entry
-            responses.append(entry)
-        entry["partitions"].append(_partition_response(index, result, read_committed, version))
+    )
+    for partitions, index, error in planned:
+        result = FetchResult(error) if error is not None else next(results)
+        partitions.append(_partition_response(index, result, read_committed, version))
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
