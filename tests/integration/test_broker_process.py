@@ -75,3 +75,58 @@ def test_recovery_uses_each_topics_own_settings(broker_process: Any) -> None:
             break
     consumer.close()
     assert got == [big, b"after"]
+
+
+def _start_with(tmp_path: Any, *args: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "logbus.cli.main", "server", "start",
+         "--override", f"log.dirs={tmp_path / 'data'}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", *args],
+        capture_output=True, text=True, timeout=30)
+
+
+def test_invalid_settings_stop_start_up_naming_the_setting(tmp_path: Any) -> None:
+    unknown = _start_with(tmp_path, "--override", "log.segmnet.bytes=1000")
+    assert unknown.returncode == 1
+    assert "log.segmnet.bytes" in unknown.stderr
+    invalid = _start_with(tmp_path, "--override", "num.partitions=many")
+    assert invalid.returncode == 1
+    assert "num.partitions" in invalid.stderr and "many" in invalid.stderr
+    properties = tmp_path / "server.properties"
+    properties.write_text("# a Kafka-style file\nmessage.max.bytes = -5\n")
+    from_file = _start_with(tmp_path, str(properties))
+    assert from_file.returncode == 1 and "message.max.bytes" in from_file.stderr
+    missing = _start_with(tmp_path, str(tmp_path / "nope.properties"))
+    assert missing.returncode == 1 and "nope.properties" in missing.stderr
+    assert not (tmp_path / "data" / "meta.properties").exists()
+
+
+def test_flush_policy_advances_the_recovery_point(broker_factory: Any) -> None:
+    """With log.flush.interval.messages=1 every append is fsynced, so the recovery point
+    (written to its checkpoint file every second in these tests) follows the log end."""
+    import time
+
+    eager = broker_factory(**{"log.flush.interval.messages": "1"})
+    lazy = broker_factory()
+    for running in (eager, lazy):
+        producer = Producer({"bootstrap.servers": running.bootstrap})
+        for i in range(5):
+            producer.produce("flushed", value=b"%d" % i)
+        assert producer.flush(10) == 0
+
+    def recovery_point(running: Any) -> int:
+        checkpoint = running.data_dir / "recovery-point-offset-checkpoint"
+        if not checkpoint.exists():
+            return 0
+        lines = checkpoint.read_text().split("\n")
+        points = {ln.rsplit(" ", 1)[0]: int(ln.rsplit(" ", 1)[1]) for ln in lines[2:] if ln}
+        return points.get("flushed 0", 0)
+
+    deadline = time.monotonic() + 10
+    while recovery_point(eager) < 5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert recovery_point(eager) == 5
+    assert recovery_point(lazy) == 0
