@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from logbus.server.config import (
+from logbus.server.broker_config_def import (
     BROKER_CONFIG_DEF,
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -26,8 +26,8 @@ from logbus.server.config import (
     LZ4_LEVEL,
     TIMESTAMP_TYPES,
     ZSTD_LEVEL,
-    BrokerConfig,
 )
+from logbus.server.config import BrokerConfig
 from logbus.server.config_def import (
     Check,
     ConfigDef,
