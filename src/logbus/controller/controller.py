@@ -138,6 +138,10 @@ class Controller:
 
     def start(self) -> None:
         """Register this broker, become controller, load topics and elect leaders."""
+        with self.store.batch():
+            self._start()
+
+    def _start(self) -> None:
         self.cluster_id = ensure_cluster_id(self.store)
         self._register_broker()
         self._elect_self()
@@ -373,6 +377,10 @@ class Controller:
                 )
 
     def create_topic(self, spec: NewTopic) -> TopicResult:
+        with self.store.batch():
+            return self._create_topic(spec)
+
+    def _create_topic(self, spec: NewTopic) -> TopicResult:
         checked = self.validate_new_topic(spec)
         if checked.error != ErrorCode.NONE:
             return checked
@@ -445,6 +453,12 @@ class Controller:
         self.channel.send_update_metadata(self.live_brokers(), [], [name])
 
     def create_partitions(
+        self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
+    ) -> TopicResult:
+        with self.store.batch():
+            return self._create_partitions(name, total, assignments, validate_only)
+
+    def _create_partitions(
         self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
     ) -> TopicResult:
         topic = self.topics.get(name)

@@ -8,10 +8,11 @@ one file under the first log dir, so a stand-alone broker needs no ZooKeeper.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ChildWatch = Callable[[str], None]
@@ -57,6 +58,11 @@ class MetadataStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group several writes; a store may make them durable together at the end."""
+        yield
+
     def get_json(self, path: str) -> object:
         return json.loads(self.get(path)[0])
 
@@ -81,12 +87,29 @@ class EmbeddedStore(MetadataStore):
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
         self._ephemeral: set[str] = set()
         self._watches: dict[str, list[ChildWatch]] = {}
+        self._batch_depth = 0
+        self._dirty = False
         if self._path.exists():
             stored = json.loads(self._path.read_text())
             for path, (data, version) in stored.items():
                 self._nodes[path] = (base64.b64decode(data), version)
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Write the file once, when the outermost batch ends (not on each change)."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if self._batch_depth == 0 and self._dirty:
+                self._persist()
+
     def _persist(self) -> None:
+        if self._batch_depth:
+            self._dirty = True
+            return
+        self._dirty = False
         stored = {
             path: (base64.b64encode(data).decode(), version)
             for path, (data, version) in self._nodes.items()
