@@ -1,5 +1,6 @@
-"""What every subcommand shares: the bootstrap option, `key=value` arguments, and running a
-coroutine with Kafka errors turned into a one-line message and exit status 1."""
+"""What every subcommand shares: the bootstrap option, whole-number and `key=value`
+arguments, and running a coroutine with Kafka errors turned into a one-line message and
+exit status 1."""
 
 from __future__ import annotations
 
@@ -40,6 +41,26 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help=f"brokers to connect to first (default: {DEFAULT_BOOTSTRAP})",
     )
+
+
+def whole_number(text: str, minimum: int, too_small: str, expected: str = "a whole number") -> int:
+    """`text` as an int of at least `minimum`, for argparse; otherwise an error saying
+    "expected <expected>, got '<text>'" or "<too_small>, got <value>"."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{too_small}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return whole_number(text, 1, "must be at least 1")
+
+
+def non_negative_int(text: str) -> int:
+    return whole_number(text, 0, "must not be negative")
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, run
+from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
 from logbus.cli.sender import first_error
 from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--from-beginning", action="store_true", help="start at the earliest offset, not the end"
     )
-    parser.add_argument("--partition", type=_non_negative, help="read only this partition")
+    parser.add_argument("--partition", type=non_negative_int, help="read only this partition")
     parser.add_argument(
         "--offset",
         type=_offset,
@@ -46,10 +46,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where to start in --partition (default: latest)",
     )
     parser.add_argument(
-        "--max-messages", type=_non_negative, metavar="N", help="exit after N records"
+        "--max-messages", type=non_negative_int, metavar="N", help="exit after N records"
     )
     parser.add_argument(
-        "--timeout-ms", type=_non_negative, metavar="MS", help="exit after MS ms without a record"
+        "--timeout-ms",
+        type=non_negative_int,
+        metavar="MS",
+        help="exit after MS ms without a record",
     )
     for flag in ("key", "offset", "partition", "timestamp"):
         parser.add_argument(f"--print-{flag}", action="store_true", help=f"print each {flag}")
@@ -76,16 +79,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         return run(consume(args, sys.stdout.buffer))
 
     parser.set_defaults(func=run_consume)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
 
 
 def _offset(text: str) -> int:

@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, run
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    key_value,
+    positive_int,
+    run,
+    whole_number,
+)
 from logbus.cli.sender import Sender, TopicPartition, wait_for_topic
 from logbus.client.cluster import Cluster
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
@@ -66,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         default=256 * 1024,
         metavar="BYTES",
         help="largest batch of records to one partition before compression "
@@ -74,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--request-timeout-ms",
-        type=_positive,
+        type=positive_int,
         default=30_000,
         metavar="MS",
         help="how long to wait for a broker's answer (default: 30000)",
@@ -90,24 +97,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run_produce)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _partition(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a partition number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"partition must not be negative, got {value}")
-    return value
+    return whole_number(text, 0, "partition must not be negative", "a partition number")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, run
+from logbus.cli.common import CommandError, add_bootstrap, key_value, positive_int, run
 from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
@@ -15,16 +15,6 @@ from logbus.client.metadata import NO_LEADER, ClusterMetadata, TopicInfo, topic_
 from logbus.protocol import ErrorCode
 
 _Action = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
