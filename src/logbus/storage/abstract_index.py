@@ -36,7 +36,12 @@ class AbstractIndex:
     _ENTRY: ClassVar[struct.Struct]
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int = 10 * 1024 * 1024,
+        *,
+        writable: bool = True,
     ) -> None:
         self.path = path
         self.base_offset = base_offset

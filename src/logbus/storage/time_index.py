@@ -9,7 +9,6 @@ before offset o has a timestamp >= t.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 from typing import NamedTuple
 
 from logbus.storage.abstract_index import AbstractIndex
@@ -28,16 +27,6 @@ class TimeIndex(AbstractIndex):
 
     ENTRY_SIZE = 12
     _ENTRY = struct.Struct(">qi")
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int = 10 * 1024 * 1024,
-        *,
-        writable: bool = True,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
 
     def entry(self, slot: int) -> TimestampOffset:
         timestamp, relative = self._raw_entry(slot)
