@@ -1,0 +1,205 @@
+"""Events fed to the group coordinator's `apply`: decoded requests and fired timers.
+
+Request events carry the request's fields (snake_case names of the JSON message specs),
+the `token` under which `apply` returns their response, and `now_ms` from the runtime's
+clock. Timer events are created by `apply` itself (in `Schedule`) and handed back by the
+runtime when the timer fires, with `now_ms` set to the firing time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Self
+
+from logbus.coordinator.group.state import Token
+from logbus.protocol import ErrorCode
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroup:
+    token: Token
+    now_ms: int
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1  # v0 has none: the session timeout is used
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 9
+    new_member_uuid: str = ""
+    """Random part of a new member id (`<client id or instance id>-<uuid>`), drawn by the
+    runtime so that `apply` stays deterministic."""
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroup:
+    token: Token
+    now_ms: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    token: Token
+    now_ms: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroup:
+    """LeaveGroup; v0-v2 carry one member (`batched=False`: the error is top level)."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    members: tuple[LeavingMember, ...]
+    batched: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp: int = -1  # only OffsetCommit v1 sends one
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """OffsetCommit. `partition_errors` is the runtime's hook: partitions it rejected
+    before `apply` (UNKNOWN_TOPIC_OR_PARTITION, authorization) with their error; they are
+    answered with it and not committed."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1  # v2-v4 only
+    partition_errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    """OffsetFetch for one group; `topics=None` fetches every committed partition."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroup:
+    token: Token
+    now_ms: int
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    """ListGroups over this partition's groups (the runtime merges partitions)."""
+
+    token: Token
+    now_ms: int
+    states_filter: tuple[str, ...] = ()
+    types_filter: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroup:
+    token: Token
+    now_ms: int
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDelete:
+    token: Token
+    now_ms: int
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireOffsets:
+    """Periodic offsets cleanup (every offsets.retention.check.interval.ms)."""
+
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTimeout:
+    """A member's (or a KIP-394 pending member's) session deadline passed."""
+
+    group_id: str
+    member_id: str
+    now_ms: int = 0
+
+    def at(self, now_ms: int) -> Self:
+        return replace(self, now_ms=now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceTimeout:
+    """The join phase's deadline passed: members that have not rejoined are dropped."""
+
+    group_id: str
+    now_ms: int = 0
+
+    def at(self, now_ms: int) -> Self:
+        return replace(self, now_ms=now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class InitialRebalanceDelayExpired:
+    """group.initial.rebalance.delay.ms passed for a rebalance that began from Empty."""
+
+    group_id: str
+    now_ms: int = 0
+
+    def at(self, now_ms: int) -> Self:
+        return replace(self, now_ms=now_ms)
+
+
+TimerEvent = SessionTimeout | RebalanceTimeout | InitialRebalanceDelayExpired
+Event = (
+    JoinGroup
+    | SyncGroup
+    | Heartbeat
+    | LeaveGroup
+    | OffsetCommit
+    | OffsetFetch
+    | DescribeGroup
+    | ListGroups
+    | DeleteGroup
+    | OffsetDelete
+    | ExpireOffsets
+    | TimerEvent
+)
