@@ -19,6 +19,9 @@ from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
+from logbus.coordinator.group import GroupConfig
+from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.server.api.find_coordinator import OFFSETS_TOPIC
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
 from logbus.server.network.listener import Listener
@@ -64,6 +67,7 @@ class Broker:
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -116,6 +120,21 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self._log_config_for, self._min_isr_for
         )
+        self.group_coordinator = GroupCoordinatorRuntime(
+            self.replica_manager,
+            GroupConfig(
+                min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+                max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+                max_size=cfg.group_max_size,
+                offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
+                offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+            ),
+            num_partitions=self._offsets_topic_partitions,
+            retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
+            commit_timeout_ms=cfg.offsets_commit_timeout_ms,
+        )
+        self.group_coordinator.start()
         self.channel.register(self.broker_id, self)
         self.controller = Controller(
             self.store,
@@ -175,6 +194,8 @@ class Broker:
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.stop()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -210,11 +231,21 @@ class Broker:
     def _min_isr_for(self, topic: str) -> int:
         return int(self.topic_config(topic)["min.insync.replicas"])
 
+    def _offsets_topic_partitions(self) -> int:
+        topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
+
     # --- controller callbacks (LocalChannel) ----------------------------------------------
 
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
         assert self.replica_manager is not None
         self.replica_manager.apply_leader_and_isr(topic, partitions)
+        if topic.name == OFFSETS_TOPIC and self.group_coordinator is not None:
+            for p in partitions:
+                state = topic.partitions[p]
+                self.group_coordinator.on_leadership(
+                    p, state.leader == self.broker_id, state.leader_epoch
+                )
 
     def apply_update_metadata(
         self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
@@ -231,4 +262,7 @@ class Broker:
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         assert self.replica_manager is not None
+        if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
+            for p in partitions:
+                self.group_coordinator.unload(p)
         self.replica_manager.apply_stop_replica(topic, partitions, delete)

@@ -1,0 +1,375 @@
+"""The group coordinator runtime: runs the pure core (`shard.apply`) of every
+`__consumer_offsets` partition this broker leads, writes its records to the partition,
+answers requests once the records are committed, and runs its timers.
+
+The entry point is `GroupCoordinatorRuntime`, created by the broker and told about
+leadership changes of `__consumer_offsets` partitions. It follows
+`docs/design/group-coordinator.md` ("What the runtime does"). Owned by the broker's
+event loop; not thread-safe. Every `apply` of one partition runs synchronously together
+with the append of its records, so the records of one partition are written in the order
+their events were applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from logbus.coordinator.group import events as ev
+from logbus.coordinator.group.shard import apply, load_complete, replay
+from logbus.coordinator.group.state import (
+    Cancel,
+    Group,
+    GroupConfig,
+    GroupsState,
+    Result,
+    TimerKey,
+    Token,
+)
+from logbus.protocol import ErrorCode
+from logbus.records.builder import NewRecord, build_batch
+from logbus.records.reader import iter_record_set
+from logbus.server.api.find_coordinator import OFFSETS_TOPIC, offsets_partition_for
+from logbus.server.replica.partition import PartitionError
+from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+LOAD_CHUNK_BYTES = 1 << 20
+
+Body = dict[str, Any]
+EventFactory = Callable[[Token, int], ev.Event]
+
+
+class CoordinatorError(Exception):
+    """A request this broker cannot coordinate now: NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, or COORDINATOR_NOT_AVAILABLE after a failed write. The
+    API handler answers it in its version's shape."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name)
+        self.error = error
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Shard:
+    """The coordinator state of one `__consumer_offsets` partition led here."""
+
+    partition: int
+    leader_epoch: int
+    state: GroupsState = field(default_factory=GroupsState)
+    loading: bool = True
+    timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
+    parked: set[asyncio.Future[Body]] = field(default_factory=set)
+    """Futures handed to `apply` as tokens and not answered yet."""
+
+
+class GroupCoordinatorRuntime:
+    """Owns one `_Shard` per led `__consumer_offsets` partition, from `start()` to `stop()`."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        config: GroupConfig,
+        *,
+        num_partitions: Callable[[], int],
+        retention_check_interval_ms: int = 600_000,
+        commit_timeout_ms: int = 5_000,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.num_partitions = num_partitions
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.commit_timeout_ms = commit_timeout_ms
+        self.shards: dict[int, _Shard] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._expiry: asyncio.Task[None] | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_forever())
+
+    async def stop(self) -> None:
+        for partition in list(self.shards):
+            self.unload(partition)
+        tasks = [*self._tasks, *([self._expiry] if self._expiry else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- leadership -------------------------------------------------------------------------
+
+    def on_leadership(self, partition: int, is_leader: bool, leader_epoch: int) -> None:
+        """LeaderAndIsr for `__consumer_offsets`-`partition`: load or unload its groups."""
+        shard = self.shards.get(partition)
+        if not is_leader:
+            if shard is not None:
+                self.unload(partition)
+            return
+        if shard is not None and shard.leader_epoch == leader_epoch:
+            return
+        if shard is not None:
+            self.unload(partition)
+        shard = self.shards[partition] = _Shard(partition, leader_epoch)
+        self._spawn(self._load(shard))
+
+    def unload(self, partition: int) -> None:
+        """Drop a partition's groups and timers; parked requests get NOT_COORDINATOR."""
+        shard = self.shards.pop(partition, None)
+        if shard is None:
+            return
+        for handle in shard.timers.values():
+            handle.cancel()
+        shard.timers.clear()
+        for fut in shard.parked:
+            if not fut.done():
+                fut.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
+        shard.parked.clear()
+
+    async def _load(self, shard: _Shard) -> None:
+        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
+        if part is None:
+            return
+        started = time.monotonic()
+        logged = part.log
+        offset = logged.log_start_offset
+        count = 0
+        try:
+            while self.shards.get(shard.partition) is shard:
+                high_watermark = part.high_watermark
+                if offset >= high_watermark:
+                    break
+                info = logged.read(
+                    offset, LOAD_CHUNK_BYTES, max_offset=high_watermark, min_one_message=True
+                )
+                if info.records is None or info.records.size == 0:
+                    break
+                for header, batch_records in iter_record_set(info.records.read()):
+                    offset = header.last_offset + 1
+                    if header.is_control:
+                        continue
+                    for record in batch_records:
+                        if record.key is None:
+                            continue
+                        replay(shard.state, record.key, record.value)
+                        count += 1
+                await asyncio.sleep(0)  # let other partitions and requests run
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, shard.partition)
+            if self.shards.get(shard.partition) is shard:
+                self.unload(shard.partition)
+            return
+        if self.shards.get(shard.partition) is not shard:
+            return
+        shard.loading = False
+        self._handle_result(shard, load_complete(shard.state, now_ms(), self.config))
+        log.info(
+            "loaded %d groups from %d records of %s-%d in %.0f ms",
+            len(shard.state.groups),
+            count,
+            OFFSETS_TOPIC,
+            shard.partition,
+            (time.monotonic() - started) * 1000,
+        )
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self.num_partitions())
+
+    def _shard_for(self, group_id: str) -> _Shard:
+        shard = self.shards.get(self.partition_for(group_id))
+        if shard is None:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        if shard.loading:
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return shard
+
+    def is_loading(self, group_id: str) -> bool:
+        shard = self.shards.get(self.partition_for(group_id))
+        return shard is not None and shard.loading
+
+    async def submit(self, group_id: str, make_event: EventFactory) -> Body:
+        """Apply the event `make_event(token, now_ms)` to the group's partition and wait
+        for its response (possibly parked until a rebalance step). Raises
+        `CoordinatorError` when the group is not coordinated here or the write failed."""
+        shard = self._shard_for(group_id)
+        fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+        shard.parked.add(fut)
+        fut.add_done_callback(shard.parked.discard)
+        self._run(shard, make_event(fut, now_ms()), group_id)
+        return await fut
+
+    async def list_groups(self, make_event: EventFactory) -> list[Body]:
+        """ListGroups on every partition led here. Raises COORDINATOR_LOAD_IN_PROGRESS while
+        any of them loads."""
+        if any(s.loading for s in self.shards.values()):
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        bodies = []
+        for shard in list(self.shards.values()):
+            fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+            self._run(shard, make_event(fut, now_ms()), None)
+            bodies.append(await fut)
+        return bodies
+
+    def _run(self, shard: _Shard, event: ev.Event, group_id: str | None) -> None:
+        """apply + append, synchronously; the wait for replication runs in a task."""
+        group = shard.state.groups.get(group_id) if group_id is not None else None
+        snapshot = _snapshot(group) if group is not None else None
+        result = apply(shard.state, event, self.config)
+        if not self._handle_result(shard, result) and group_id is not None:
+            # Kafka reverts the group on a failed write; restore the copy taken before.
+            if snapshot is not None:
+                shard.state.groups[group_id] = snapshot
+            else:
+                shard.state.groups.pop(group_id, None)
+
+    def _append(self, shard: _Shard, result: Result) -> tuple[ErrorCode, int]:
+        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
+        if part is None or not part.is_leader:
+            return ErrorCode.NOT_COORDINATOR, -1
+        timestamp = now_ms()
+        batch = build_batch([NewRecord(k, v, (), timestamp) for k, v in result.records])
+        try:
+            appended = part.append_as_leader(
+                memoryview(batch),
+                -1,
+                self.replica_manager.min_insync_replicas_for(OFFSETS_TOPIC),
+                timestamp,
+            )
+        except PartitionError as exc:
+            log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            return _coordinator_error(exc.error), -1
+        except StorageError as exc:
+            log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        self.replica_manager.purgatory.notify((OFFSETS_TOPIC, shard.partition))
+        return ErrorCode.NONE, appended.last_offset
+
+    async def _respond_when_committed(
+        self, shard: _Shard, result: Result, last_offset: int
+    ) -> None:
+        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
+        if part is None:
+            self._fail(result, ErrorCode.NOT_COORDINATOR)
+            return
+        if part.high_watermark <= last_offset:
+
+            def committed() -> bool:
+                return part.high_watermark > last_offset
+
+            ok = await self.replica_manager.purgatory.wait_until(
+                committed, [(OFFSETS_TOPIC, shard.partition)], self.commit_timeout_ms
+            )
+            if not ok:
+                self._fail(result, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                return
+        self._answer(result)
+
+    def _handle_result(self, shard: _Shard, result: Result) -> bool:
+        """Write the result's records, apply its timers and answer (once the records are
+        committed). False when the write failed: every token got the mapped error."""
+        if not result.records:
+            self._apply_timers(shard, result)
+            self._answer(result)
+            return True
+        error, last_offset = self._append(shard, result)
+        if error is not ErrorCode.NONE:
+            self._fail(result, error)
+            return False
+        self._apply_timers(shard, result)
+        self._spawn(self._respond_when_committed(shard, result, last_offset))
+        return True
+
+    @staticmethod
+    def _answer(result: Result) -> None:
+        for token, body in result.responses:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_result(body)
+
+    @staticmethod
+    def _fail(result: Result, error: ErrorCode) -> None:
+        for token, _body in result.responses:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_exception(CoordinatorError(error))
+
+    # --- timers ----------------------------------------------------------------------------
+
+    def _apply_timers(self, shard: _Shard, result: Result) -> None:
+        loop = asyncio.get_running_loop()
+        for change in result.timers:
+            old = shard.timers.pop(change.key, None)
+            if old is not None:
+                old.cancel()
+            if isinstance(change, Cancel):
+                continue
+            delay = max(0.0, (change.deadline_ms - now_ms()) / 1000)
+            shard.timers[change.key] = loop.call_later(
+                delay, self._fire, shard, change.key, change.event
+            )
+
+    def _fire(self, shard: _Shard, key: TimerKey, event: Any) -> None:
+        if self.shards.get(shard.partition) is not shard:
+            return
+        shard.timers.pop(key, None)
+        group_id = getattr(event, "group_id", None)
+        try:
+            self._run(shard, event.at(now_ms()), group_id)
+        except Exception:
+            log.exception("group coordinator timer %s failed", key)
+
+    async def _expire_offsets_forever(self) -> None:
+        interval = max(self.retention_check_interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for shard in list(self.shards.values()):
+                if shard.loading:
+                    continue
+                try:
+                    self._run(shard, ev.ExpireOffsets(now_ms()), None)
+                except Exception:
+                    log.exception(
+                        "offset expiration on %s-%d failed", OFFSETS_TOPIC, shard.partition
+                    )
+
+
+def new_member_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def _coordinator_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed append to the coordinator's answer."""
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def _snapshot(group: Group) -> Group:
+    """A copy of a group deep enough to restore it after a failed write (members are
+    copied one level: their fields are immutable values and tokens)."""
+    copied = copy.copy(group)
+    copied.members = {k: copy.copy(m) for k, m in group.members.items()}
+    copied.pending_members = dict(group.pending_members)
+    copied.static_members = dict(group.static_members)
+    copied.offsets = dict(group.offsets)
+    return copied
