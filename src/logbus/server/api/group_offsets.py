@@ -1,0 +1,173 @@
+"""Consumer-group offsets: OffsetCommit v2-9 (Kafka 4.0's baseline), OffsetFetch v1-9
+(several groups per request from v8, KIP-709), OffsetDelete v0 (KIP-496).
+
+Requests become events of `logbus.coordinator.group.events` for the broker's
+`GroupCoordinatorRuntime`; partitions of unknown topics are rejected here with
+UNKNOWN_TOPIC_OR_PARTITION (the core's `partition_errors` hook).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logbus.coordinator.group import events as ev
+from logbus.coordinator.group.runtime import CoordinatorError
+from logbus.coordinator.group.state import Token
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.server.api.group_membership import runtime
+
+# --- OffsetCommit ------------------------------------------------------------------------
+
+
+def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
+    meta = ctx.broker.metadata_cache.topics.get(topic)
+    return meta is not None and 0 <= partition < len(meta.partitions)
+
+
+async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
+    version = ctx.version
+    group_id = request["group_id"]
+    topics = tuple(
+        (
+            t["name"],
+            tuple(
+                ev.PartitionCommit(
+                    partition=p["partition_index"],
+                    offset=p["committed_offset"],
+                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                    metadata=p["committed_metadata"],
+                )
+                for p in t["partitions"]
+            ),
+        )
+        for t in request["topics"]
+    )
+    errors = {
+        (name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for name, partitions in topics
+        for p in partitions
+        if not _known_partition(ctx, name, p.partition)
+    }
+
+    def make(token: Token, now_ms: int) -> ev.Event:
+        return ev.OffsetCommit(
+            token=token,
+            now_ms=now_ms,
+            group_id=group_id,
+            topics=topics,
+            generation_id=request["generation_id_or_member_epoch"],
+            member_id=request["member_id"],
+            group_instance_id=request.get("group_instance_id") if version >= 7 else None,
+            retention_time_ms=request.get("retention_time_ms", -1) if version <= 4 else -1,
+            partition_errors=errors,
+        )
+
+    try:
+        body = await runtime(ctx).submit(group_id, make)
+    except CoordinatorError as exc:
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {"partition_index": p.partition, "error_code": exc.error}
+                        for p in partitions
+                    ],
+                }
+                for name, partitions in topics
+            ]
+        }
+    return {"throttle_time_ms": 0, **body}
+
+
+# --- OffsetFetch -------------------------------------------------------------------------
+
+
+def _requested_topics(topics: Any) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    if topics is None:
+        return None
+    return tuple((t["name"], tuple(t["partition_indexes"])) for t in topics)
+
+
+async def _fetch_group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None,
+    require_stable: bool,
+) -> Body:
+    """One group's answer in the v8 shape (group_id, error_code, topics)."""
+
+    def make(token: Token, now_ms: int) -> ev.Event:
+        return ev.OffsetFetch(
+            token=token,
+            now_ms=now_ms,
+            group_id=group_id,
+            topics=topics,
+            require_stable=require_stable,
+        )
+
+    try:
+        return await runtime(ctx).submit(group_id, make)
+    except CoordinatorError as exc:
+        return {"group_id": group_id, "error_code": exc.error, "topics": []}
+
+
+async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
+    version = ctx.version
+    require_stable = bool(request.get("require_stable")) if version >= 7 else False
+    if version >= 8:
+        groups = [
+            await _fetch_group(ctx, g["group_id"], _requested_topics(g["topics"]), require_stable)
+            for g in request["groups"]
+        ]
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics = _requested_topics(request["topics"])
+    body = await _fetch_group(ctx, request["group_id"], topics, require_stable)
+    error = body["error_code"]
+    if version < 2 and error != ErrorCode.NONE:
+        # v0-v1 have no top-level error: every requested partition carries it.
+        return {
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": -1,
+                            "metadata": "",
+                            "error_code": error,
+                        }
+                        for p in partitions
+                    ],
+                }
+                for name, partitions in topics or ()
+            ]
+        }
+    return {"throttle_time_ms": 0, "error_code": error, "topics": body["topics"]}
+
+
+# --- OffsetDelete ------------------------------------------------------------------------
+
+
+async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
+    group_id = request["group_id"]
+    topics = tuple(
+        (t["name"], tuple(p["partition_index"] for p in t["partitions"])) for t in request["topics"]
+    )
+
+    def make(token: Token, now_ms: int) -> ev.Event:
+        return ev.OffsetDelete(token=token, now_ms=now_ms, group_id=group_id, topics=topics)
+
+    try:
+        body = await runtime(ctx).submit(group_id, make)
+    except CoordinatorError as exc:
+        body = {"error_code": exc.error, "topics": []}
+    return {"throttle_time_ms": 0, **body}
+
+
+HANDLERS = [
+    ApiHandler(ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
+    ApiHandler(ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
+    ApiHandler(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+]
