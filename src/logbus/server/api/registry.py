@@ -33,6 +33,8 @@ MODULES = (
     "cluster",
     "producer_id",
     "find_coordinator",
+    "group_membership",
+    "group_offsets",
 )
 
 
