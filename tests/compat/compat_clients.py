@@ -2,8 +2,8 @@
 
 Each `*_produce` sends `Msg`s in order and returns one `Delivery` per message (partition,
 offset, error code) as the client reported it; each `*_consume` reads `count` records of
-one partition from `start` with manual assignment (no consumer group: the broker does not
-serve group APIs yet) and returns them as `Got`s, in the shape every client can express.
+one partition from `start` with manual assignment (consumer groups are tested in
+`test_groups_*.py`) and returns them as `Got`s, in the shape every client can express.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def check_librdkafka_codec(
     """The broker stored the batches compressed as asked.
 
     librdkafka decides which codecs a broker supports from the API versions it advertises:
-    lz4 needs FindCoordinator (groups, not served yet); older librdkafka (kcat from
+    lz4 needs FindCoordinator (advertised); older librdkafka (kcat from
     Debian 12 has 2.0.2) also ties gzip and snappy to Produce v2, which this broker, like
     Kafka 4.0, no longer serves. Without them librdkafka silently sends batches
     uncompressed; these cases are expected failures until the broker advertises the APIs.

@@ -1,8 +1,8 @@
 """aiokafka against a real broker: every codec, record shapes, size limits, partitioning,
 idempotence, acks, seeking, timestamps and offset queries.
 
-Consumers use `group_id=None` and manual assignment: the broker does not serve consumer
-groups yet. Each test runs its coroutines with `asyncio.run` on its own event loop."""
+Consumers use `group_id=None` and manual assignment (groups: `test_groups_aiokafka.py`).
+Each test runs its coroutines with `asyncio.run` on its own event loop."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """confluent-kafka (librdkafka) against a real broker: every codec, record shapes, size
 limits, partitioning, idempotence, acks, seeking, timestamps and offset queries.
 
-Consumers use manual assignment: the broker does not serve consumer groups yet."""
+Consumers use manual assignment (groups: `test_groups_confluent.py`)."""
 
 from __future__ import annotations
 

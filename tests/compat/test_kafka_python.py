@@ -1,8 +1,7 @@
 """kafka-python against a real broker: every codec, record shapes, size limits,
 partitioning, idempotence, acks, seeking, timestamps and offset queries.
 
-Consumers use `group_id=None` and manual assignment: the broker does not serve consumer
-groups yet."""
+Consumers use `group_id=None` and manual assignment (groups: `test_groups_kafka_python.py`)."""
 
 from __future__ import annotations
 
