@@ -370,3 +370,54 @@ def test_offsets_survive_a_restart(fast_broker: Any) -> None:
     run(fast_broker.bootstrap, write)
     fast_broker.restart()
     run(fast_broker.bootstrap, read)
+
+
+def fail_offsets_writes(running: Any, group: str, error: ErrorCode) -> Any:
+    """Make appends to the group's __consumer_offsets partition fail with `error` until
+    the returned function is called."""
+    from logbus.server.replica.partition import PartitionError
+
+    broker = running.broker
+    coordinator = broker.group_coordinator
+    part = broker.replica_manager.partition("__consumer_offsets", coordinator.partition_for(group))
+
+    def failing(*_args: Any) -> Any:
+        raise PartitionError(error)
+
+    part.append_as_leader = failing
+    return lambda: delattr(part, "append_as_leader")
+
+
+def test_a_failed_write_answers_an_error_and_restores_the_group(fast_broker: Any) -> None:
+    group = new_group()
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+
+    async def check(conn: Connection) -> None:
+        await coordinator_ready(conn, group)
+        await make_topic(conn, topic)
+        assert await commit(conn, group, topic, offset=5) == [E.NONE]
+        restore = fail_offsets_writes(fast_broker, group, E.NOT_ENOUGH_REPLICAS)
+        assert await commit(conn, group, topic, offset=9) == [E.COORDINATOR_NOT_AVAILABLE]
+        restore()
+        fetched = await conn.request(
+            ApiKey.OFFSET_FETCH,
+            {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]},
+            7,
+        )
+        assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 5
+
+        # The leader's SyncGroup writes the group's metadata: on failure the group stays
+        # CompletingRebalance and the member may sync again.
+        first = await join(conn, group)
+        joined = await join(conn, group, first["member_id"])
+        member_id, generation = joined["member_id"], joined["generation_id"]
+        restore = fail_offsets_writes(fast_broker, group, E.NOT_LEADER_OR_FOLLOWER)
+        failed = await sync(conn, group, member_id, generation, {member_id: b"a"})
+        assert failed["error_code"] == E.NOT_COORDINATOR
+        restore()
+        described = await conn.request(ApiKey.DESCRIBE_GROUPS, {"groups": [group]}, 5)
+        assert described["groups"][0]["group_state"] == "CompletingRebalance"
+        synced = await sync(conn, group, member_id, generation, {member_id: b"a"})
+        assert (synced["error_code"], synced["assignment"]) == (E.NONE, b"a")
+
+    run(fast_broker.bootstrap, check)
