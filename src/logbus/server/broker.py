@@ -53,6 +53,7 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         if isinstance(values["cleanup.policy"], list)
         else str(values["cleanup.policy"]),
         file_delete_delay_ms=int(values["file.delete.delay.ms"]),
+        min_insync_replicas=int(values["min.insync.replicas"]),
     )
 
 
@@ -118,7 +119,7 @@ class Broker:
             self.listeners.append(listener)
         host, port = self.advertised()
         self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self._log_config_for, self._min_isr_for
+            self.broker_id, self.log_manager, self._log_config_for
         )
         self.group_coordinator = GroupCoordinatorRuntime(
             self.replica_manager,
@@ -215,10 +216,6 @@ class Broker:
 
     # --- configs --------------------------------------------------------------------------
 
-    def topic_config(self, topic: str) -> dict[str, Any]:
-        meta = self.metadata_cache.topics.get(topic)
-        return effective_topic_config(meta.configs if meta else {}, self.config)
-
     def _stored_log_config(self, topic: str) -> LogConfig:
         assert self.store is not None
         return log_config_from(
@@ -227,9 +224,6 @@ class Broker:
 
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
-
-    def _min_isr_for(self, topic: str) -> int:
-        return int(self.topic_config(topic)["min.insync.replicas"])
 
     def _offsets_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)

@@ -30,6 +30,8 @@ class LogConfig:
     retention_bytes: int = -1
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
+    # Read by the partition for acks=all (Kafka keeps it in the log config too).
+    min_insync_replicas: int = 1
 
     @property
     def log_append_time(self) -> bool:

@@ -251,12 +251,7 @@ class GroupCoordinatorRuntime:
         timestamp = now_ms()
         batch = build_batch([NewRecord(k, v, (), timestamp) for k, v in result.records])
         try:
-            appended = part.append_as_leader(
-                memoryview(batch),
-                -1,
-                self.replica_manager.min_insync_replicas_for(OFFSETS_TOPIC),
-                timestamp,
-            )
+            appended = part.append_as_leader(memoryview(batch), -1, timestamp)
         except PartitionError as exc:
             log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
             return _coordinator_error(exc.error), -1

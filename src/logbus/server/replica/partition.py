@@ -80,9 +80,10 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def append_as_leader(
-        self, records: memoryview, required_acks: int, min_isr: int, now_ms: int
+        self, records: memoryview, required_acks: int, now_ms: int
     ) -> AppendResult:
         self.ensure_leader()
+        min_isr = self.log.config.min_insync_replicas
         if required_acks == -1 and len(self.isr) < min_isr:
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,

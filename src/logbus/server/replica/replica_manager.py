@@ -60,12 +60,10 @@ class ReplicaManager:
         broker_id: int,
         log_manager: LogManager,
         log_config_for: Callable[[TopicMetadata], LogConfig],
-        min_insync_replicas_for: Callable[[str], int],
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.log_config_for = log_config_for
-        self.min_insync_replicas_for = min_insync_replicas_for
         self.partitions: dict[TopicPartition, Partition] = {}
         self.purgatory = Purgatory()
 
@@ -131,9 +129,7 @@ class ReplicaManager:
                 results.append(ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="null record set"))
                 continue
             try:
-                appended = part.append_as_leader(
-                    records, acks, self.min_insync_replicas_for(topic), now_ms
-                )
+                appended = part.append_as_leader(records, acks, now_ms)
             except PartitionError as exc:
                 results.append(ProduceResult(exc.error, message=str(exc)))
                 continue
