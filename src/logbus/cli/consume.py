@@ -1,10 +1,13 @@
 """`logbus consume TOPIC`: print a topic's records, one a line, like Kafka's console
-consumer (without a consumer group: partitions are read directly from their leaders)."""
+consumer. Without `--group` partitions are read directly from their leaders; with it the
+command joins the group as a consumer, reads the partitions assigned to it from their
+committed offsets, and commits what it printed."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -12,9 +15,10 @@ from typing import BinaryIO
 
 from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
 from logbus.cli.sender import first_error
-from logbus.client import admin_ops
+from logbus.client import admin_ops, group_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.group_member import DEFAULT_SESSION_TIMEOUT_MS, GroupMember
 from logbus.client.metadata import NO_LEADER
 from logbus.protocol import ErrorCode
 from logbus.records.batch import BatchHeader
@@ -29,6 +33,20 @@ _MAX_FAILURES = 10
 _BACKOFF = 0.2
 
 Positions = dict[int, int]
+CONSUMER_PROPERTIES = (
+    "session.timeout.ms", "heartbeat.interval.ms", "auto.commit.interval.ms",
+    "enable.auto.commit",
+)
+_AUTO_COMMIT_INTERVAL_MS = 5000
+# A commit refused because the group moved on without this member: its partitions are
+# someone else's now, so the offsets are dropped (as Kafka's consumer does).
+_STALE_MEMBER_ERRORS = frozenset(
+    {
+        ErrorCode.REBALANCE_IN_PROGRESS,
+        ErrorCode.ILLEGAL_GENERATION,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+    }
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +62,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_offset,
         metavar="N|earliest|latest",
         help="where to start in --partition (default: latest)",
+    )
+    parser.add_argument(
+        "--group", metavar="GROUP", help="consume as a member of this consumer group"
+    )
+    parser.add_argument(
+        "--consumer-property",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --group: " + ", ".join(CONSUMER_PROPERTIES) + " (repeatable)",
     )
     parser.add_argument(
         "--max-messages", type=non_negative_int, metavar="N", help="exit after N records"
@@ -76,6 +105,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         unknown = sorted({k for k, _ in args.property} - set(PROPERTIES))
         if unknown:
             parser.error(f"unknown property {unknown[0]!r} (known: {', '.join(PROPERTIES)})")
+        if args.group is not None:
+            if args.partition is not None:
+                parser.error("--partition cannot be used with --group")
+            try:
+                settings = GroupSettings.from_properties(dict(args.consumer_property))
+            except ValueError as exc:
+                parser.error(str(exc))
+            return run(consume_group(args, settings, sys.stdout.buffer))
+        if args.consumer_property:
+            parser.error("--consumer-property needs --group")
         return run(consume(args, sys.stdout.buffer))
 
     parser.set_defaults(func=run_consume)
@@ -192,6 +231,149 @@ async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
         finally:
             print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """The `--consumer-property` settings of a group consumer (Kafka's names)."""
+
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int | None = None
+    auto_commit_interval_ms: int = _AUTO_COMMIT_INTERVAL_MS
+    enable_auto_commit: bool = True
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> GroupSettings:
+        unknown = sorted(set(props) - set(CONSUMER_PROPERTIES))
+        if unknown:
+            raise ValueError(
+                f"unknown consumer property {unknown[0]!r} "
+                f"(known: {', '.join(CONSUMER_PROPERTIES)})"
+            )
+
+        def number(name: str, default: int | None) -> int | None:
+            if name not in props:
+                return default
+            try:
+                value = int(props[name])
+            except ValueError:
+                value = 0
+            if value <= 0:
+                raise ValueError(f"{name} must be a positive number of ms, got {props[name]!r}")
+            return value
+
+        session = number("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS)
+        auto_commit = number("auto.commit.interval.ms", _AUTO_COMMIT_INTERVAL_MS)
+        assert session is not None and auto_commit is not None
+        return cls(
+            session_timeout_ms=session,
+            heartbeat_interval_ms=number("heartbeat.interval.ms", None),
+            auto_commit_interval_ms=auto_commit,
+            enable_auto_commit=props.get("enable.auto.commit", "true").strip().lower() == "true",
+        )
+
+
+async def consume_group(args: argparse.Namespace, settings: GroupSettings, out: BinaryIO) -> int:
+    """Consume as a member of `args.group`: join, read the assigned partitions from their
+    committed offsets (or per --from-beginning), commit what was printed every
+    auto.commit.interval.ms, before rejoining and at exit, then leave the group."""
+    fmt = RecordFormat.from_args(args)
+    count = 0
+    topic = args.topic
+    async with await Cluster.connect(
+        args.bootstrap_server, client_id="logbus-console-consumer"
+    ) as cluster:
+        (await cluster.refresh([topic])).topic(topic)
+        member = GroupMember(
+            cluster,
+            args.group,
+            [topic],
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        )
+        reset = admin_ops.EARLIEST if args.from_beginning else admin_ops.LATEST
+        # Offsets to commit: one past the last record printed, per partition.
+        consumed: Positions = {}
+        committed: Positions = {}
+
+        async def commit() -> None:
+            pending = {(topic, p): o for p, o in consumed.items() if committed.get(p) != o}
+            if not pending:
+                return
+            try:
+                await member.commit(pending)
+            except KafkaError as exc:
+                if exc.code in _STALE_MEMBER_ERRORS:
+                    consumed.clear()  # no longer ours to commit
+                elif not (exc.retriable or exc.code in group_ops.COORDINATOR_ERRORS):
+                    raise
+                # Otherwise the offsets stay pending, for the next commit.
+                print(f"logbus: warning: offsets not committed: {exc}", file=sys.stderr)
+                return
+            committed.update({p: o for (_, p), o in pending.items()})
+
+        async def assign() -> _PartitionReader:
+            assignment = await member.join()
+            partitions = sorted(assignment.get(topic, []))
+            reader = _PartitionReader(cluster, topic, reset)
+            found = await member.committed([(topic, p) for p in partitions])
+            starts = {p: found[(topic, p)] for p in partitions if (topic, p) in found}
+            for partition, offset in starts.items():
+                await reader.seek([partition], offset)
+            await reader.seek([p for p in partitions if p not in starts], reset)
+            consumed.clear()
+            committed.clear()
+            committed.update(starts)
+            return reader
+
+        try:
+            async with member:
+                try:
+                    reader = await assign()
+                    last_record = last_commit = time.monotonic()
+                    while args.max_messages is None or count < args.max_messages:
+                        wait_ms = _MAX_WAIT_MS
+                        if args.timeout_ms is not None:
+                            left = args.timeout_ms - (time.monotonic() - last_record) * 1000
+                            if left <= 0:
+                                break
+                            wait_ms = max(0, min(wait_ms, int(left)))
+                        if member.rejoin_needed.is_set():
+                            member.raise_heartbeat_error()
+                            await commit()
+                            reader = await assign()
+                            continue
+                        if settings.enable_auto_commit and (
+                            time.monotonic() - last_commit
+                        ) * 1000 >= settings.auto_commit_interval_ms:
+                            await commit()
+                            last_commit = time.monotonic()
+                        if not reader.positions:
+                            await _wait_for(member.rejoin_needed, wait_ms / 1000)
+                            continue
+                        lines: list[bytes] = []
+                        for partition, header, record in await reader.poll(wait_ms):
+                            if args.max_messages is not None and count >= args.max_messages:
+                                break
+                            lines.append(fmt.line(partition, header, record))
+                            consumed[partition] = record.offset + 1
+                            count += 1
+                        if lines:
+                            out.write(b"".join(lines))
+                            out.flush()
+                            last_record = time.monotonic()
+                finally:
+                    if settings.enable_auto_commit:
+                        await commit()
+        finally:
+            print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+async def _wait_for(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
 
 
 class _PartitionReader:

@@ -3,7 +3,8 @@
     logbus server start [server.properties] [--override key=value]...
     logbus topics {create,list,describe,alter,delete} ...
     logbus produce TOPIC [options] < lines
-    logbus consume TOPIC [options]
+    logbus consume TOPIC [--group GROUP] [options]
+    logbus groups {list,describe,delete,reset-offsets} ...
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from logbus import __version__
-from logbus.cli import consume, produce, topics
+from logbus.cli import consume, groups, produce, topics
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(subparsers)
     produce.register(subparsers)
     consume.register(subparsers)
+    groups.register(subparsers)
     return parser
 
 
