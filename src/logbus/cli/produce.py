@@ -33,6 +33,7 @@ from logbus.records.compression import CompressionType
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 PROPERTIES = ("parse.key", "key.separator", "null.marker", "ignore.error")
 _READ_SIZE = 1 << 20
+_QUEUED_CHUNKS = 4  # chunks read ahead of what has been sent
 # Record overhead in a batch beyond key and value, at its largest for small records.
 _RECORD_OVERHEAD = 24
 
@@ -178,9 +179,15 @@ class LineSplitter:
 
 
 def _read_stdin(
-    stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]
+    stream: BinaryIO,
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[bytes | None],
+    room: threading.Semaphore,
 ) -> None:
-    """Thread body: hand over whatever standard input has, as soon as it has it."""
+    """Thread body: hand over whatever standard input has, as soon as it has it. Each
+    chunk takes one of `room`'s slots (the reader gives it back), so a large file is read
+    only as fast as it is sent. No coroutine is made here: one left unscheduled when the
+    loop closes would print a "never awaited" warning."""
     read = getattr(stream, "read1", stream.read)
     try:
         while True:
@@ -188,11 +195,11 @@ def _read_stdin(
                 chunk: bytes | None = read(_READ_SIZE) or None
             except (OSError, ValueError):
                 chunk = None
-            # Wait for room in the queue: a large file is read as fast as it is sent.
-            asyncio.run_coroutine_threadsafe(queue.put(chunk), loop).result()
+            room.acquire()
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
             if chunk is None:
                 return
-    except BaseException:  # the loop closed, or cancelled the put: the command is over
+    except BaseException:  # the loop closed: the command is over
         return
 
 
@@ -235,11 +242,15 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
                 f"Topic '{args.topic}' has no partition {args.partition} (it has {count})"
             )
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=4)
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        room = threading.Semaphore(_QUEUED_CHUNKS)
         # A daemon thread, not the default executor: a read blocked on a terminal must
         # not keep the process alive after an error.
         threading.Thread(
-            target=_read_stdin, args=(stream, loop, queue), name="logbus-stdin", daemon=True
+            target=_read_stdin,
+            args=(stream, loop, queue, room),
+            name="logbus-stdin",
+            daemon=True,
         ).start()
         sender = Sender(
             cluster,
@@ -253,6 +264,7 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
         async with sender:
             while True:
                 chunk = await queue.get()
+                room.release()
                 lines = splitter.end() if chunk is None else splitter.feed(chunk)
                 first = splitter.count - len(lines) + 1
                 for number, line in enumerate(lines, first):
