@@ -1,0 +1,262 @@
+"""`logbus groups` and `logbus consume --group` as subprocesses against a real broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+CLI = [sys.executable, "-m", "logbus.cli.main"]
+# A short session so that a rebalance is noticed within a heartbeat of two seconds.
+FAST_SESSION = ["--consumer-property", "session.timeout.ms=6000"]
+
+
+@pytest.fixture
+def fast_broker(broker_factory: Any) -> Any:
+    return broker_factory(
+        **{"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+    )
+
+
+def logbus(broker: Any, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args, "--bootstrap-server", broker.bootstrap],
+        input=(stdin or b"").decode(),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    return result.stderr.strip()
+
+
+def new_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def make_topic(broker: Any, partitions: int, per_partition: int) -> str:
+    topic = new_name("t")
+    ok(logbus(broker, "topics", "create", topic, "--partitions", str(partitions)))
+    for p in range(partitions):
+        produce(broker, topic, p, [f"p{p}-{i}" for i in range(per_partition)])
+    return topic
+
+
+def produce(broker: Any, topic: str, partition: int, values: list[str]) -> None:
+    lines = "".join(v + "\n" for v in values).encode()
+    ok(logbus(broker, "produce", topic, "--partition", str(partition), stdin=lines))
+
+
+def consume_group(broker: Any, topic: str, group: str, *extra: str) -> list[str]:
+    return ok(logbus(broker, "consume", topic, "--group", group, *FAST_SESSION, *extra)).split()
+
+
+def table(text: str) -> list[dict[str, str]]:
+    """Rows of a column-aligned table (cells have no spaces) keyed by the header."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    header = lines[0]
+    return [dict(zip(header, line, strict=True)) for line in lines[1:]]
+
+
+def offsets(broker: Any, group: str) -> dict[int, tuple[str, str, str]]:
+    """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) from `groups describe`."""
+    rows = table(ok(logbus(broker, "groups", "describe", group)))
+    return {
+        int(r["PARTITION"]): (r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for r in rows
+    }
+
+
+def plan(text: str) -> dict[int, int]:
+    return {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in table(text)}
+
+
+def test_list_describe_lag_and_delete(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 1, 10)
+    group = new_name("g")
+    got = consume_group(fast_broker, topic, group, "--from-beginning", "--max-messages", "4")
+    assert got == [f"p0-{i}" for i in range(4)]
+
+    assert group in ok(logbus(fast_broker, "groups", "list")).split()
+    states = table(ok(logbus(fast_broker, "groups", "list", "--state")))
+    assert {"GROUP": group, "STATE": "Empty"} in states
+    assert group not in ok(logbus(fast_broker, "groups", "list", "--state", "Stable"))
+
+    described = logbus(fast_broker, "groups", "describe", group)
+    assert f"Consumer group '{group}' has no active members." in described.stderr
+    header = described.stdout.splitlines()[0].split()
+    assert header == [
+        "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+        "CONSUMER-ID", "HOST", "CLIENT-ID",
+    ]  # fmt: skip
+    row = table(described.stdout)[0]
+    assert (row["GROUP"], row["TOPIC"], row["CONSUMER-ID"]) == (group, topic, "-")
+    assert offsets(fast_broker, group) == {0: ("4", "10", "6")}
+    produce(fast_broker, topic, 0, ["late-1", "late-2"])
+    assert offsets(fast_broker, group) == {0: ("4", "12", "8")}
+
+    assert "was successful" in ok(logbus(fast_broker, "groups", "delete", group))
+    assert group not in ok(logbus(fast_broker, "groups", "list")).split()
+    assert error(logbus(fast_broker, "groups", "describe", group)) == (
+        f"logbus: error: Consumer group '{group}' does not exist."
+    )
+    assert error(logbus(fast_broker, "groups", "delete", group)) == (
+        f"logbus: error: Consumer group '{group}' does not exist."
+    )
+
+
+def test_reset_offsets_dry_run_and_execute(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 2, 10)
+    time.sleep(0.05)
+    middle = datetime.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]  # local time, ms
+    time.sleep(0.05)
+    produce(fast_broker, topic, 0, [f"p0-{i}" for i in range(10, 15)])
+    group = new_name("g")
+    everything = consume_group(fast_broker, topic, group, "--from-beginning", "--max-messages=25")
+    assert len(everything) == 25
+    assert offsets(fast_broker, group) == {0: ("15", "15", "0"), 1: ("10", "10", "0")}
+
+    def reset(*args: str) -> subprocess.CompletedProcess[str]:
+        return logbus(fast_broker, "groups", "reset-offsets", group, *args)
+
+    dry = reset("--topic", topic, "--to-earliest")
+    assert "--execute" in dry.stderr  # no action without --execute
+    assert plan(dry.stdout) == {0: 0, 1: 0}
+    assert plan(ok(reset("--all-topics", "--to-earliest", "--dry-run"))) == {0: 0, 1: 0}
+    assert offsets(fast_broker, group)[0][0] == "15"  # a plan changes nothing
+
+    assert plan(ok(reset("--all-topics", "--to-earliest", "--execute"))) == {0: 0, 1: 0}
+    assert offsets(fast_broker, group) == {0: ("0", "15", "15"), 1: ("0", "10", "10")}
+
+    assert plan(ok(reset("--topic", f"{topic}:1", "--to-offset", "7", "--execute"))) == {1: 7}
+    assert plan(ok(reset("--topic", topic, "--to-offset", "99", "--dry-run"))) == {0: 15, 1: 10}
+    assert plan(ok(reset("--all-topics", "--shift-by", "-3", "--execute"))) == {0: 0, 1: 4}
+    assert plan(ok(reset("--all-topics", "--shift-by", "2", "--dry-run"))) == {0: 2, 1: 6}
+    assert offsets(fast_broker, group) == {0: ("0", "15", "15"), 1: ("4", "10", "6")}
+
+    assert plan(ok(reset("--topic", f"{topic}:0", "--to-datetime", middle))) == {0: 10}
+    old = "2000-01-01T00:00:00.000Z"
+    assert plan(ok(reset("--all-topics", "--to-datetime", old))) == {0: 0, 1: 0}
+    future = "2100-01-01T00:00:00.000+02:00"
+    assert plan(ok(reset("--all-topics", "--to-datetime", future))) == {0: 15, 1: 10}
+
+    assert plan(ok(reset("--topic", f"{topic}:0,1", "--to-latest", "--execute"))) == {0: 15, 1: 10}
+    assert offsets(fast_broker, group) == {0: ("15", "15", "0"), 1: ("10", "10", "0")}
+    assert "no partition 5" in error(reset("--topic", f"{topic}:5", "--to-latest"))
+
+
+def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
+    from confluent_kafka import Consumer
+
+    topic = make_topic(fast_broker, 1, 3)
+    group = new_name("g")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": fast_broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment()
+        refused = error(
+            logbus(fast_broker, "groups", "reset-offsets", group, "--all-topics",
+                   "--to-earliest", "--execute")
+        )  # fmt: skip
+        assert refused == (
+            f"logbus: error: Assignments can only be reset if the group '{group}' is inactive, "
+            "but the current state is Stable."
+        )
+        assert "not empty" in error(logbus(fast_broker, "groups", "delete", group))
+        members = table(ok(logbus(fast_broker, "groups", "describe", group, "--members")))
+        assert [m["#PARTITIONS"] for m in members] == ["1"]
+        state = table(ok(logbus(fast_broker, "groups", "describe", group, "--state")))
+        assert state[0]["STATE"] == "Stable"
+    finally:
+        consumer.close()
+    ok(logbus(fast_broker, "groups", "reset-offsets", group, "--topic", topic, "--to-offset",
+              "1", "--execute"))  # fmt: skip
+    assert offsets(fast_broker, group) == {0: ("1", "3", "2")}
+
+
+def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 4, 10)
+    group = new_name("g")
+    args = [*CLI, "consume", topic, "--group", group, "--from-beginning", *FAST_SESSION,
+            "--timeout-ms", "5000", "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    received = [value for out, _ in outputs for value in out.split()]
+    expected = [f"p{p}-{i}" for p in range(4) for i in range(10)]
+    assert sorted(received) == sorted(expected)  # every record, none twice
+    assert offsets(fast_broker, group) == dict.fromkeys(range(4), ("10", "10", "0"))
+
+
+def test_group_consumer_resumes_from_its_commit(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 1, 10)
+    group = new_name("g")
+    first = consume_group(fast_broker, topic, group, "--from-beginning", "--max-messages", "4")
+    assert first == [f"p0-{i}" for i in range(4)]
+    second = consume_group(fast_broker, topic, group, "--max-messages", "6")
+    assert second == [f"p0-{i}" for i in range(4, 10)]
+    produce(fast_broker, topic, 0, ["new"])
+    assert consume_group(fast_broker, topic, group, "--timeout-ms", "1500") == ["new"]
+    # Without a commit and without --from-beginning a group starts at the end.
+    assert consume_group(fast_broker, topic, new_name("g"), "--timeout-ms", "1000") == []
+
+
+def test_range_assignor_matches_kafka() -> None:
+    from logbus.client.group_member import range_assign
+
+    subscriptions = {"c": ["t", "u"], "a": ["t"], "b": ["t", "u"]}
+    assert range_assign(subscriptions, {"t": 7, "u": 1}) == {
+        "a": {"t": [0, 1, 2]},
+        "b": {"t": [3, 4], "u": [0]},
+        "c": {"t": [5, 6]},
+    }
+    assert range_assign({"x": ["t"], "y": ["t"], "z": ["t"]}, {"t": 2}) == {
+        "x": {"t": [0]},
+        "y": {"t": [1]},
+        "z": {},
+    }
+
+
+def test_bad_group_arguments(fast_broker: Any) -> None:
+    def usage(*args: str) -> str:
+        result = logbus(fast_broker, *args)
+        assert result.returncode == 2, result
+        return result.stderr
+
+    assert "--group" in usage("consume", "t", "--group", "g", "--partition", "0")
+    assert "unknown consumer property" in usage(
+        "consume", "t", "--group", "g", "--consumer-property", "bogus=1"
+    )
+    assert "needs --group" in usage("consume", "t", "--consumer-property", "session.timeout.ms=1")
+    assert "YYYY-MM-DD" in usage(
+        "groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"
+    )
+    assert "--to-latest" in usage("groups", "reset-offsets", "g", "--all-topics")
+    assert "unknown group state" in error(logbus(fast_broker, "groups", "list", "--state", "Ok"))
