@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -52,7 +53,7 @@ def new_name(prefix: str) -> str:
 def make_topic(broker: Any, partitions: int, per_partition: int) -> str:
     topic = new_name("t")
     ok(logbus(broker, "topics", "create", topic, "--partitions", str(partitions)))
-    for p in range(partitions):
+    for p in range(partitions if per_partition else 0):
         produce(broker, topic, p, [f"p{p}-{i}" for i in range(per_partition)])
     return topic
 
@@ -199,19 +200,34 @@ def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
 
 
 def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
-    topic = make_topic(fast_broker, 4, 10)
+    topic = make_topic(fast_broker, 4, 0)
     group = new_name("g")
-    args = [*CLI, "consume", topic, "--group", group, "--from-beginning", *FAST_SESSION,
-            "--timeout-ms", "5000", "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
+    args = [*CLI, "consume", topic, "--group", group, *FAST_SESSION, "--max-messages", "20",
+            "--timeout-ms", "20000", "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
     procs = [
         subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
-    outputs = [proc.communicate(timeout=60) for proc in procs]
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until both members hold two partitions each
+            members = logbus(fast_broker, "groups", "describe", group, "--members").stdout
+            if sorted(r["#PARTITIONS"] for r in table(members or "-")) == ["2", "2"]:
+                break
+            assert time.monotonic() < deadline, members
+            time.sleep(0.3)
+        for p in range(4):
+            produce(fast_broker, topic, p, [f"p{p}-{i}" for i in range(10)])
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
     assert [proc.returncode for proc in procs] == [0, 0], outputs
-    received = [value for out, _ in outputs for value in out.split()]
-    expected = [f"p{p}-{i}" for p in range(4) for i in range(10)]
-    assert sorted(received) == sorted(expected)  # every record, none twice
+    received = [out.split() for out, _ in outputs]
+    assert [len(values) for values in received] == [20, 20]
+    # Each member printed all of its two partitions, and no one else's.
+    owned = [sorted({value.split("-")[0] for value in values}) for values in received]
+    assert sorted(owned[0] + owned[1]) == ["p0", "p1", "p2", "p3"]
     assert offsets(fast_broker, group) == dict.fromkeys(range(4), ("10", "10", "0"))
 
 
@@ -260,3 +276,27 @@ def test_bad_group_arguments(fast_broker: Any) -> None:
     )
     assert "--to-latest" in usage("groups", "reset-offsets", "g", "--all-topics")
     assert "unknown group state" in error(logbus(fast_broker, "groups", "list", "--state", "Ok"))
+
+
+def test_terminated_group_consumer_commits_and_leaves(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 1, 5)
+    group = new_name("g")
+    proc = subprocess.Popen(
+        [*CLI, "consume", topic, "--group", group, "--from-beginning", *FAST_SESSION,
+         "--bootstrap-server", fast_broker.bootstrap],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert [proc.stdout.readline() for _ in range(5)] == [f"p0-{i}\n" for i in range(5)]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "Processed a total of 5 messages" in err
+    described = logbus(fast_broker, "groups", "describe", group)
+    assert "has no active members" in described.stderr  # it left at once
+    assert offsets(fast_broker, group) == {0: ("5", "5", "0")}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -274,9 +275,36 @@ class GroupSettings:
 
 
 async def consume_group(args: argparse.Namespace, settings: GroupSettings, out: BinaryIO) -> int:
-    """Consume as a member of `args.group`: join, read the assigned partitions from their
-    committed offsets (or per --from-beginning), commit what was printed every
-    auto.commit.interval.ms, before rejoining and at exit, then leave the group."""
+    """Consume as a member of `args.group` (see `_consume_group`). SIGTERM ends it as Ctrl-C
+    does, offsets committed and the group left, with exit status 143."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        return await _consume_group(args, settings, out)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+        task.uncancel()
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _consume_group(
+    args: argparse.Namespace, settings: GroupSettings, out: BinaryIO
+) -> int:
+    """Join, read the assigned partitions from their committed offsets (or per
+    --from-beginning), commit what was printed every auto.commit.interval.ms, before
+    rejoining and at exit, then leave the group."""
     fmt = RecordFormat.from_args(args)
     count = 0
     topic = args.topic
