@@ -37,6 +37,8 @@ _REJOIN_ERRORS = frozenset(
 
 Assignment = dict[str, list[int]]
 
+DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
+
 
 def range_assign(
     subscriptions: Mapping[str, Sequence[str]], partition_counts: Mapping[str, int]
@@ -83,7 +85,10 @@ class GroupMember:
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = (
-            heartbeat_interval_ms if heartbeat_interval_ms is not None else session_timeout_ms // 3
+            heartbeat_interval_ms
+            if heartbeat_interval_ms is not None
+            # Kafka's consumer default: 3 s, and never more than a third of the session
+            else min(DEFAULT_HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3)
         )
         self.member_id = ""
         self.generation_id = -1
