@@ -129,6 +129,7 @@ async def commit(
     generation: int = -1,
     version: int = 9,
     offset: int = 5,
+    metadata: str = "m",
 ) -> list[int]:
     response = await conn.request(
         ApiKey.OFFSET_COMMIT,
@@ -147,7 +148,7 @@ async def commit(
                             "committed_offset": offset,
                             "committed_leader_epoch": -1,
                             "commit_timestamp": -1,
-                            "committed_metadata": "m",
+                            "committed_metadata": metadata,
                         }
                     ],
                 }
@@ -260,6 +261,10 @@ def test_commits_unknown_topics_and_non_members(fast_broker: Any) -> None:
         assert await commit(conn, group, "no-such-topic") == [E.UNKNOWN_TOPIC_OR_PARTITION]
         # A simple (non-member) commit to an unknown group is accepted.
         assert await commit(conn, group, topic) == [E.NONE]
+        # offset.metadata.max.bytes (4096 by default) bounds the metadata of a commit.
+        assert await commit(conn, group, topic, metadata="x" * 5000, offset=9) == [
+            E.OFFSET_METADATA_TOO_LARGE
+        ]
         member_id, generation = await join_stable(conn, group)
         assert await commit(conn, group, topic, member_id="nobody-1", generation=generation) == [
             E.UNKNOWN_MEMBER_ID
