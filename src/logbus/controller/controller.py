@@ -513,18 +513,6 @@ class Controller:
         self.channel.send_update_metadata(self.live_brokers(), [topic], [])
         return TopicResult(name)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's dynamic configs (validated by the caller)."""
-        topic = self.topics[name]
-        path = f"/config/topics/{name}"
-        value = {"version": 1, "config": configs}
-        if self.store.exists(path):
-            self.store.set_json(path, value)
-        else:
-            self.store.create_json(path, value)
-        topic.configs = dict(configs)
-        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
-
     def shutdown(self) -> None:
         for path in (f"/brokers/ids/{self.broker.broker_id}", "/controller"):
             try:

@@ -33,18 +33,6 @@ class FrameBuffer:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
-    def pending(self) -> int:
-        """How many bytes are buffered and not yet returned as frames."""
-        return len(self._buf)
-
-    def needed(self) -> int:
-        """Bytes still missing before the next frame is complete (0 if one is ready)."""
-        buf = self._buf
-        if len(buf) < 4:
-            return 4 - len(buf)
-        size: int = _SIZE.unpack_from(buf, 0)[0]
-        return max(0, 4 + size - len(buf))
-
     def __iter__(self) -> Iterator[bytes]:
         return self
 
@@ -65,8 +53,3 @@ class FrameBuffer:
         frame = bytes(buf[4:end])
         del buf[:end]
         return frame
-
-
-def frame(body: bytes) -> bytes:
-    """Prefix `body` with its size."""
-    return _SIZE.pack(len(body)) + body

@@ -72,7 +72,6 @@ class Broker:
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._stopped = asyncio.Event()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -208,11 +207,7 @@ class Broker:
             self.log_manager.shutdown(clean=True)
         if self.store is not None:
             self.store.close()
-        self._stopped.set()
         log.info("broker %d stopped", self.broker_id)
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
 
     # --- configs --------------------------------------------------------------------------
 

@@ -22,18 +22,22 @@ class Purgatory:
             if not fut.done():
                 fut.set_result(None)
 
-    def watching(self) -> int:
-        return sum(len(w) for w in self._watchers.values())
-
     async def wait_until(
-        self, done: Callable[[], bool], keys: Iterable[Hashable], timeout_ms: int
+        self,
+        done: Callable[[], bool],
+        keys: Iterable[Hashable],
+        timeout_ms: int,
+        *,
+        known_unmet: bool = False,
     ) -> bool:
         """Wait until `done()` is true (re-checked when a key is notified) or the timeout
-        passes; return the last value of `done()`."""
+        passes; return the last value of `done()`. With `known_unmet` the caller has just
+        found the condition false, so the first (possibly costly) check is skipped."""
         keys = list(keys)
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
         loop = asyncio.get_running_loop()
-        while not done():
+        while known_unmet or not done():
+            known_unmet = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False

@@ -249,6 +249,9 @@ class ReplicaManager:
             and requests
         ):
             await self.purgatory.wait_until(
-                satisfied, [(r.topic, r.partition) for r in requests], max_wait_ms
+                satisfied,
+                [(r.topic, r.partition) for r in requests],
+                max_wait_ms,
+                known_unmet=True,
             )
         return results
