@@ -10,7 +10,6 @@ the broker and every other connection keep going.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ log = logging.getLogger(__name__)
 # costs less than the machinery of sendfile for them.
 SENDFILE_THRESHOLD = 64 * 1024
 READ_SIZE = 256 * 1024
+CLOSE_TIMEOUT = 5.0
 
 Handler = Callable[["Connection", bytes], Awaitable[list[Any] | None]]
 
@@ -70,9 +70,16 @@ class Connection:
         except ValueError as exc:  # ProtocolError and FrameTooLarge: the peer's bytes
             log.warning("closing connection from %s: %s", self.peer, exc)
         finally:
-            self.writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+            await self.close()
+
+    async def close(self) -> None:
+        """Flush what is queued and close; a peer that does not take its bytes within
+        CLOSE_TIMEOUT seconds has the socket dropped."""
+        self.writer.close()
+        try:
+            await asyncio.wait_for(self.writer.wait_closed(), CLOSE_TIMEOUT)
+        except OSError:  # ConnectionError and TimeoutError too
+            self.writer.transport.abort()
 
     async def send(self, chunks: list[Any]) -> None:
         writer = self.writer

@@ -1,8 +1,15 @@
-"""The listener: accepts connections on one host and port and serves each one."""
+"""The listener: accepts connections on one host and port and serves each one.
+
+It accepts in its own reader callback rather than with asyncio's `start_server`, so every
+accepted socket is ours from the moment `accept()` returns: on Python 3.11 a
+connection accepted just before `Server.close()` is leaked half set up, and asyncio's
+server never closes the connections it handed out. `stop()` ends them all.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 
@@ -10,9 +17,12 @@ from logbus.server.network.connection import Connection, Handler
 
 log = logging.getLogger(__name__)
 
+BACKLOG = 1024
+STREAM_LIMIT = 1 << 20
+
 
 class Listener:
-    """Owns the server socket and the connection tasks; `stop()` closes them all."""
+    """Owns the server sockets and the connection tasks; `stop()` closes them all."""
 
     def __init__(
         self,
@@ -30,45 +40,99 @@ class Listener:
         self.max_request_size = max_request_size
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
-        self._server: asyncio.Server | None = None
+        self._sockets: list[socket.socket] = []
+        self._accepted: set[socket.socket] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.host or None, self.port, reuse_address=True, limit=1 << 20
+        """Bind every address the host resolves to (all interfaces for an empty host), as
+        asyncio's server does; with port 0 the first bind picks the port for the rest."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(
+            self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                try:
+                    sock = socket.socket(family, kind, proto)
+                except OSError:  # an address family this host lacks (IPv6 turned off)
+                    continue
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], self.port, *address[2:]))
+                sock.listen(BACKLOG)
+                sock.setblocking(False)
+                self.port = sock.getsockname()[1]
+        except OSError:
+            self._close_sockets()
+            raise
+        if not self._sockets:
+            raise OSError(f"no address to listen on for {self.host!r}")
+        for sock in self._sockets:
+            loop.add_reader(sock.fileno(), self._accept, sock)
         log.info("listening on %s:%d", self.host, self.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
+    def _accept(self, server: socket.socket) -> None:
+        """Called by the loop when a server socket is readable: take every waiting
+        connection. Synchronous, so no accepted socket can be lost to a cancellation."""
+        for _ in range(BACKLOG):
+            try:
+                sock, _ = server.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:  # out of file descriptors and the like
+                log.warning("accepting a connection failed: %s", exc)
+                return
+            self._accepted.add(sock)
+            task = asyncio.create_task(self._serve(sock))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        try:
+            sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-        conn = Connection(reader, writer, self.handler, self.max_request_size)
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=STREAM_LIMIT)
+        except BaseException:
+            self._accepted.discard(sock)
+            sock.close()
+            raise
+        self._writers.add(writer)
         try:
-            await conn.serve()
+            await Connection(reader, writer, self.handler, self.max_request_size).serve()
         except asyncio.CancelledError:
-            # Broker shutdown. Ending normally keeps asyncio's stream callback (which asks
-            # the task for its exception) from logging the cancellation as an error.
-            pass
+            pass  # broker shutdown; stop() has already dropped the socket
         finally:
-            if task is not None:
-                self._tasks.discard(task)
+            self._writers.discard(writer)
+            self._accepted.discard(sock)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
+        """Stop accepting, drop every connection at once (a closing transport would
+        otherwise wait for a peer that is not reading to take its unsent bytes) and wait
+        for the connection tasks to end."""
+        self._close_sockets()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sock in self._accepted:  # connections whose task was cancelled before it began
+            sock.close()
+        self._accepted.clear()
+        await asyncio.sleep(0)  # aborted transports close their sockets on the next turn
+
+    def _close_sockets(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError, ValueError):  # never registered / closed
+                loop.remove_reader(sock.fileno())
+            sock.close()
+        self._sockets = []
