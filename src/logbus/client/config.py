@@ -1,0 +1,143 @@
+"""Client configuration: Kafka's config names, checked and typed.
+
+Each client (producer, consumer, admin) declares a `ConfigSchema` of `Setting`s named as the
+Java client names them. Users pass a dict of those names, keyword arguments with the dots
+written as underscores, or both (keywords win). Unknown names are rejected with the
+closest known name suggested; values given as strings (as from a properties file) are
+converted to the setting's type.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration the client cannot run with: unknown name or bad value."""
+
+
+Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration setting. `kind` is int, float, bool, str, list (of str) or
+    object (taken as given: serializers, callbacks)."""
+
+    name: str
+    kind: type
+    default: Any
+    doc: str = ""
+    choices: tuple[Any, ...] | None = None
+    at_least: float | None = None
+    validator: Validator | None = None
+
+    def convert(self, value: Any) -> Any:
+        if value is None or self.kind is object:
+            return value
+        if self.kind is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+            raise ConfigError(f"{self.name} must be true or false, not {value!r}")
+        if self.kind is list:
+            if isinstance(value, str):
+                return [part.strip() for part in value.split(",") if part.strip()]
+            if isinstance(value, Iterable):
+                return [str(part) for part in value]
+            raise ConfigError(f"{self.name} must be a list or a comma-separated string")
+        if self.kind in (int, float):
+            if isinstance(value, bool):
+                raise ConfigError(f"{self.name} must be a number, not {value!r}")
+            try:
+                number = self.kind(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name} must be a number, not {value!r}") from None
+            if self.kind is int and isinstance(value, float) and value != number:
+                raise ConfigError(f"{self.name} must be a whole number, not {value!r}")
+            return number
+        if self.kind is str:
+            if not isinstance(value, str):
+                raise ConfigError(f"{self.name} must be a string, not {value!r}")
+            return value
+        return value
+
+    def check(self, value: Any) -> Any:
+        value = self.convert(value)
+        if value is None:
+            return value
+        if self.choices is not None:
+            probe = value.lower() if isinstance(value, str) else value
+            if probe not in self.choices:
+                allowed = ", ".join(str(c) for c in self.choices)
+                raise ConfigError(f"{self.name}={value!r} is not one of: {allowed}")
+            value = probe
+        if self.at_least is not None and value < self.at_least:
+            raise ConfigError(f"{self.name}={value!r} must be at least {self.at_least:g}")
+        if self.validator is not None:
+            complaint = self.validator(value)
+            if complaint:
+                raise ConfigError(f"{self.name}={value!r}: {complaint}")
+        return value
+
+
+class ConfigSchema:
+    """The settings one client type accepts."""
+
+    def __init__(self, owner: str, *groups: Iterable[Setting]) -> None:
+        self.owner = owner
+        self.settings: dict[str, Setting] = {}
+        for group in groups:
+            for setting in group:
+                self.settings[setting.name] = setting
+
+    def parse(
+        self, config: Mapping[str, Any] | None = None, **overrides: Any
+    ) -> dict[str, Any]:
+        """Defaults, then `config` (Kafka names), then `overrides` (underscored names)."""
+        given: dict[str, Any] = {}
+        for name, value in (config or {}).items():
+            given[self._known(name)] = value
+        for name, value in overrides.items():
+            given[self._known(name.replace("_", "."), shown=name)] = value
+        values = {name: setting.default for name, setting in self.settings.items()}
+        for name, value in given.items():
+            values[name] = self.settings[name].check(value)
+        return values
+
+    def _known(self, name: str, shown: str | None = None) -> str:
+        if name in self.settings:
+            return name
+        close = difflib.get_close_matches(name, list(self.settings), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown {self.owner} config {shown or name!r}{hint}")
+
+
+def positive(value: Any) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+# Settings every client has (the Java client's CommonClientConfigs).
+COMMON = (
+    Setting("bootstrap.servers", list, ["localhost:9092"], "host:port pairs to start from"),
+    Setting("client.id", str, "logbus", "sent with every request, shown in broker logs"),
+    Setting("request.timeout.ms", int, 30000, "how long to wait for a response", at_least=1),
+    Setting("metadata.max.age.ms", int, 300000, "refresh metadata at least this often",
+            at_least=0),
+    Setting("reconnect.backoff.ms", int, 50, "first wait before reconnecting", at_least=0),
+    Setting("reconnect.backoff.max.ms", int, 1000, "longest wait before reconnecting",
+            at_least=0),
+    Setting("retry.backoff.ms", int, 100, "wait before retrying a failed request", at_least=0),
+    Setting("retry.backoff.max.ms", int, 1000, "longest wait between retries", at_least=0),
+    Setting("socket.connection.setup.timeout.ms", int, 10000, "time to connect", at_least=1),
+    Setting("connections.max.idle.ms", int, 540000, "close connections idle this long",
+            at_least=-1),
+    Setting("security.protocol", str, "plaintext", "only PLAINTEXT is supported",
+            choices=("plaintext",)),
+    Setting("client.dns.lookup", str, "use_all_dns_ips", "how bootstrap names resolve",
+            choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
+)
