@@ -12,8 +12,8 @@ import argparse
 
 from logbus.cli.common import CommandError, add_bootstrap, non_negative_int, run, whole_number
 from logbus.client import admin_ops
-from logbus.client.cluster import Cluster
 from logbus.client.admin_ops import LATEST
+from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.protocol import ErrorCode
 
