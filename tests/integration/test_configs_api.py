@@ -6,6 +6,7 @@ new values reach the live logs at once and survive a restart."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,9 @@ from wire import batch
 from kafka_wire import WireClient, wait_for
 from logbus.controller.metadata_store import EmbeddedStore
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.records.batch import split_batches
+from logbus.records.builder import NewRecord, build_batch
+from logbus.records.compression import CompressionType
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -575,3 +579,93 @@ def test_a_stored_config_this_version_rejects_does_not_stop_the_broker(broker: A
     with WireClient(broker.bootstrap) as client:
         assert client.create_topic("after", 1)[0] == ErrorCode.NONE
         wait_for(lambda: client.metadata(["after"])["topics"][0]["error_code"] == 0)
+
+
+# --- storage settings take effect on the next append -------------------------------------
+
+
+def stored_codecs(client: WireClient, topic: str) -> list[int]:
+    data = client.fetch(topic, 0, 0)["records"]
+    return [header.compression for _, header in split_batches(data)]
+
+
+def test_compression_type_rewrites_batches(broker: Any, client: WireClient) -> None:
+    assert client.create_topic("packed", 1)[0] == ErrorCode.NONE
+    plain = build_batch([NewRecord(b"k", b"v" * 100)] * 3)
+    zstd = build_batch([NewRecord(b"k", b"w" * 100)] * 3, compression=CompressionType.ZSTD)
+    assert client.produce("packed", 0, plain)["error_code"] == ErrorCode.NONE
+    ok(incremental(client, [(TOPIC, "packed", [("compression.type", SET, "gzip")])]))
+    assert client.produce("packed", 0, plain)["error_code"] == ErrorCode.NONE
+    assert client.produce("packed", 0, zstd)["error_code"] == ErrorCode.NONE
+    ok(incremental(client, [(TOPIC, "packed", [("compression.type", SET, "uncompressed")])]))
+    assert client.produce("packed", 0, zstd)["error_code"] == ErrorCode.NONE
+    assert stored_codecs(client, "packed") == [0, 1, 1, 0]
+    values = [r.value for r in client.read_all("packed", 0)]
+    assert values == [b"v" * 100] * 6 + [b"w" * 100] * 6
+    assert [r.offset for r in client.read_all("packed", 0)] == list(range(12))
+
+
+def test_timestamp_bounds(broker: Any, client: WireClient) -> None:
+    assert client.create_topic("clock", 1)[0] == ErrorCode.NONE
+    ok(
+        incremental(
+            client,
+            [
+                (
+                    TOPIC,
+                    "clock",
+                    [
+                        ("message.timestamp.before.max.ms", SET, "3600000"),
+                        ("message.timestamp.after.max.ms", SET, "60000"),
+                    ],
+                )
+            ],
+        )
+    )
+    now = int(time.time() * 1000)
+    past = client.produce("clock", 0, build_batch([NewRecord(None, b"old", (), now - 7200_000)]))
+    assert past["error_code"] == ErrorCode.INVALID_TIMESTAMP
+    future = client.produce("clock", 0, build_batch([NewRecord(None, b"new", (), now + 600_000)]))
+    assert future["error_code"] == ErrorCode.INVALID_TIMESTAMP
+    fine = client.produce("clock", 0, build_batch([NewRecord(None, b"now", (), now)]))
+    assert (fine["error_code"], fine["base_offset"]) == (ErrorCode.NONE, 0)
+    # LogAppendTime topics take the broker's clock instead, so any timestamp is accepted.
+    ok(incremental(client, [(TOPIC, "clock", [("message.timestamp.type", SET, "LogAppendTime")])]))
+    late = client.produce("clock", 0, build_batch([NewRecord(None, b"old", (), now - 7200_000)]))
+    assert late["error_code"] == ErrorCode.NONE
+
+
+def test_every_storage_setting_reaches_the_log_config(broker: Any, client: WireClient) -> None:
+    assert client.create_topic("all", 1)[0] == ErrorCode.NONE
+    settings = {
+        "segment.jitter.ms": "500",
+        "segment.index.bytes": "4096",
+        "index.interval.bytes": "128",
+        "flush.ms": "1000",
+        "delete.retention.ms": "1000",
+        "min.compaction.lag.ms": "10",
+        "max.compaction.lag.ms": "100000",
+        "min.cleanable.dirty.ratio": "0.25",
+        "preallocate": "true",
+        "unclean.leader.election.enable": "true",
+        "message.downconversion.enable": "false",
+        "compression.zstd.level": "7",
+        "min.insync.replicas": "1",
+    }
+    ok(incremental(client, [(TOPIC, "all", [(k, SET, v) for k, v in settings.items()])]))
+    config = live_config(broker, "all")
+    assert (config.segment_jitter_ms, config.segment_index_bytes) == (500, 4096)
+    assert (config.index_interval_bytes, config.flush_ms) == (128, 1000)
+    assert (config.delete_retention_ms, config.min_compaction_lag_ms) == (1000, 10)
+    assert (config.max_compaction_lag_ms, config.min_cleanable_dirty_ratio) == (100000, 0.25)
+    assert (config.preallocate, config.unclean_leader_election_enable) == (True, True)
+    assert (config.message_downconversion_enable, config.compression_zstd_level) == (False, 7)
+    # A new segment takes its jitter from the new settings.
+    log = broker.broker.replica_manager.partition("all", 0).log
+    segment = broker.loop.run(_roll(log))
+    assert 0 <= segment.roll_jitter_ms < 500
+
+
+async def _roll(log: Any) -> Any:
+    assert log.append_as_leader(build_batch([NewRecord(None, b"x")]), 0).first_offset == 0
+    return log.roll()

@@ -204,4 +204,3 @@ async def _delete(cluster: Cluster, args: argparse.Namespace) -> int:
             return 0
         raise
     return 0
-

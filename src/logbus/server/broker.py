@@ -55,6 +55,20 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         else str(values["cleanup.policy"]),
         file_delete_delay_ms=int(values["file.delete.delay.ms"]),
         min_insync_replicas=int(values["min.insync.replicas"]),
+        segment_jitter_ms=int(values["segment.jitter.ms"]),
+        compression_type=str(values["compression.type"]),
+        compression_gzip_level=int(values["compression.gzip.level"]),
+        compression_lz4_level=int(values["compression.lz4.level"]),
+        compression_zstd_level=int(values["compression.zstd.level"]),
+        message_timestamp_before_max_ms=int(values["message.timestamp.before.max.ms"]),
+        message_timestamp_after_max_ms=int(values["message.timestamp.after.max.ms"]),
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
+        min_cleanable_dirty_ratio=float(values["min.cleanable.dirty.ratio"]),
+        preallocate=bool(values["preallocate"]),
+        unclean_leader_election_enable=bool(values["unclean.leader.election.enable"]),
+        message_downconversion_enable=bool(values["message.downconversion.enable"]),
     )
 
 
