@@ -64,7 +64,7 @@ def non_negative_int(text: str) -> int:
 
 
 def key_value(text: str) -> tuple[str, str]:
-    """ "key=value" (the value may contain '='), for argparse."""
+    """"key=value" (the value may contain '='), for argparse."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")

@@ -26,14 +26,8 @@ from logbus.records.batch import BatchHeader
 from logbus.records.record import Record
 
 PROPERTIES = (
-    "print.key",
-    "print.offset",
-    "print.partition",
-    "print.timestamp",
-    "print.value",
-    "key.separator",
-    "line.separator",
-    "null.literal",
+    "print.key", "print.offset", "print.partition", "print.timestamp", "print.value",
+    "key.separator", "line.separator", "null.literal",
 )
 _MAX_WAIT_MS = 500
 _MAX_FAILURES = 10
@@ -41,9 +35,7 @@ _BACKOFF = 0.2
 
 Positions = dict[int, int]
 CONSUMER_PROPERTIES = (
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "auto.commit.interval.ms",
+    "session.timeout.ms", "heartbeat.interval.ms", "auto.commit.interval.ms",
     "enable.auto.commit",
 )
 _AUTO_COMMIT_INTERVAL_MS = 5000
@@ -307,7 +299,9 @@ async def consume_group(args: argparse.Namespace, settings: GroupSettings, out: 
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def _consume_group(args: argparse.Namespace, settings: GroupSettings, out: BinaryIO) -> int:
+async def _consume_group(
+    args: argparse.Namespace, settings: GroupSettings, out: BinaryIO
+) -> int:
     """Join, read the assigned partitions from their committed offsets (or per
     --from-beginning), commit what was printed every auto.commit.interval.ms, before
     rejoining and at exit, then leave the group."""
@@ -377,11 +371,9 @@ async def _consume_group(args: argparse.Namespace, settings: GroupSettings, out:
                             await commit()
                             reader = await assign()
                             continue
-                        if (
-                            settings.enable_auto_commit
-                            and (time.monotonic() - last_commit) * 1000
-                            >= settings.auto_commit_interval_ms
-                        ):
+                        if settings.enable_auto_commit and (
+                            time.monotonic() - last_commit
+                        ) * 1000 >= settings.auto_commit_interval_ms:
                             await commit()
                             last_commit = time.monotonic()
                         if not reader.positions:

@@ -93,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _topic_spec(text: str) -> tuple[str, list[int] | None]:
-    """ "topic" or "topic:0,2" (Kafka's --topic syntax)."""
+    """"topic" or "topic:0,2" (Kafka's --topic syntax)."""
     topic, sep, listed = text.partition(":")
     if not topic:
         raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,P..., got {text!r}")
@@ -369,7 +369,8 @@ async def _reset_scope(
         for partition in listed if listed is not None else list(info.partitions):
             if partition not in info.partitions:
                 raise CommandError(
-                    f"Topic '{topic}' has no partition {partition} (it has {len(info.partitions)})"
+                    f"Topic '{topic}' has no partition {partition} "
+                    f"(it has {len(info.partitions)})"
                 )
             partitions.add((topic, partition))
     return sorted(partitions)

@@ -57,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="none",
         help="compression codec for record batches (default: none)",
     )
-    parser.add_argument("--partition", type=_partition, help="send every record to this partition")
+    parser.add_argument(
+        "--partition", type=_partition, help="send every record to this partition"
+    )
     parser.add_argument(
         "--property",
         action="append",
@@ -75,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=positive_int,
         default=256 * 1024,
         metavar="BYTES",
-        help="largest batch of records to one partition before compression (default: 262144)",
+        help="largest batch of records to one partition before compression "
+        "(default: 262144)",
     )
     parser.add_argument(
         "--request-timeout-ms",
@@ -135,10 +138,12 @@ def line_format(args: argparse.Namespace) -> LineFormat:
     props = dict(args.property)
     unknown = sorted(set(props) - set(PROPERTIES))
     if unknown:
-        raise CommandError(f"unknown property {unknown[0]!r} (known: {', '.join(PROPERTIES)})")
+        raise CommandError(
+            f"unknown property {unknown[0]!r} (known: {', '.join(PROPERTIES)})"
+        )
     parse_key = args.parse_key or _bool("parse.key", props.get("parse.key", "false"))
-    separator = (
-        args.key_separator if args.key_separator is not None else props.get("key.separator", "\t")
+    separator = args.key_separator if args.key_separator is not None else props.get(
+        "key.separator", "\t"
     )
     if not separator:
         raise CommandError("the key separator must not be empty")

@@ -46,7 +46,8 @@ async def wait_for_topic(cluster: Cluster, topic: str, *, auto_create: bool) -> 
         if waited >= TOPIC_READY_TIMEOUT:
             raise KafkaError(
                 ErrorCode.LEADER_NOT_AVAILABLE,
-                f"Topic '{topic}' has partitions without a leader after {TOPIC_READY_TIMEOUT:g}s",
+                f"Topic '{topic}' has partitions without a leader after "
+                f"{TOPIC_READY_TIMEOUT:g}s",
             )
         await asyncio.sleep(_RETRY_BACKOFF)
 
@@ -165,3 +166,4 @@ class Sender:
                 if isinstance(result, KafkaError):
                     errors[tp] = result
         return errors
+

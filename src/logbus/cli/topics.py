@@ -204,3 +204,4 @@ async def _delete(cluster: Cluster, args: argparse.Namespace) -> int:
             return 0
         raise
     return 0
+

@@ -95,7 +95,9 @@ class ConfigSchema:
             for setting in group:
                 self.settings[setting.name] = setting
 
-    def parse(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    def parse(
+        self, config: Mapping[str, Any] | None = None, **overrides: Any
+    ) -> dict[str, Any]:
         """Defaults, then `config` (Kafka names), then `overrides` (underscored names)."""
         given: dict[str, Any] = {}
         for name, value in (config or {}).items():
@@ -124,23 +126,18 @@ COMMON = (
     Setting("bootstrap.servers", list, ["localhost:9092"], "host:port pairs to start from"),
     Setting("client.id", str, "logbus", "sent with every request, shown in broker logs"),
     Setting("request.timeout.ms", int, 30000, "how long to wait for a response", at_least=1),
-    Setting("metadata.max.age.ms", int, 300000, "refresh metadata at least this often", at_least=0),
+    Setting("metadata.max.age.ms", int, 300000, "refresh metadata at least this often",
+            at_least=0),
     Setting("reconnect.backoff.ms", int, 50, "first wait before reconnecting", at_least=0),
-    Setting("reconnect.backoff.max.ms", int, 1000, "longest wait before reconnecting", at_least=0),
+    Setting("reconnect.backoff.max.ms", int, 1000, "longest wait before reconnecting",
+            at_least=0),
     Setting("retry.backoff.ms", int, 100, "wait before retrying a failed request", at_least=0),
     Setting("retry.backoff.max.ms", int, 1000, "longest wait between retries", at_least=0),
     Setting("socket.connection.setup.timeout.ms", int, 10000, "time to connect", at_least=1),
-    Setting(
-        "connections.max.idle.ms", int, 540000, "close connections idle this long", at_least=-1
-    ),
-    Setting(
-        "security.protocol", str, "plaintext", "only PLAINTEXT is supported", choices=("plaintext",)
-    ),
-    Setting(
-        "client.dns.lookup",
-        str,
-        "use_all_dns_ips",
-        "how bootstrap names resolve",
-        choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
-    ),
+    Setting("connections.max.idle.ms", int, 540000, "close connections idle this long",
+            at_least=-1),
+    Setting("security.protocol", str, "plaintext", "only PLAINTEXT is supported",
+            choices=("plaintext",)),
+    Setting("client.dns.lookup", str, "use_all_dns_ips", "how bootstrap names resolve",
+            choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
 )

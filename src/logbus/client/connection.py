@@ -137,7 +137,8 @@ class Connection:
         except TimeoutError:
             await conn.close()
             raise KafkaConnectionError(
-                f"cannot connect to {address}: no ApiVersions response within {connect_timeout:g}s"
+                f"cannot connect to {address}: no ApiVersions response "
+                f"within {connect_timeout:g}s"
             ) from None
         except BaseException:
             await conn.close()
@@ -260,7 +261,8 @@ class Connection:
                     return await future
             except TimeoutError:
                 reason = KafkaTimeoutError(
-                    f"{_api_name(api_key)} request to {self.address} timed out after {limit:g}s"
+                    f"{_api_name(api_key)} request to {self.address} timed out "
+                    f"after {limit:g}s"
                 )
                 self._shutdown(reason)
                 raise reason from None
@@ -301,7 +303,10 @@ class Connection:
         if entry is None:
             raise ProtocolError(f"response with unknown correlation id {correlation_id}")
         version = entry.api_version
-        if entry.api_key == ApiKey.API_VERSIONS and leading_error == ErrorCode.UNSUPPORTED_VERSION:
+        if (
+            entry.api_key == ApiKey.API_VERSIONS
+            and leading_error == ErrorCode.UNSUPPORTED_VERSION
+        ):
             version = 0  # KIP-511: the broker answers a version it lacks in v0
         try:
             _, body = decode_response(entry.api_key, version, frame)
@@ -328,7 +333,9 @@ class Connection:
         pending, self._in_flight = self._in_flight, {}
         for entry in pending.values():
             if not entry.future.done():
-                entry.future.set_exception(KafkaConnectionError(str(reason), reason.code))
+                entry.future.set_exception(
+                    KafkaConnectionError(str(reason), reason.code)
+                )
         self._writer.close()
         if self._reader_task is not asyncio.current_task():
             self._reader_task.cancel()
@@ -352,7 +359,7 @@ def format_address(host: str, port: int) -> str:
 
 
 def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
-    """ "host:port", "[v6addr]:port", a bare v6 address, or "host" -> (host, port)."""
+    """"host:port", "[v6addr]:port", a bare v6 address, or "host" -> (host, port)."""
     text = address.strip()
     port_text: str | None = None
     if text.startswith("["):
@@ -375,7 +382,7 @@ def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    """ "host:port[,host:port...]" -> [(host, port), ...]."""
+    """"host:port[,host:port...]" -> [(host, port), ...]."""
     addresses = [parse_address(part) for part in servers.split(",") if part.strip()]
     if not addresses:
         raise ValueError("no bootstrap servers given")

@@ -76,7 +76,8 @@ class ClusterMetadata:
         if part is None:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"Topic '{topic}' has no partition {partition} (it has {len(info.partitions)})",
+                f"Topic '{topic}' has no partition {partition} "
+                f"(it has {len(info.partitions)})",
             )
         if part.leader == NO_LEADER or part.error_code == ErrorCode.LEADER_NOT_AVAILABLE:
             raise KafkaError(
