@@ -30,6 +30,11 @@ class LogConfig:
     retention_bytes: int = -1
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
+    # Compaction (read by the log cleaner at the start of every pass).
+    delete_retention_ms: int = 86400000
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     # Read by the partition for acks=all (Kafka keeps it in the log config too).
     min_insync_replicas: int = 1
 
