@@ -28,6 +28,7 @@ from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
+from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
 
@@ -54,6 +55,23 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         else str(values["cleanup.policy"]),
         file_delete_delay_ms=int(values["file.delete.delay.ms"]),
         min_insync_replicas=int(values["min.insync.replicas"]),
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_cleanable_ratio=float(values["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
+    )
+
+
+def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
+    """The broker's log.cleaner.* settings for the storage layer's LogCleaner."""
+    return CleanerConfig(
+        enable=config.log_cleaner_enable,
+        num_threads=config.log_cleaner_threads,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        backoff_ms=config.log_cleaner_backoff_ms,
     )
 
 
@@ -103,6 +121,7 @@ class Broker:
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
+            cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
         for listener_cfg in cfg.listeners:

@@ -210,6 +210,7 @@ class Log:
             from_client=from_client,
             compact=config.compact if compact is None else compact,
             decompress=self.decompress,
+            topic_partition=f"{self.topic}-{self.partition}",
         )
         if not batches:
             return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
