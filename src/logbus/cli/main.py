@@ -5,6 +5,7 @@
     logbus produce TOPIC [options] < lines
     logbus consume TOPIC [--group GROUP] [options]
     logbus groups {list,describe,delete,reset-offsets} ...
+    logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from logbus import __version__
-from logbus.cli import consume, groups, produce, topics
+from logbus.cli import consume, dump_log, groups, produce, topics
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(subparsers)
     consume.register(subparsers)
     groups.register(subparsers)
+    dump_log.register(subparsers)
     return parser
 
 
