@@ -333,3 +333,57 @@ def test_a_pass_interrupted_at_any_phase_leaves_a_valid_log(tmp_path: Path, phas
     assert cleaner_for(reopened).clean_filthiest_log(new_cleaner(), NOW)
     assert records_of(reopened) == expected
     reopened.close()
+
+
+def test_a_full_offset_map_cleans_in_several_passes(tmp_path: Path) -> None:
+    log = open_log(tmp_path, min_cleanable_ratio=0.0)
+    fill(log, rounds=5, keys=6)
+    before = records_of(log)
+    cleaner = cleaner_for(log)
+    tiny = Cleaner(OffsetMap(24 * 4, 0.75), Throttler(float("inf")))  # room for 3 keys
+    checkpoints = []
+    for _ in range(20):
+        if not cleaner.clean_filthiest_log(tiny, NOW):
+            break
+        checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
+        checkpoints.append(checkpoint[("compacted", 0)])
+        # Every pass leaves a log a full pass could finish: nothing retained is lost.
+        assert set(latest_per_key(before)) <= set(records_of(log))
+    assert len(checkpoints) > 1 and checkpoints == sorted(checkpoints)
+    assert checkpoints[-1] == log.active_segment.base_offset
+    assert records_of(log) == latest_per_key(before)
+    log.close()
+
+
+def test_keyless_records_written_before_compaction_are_dropped(tmp_path: Path) -> None:
+    log = open_log(tmp_path, cleanup_policy="delete", segment_bytes=10_000)
+    append(log, [(None, b"no key"), (b"a", b"1")])
+    append(log, [(b"a", b"2")])
+    log.roll()
+    log.config = LogConfig(cleanup_policy="compact")
+    assert cleaner_for(log).clean_filthiest_log(new_cleaner(), NOW)
+    assert records_of(log) == [(2, b"a", b"2")]
+    log.close()
+
+
+def test_a_pass_over_segments_that_retention_deleted_is_abandoned(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log)
+    first_segment_end = log.segments[1].base_offset
+
+    def retention_runs(phase: str) -> None:
+        if phase == PHASE_CLEANED:
+            log.maybe_increment_log_start_offset(first_segment_end)
+            assert log.delete_old_segments(NOW) == 1
+
+    manager = cleaner_for(log)
+    assert manager.clean_filthiest_log(new_cleaner(retention_runs), NOW)
+    # Nothing was swapped in, nothing left behind, nothing recorded; the next pass works.
+    assert not list(log.dir.glob("*.cleaned")) and not list(log.dir.glob("*.swap"))
+    assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {}
+    assert ("compacted", 0) not in manager.manager.uncleanable
+    remaining = records_of(log)
+    assert remaining[0][0] == first_segment_end
+    assert manager.clean_filthiest_log(new_cleaner(), NOW)
+    assert records_of(log) == latest_per_key(remaining)
+    log.close()

@@ -74,13 +74,17 @@ class LogToClean:
     cleanable_bytes: int = field(init=False)
 
     def __post_init__(self) -> None:
+        # As Kafka counts them, a segment holding the first dirty offset is both clean and
+        # cleanable.
         clean = cleanable = 0
-        for segment in self.log.segments:
-            if segment.base_offset >= self.first_uncleanable_offset:
-                break
+        segments = self.log.segments
+        for i, segment in enumerate(segments):
             if segment.base_offset < self.first_dirty_offset:
                 clean += segment.size
-            else:
+            end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if segment.base_offset >= self.first_uncleanable_offset:
+                break
+            if end is None or end > self.first_dirty_offset:
                 cleanable += segment.size
         self.clean_bytes, self.cleanable_bytes = clean, cleanable
 
