@@ -10,6 +10,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from kafka_wire import wait_for
 from logbus.records.batch import DELETE_HORIZON_FLAG, BatchHeader
 from logbus.storage.checkpoint import OffsetCheckpointFile
 from logbus.storage.cleaner import (
@@ -25,6 +26,7 @@ from logbus.storage.log import Log
 from logbus.storage.log_cleaner import CleanerConfig, LogCleaner
 from logbus.storage.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT
 from logbus.storage.log_config import LogConfig
+from logbus.storage.log_manager import LogManager
 from logbus.storage.offset_map import OffsetMap
 from logbus.storage.throttler import Throttler
 
@@ -387,3 +389,33 @@ def test_a_pass_over_segments_that_retention_deleted_is_abandoned(tmp_path: Path
     assert manager.clean_filthiest_log(new_cleaner(), NOW)
     assert records_of(log) == latest_per_key(remaining)
     log.close()
+
+
+def test_background_threads_clean_and_stop_for_a_deleted_partition(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact", segment_bytes=200, min_cleanable_ratio=0.01)
+    # Slow enough (2 kB/s) that the pass over "slow" is caught in the middle.
+    cleaner_config = CleanerConfig(backoff_ms=20, max_io_bytes_per_second=2000)
+    manager = LogManager(
+        [tmp_path], broker_id=0, default_config=config, cleaner_config=cleaner_config
+    )
+    manager.startup(now_ms=0)
+    try:
+        log = manager.get_or_create_log("slow", 0)
+        fill(log, rounds=10)
+        partition_dir = log.dir
+        wait_for(lambda: any(partition_dir.glob("*.cleaned")), timeout=30, interval=0.01)
+        # Deleting the partition aborts the pass at once, even inside a throttling pause.
+        assert manager.delete_log("slow", 0)
+        assert manager.cleaner is not None
+        assert ("slow", 0) not in manager.cleaner.manager.uncleanable
+        fast = manager.get_or_create_log("fast", 0)
+        written = fill(fast, rounds=4)
+        checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT)
+        wait_for(
+            lambda: checkpoint.read().get(("fast", 0)) == fast.active_segment.base_offset,
+            timeout=60,
+        )
+        assert records_of(fast) == latest_per_key(written)
+        assert ("slow", 0) not in checkpoint.read()
+    finally:
+        manager.shutdown()

@@ -71,7 +71,8 @@ class Log:
     """Everything stored for one partition replica.
 
     Owns its segments, producer state, leader epoch cache and `partition.metadata`.
-    Mutations run on the broker's event loop; `flush` may run in a thread pool. A lock
+    Mutations run on the broker's event loop; `flush` may run in a thread pool, and the
+    log cleaner's threads swap cleaned segments in with `replace_segments`. A lock
     guards the segment list, the end offsets and the recovery point, and the segment list
     is replaced (never changed in place) so readers always see a consistent snapshot.
     `high_watermark` is a plain field maintained by the caller (the replica manager).

@@ -46,7 +46,8 @@ class _CleanerThread(threading.Thread):
         per_thread = min(config.dedupe_buffer_size // max(config.num_threads, 1), (1 << 31) - 1)
         self.cleaner = Cleaner(
             OffsetMap(per_thread, config.io_buffer_load_factor),
-            Throttler(config.max_io_bytes_per_second, sleep=owner.stopping.wait),
+            # Shutdown and aborts (a partition being deleted) cut a throttling pause short.
+            Throttler(config.max_io_bytes_per_second, sleep=owner.manager.interrupt.wait),
             io_buffer_size=config.io_buffer_size // max(config.num_threads, 1) // 2,
             check_done=owner.check_done,
             hook=owner.hook,
@@ -90,6 +91,7 @@ class LogCleaner:
         if not self.config.enable:
             return
         self.stopping.clear()
+        self.manager.interrupt.clear()
         self._threads = [_CleanerThread(self, i) for i in range(self.config.num_threads)]
         for thread in self._threads:
             thread.start()
@@ -98,6 +100,7 @@ class LogCleaner:
         """Stop every thread (a pass in progress is abandoned, leaving `.cleaned` files the
         next start deletes) and wait for them."""
         self.stopping.set()
+        self.manager.interrupt.set()
         self.wake_up.set()
         for thread in self._threads:
             thread.join()

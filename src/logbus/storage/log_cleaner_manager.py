@@ -47,6 +47,8 @@ class LogCleanerManager:
         # tp -> in-progress / aborted / paused (with a count of pauses)
         self._state: dict[TopicPartition, tuple[str, int]] = {}
         self.uncleanable: set[TopicPartition] = set()
+        # Set while a pass is asked to stop: throttled cleaner threads wake up at once.
+        self.interrupt = threading.Event()
 
     # -- checkpoints -------------------------------------------------------------------
 
@@ -117,6 +119,8 @@ class LogCleanerManager:
             state = self._state.get(tp, (_IN_PROGRESS, 0))[0]
             if state == _ABORTED:
                 self._state[tp] = (_PAUSED, 1)
+                if not any(s == _ABORTED for s, _ in self._state.values()):
+                    self.interrupt.clear()
                 self._paused.notify_all()
                 return
             if end_offset is not None:
@@ -142,6 +146,7 @@ class LogCleanerManager:
                 self._state[tp] = (_PAUSED, 1)
             elif state == _IN_PROGRESS:
                 self._state[tp] = (_ABORTED, 0)
+                self.interrupt.set()
             elif state == _PAUSED:
                 self._state[tp] = (_PAUSED, count + 1)
             while self._state.get(tp, ("", 0))[0] != _PAUSED:
