@@ -16,6 +16,7 @@ from compat_clients import (
     kafka_python_consume,
     kafka_python_produce,
     new_topic,
+    stored_batches,
 )
 
 from kafka_wire import WireClient
@@ -165,3 +166,32 @@ def test_the_offsets_topic_is_compacted_and_reloads(broker_factory: Any) -> None
         assert consumer.committed(tp) == 60
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_consumers_read_past_batches_kept_empty_for_idempotent_producers(
+    broker_factory: Any, client: str
+) -> None:
+    """An idempotent producer's last batch keeps its sequence state even when compaction
+    removes all its records: it stays as an empty batch, which consumers must skip."""
+    running = broker_factory(**CLEANER_OVERRIDES)
+    topic = new_topic("compact")
+    with WireClient(running.bootstrap) as wire:
+        assert wire.create_topic(topic, 1, TOPIC_CONFIGS) == (0, None)
+    first = confluent_produce(
+        running.bootstrap, topic, [Msg(b"a", b"old")], {"enable.idempotence": True}
+    )
+    updates = [Msg(b"a", b"new")] + [Msg(b"filler-%d" % i, b"x" * 100) for i in range(60)]
+    later = kafka_python_produce(running.bootstrap, topic, updates, {"batch_size": 400})
+    produced = [
+        (d.offset, m) for d, m in zip(first + later, [Msg(b"a", b"old"), *updates], strict=True)
+    ]
+    cleaned_below = wait_cleaned(running, topic)
+    headers = stored_batches(running.bootstrap, topic)
+    empty = [h for h in headers if h.record_count == 0]
+    assert [(h.base_offset, h.producer_id >= 0) for h in empty] == [(0, True)]
+    consume = confluent_consume if client == "confluent" else kafka_python_consume
+    count = sum(1 for offset, _ in produced if offset >= 1)
+    got = consume(running.bootstrap, topic, 0, 0, count)
+    check_compacted(produced, got, cleaned_below)
+    assert got[0].offset == 1 and got[0].value == b"new"

@@ -419,3 +419,30 @@ def test_background_threads_clean_and_stop_for_a_deleted_partition(tmp_path: Pat
         assert ("slow", 0) not in checkpoint.read()
     finally:
         manager.shutdown()
+
+
+def test_reconfigure_restarts_the_threads_with_new_settings(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    cleaner = LogCleaner(
+        CleanerConfig(num_threads=1, backoff_ms=10_000),
+        [tmp_path],
+        lambda: [(("compacted", 0), log, tmp_path)],
+    )
+    cleaner.startup()
+    try:
+        cleaner.reconfigure(CleanerConfig(num_threads=2, backoff_ms=10))
+        assert len(cleaner._threads) == 2
+        written = fill(log)
+        assert cleaner.await_passes(1, timeout=30)
+        wait_for(lambda: records_of(log) == latest_per_key(written), timeout=30)
+        cleaner.reconfigure(CleanerConfig(enable=False))
+        assert cleaner._threads == []
+    finally:
+        cleaner.shutdown()
+        log.close()
+
+
+def test_a_zero_rate_does_not_throttle() -> None:
+    throttler = Throttler(0.0, clock=lambda: 100.0, sleep=lambda _s: pytest.fail("slept"))
+    throttler.maybe_throttle(1 << 30)
+    assert throttler.total_sleep == 0

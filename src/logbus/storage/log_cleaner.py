@@ -106,6 +106,16 @@ class LogCleaner:
             thread.join()
         self._threads = []
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Apply new log.cleaner.* settings (a dynamic broker config change): the threads
+        are stopped, abandoning any pass, and started again with the new settings, as
+        Kafka's LogCleaner.reconfigure does."""
+        running = bool(self._threads)
+        self.shutdown()
+        self.config = config
+        if running or config.enable:
+            self.startup()
+
     def wake(self) -> None:
         """Look for dirty logs now instead of after the backoff."""
         self.wake_up.set()

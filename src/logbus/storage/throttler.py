@@ -32,6 +32,8 @@ class Throttler:
         self.total_sleep = 0.0
 
     def maybe_throttle(self, observed: int) -> None:
+        if self.rate <= 0:
+            return  # Kafka would stall forever on a zero rate; treat it as no limit
         self._observed += observed
         now = self._clock()
         elapsed = now - self._period_start
