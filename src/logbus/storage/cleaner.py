@@ -194,7 +194,8 @@ class Cleaner:
         segments = list(log.segments[:-1])  # never the active segment
         upper = cleanable.first_uncleanable_offset
         self._build_offset_map(cleanable, segments, stats)
-        end_offset = self.offset_map.latest_offset + 1
+        # Never behind where the pass started, even if nothing could be mapped.
+        end_offset = max(self.offset_map.latest_offset + 1, cleanable.first_dirty_offset)
         self._phase(PHASE_OFFSET_MAP)
         to_clean = [s for s in segments if s.base_offset < end_offset]
         active_producers = log.last_records_of_active_producers()
