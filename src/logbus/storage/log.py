@@ -610,6 +610,9 @@ class Log:
             if [id(s) for s in current[first : first + len(old)]] != [id(s) for s in old]:
                 return False
             new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            # The `.swap` names must be durable before any old segment is renamed away:
+            # after a power loss the loader must find either the old segments or the swap.
+            fsync_dir(self.dir)
             if hook is not None:
                 hook("swap")
             segments = list(current)
