@@ -446,3 +446,46 @@ def test_a_zero_rate_does_not_throttle() -> None:
     throttler = Throttler(0.0, clock=lambda: 100.0, sleep=lambda _s: pytest.fail("slept"))
     throttler.maybe_throttle(1 << 30)
     assert throttler.total_sleep == 0
+
+
+@pytest.mark.parametrize(
+    ("phase", "rename"),
+    [
+        # The crash came while `.cleaned` files were being renamed to `.swap`: the log file
+        # was renamed, its time index not yet.
+        (PHASE_SWAP, (".timeindex.swap", ".timeindex.cleaned")),
+        # The crash came while `.swap` suffixes were being dropped: the log file was done.
+        (PHASE_DELETED, (".log.swap", ".log")),
+    ],
+)
+def test_a_crash_in_the_middle_of_a_rename_leaves_a_valid_log(
+    tmp_path: Path, phase: str, rename: tuple[str, str]
+) -> None:
+    log = open_log(tmp_path, segment_bytes=300)
+    fill(log, rounds=8)
+    before = records_of(log)
+
+    def hook(current: str) -> None:
+        if current == phase:
+            raise SimulatedCrash(current)
+
+    with pytest.raises(SimulatedCrash):
+        cleaner_for(log).clean_filthiest_log(new_cleaner(hook), NOW)
+    log.close(clean=False)
+    (swapped,) = log.dir.glob("*" + rename[0])
+    swapped.rename(swapped.with_name(swapped.name.replace(rename[0], rename[1])))
+    reopened = Log(
+        tmp_path / "compacted-0",
+        LogConfig(cleanup_policy="compact", segment_bytes=300),
+        recovery_point=0,
+        had_clean_shutdown=False,
+        now_ms=0,
+    )
+    after = records_of(reopened)
+    assert [o for o, _, _ in after] == sorted({o for o, _, _ in after})
+    assert set(latest_per_key(before)) <= set(after) <= set(before)
+    names = [p.name for p in reopened.dir.iterdir()]
+    assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
+    for segment in reopened.segments:
+        segment.sanity_check()
+    reopened.close()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from logbus.records.batch import HEADER_SIZE, BatchHeader, InvalidBatch
 from logbus.storage.errors import CorruptIndexError
 from logbus.storage.log_config import LogConfig
 from logbus.storage.producer_state import ProducerStateManager, producer_batch
@@ -119,11 +120,7 @@ def _complete_swaps(directory: Path, swaps: list[Path]) -> None:
         if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             continue
         base = int(path.name[:20])
-        segment = LogSegment(directory, base, active=False, suffix=SWAP_SUFFIX)
-        try:
-            end = segment.read_next_offset()
-        finally:
-            segment.close(clean=False)
+        end = _next_offset_of(path, base)
         low = base if low is None else min(low, base)
         high = end if high is None else max(high, end)
     if low is not None and high is not None:
@@ -135,6 +132,25 @@ def _complete_swaps(directory: Path, swaps: list[Path]) -> None:
     for path in swaps:
         logger.info("completing the swap of %s", path)
         os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+
+
+def _next_offset_of(path: Path, base_offset: int) -> int:
+    """The offset after the last whole batch of a segment file (read without opening it
+    as a segment, which would create missing index files)."""
+    next_offset = base_offset
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            try:
+                header = BatchHeader.parse(os.pread(f.fileno(), HEADER_SIZE, position))
+            except InvalidBatch:
+                break
+            if position + header.size > size:
+                break
+            next_offset = header.next_offset
+            position += header.size
+    return next_offset
 
 
 def _base_offset_of(name: str) -> int | None:
