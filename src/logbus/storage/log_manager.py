@@ -64,7 +64,8 @@ class _LogDir:
 class LogManager:
     """Owns every `Log` of the broker, keyed by (topic, partition).
 
-    Lifecycle: construct, `startup()` (loads and, after an unclean shutdown, recovers),
+    Lifecycle: construct, `startup()` (loads and, after an unclean shutdown, recovers, then
+    starts the log cleaner's threads when a `cleaner_config` was given),
     then periodic `checkpoint_all`, `flush_dirty`, `cleanup_logs` and `remove_deleted`,
     finally `shutdown()`. Methods are called from the event loop; `checkpoint_all`,
     `flush_dirty` and `shutdown` may also run in a thread pool (a lock guards the log map).
@@ -218,11 +219,13 @@ class LogManager:
         log's file.delete.delay.ms. Returns whether the log existed."""
         now = _now_ms() if now_ms is None else now_ms
         tp = (topic, partition)
-        if self.cleaner is not None:
-            self.cleaner.manager.abort_cleaning(tp)
         with self._lock:
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
+        if self.cleaner is not None:
+            # Out of the map first, so the cleaner cannot pick the log again, then stop a
+            # pass that is running over it.
+            self.cleaner.manager.abort_cleaning(tp)
         if log is None:
             return False
         if self.cleaner is not None and log_dir is not None:
