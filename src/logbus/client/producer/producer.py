@@ -16,7 +16,7 @@ from typing import Any
 
 from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
-from logbus.client.metadata import NO_LEADER
+from logbus.client.metadata import NO_LEADER, ClusterMetadata
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import (
     ProducerBatch,
@@ -114,6 +114,8 @@ class Producer:
             client_id=c["client.id"],
             connect_timeout=c["socket.connection.setup.timeout.ms"] / 1000,
             request_timeout=c["request.timeout.ms"] / 1000,
+            reconnect_backoff=self._settings.reconnect_backoff,
+            reconnect_backoff_max=self._settings.reconnect_backoff_max,
         )
         self._pool = BufferPool(c["buffer.memory"], loop)
         sender: Sender | None = None
@@ -121,11 +123,20 @@ class Producer:
             await cluster.bootstrap()
             accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
             sender = Sender(cluster, accumulator, self._pool, self._settings, self._topics)
+            sender.on_metadata = self._metadata_updated
             await sender.start()
         except BaseException:
             await cluster.close()
             raise
         self._cluster, self._accumulator, self._sender = cluster, accumulator, sender
+
+    def _metadata_updated(self, md: ClusterMetadata) -> None:
+        """Follow partitions added to a topic (seen on a periodic refresh)."""
+        for topic, count in list(self._partition_counts.items()):
+            info = md.topics.get(topic)
+            if info is not None and info.partitions and len(info.partitions) != count:
+                self._partition_counts[topic] = len(info.partitions)
+                self._sticky.pop(topic, None)
 
     def _wake_sender(self) -> None:
         if self._sender is not None:

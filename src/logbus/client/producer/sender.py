@@ -18,12 +18,14 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from logbus.client.metadata import ClusterMetadata
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from logbus.client.producer.buffer_pool import BufferPool
 from logbus.client.producer.idempotence import (
@@ -114,13 +116,12 @@ class Sender:
         self.expedite: set[TopicPartition] = set()
         self._wakeup = asyncio.Event()
         self._in_flight: dict[int, int] = {}
-        self._node_backoff: dict[int, tuple[float, float]] = {}  # node -> (until, last wait)
         self._requests: set[asyncio.Task[None]] = set()
         self._needs_bump = False
         self._need_metadata = False
-        self._metadata_at = time.monotonic()
         self._metadata_retry_at = 0.0
         self._task: asyncio.Task[None] | None = None
+        self.on_metadata: Callable[[ClusterMetadata], None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -168,8 +169,12 @@ class Sender:
                 log.debug("producer metadata or producer id request failed: %r", exc)
                 self._metadata_retry_at = now + self.settings.retry_backoff
             now = time.monotonic()
-            self._expire(now)
-            delay = self._send_ready(now)
+            try:
+                self._expire(now)
+                delay = self._send_ready(now)
+            except Exception:  # a bug: say so, and do not spin on it
+                log.exception("the producer's sender failed; retrying")
+                delay = self.settings.retry_backoff
             if delay is None or delay > 0:
                 try:
                     async with asyncio.timeout(delay):
@@ -180,13 +185,14 @@ class Sender:
                 await asyncio.sleep(0)
 
     async def _maybe_refresh_metadata(self, now: float) -> None:
-        stale = now - self._metadata_at >= self.settings.metadata_max_age
+        stale = now - self.cluster.metadata_at >= self.settings.metadata_max_age
         if not (self._need_metadata or stale) or now < self._metadata_retry_at or not self.topics:
             return
         self._need_metadata = False
         self._metadata_retry_at = now + self.settings.retry_backoff
-        await self.cluster.refresh(sorted(self.topics), allow_auto_topic_creation=True)
-        self._metadata_at = time.monotonic()
+        md = await self.cluster.refresh(sorted(self.topics), allow_auto_topic_creation=True)
+        if self.on_metadata is not None:
+            self.on_metadata(md)
 
     def request_metadata(self) -> None:
         self._need_metadata = True
@@ -210,10 +216,19 @@ class Sender:
         groups: dict[int, dict[TopicPartition, ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         more = False
+        if self.topics:  # refresh metadata at least every metadata.max.age.ms
+            wait = max(self.cluster.metadata_at + s.metadata_max_age - now, s.retry_backoff)
+        if self._needs_bump:
+            wait = s.retry_backoff  # the bump failed or waits for requests in flight
         for tp, queue in self.accumulator.batches.items():
             state = self.states.get(tp)
             if state is None:
                 state = self.states[tp] = PartitionState()
+            # Wake up to expire batches that reach delivery.timeout.ms.
+            if queue:
+                wait = min(wait, queue[0].created + s.delivery_timeout - now)
+            for waiting in state.retry:
+                wait = min(wait, waiting.created + s.delivery_timeout - now)
             from_retry = bool(state.retry)
             if from_retry:
                 if state.in_flight:
@@ -247,9 +262,9 @@ class Sender:
                 self._need_metadata = True
                 wait = min(wait, s.retry_backoff)
                 continue
-            backoff = self._node_backoff.get(leader)
-            if backoff is not None and backoff[0] > now:
-                wait = min(wait, backoff[0] - now)
+            backoff = self.cluster.backoff_remaining(leader)
+            if backoff > 0:
+                wait = min(wait, backoff)
                 continue
             if self._in_flight.get(leader, 0) >= s.max_in_flight:
                 continue  # the response wakes us
@@ -312,12 +327,13 @@ class Sender:
             results = await admin_ops.produce_many(
                 conn, payload, s.acks, timeout_ms=s.request_timeout_ms
             )
-            self._node_backoff.pop(node, None)
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
-                self._back_off_node(node)
                 self._need_metadata = True
             results = dict.fromkeys(group, exc)
+        except (ValueError, TypeError) as exc:  # an undecodable response (ProtocolError)
+            error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Produce to broker {node}: {exc}")
+            results = dict.fromkeys(group, error)
         finally:
             self._in_flight[node] -= 1
         now = time.monotonic()
@@ -334,14 +350,6 @@ class Sender:
                 self._settled(batch, state)
                 batch.complete(result.base_offset, result.log_append_time)
         self.wakeup()
-
-    def _back_off_node(self, node: int) -> None:
-        s = self.settings
-        previous = self._node_backoff.get(node)
-        delay = s.reconnect_backoff if previous is None else min(
-            previous[1] * 2, s.reconnect_backoff_max
-        )
-        self._node_backoff[node] = (time.monotonic() + delay, delay)
 
     def _settled(self, batch: ProducerBatch, state: PartitionState) -> None:
         with contextlib.suppress(ValueError):
