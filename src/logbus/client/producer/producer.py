@@ -353,6 +353,15 @@ class Producer:
         in the order given. Raises the first error any of their batches met (the others
         may have been written). The fast path for callers holding many records: no
         future per record, and the batches go as soon as they are complete."""
+        return await (await self.send_many(records))
+
+    async def send_many(
+        self, records: Iterable[ProducerRecord]
+    ) -> asyncio.Future[list[RecordMetadata]]:
+        """Buffer many records (waiting only for metadata and buffer space, like `send`)
+        and return one future of all their RecordMetadata, in order, which fails with
+        the first error any of their batches met. `send_batch` is this, awaited; callers
+        streaming records use it to keep several groups in flight."""
         sender = self._check_open()
         pool = self._pool
         assert pool is not None
@@ -383,19 +392,29 @@ class Producer:
             batches[id(batch)] = batch
         sender.expedite.update(b.tp for b in batches.values())
         sender.wakeup()
-        waiters = [b.waiter() for b in batches.values()]
+        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
+
+        def settle(_: object = None) -> None:
+            if result.done():
+                return
+            for batch in batches.values():
+                if batch.error is not None:
+                    result.set_exception(batch.error)
+                    return
+            out = []
+            for batch, index in placed:
+                topic, part = batch.tp
+                base = batch.result_offset
+                offset = base + index if base >= 0 else -1
+                out.append(RecordMetadata(topic, part, offset, batch.timestamps[index]))
+            result.set_result(out)
+
+        waiters = [b.waiter() for b in batches.values() if not b.settled]
         if waiters:
-            await asyncio.gather(*waiters)
-        for batch in batches.values():
-            if batch.error is not None:
-                raise batch.error
-        out = []
-        for batch, index in placed:
-            topic, part = batch.tp
-            base = batch.result_offset
-            offset = base + index if base >= 0 else -1
-            out.append(RecordMetadata(topic, part, offset, batch.timestamps[index]))
-        return out
+            asyncio.gather(*waiters).add_done_callback(settle)
+        else:
+            settle()
+        return result
 
     async def _expedite_all(self) -> None:
         sender = self._check_open()
