@@ -8,14 +8,17 @@ __version__ = "0.1.0"
 
 from logbus.client.config import ConfigError
 from logbus.client.errors import (
+    ClientClosedError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    SerializationError,
 )
 from logbus.client.producer import ProducerRecord, RecordMetadata
 from logbus.client.producer.sync import Producer
 
 __all__ = [
+    "ClientClosedError",
     "ConfigError",
     "KafkaConnectionError",
     "KafkaError",
@@ -23,5 +26,6 @@ __all__ = [
     "Producer",
     "ProducerRecord",
     "RecordMetadata",
+    "SerializationError",
     "__version__",
 ]

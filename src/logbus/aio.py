@@ -1,10 +1,17 @@
 """logbus's asyncio client: `from logbus.aio import Producer`."""
 
 from logbus.client.config import ConfigError
-from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from logbus.client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SerializationError,
+)
 from logbus.client.producer import Producer, ProducerRecord, RecordMetadata
 
 __all__ = [
+    "ClientClosedError",
     "ConfigError",
     "KafkaConnectionError",
     "KafkaError",
@@ -12,4 +19,5 @@ __all__ = [
     "Producer",
     "ProducerRecord",
     "RecordMetadata",
+    "SerializationError",
 ]
