@@ -19,7 +19,7 @@ from logbus.client.types import TopicPartition
 from logbus.records.batch import NO_SEQUENCE
 from logbus.records.builder import new_batch_buffer, seal_batch
 from logbus.records.compression import CompressionType
-from logbus.records.record import HeaderInput, write_record
+from logbus.records.record import HeaderInput, write_plain_record, write_record
 
 # Bytes a record costs beyond its key, value and headers, counted against
 # buffer.memory and batch.size (its varints and attributes at their largest).
@@ -98,7 +98,10 @@ class ProducerBatch:
     ) -> int:
         """Encode one record into the batch; returns its index."""
         index = self.count
-        write_record(self.buf, index, timestamp - self.base_timestamp, key, value, headers)
+        if headers:
+            write_record(self.buf, index, timestamp - self.base_timestamp, key, value, headers)
+        else:
+            write_plain_record(self.buf, index, timestamp - self.base_timestamp, key, value)
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.timestamps.append(timestamp)
@@ -192,16 +195,18 @@ class RecordAccumulator:
         queue = self.batches.get(tp)
         if queue is None:
             queue = self.batches[tp] = deque()
-        batch = queue[-1] if queue else None
-        if batch is None or (batch.count and batch.size + size > self.batch_size):
-            if batch is not None:
+        if queue:
+            batch = queue[-1]
+            if batch.count and len(batch.buf) + size > self.batch_size:
                 self._on_ready()  # the previous batch is full
+                batch = ProducerBatch(tp, timestamp, time.monotonic())
+                queue.append(batch)
+        else:
             batch = ProducerBatch(tp, timestamp, time.monotonic())
             queue.append(batch)
-            if len(queue) == 1:
-                self._on_ready()  # a new linger deadline for the sender
+            self._on_ready()  # a new linger deadline for the sender
         index = batch.append(key, value, headers, timestamp, future, size)
-        if batch.size >= self.batch_size:
+        if len(batch.buf) >= self.batch_size:
             self._on_ready()
         return batch, index
 

@@ -19,6 +19,7 @@ from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutErro
 from logbus.client.metadata import NO_LEADER, ClusterMetadata
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import (
+    RECORD_OVERHEAD,
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
@@ -34,6 +35,10 @@ from logbus.protocol import ErrorCode
 from logbus.records.builder import now_ms
 from logbus.records.compression import CompressionType
 from logbus.records.record import HeaderInput
+
+# Buffer space send_many takes at a time (and gives back what it did not use).
+_RESERVE_AHEAD = 256 * 1024
+_KEY_CACHE_SIZE = 65536
 
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
@@ -92,6 +97,9 @@ class Producer:
         self._ignore_keys = c["partitioner.ignore.keys"]
         self._partition_counts: dict[str, int] = {}
         self._sticky: dict[str, StickyPartitioner] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
+        # partition count -> key -> its partition (murmur2 is costly in Python)
+        self._key_partitions: dict[int, dict[bytes, int]] = {}
         self._topics: set[str] = set()
         self._cluster: Cluster | None = None
         self._sender: Sender | None = None
@@ -272,21 +280,30 @@ class Producer:
         """Put a serialized record (its buffer space already reserved) into its batch."""
         accumulator = self._accumulator
         assert accumulator is not None
-        sticky: StickyPartitioner | None = None
+        tps = self._tps.get(topic)
+        count = self._partition_counts[topic]
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
         if partition is None:
             if key is not None and not self._ignore_keys:
-                partition = partition_for_key(key, self._partition_counts[topic])
+                cache = self._key_partitions.get(count)
+                if cache is None:
+                    cache = self._key_partitions[count] = {}
+                partition = cache.get(key)
+                if partition is None:
+                    partition = partition_for_key(key, count)
+                    if len(cache) >= _KEY_CACHE_SIZE:
+                        cache.clear()
+                    cache[key] = partition
             else:
                 sticky = self._sticky.get(topic)
                 if sticky is None:
-                    sticky = self._sticky[topic] = StickyPartitioner(
-                        self._partition_counts[topic]
-                    )
+                    sticky = self._sticky[topic] = StickyPartitioner(count)
                 partition = sticky.current
-                if accumulator.is_full_for(TopicPartition(topic, partition), size):
+                if accumulator.is_full_for(tps[partition], size):
                     partition = sticky.next_batch()  # KIP-480: move on when a batch fills
         return accumulator.append(
-            TopicPartition(topic, partition),
+            tps[partition],
             key,
             value,
             headers,
@@ -370,26 +387,62 @@ class Producer:
         counts = self._partition_counts
         serialize = self._serialize
         append = self._append
-        max_block = self._max_block
-        for record in records:
-            topic, value, key, partition, timestamp, headers = record
-            key, value = serialize(key, value)
-            count = counts.get(topic)
-            if count is None:
-                count = await self._partition_count(topic)
-            if partition is not None:
-                self._check_partition(topic, partition, count)
-            hdrs = headers or ()
-            size = record_size(key, value, hdrs)
-            self._check_size(size)
-            if not pool.try_reserve(size):
-                sender.expedite.update(b.tp for b in batches.values())
-                sender.wakeup()
-                await pool.reserve(size, max_block)
-                self._check_open()
-            batch, index = append(topic, partition, key, value, hdrs, timestamp, None, size)
-            placed.append((batch, index))
-            batches[id(batch)] = batch
+        raw_keys, raw_values = self._raw_keys, self._raw_values
+        max_request_size = self._max_request_size
+        now = now_ms()
+        credit = 0  # buffer space reserved ahead, so that most records take no lock
+        try:
+            for record in records:
+                topic, value, key, partition, timestamp, headers = record
+                if not (
+                    raw_keys
+                    and raw_values
+                    and (key is None or type(key) is bytes)
+                    and (value is None or type(value) is bytes)
+                ):
+                    key, value = serialize(key, value)
+                count = counts.get(topic)
+                if count is None:
+                    count = await self._partition_count(topic)
+                    now = now_ms()
+                if partition is not None and not 0 <= partition < count:
+                    self._check_partition(topic, partition, count)
+                if headers:
+                    size = record_size(key, value, headers)
+                else:
+                    size = RECORD_OVERHEAD
+                    if key is not None:
+                        size += len(key)
+                    if value is not None:
+                        size += len(value)
+                if size > max_request_size:
+                    self._check_size(size)
+                if size > credit:
+                    ahead = max(size, _RESERVE_AHEAD)
+                    if not pool.try_reserve(ahead):
+                        sender.expedite.update(b.tp for b in batches.values())
+                        sender.wakeup()
+                        ahead = size
+                        await pool.reserve(size, self._max_block)
+                        self._check_open()
+                        now = now_ms()
+                    credit += ahead
+                credit -= size
+                batch, index = append(
+                    topic,
+                    partition,
+                    key,
+                    value,
+                    headers or (),
+                    now if timestamp is None else timestamp,
+                    None,
+                    size,
+                )
+                placed.append((batch, index))
+                batches[id(batch)] = batch
+        finally:
+            if credit:
+                pool.release(credit)
         sender.expedite.update(b.tp for b in batches.values())
         sender.wakeup()
         result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
