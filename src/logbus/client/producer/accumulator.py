@@ -77,7 +77,7 @@ class ProducerBatch:
         self.created = now
         self.reserved = 0
         self.timestamps: list[int] = []
-        self.futures: list[RecordFuture | None] = []
+        self.futures: list[tuple[int, RecordFuture]] = []  # (index, future) of send()s
         self.data: bytearray | None = None
         self.base_sequence = NO_SEQUENCE
         self.attempts = 0
@@ -105,7 +105,8 @@ class ProducerBatch:
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.timestamps.append(timestamp)
-        self.futures.append(future)
+        if future is not None:
+            self.futures.append((index, future))
         self.reserved += size
         self.count = index + 1
         return index
@@ -146,8 +147,8 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         topic, partition = self.tp
         timestamps = self.timestamps
-        for index, future in enumerate(self.futures):
-            if future is not None and not future.done():
+        for index, future in self.futures:
+            if not future.done():
                 offset = base_offset + index if base_offset >= 0 else -1
                 ts = timestamps[index] if log_append_time < 0 else log_append_time
                 future.set_result(RecordMetadata(topic, partition, offset, ts))
@@ -157,8 +158,8 @@ class ProducerBatch:
         self._finish(base_offset, None)
 
     def fail(self, error: BaseException) -> None:
-        for future in self.futures:
-            if future is not None and not future.done():
+        for _, future in self.futures:
+            if not future.done():
                 future.set_exception(error)
         self._finish(-1, error)
 
@@ -209,6 +210,41 @@ class RecordAccumulator:
         if len(batch.buf) >= self.batch_size:
             self._on_ready()
         return batch, index
+
+    def append_plain(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        size: int,
+    ) -> ProducerBatch:
+        """`append` for a record without headers or future (send_many's path), in one
+        call. Returns the batch; the record's index is the batch's count minus one."""
+        queue = self.batches.get(tp)
+        if queue:
+            batch = queue[-1]
+            if batch.count and len(batch.buf) + size > self.batch_size:
+                self._on_ready()
+                batch = ProducerBatch(tp, timestamp, time.monotonic())
+                queue.append(batch)
+        else:
+            if queue is None:
+                queue = self.batches[tp] = deque()
+            batch = ProducerBatch(tp, timestamp, time.monotonic())
+            queue.append(batch)
+            self._on_ready()
+        buf = batch.buf
+        index = batch.count
+        write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        if timestamp > batch.max_timestamp:
+            batch.max_timestamp = timestamp
+        batch.timestamps.append(timestamp)
+        batch.reserved += size
+        batch.count = index + 1
+        if len(buf) >= self.batch_size:
+            self._on_ready()
+        return batch
 
     def is_full_for(self, tp: TopicPartition, size: int) -> bool:
         """Whether a record of `size` would start a new batch for the partition."""

@@ -280,28 +280,12 @@ class Producer:
         """Put a serialized record (its buffer space already reserved) into its batch."""
         accumulator = self._accumulator
         assert accumulator is not None
-        tps = self._tps.get(topic)
         count = self._partition_counts[topic]
+        tps = self._tps.get(topic)
         if tps is None or len(tps) != count:
             tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
         if partition is None:
-            if key is not None and not self._ignore_keys:
-                cache = self._key_partitions.get(count)
-                if cache is None:
-                    cache = self._key_partitions[count] = {}
-                partition = cache.get(key)
-                if partition is None:
-                    partition = partition_for_key(key, count)
-                    if len(cache) >= _KEY_CACHE_SIZE:
-                        cache.clear()
-                    cache[key] = partition
-            else:
-                sticky = self._sticky.get(topic)
-                if sticky is None:
-                    sticky = self._sticky[topic] = StickyPartitioner(count)
-                partition = sticky.current
-                if accumulator.is_full_for(tps[partition], size):
-                    partition = sticky.next_batch()  # KIP-480: move on when a batch fills
+            partition = self._choose_partition(topic, key, count, tps, size)
         return accumulator.append(
             tps[partition],
             key,
@@ -311,6 +295,36 @@ class Producer:
             future,
             size,
         )
+
+    def _choose_partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        count: int,
+        tps: list[TopicPartition],
+        size: int,
+    ) -> int:
+        """The partitioner: murmur2 of the key, or the sticky partition for keyless
+        records (moving on when its batch cannot take this record, KIP-480)."""
+        if key is not None and not self._ignore_keys:
+            cache = self._key_partitions.get(count)
+            if cache is None:
+                cache = self._key_partitions[count] = {}
+            partition = cache.get(key)
+            if partition is None:
+                partition = partition_for_key(key, count)
+                if len(cache) >= _KEY_CACHE_SIZE:
+                    cache.clear()
+                cache[key] = partition
+            return partition
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky.num_partitions != count:
+            sticky = self._sticky[topic] = StickyPartitioner(count)
+        partition = sticky.current
+        assert self._accumulator is not None
+        if self._accumulator.is_full_for(tps[partition], size):
+            partition = sticky.next_batch()
+        return partition
 
     async def send(
         self,
@@ -389,6 +403,9 @@ class Producer:
         append = self._append
         raw_keys, raw_values = self._raw_keys, self._raw_values
         max_request_size = self._max_request_size
+        assert self._accumulator is not None
+        append_plain = self._accumulator.append_plain
+        last: ProducerBatch | None = None
         now = now_ms()
         credit = 0  # buffer space reserved ahead, so that most records take no lock
         try:
@@ -428,18 +445,33 @@ class Producer:
                         now = now_ms()
                     credit += ahead
                 credit -= size
-                batch, index = append(
-                    topic,
-                    partition,
-                    key,
-                    value,
-                    headers or (),
-                    now if timestamp is None else timestamp,
-                    None,
-                    size,
-                )
+                if headers:
+                    batch, index = append(
+                        topic,
+                        partition,
+                        key,
+                        value,
+                        headers,
+                        now if timestamp is None else timestamp,
+                        None,
+                        size,
+                    )
+                else:
+                    tps = self._tps.get(topic)
+                    if tps is None or len(tps) != count:
+                        tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+                    if partition is None:
+                        partition = self._choose_partition(topic, key, count, tps, size)
+                    batch = append_plain(
+                        tps[partition], key, value, now if timestamp is None else timestamp, size
+                    )
+                    index = batch.count - 1
                 placed.append((batch, index))
-                batches[id(batch)] = batch
+                if batch is not last:
+                    batches[id(batch)] = last = batch
+                    # A batch was started, so one may be full: let the sender ship it
+                    # while the rest are encoded.
+                    await asyncio.sleep(0)
         finally:
             if credit:
                 pool.release(credit)
