@@ -273,3 +273,19 @@ def test_batches_keep_one_producer_id_across_a_lost_response(broker_factory: Any
     assert len({h.producer_id for h in headers}) == 1
     assert sum(h.record_count for h in headers) == 40
     assert [h.base_sequence for h in headers] == sorted(h.base_sequence for h in headers)
+
+
+def test_metadata_refreshed_when_the_topic_vanishes_under_the_producer(broker: Any) -> None:
+    """UNKNOWN_TOPIC_OR_PARTITION from the broker makes the producer refresh its metadata
+    (which, with auto-creation on, makes the topic again) and retry."""
+    with logbus.Producer(bootstrap_servers=broker.bootstrap, retry_backoff_ms=20) as p:
+        assert p.send_and_wait("vanish", b"before").offset == 0
+
+        async def delete() -> None:
+            async with await Cluster.connect(broker.bootstrap) as cluster:
+                await admin_ops.delete_topics(await cluster.controller(), ["vanish"])
+
+        asyncio.run(delete())
+        md = p.send_and_wait("vanish", b"after")
+    assert (md.partition, md.offset) == (0, 0)
+    assert [r.value for r in read_records(broker.bootstrap, "vanish")] == [b"after"]

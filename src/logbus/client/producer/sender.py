@@ -320,7 +320,12 @@ class Sender:
         s = self.settings
         results: dict[Any, Any] | None
         try:
-            conn = await self.cluster.node(node)
+            try:
+                conn = await self.cluster.node(node)
+            except KafkaError as exc:  # gone from the metadata, say: find the new leader
+                if isinstance(exc, KafkaConnectionError):
+                    raise
+                raise KafkaConnectionError(f"no connection to broker {node}: {exc}") from exc
             payload: dict[tuple[str, int], bytes | bytearray] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
