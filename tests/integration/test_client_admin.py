@@ -344,9 +344,9 @@ def test_active_group(broker_factory: Any) -> None:
 def test_unknown_config_names_are_refused() -> None:
     from logbus.aio import ConfigError
 
-    with pytest.raises(ConfigError, match="did you mean 'request.timeout.ms'"):
+    with pytest.raises(ConfigError, match=r"did you mean 'request\.timeout\.ms'"):
         Admin({"bootstrap.servers": "127.0.0.1:9"}, request_timeout=5)
-    with pytest.raises(ConfigError, match="unknown admin config 'linger.ms'"):
+    with pytest.raises(ConfigError, match=r"unknown admin config 'linger\.ms'"):
         Admin({"linger.ms": 5})
     admin = Admin(bootstrap_servers="a:1,b:2", default_api_timeout_ms="5000")
     assert admin.config["bootstrap.servers"] == ["a:1", "b:2"]
