@@ -25,9 +25,6 @@ EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3  # the record with the largest timestamp (ListOffsets v7+, KIP-734)
 DEFAULT_TIMEOUT_MS = 30_000
-# Topic resource in DescribeConfigs; DYNAMIC_TOPIC_CONFIG is a topic's own override.
-RESOURCE_TOPIC = 2
-_CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 # Produce v3 is the first to carry record batches v2, and Fetch v4 the first to return
 # them without down-conversion; from Fetch v13 topics are named by id only.
 _MIN_PRODUCE_VERSION = 3
@@ -262,29 +259,6 @@ async def create_partitions_many(
         )
     _fill_missing(out, topics, "CreatePartitions")
     return out
-
-
-async def describe_topic_configs(
-    conn: Connection, names: Sequence[str]
-) -> dict[str, dict[str, str | None]]:
-    """The configs set on each topic itself (not broker defaults), as kafka-topics shows
-    them; a sensitive value is None."""
-    version = conn.choose_version(ApiKey.DESCRIBE_CONFIGS)
-    results = await describe_configs(conn, [(RESOURCE_TOPIC, name) for name in names])
-    found: dict[str, dict[str, str | None]] = {}
-    for (_, name), result in results.items():
-        entries = _value(result)
-        configs: dict[str, str | None] = {}
-        for entry in entries:
-            own = (
-                entry["config_source"] == _CONFIG_SOURCE_DYNAMIC_TOPIC
-                if version >= 1
-                else not entry["is_default"]
-            )
-            if own:
-                configs[entry["name"]] = None if entry["is_sensitive"] else entry["value"]
-        found[name] = dict(sorted(configs.items()))
-    return found
 
 
 async def describe_configs(
