@@ -267,7 +267,7 @@ async def _describe_one(
         coordinator = (
             "-" if node is None else f"{format_address(node.host, node.port)} ({node.node_id})"
         )
-        row = [group_id, coordinator, described.partition_assignor, described.state]
+        row = [group_id, coordinator, described.partition_assignor or "-", described.state]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
         return _table(header, [[*row, str(len(described.members))]])
     if not described.members:
