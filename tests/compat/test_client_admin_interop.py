@@ -4,7 +4,7 @@ and changes what the other made (topics, partitions, configs, groups, offsets)."
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from compat_clients import Msg, confluent_poll, confluent_produce, new_topic
@@ -16,6 +16,11 @@ from logbus.protocol import ErrorCode
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
 TIMEOUT = 30
+
+
+class Committed(NamedTuple):
+    offset: int
+    metadata: str
 
 
 def confluent_admin(broker: Any) -> Any:
@@ -138,12 +143,16 @@ def test_groups_of_librdkafka_consumers(broker_factory: Any) -> None:
         listed = {g.group_id: g for g in admin.list_consumer_groups()}
         assert (listed[group].protocol_type, listed[group].state) == ("consumer", "Empty")
 
-        admin.alter_consumer_group_offsets(group, {p0: 2, p1: 4})
+        # An offset with commit metadata, the shape of the consumer's OffsetAndMetadata.
+        admin.alter_consumer_group_offsets(group, {p0: 2, p1: Committed(4, "from-logbus")})
         client = confluent_admin(broker)
         request = ck.ConsumerGroupTopicPartitions(group)
         (result,) = client.list_consumer_group_offsets([request]).values()
-        seen = {(tp.partition, tp.offset) for tp in result.result(TIMEOUT).topic_partitions}
-        assert seen == {(0, 2), (1, 4)}
+        seen = {
+            (tp.partition, tp.offset, tp.metadata or "")
+            for tp in result.result(TIMEOUT).topic_partitions
+        }
+        assert seen == {(0, 2, ""), (1, 4, "from-logbus")}
 
         second = consumer()
         try:

@@ -261,7 +261,7 @@ async def create_partitions_many(
     return out
 
 
-async def describe_configs(
+async def describe_configs_many(
     conn: Connection,
     resources: Sequence[tuple[int, str]],
     *,

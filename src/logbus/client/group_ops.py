@@ -252,15 +252,22 @@ async def fetch_offsets(
 async def commit_offsets(
     conn: Connection,
     group_id: str,
-    offsets: Mapping[TopicPartition, int],
+    offsets: Mapping[TopicPartition, int | tuple[int, str]],
     *,
     generation_id: int = -1,
     member_id: str = "",
+    group_instance_id: str | None = None,
 ) -> None:
-    """Commit offsets; generation -1 and no member id commit as an admin (the group must
-    then have no members). Raises the first partition error."""
+    """Commit offsets (each an offset, or (offset, metadata)); generation -1 and no member
+    id commit as an admin or a consumer outside the group (the group must then have no
+    members). Raises the first partition error."""
     results = await commit_offsets_each(
-        conn, group_id, offsets, generation_id=generation_id, member_id=member_id
+        conn,
+        group_id,
+        offsets,
+        generation_id=generation_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
     )
     for result in results.values():
         if result is not None:
@@ -270,21 +277,28 @@ async def commit_offsets(
 async def commit_offsets_each(
     conn: Connection,
     group_id: str,
-    offsets: Mapping[TopicPartition, int],
+    offsets: Mapping[TopicPartition, int | tuple[int, str]],
     *,
     generation_id: int = -1,
     member_id: str = "",
+    group_instance_id: str | None = None,
 ) -> dict[TopicPartition, KafkaError | None]:
-    """OffsetCommit: per partition None, or its error."""
+    """OffsetCommit, as `commit_offsets`: per partition None, or its error."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), offset in offsets.items():
+    for (topic, partition), value in offsets.items():
+        offset, metadata = value if isinstance(value, tuple) else (value, "")
         by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_metadata": metadata,
+            }
         )
     body = {
         "group_id": group_id,
         "generation_id_or_member_epoch": generation_id,
         "member_id": member_id,
+        "group_instance_id": group_instance_id,
         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
     }
     response = await conn.request(ApiKey.OFFSET_COMMIT, body)

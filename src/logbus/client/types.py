@@ -1,4 +1,4 @@
-"""Value types every client shares."""
+"""Small value types shared by the producer, consumer and admin clients."""
 
 from __future__ import annotations
 

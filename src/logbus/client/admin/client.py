@@ -245,7 +245,7 @@ class Admin:
         async def on_node(
             conn: Connection, batch: list[ConfigResource]
         ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
-            found = await admin_ops.describe_configs(
+            found = await admin_ops.describe_configs_many(
                 conn,
                 [(int(r.type), r.name) for r in batch],
                 include_synonyms=include_synonyms,
@@ -426,8 +426,9 @@ class Admin:
         *,
         timeout_ms: int | None = None,
     ) -> None:
-        """Set the group's committed offsets (partition -> offset; an object with an
-        `offset` attribute, like the consumer's OffsetAndMetadata, is taken too). The
+        """Set the group's committed offsets (partition -> offset; an object with
+        `offset` and `metadata` attributes, like the consumer's OffsetAndMetadata, is
+        taken too, its metadata committed with it). The
         group must have no active members (else UNKNOWN_MEMBER_ID); failures raise
         AdminBatchError per partition."""
         wanted = {_tp(tp): _offset_of(value) for tp, value in offsets.items()}
@@ -693,11 +694,13 @@ def _timestamp(spec: OffsetSpec) -> int:
     return spec
 
 
-def _offset_of(value: Any) -> int:
+def _offset_of(value: Any) -> int | tuple[int, str]:
+    """An offset, or (offset, metadata) from an object with `offset` and `metadata`."""
     offset = getattr(value, "offset", value)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"an offset must be a whole number of at least 0, not {value!r}")
-    return offset
+    metadata = getattr(value, "metadata", None)
+    return (offset, metadata) if isinstance(metadata, str) and metadata else offset
 
 
 def _config_entry(entry: Mapping[str, Any]) -> ConfigEntry:
