@@ -179,3 +179,46 @@ def test_groups_of_librdkafka_consumers(broker_factory: Any) -> None:
         admin.delete_consumer_groups([group])
         groups = client.list_consumer_groups().result(TIMEOUT)
         assert group not in {g.group_id for g in groups.valid}
+
+
+def test_config_changes_and_deleted_records_both_ways(broker: Any) -> None:
+    from logbus import AlterConfigOp
+
+    topic = new_topic()
+    client = confluent_admin(broker)
+    ours = ConfigResource(ResourceType.TOPIC, topic)
+    theirs = ck_admin.ConfigResource(
+        ck_admin.ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ck_admin.ConfigEntry(
+                "segment.bytes",
+                "1048576",
+                incremental_operation=ck_admin.AlterConfigOpType.SET,
+            )
+        ],
+    )
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+        admin.incremental_alter_configs({ours: [AlterConfigOp("retention.ms", "90000")]})
+        described = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+        configs = client.describe_configs([described])[described].result(TIMEOUT)
+        assert configs["retention.ms"].value == "90000"
+
+        for future in client.incremental_alter_configs([theirs]).values():
+            future.result(TIMEOUT)
+        entry = admin.describe_configs([ours])[ours]["segment.bytes"]
+        assert (entry.value, entry.source) == ("1048576", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+        confluent_produce(broker.bootstrap, topic, [Msg(None, b"v%d" % i) for i in range(8)])
+        tp = TopicPartition(topic, 0)
+        assert admin.delete_records({tp: 5}) == {tp: 5}
+        consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+        try:
+            low, high = consumer.get_watermark_offsets(ck.TopicPartition(topic, 0), TIMEOUT)
+        finally:
+            consumer.close()
+        assert (low, high) == (5, 8)
+        (deleted,) = client.delete_records([ck.TopicPartition(topic, 0, 7)]).values()
+        assert deleted.result(TIMEOUT).low_watermark == 7
+        assert admin.list_offsets({tp: "earliest"})[tp].offset == 7

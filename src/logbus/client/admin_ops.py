@@ -269,44 +269,6 @@ async def create_partitions_many(
     return out
 
 
-async def describe_configs_many(
-    conn: Connection,
-    resources: Sequence[tuple[int, str]],
-    *,
-    keys: Sequence[str] | None = None,
-    include_synonyms: bool = False,
-    include_documentation: bool = False,
-) -> dict[tuple[int, str], list[dict[str, Any]] | KafkaError]:
-    """DescribeConfigs: per (resource type, name) the decoded config entries (`keys` only,
-    or all), or the resource's error. Broker resources must go to that broker."""
-    body = {
-        "resources": [
-            {
-                "resource_type": rtype,
-                "resource_name": name,
-                "configuration_keys": None if keys is None else list(keys),
-            }
-            for rtype, name in resources
-        ],
-        "include_synonyms": include_synonyms,
-        "include_documentation": include_documentation,
-    }
-    response = await conn.request(ApiKey.DESCRIBE_CONFIGS, body)
-    out: dict[tuple[int, str], list[dict[str, Any]] | KafkaError] = {}
-    for result in response["results"]:
-        key = (result["resource_type"], result["resource_name"])
-        if result["error_code"] != ErrorCode.NONE:
-            out[key] = KafkaError(result["error_code"], result["error_message"])
-        else:
-            out[key] = list(result["configs"])
-    for key in resources:
-        if key not in out:
-            out[key] = KafkaError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"DescribeConfigs response left out {key[1]!r}"
-            )
-    return out
-
-
 async def describe_cluster(conn: Connection) -> ClusterMetadata:
     """Brokers, controller and cluster id from DescribeCluster (KIP-700), or from a
     Metadata request for no topics on a broker without it."""

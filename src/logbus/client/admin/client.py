@@ -24,6 +24,8 @@ from logbus.client import admin_ops, group_ops
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.types import (
     AdminBatchError,
+    AlterConfigOp,
+    AlterConfigOpType,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -240,33 +242,76 @@ class Admin:
         """Every config of each resource (name -> ConfigEntry with value and source). A
         broker resource is asked of that broker. A missing topic is
         UNKNOWN_TOPIC_OR_PARTITION, raised as AdminBatchError."""
-        keys = [ConfigResource(ResourceType(r.type), r.name) for r in resources]
+        keys = [_resource(r) for r in resources]
 
-        async def on_node(
-            conn: Connection, batch: list[ConfigResource]
-        ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
-            found = await admin_ops.describe_configs_many(
+        async def describe(conn: Connection, r: ConfigResource) -> dict[str, ConfigEntry]:
+            found = await admin_ops.describe_configs(
                 conn,
-                [(int(r.type), r.name) for r in batch],
+                int(r.type),
+                r.name,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )
-            out: dict[ConfigResource, dict[str, ConfigEntry] | KafkaError] = {}
-            for r in batch:
-                entries = found[(int(r.type), r.name)]
-                out[r] = (
-                    entries
-                    if isinstance(entries, KafkaError)
-                    else {e["name"]: _config_entry(e) for e in entries}
-                )
-            return out
+            return {info.name: _config_entry(info) for info in found}
 
         async def attempt(
             batch: list[ConfigResource], _: int
         ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
-            return await self._on_resource_brokers(batch, on_node)
+            return await self._on_resource_brokers(batch, describe)
 
         return await self._each(keys, attempt, timeout_ms)
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Change some configs of each resource, leaving the others as they are (KIP-339):
+        `AlterConfigOp(name, value)` sets one; with `AlterConfigOpType.DELETE` it goes back
+        to its default, with APPEND / SUBTRACT a value is added to / removed from a list
+        config. A broker resource is changed on that broker. An unknown config, a bad
+        value or a read-only broker setting is INVALID_CONFIG (its message names the
+        config); failures raise AdminBatchError per resource. With `validate_only` the
+        broker only checks the changes."""
+        wanted = {_resource(r): [_alter_op(op) for op in ops] for r, ops in changes.items()}
+
+        async def alter(conn: Connection, r: ConfigResource) -> None:
+            await admin_ops.incremental_alter_configs(
+                conn, int(r.type), r.name, wanted[r], validate_only=validate_only
+            )
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, KafkaError | None]:
+            return await self._on_resource_brokers(batch, alter)
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    async def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Replace the whole set of each resource's own configs with `configs` (Kafka's
+        legacy AlterConfigs: a config left out goes back to its default; prefer
+        `incremental_alter_configs`). Failures raise AdminBatchError per resource."""
+        wanted = {_resource(r): dict(values) for r, values in configs.items()}
+
+        async def alter(conn: Connection, r: ConfigResource) -> None:
+            await admin_ops.alter_configs(
+                conn, int(r.type), r.name, wanted[r], validate_only=validate_only
+            )
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, KafkaError | None]:
+            return await self._on_resource_brokers(batch, alter)
+
+        await self._each(wanted, attempt, timeout_ms)
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -299,6 +344,38 @@ class Admin:
         async def attempt(
             batch: list[TopicPartition], _: int
         ) -> dict[TopicPartition, ListedOffset | KafkaError]:
+            return await self._on_leaders(batch, on_leader)
+
+        return await self._each(wanted, attempt, timeout_ms)
+
+    async def delete_records(
+        self,
+        before: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Delete each partition's records below an offset (-1: below the high watermark,
+        i.e. everything written so far), on its leader; returns each partition's new log
+        start offset (low watermark). An offset above the high watermark is
+        OFFSET_OUT_OF_RANGE; failures raise AdminBatchError per partition."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, offset in before.items():
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < -1:
+                raise ValueError(
+                    f"delete records before an offset of at least 0 (or -1), not {offset!r}"
+                )
+            wanted[_tp(tp)] = offset
+
+        async def on_leader(
+            conn: Connection, batch: list[TopicPartition]
+        ) -> Mapping[Any, int | KafkaError]:
+            return await admin_ops.delete_records(
+                conn, {tp: wanted[tp] for tp in batch}, timeout_ms=self._request_timeout_ms
+            )
+
+        async def attempt(
+            batch: list[TopicPartition], _: int
+        ) -> dict[TopicPartition, int | KafkaError]:
             return await self._on_leaders(batch, on_leader)
 
         return await self._each(wanted, attempt, timeout_ms)
@@ -545,11 +622,9 @@ class Admin:
     async def _on_resource_brokers(
         self,
         resources: list[ConfigResource],
-        call: Callable[
-            [Connection, list[ConfigResource]], Awaitable[Mapping[ConfigResource, V | KafkaError]]
-        ],
+        call: Callable[[Connection, ConfigResource], Awaitable[V]],
     ) -> dict[ConfigResource, V | KafkaError]:
-        """Send `call` for broker resources to that broker and the rest to any broker."""
+        """`call` for each resource: a broker's on that broker, the rest on any broker."""
         by_node: dict[int | None, list[ConfigResource]] = {}
         out: dict[ConfigResource, V | KafkaError] = {}
         for r in resources:
@@ -570,12 +645,20 @@ class Admin:
                 conn = await (
                     self.cluster.bootstrap() if node is None else self.cluster.node(node)
                 )
-                found = await call(conn, batch)
             except KafkaError as exc:
                 out.update(dict.fromkeys(batch, exc))
                 continue
-            out.update({r: _found(found, r) for r in batch})
+            # One request per resource, pipelined on the broker's connection.
+            found = await asyncio.gather(*(call(conn, r) for r in batch), return_exceptions=True)
+            for r, result in zip(batch, found, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, KafkaError):
+                    raise result
+                out[r] = result
         return out
+
+    @property
+    def _request_timeout_ms(self) -> int:
+        return int(self.config["request.timeout.ms"])
 
     # --- retries ------------------------------------------------------------------------
 
@@ -703,20 +786,31 @@ def _offset_of(value: Any) -> int | tuple[int, str]:
     return (offset, metadata) if isinstance(metadata, str) and metadata else offset
 
 
-def _config_entry(entry: Mapping[str, Any]) -> ConfigEntry:
-    source = ConfigSource.of(entry["config_source"])
-    if entry["config_source"] < 0:  # DescribeConfigs v0 only says whether it is a default
-        source = ConfigSource.DEFAULT_CONFIG if entry["is_default"] else ConfigSource.UNKNOWN
+def _resource(resource: tuple[int, str]) -> ConfigResource:
+    rtype, name = resource
+    try:
+        return ConfigResource(ResourceType(rtype), name)
+    except ValueError:
+        raise ValueError(f"unknown config resource type in {resource!r}") from None
+
+
+def _alter_op(op: AlterConfigOp) -> tuple[str, int, str | None]:
+    kind = AlterConfigOpType(op.op)
+    if kind != AlterConfigOpType.DELETE and op.value is None:
+        raise ValueError(f"{kind.name} of {op.name!r} needs a value")
+    return op.name, int(kind), op.value
+
+
+def _config_entry(info: admin_ops.ConfigInfo) -> ConfigEntry:
     return ConfigEntry(
-        name=entry["name"],
-        value=None if entry["is_sensitive"] else entry["value"],
-        source=source,
-        is_read_only=entry["read_only"],
-        is_sensitive=entry["is_sensitive"],
+        name=info.name,
+        value=None if info.is_sensitive else info.value,
+        source=ConfigSource.of(info.source),
+        is_read_only=info.read_only,
+        is_sensitive=info.is_sensitive,
         synonyms=tuple(
-            ConfigSynonym(s["name"], s["value"], ConfigSource.of(s["source"]))
-            for s in entry["synonyms"]
+            ConfigSynonym(s.name, s.value, ConfigSource.of(s.source)) for s in info.synonyms
         ),
-        type=entry["config_type"],
-        documentation=entry["documentation"],
+        type=info.config_type,
+        documentation=info.documentation,
     )

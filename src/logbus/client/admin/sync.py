@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from logbus.client.admin import client
 from logbus.client.admin.types import (
+    AlterConfigOp,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -138,6 +139,32 @@ class Admin:
             )
         )
 
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Change some configs; see `logbus.aio.Admin.incremental_alter_configs`."""
+        self._loop.run(
+            self._admin.incremental_alter_configs(
+                changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Replace resources' configs; see `logbus.aio.Admin.alter_configs`."""
+        self._loop.run(
+            self._admin.alter_configs(configs, validate_only=validate_only, timeout_ms=timeout_ms)
+        )
+
     # --- offsets ------------------------------------------------------------------------
 
     def list_offsets(
@@ -153,6 +180,12 @@ class Admin:
                 specs, isolation_level=isolation_level, timeout_ms=timeout_ms
             )
         )
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete records below offsets; see `logbus.aio.Admin.delete_records`."""
+        return self._loop.run(self._admin.delete_records(before, timeout_ms=timeout_ms))
 
     # --- cluster ------------------------------------------------------------------------
 
