@@ -25,14 +25,12 @@ EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3  # the record with the largest timestamp (ListOffsets v7+, KIP-734)
 DEFAULT_TIMEOUT_MS = 30_000
-# Config resource types; DYNAMIC_TOPIC_CONFIG is a topic's own override.
-_RESOURCE_TOPIC = 2
-RESOURCE_TOPIC = _RESOURCE_TOPIC
+# Config resource types.
+RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 HIGH_WATERMARK = -1  # DeleteRecords: everything below the high watermark
-_CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 # Produce v3 is the first to carry record batches v2, and Fetch v4 the first to return
 # them without down-conversion; from Fetch v13 topics are named by id only.
 _MIN_PRODUCE_VERSION = 3
