@@ -1,0 +1,71 @@
+"""Test data for the consumer tests: topics made and records written with the raw wire
+client (not logbus's Producer), and small waiting helpers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from kafka_wire import WireClient
+
+from logbus.records.builder import NewRecord, build_batch
+from logbus.records.compression import CompressionType
+
+T = TypeVar("T")
+
+
+def new_name(prefix: str = "c") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def make_topic(bootstrap: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+    topic = new_name("topic")
+    with WireClient(bootstrap) as client:
+        error, message = client.create_topic(topic, partitions, configs)
+    assert error == 0, message
+    return topic
+
+
+def write(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    values: Sequence[bytes | None],
+    *,
+    keys: Sequence[bytes | None] | None = None,
+    timestamps: Sequence[int] | None = None,
+    headers: Sequence[tuple[str, bytes | None]] = (),
+    compression: CompressionType = CompressionType.NONE,
+) -> int:
+    """Append one batch; return its base offset."""
+    records = [
+        NewRecord(
+            keys[i] if keys is not None else None,
+            value,
+            tuple(headers),
+            timestamps[i] if timestamps is not None else None,
+        )
+        for i, value in enumerate(values)
+    ]
+    with WireClient(bootstrap) as client:
+        result = client.produce(topic, partition, build_batch(records, compression=compression))
+    assert result["error_code"] == 0, result
+    return int(result["base_offset"])
+
+
+def values_of(records: Sequence[Any]) -> list[bytes]:
+    return [r.value for r in records]
+
+
+def poll_until(poll: Callable[[], list[T]], count: int, timeout: float = 30.0) -> list[T]:
+    """Call `poll` until it has returned `count` items in all (more fail the test)."""
+    out: list[T] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"got {len(out)} of {count} records within {timeout}s")
+        out += poll()
+    assert len(out) == count, f"expected {count} records, got {len(out)}"
+    return out
