@@ -3,6 +3,7 @@ client (not logbus's Producer), and small waiting helpers."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -69,3 +70,69 @@ def poll_until(poll: Callable[[], list[T]], count: int, timeout: float = 30.0) -
         out += poll()
     assert len(out) == count, f"expected {count} records, got {len(out)}"
     return out
+
+
+class Events:
+    """A rebalance listener that records what it is told, for the asyncio consumer."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, list[Any]]] = []
+
+    def on_partitions_revoked(self, revoked: Sequence[Any]) -> None:
+        self.log.append(("revoked", sorted(revoked)))
+
+    def on_partitions_assigned(self, assigned: Sequence[Any]) -> None:
+        self.log.append(("assigned", sorted(assigned)))
+
+    def on_partitions_lost(self, lost: Sequence[Any]) -> None:
+        self.log.append(("lost", sorted(lost)))
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.log]
+
+
+class GroupMember:
+    """An asyncio consumer polling in a task of its own, keeping what it reads."""
+
+    def __init__(self, consumer: Any, topics: Sequence[str]) -> None:
+        self.consumer = consumer
+        self.events = Events()
+        self.records: list[Any] = []
+        self.paused = False
+        self._topics = list(topics)
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def start(self) -> GroupMember:
+        await self.consumer.start()
+        self.consumer.subscribe(self._topics, listener=self.events)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.paused:
+                await asyncio.sleep(0.05)
+                continue
+            self.records += await self.consumer.poll(timeout_ms=100)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+        await self.consumer.close()
+
+    def assignment(self) -> set[Any]:
+        return set(self.consumer.assignment())
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 45.0) -> Any:
+    """Await until `predicate()` is truthy (checking every 50 ms); fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.05)
