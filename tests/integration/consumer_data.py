@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kafka_wire import WireClient
-
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.compression import CompressionType
 
@@ -126,13 +125,13 @@ class GroupMember:
         return set(self.consumer.assignment())
 
 
-async def wait_until(predicate: Callable[[], Any], timeout: float = 45.0) -> Any:
-    """Await until `predicate()` is truthy (checking every 50 ms); fail after `timeout`."""
-    deadline = time.monotonic() + timeout
+async def wait_until(predicate: Callable[[], Any], within: float = 45.0) -> Any:
+    """Await until `predicate()` is truthy (checking every 50 ms); fail after `within` s."""
+    deadline = time.monotonic() + within
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"condition not met within {within}s")
         await asyncio.sleep(0.05)

@@ -4,14 +4,25 @@ iteration, seek, position, committed offsets, pause/resume, offsets_for_times.""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from consumer_data import make_topic, new_name, poll_until, values_of, write
 
-from logbus import ConfigError, Consumer, OffsetAndMetadata, TopicPartition
-from logbus import aio
+from kafka_wire import wait_for
+from logbus import (
+    ConfigError,
+    Consumer,
+    ConsumerRebalanceListener,
+    NoOffsetForPartitionError,
+    OffsetAndMetadata,
+    OffsetOutOfRangeError,
+    TopicPartition,
+    aio,
+)
 from logbus.client.consumer.records import IllegalStateError
 
 
@@ -179,14 +190,14 @@ def test_offsets_for_times(broker: Any) -> None:
 
 
 def test_bad_config_is_rejected_with_a_message() -> None:
-    with pytest.raises(ConfigError, match="unknown consumer config 'auto.offset.rest'.*"
-                                          "auto.offset.reset"):
+    with pytest.raises(ConfigError, match=r"unknown consumer config 'auto\.offset\.rest'.*"
+                                          r"auto\.offset\.reset"):
         Consumer({"auto.offset.rest": "earliest"})
     with pytest.raises(ConfigError, match="max_poll_recrds"):
         Consumer(max_poll_recrds=5)
-    with pytest.raises(ConfigError, match="auto.offset.reset='sometimes' is not one of"):
+    with pytest.raises(ConfigError, match=r"auto\.offset\.reset='sometimes' is not one of"):
         Consumer(auto_offset_reset="sometimes")
-    with pytest.raises(ConfigError, match="partition.assignment.strategy"):
+    with pytest.raises(ConfigError, match=r"unknown partition assignment strategy 'fancy'"):
         aio.Consumer(partition_assignment_strategy=["fancy"])
     with pytest.raises(ConfigError, match="must be a number"):
         aio.Consumer({"max.poll.records": "many"})
@@ -194,7 +205,7 @@ def test_bad_config_is_rejected_with_a_message() -> None:
 
 def test_subscribe_needs_a_group_and_poll_needs_a_subscription(broker: Any) -> None:
     with Consumer(bootstrap_servers=broker.bootstrap) as c:
-        with pytest.raises(IllegalStateError, match="group.id"):
+        with pytest.raises(IllegalStateError, match=r"needs a group\.id"):
             c.subscribe(["t"])
         with pytest.raises(IllegalStateError, match="not subscribed"):
             c.poll(0)
@@ -233,3 +244,95 @@ def test_deserializers(broker: Any) -> None:
         c.assign([(topic, 0)])
         records = poll_until(c.poll, 2)
     assert [(r.key, r.value) for r in records] == [("ké", {"n": 1}), (None, None)]
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest", "none"])
+def test_offset_out_of_range_applies_auto_offset_reset(broker: Any, policy: str) -> None:
+    topic = make_topic(broker.bootstrap)
+    write(broker.bootstrap, topic, 0, [b"a", b"b", b"c"])
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset=policy) as c:
+        c.assign([tp])
+        c.seek(tp, 100)
+        if policy == "none":
+            with pytest.raises(OffsetOutOfRangeError, match=f"{topic}-0 at 100"):
+                poll_until(lambda: c.poll(1.0), 1)
+            # It stays raised until the application seeks somewhere valid.
+            with pytest.raises(OffsetOutOfRangeError):
+                c.poll(0)
+            c.seek(tp, 1)
+            assert values_of(poll_until(c.poll, 2)) == [b"b", b"c"]
+        elif policy == "earliest":
+            assert values_of(poll_until(c.poll, 3)) == [b"a", b"b", b"c"]
+        else:
+            wait_for(lambda: c.poll(0.1) == [] and c.position(tp) == 3)
+            write(broker.bootstrap, topic, 0, [b"d"])
+            assert values_of(poll_until(c.poll, 1)) == [b"d"]
+
+
+def test_no_committed_offset_and_no_reset_policy_raises(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=new_name("g"),
+                  auto_offset_reset="none") as c:
+        c.assign([tp])
+        with pytest.raises(NoOffsetForPartitionError, match=f"{topic}-0"):
+            c.poll(0.1)
+        c.seek_to_beginning()
+        assert c.position(tp) == 0
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_reads_every_codec_confluent_kafka_writes(broker: Any, codec: str) -> None:
+    from confluent_kafka import Producer
+
+    topic = make_topic(broker.bootstrap)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                         "linger.ms": 20})
+    values = [b"value-%d-" % i + b"x" * (i % 50) for i in range(300)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, key=b"k%d" % i, partition=0,
+                         headers=[("n", b"%d" % i)])
+    assert producer.flush(30) == 0
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition(topic, 0)])
+        records = poll_until(c.poll, 300)
+    assert [r.value for r in records] == values
+    assert [r.key for r in records] == [b"k%d" % i for i in range(300)]
+    assert [r.offset for r in records] == list(range(300))
+    assert records[7].headers == (("n", b"7"),)
+
+
+def test_blocking_listener_runs_in_the_polling_thread_and_may_use_the_consumer(
+    broker: Any,
+) -> None:
+    topic = make_topic(broker.bootstrap, partitions=2)
+    for p in range(2):
+        write(broker.bootstrap, topic, p, [b"%d-%d" % (p, i) for i in range(4)])
+    seen: list[tuple[str, list[TopicPartition], bool]] = []
+
+    class SkipTwo(ConsumerRebalanceListener):
+        def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+            seen.append(("assigned", list(assigned), threading.current_thread() is caller))
+            for tp in assigned:
+                c.seek(tp, 2)
+                assert c.position(tp) == 2
+
+        def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+            seen.append(("revoked", list(revoked), threading.current_thread() is caller))
+            c.commit()
+
+    caller = threading.current_thread()
+    group = new_name("g")
+    c = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                 auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        c.subscribe([topic], listener=SkipTwo())
+        records = poll_until(c.poll, 4)
+        assert sorted(r.value for r in records) == [b"0-2", b"0-3", b"1-2", b"1-3"]
+    finally:
+        c.close()
+    both = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    assert seen == [("assigned", both, True), ("revoked", both, True)]
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c2:
+        assert c2.committed(both) == {tp: OffsetAndMetadata(4, "") for tp in both}

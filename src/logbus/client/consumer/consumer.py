@@ -92,6 +92,7 @@ class Consumer:
         self._fetcher: Fetcher | None = None
         self._coordinator: ConsumerCoordinator | None = None
         self._closed = False
+        self._closing = False
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._last_metadata = 0.0
         self._pattern_checked = 0.0
@@ -129,13 +130,14 @@ class Consumer:
     async def close(self) -> None:
         """Commit consumed offsets (with enable.auto.commit), revoke (listener), leave
         the group and close every connection. Safe to call twice."""
-        if self._closed:
+        if self._closed or self._closing:
             return
-        self._closed = True
+        self._closing = True  # the listener may still commit, until on_close() ends
         try:
             if self._coordinator is not None:
                 await self._coordinator.on_close()
         finally:
+            self._closed = True
             if self._fetcher is not None:
                 await self._fetcher.close()
             if self._cluster is not None:
