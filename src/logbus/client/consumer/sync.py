@@ -163,11 +163,18 @@ class Consumer:
     def unsubscribe(self) -> None:
         self._run_with_callbacks(self._consumer.unsubscribe())
 
+    def _read(self, fn: Callable[[], T]) -> T:
+        async def call() -> T:
+            return fn()
+
+        return self._run(call())
+
     def assignment(self) -> set[TopicPartition]:
-        return self._consumer.assignment()
+        """The partitions held now (safe to ask from any thread)."""
+        return self._read(self._consumer.assignment)
 
     def subscription(self) -> set[str]:
-        return self._consumer.subscription()
+        return self._read(self._consumer.subscription)
 
     def topics(self) -> dict[str, set[int]]:
         return self._run(self._consumer.topics())
@@ -216,7 +223,7 @@ class Consumer:
         self._call(self._consumer.resume, *partitions)
 
     def paused(self) -> set[TopicPartition]:
-        return self._consumer.paused()
+        return self._read(self._consumer.paused)
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
