@@ -336,3 +336,35 @@ def test_blocking_listener_runs_in_the_polling_thread_and_may_use_the_consumer(
     assert seen == [("assigned", both, True), ("revoked", both, True)]
     with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c2:
         assert c2.committed(both) == {tp: OffsetAndMetadata(4, "") for tp in both}
+
+
+def test_consumer_carries_on_across_a_broker_restart(broker_factory: Any) -> None:
+    broker = broker_factory()
+    topic = make_topic(broker.bootstrap, partitions=2)
+    for p in range(2):
+        write(broker.bootstrap, topic, p, [b"%d-a" % p])
+    group = new_name("g")
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                  auto_offset_reset="earliest", heartbeat_interval_ms=200,
+                  reconnect_backoff_ms=20, retry_backoff_ms=50) as c:
+        c.subscribe([topic])
+        assert sorted(values_of(poll_until(c.poll, 2))) == [b"0-a", b"1-a"]
+        c.commit()
+        broker.restart()
+        for p in range(2):
+            write(broker.bootstrap, topic, p, [b"%d-b" % p])
+        assert sorted(values_of(poll_until(c.poll, 2))) == [b"0-b", b"1-b"]
+        wait_for(lambda: _commits(c), 30)
+        both = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        assert c.committed(both) == {tp: OffsetAndMetadata(2, "") for tp in both}
+
+
+def _commits(c: Consumer) -> bool:
+    """Commit, or report the retriable failure a just-restarted broker may give."""
+    from logbus import KafkaError
+
+    try:
+        c.commit()
+    except KafkaError:
+        return False
+    return True

@@ -97,6 +97,7 @@ class GroupMember:
         self.poll_timeout_expired = False
         self._last_poll = time.monotonic()
         self._conn: Connection | None = None
+        self._connect_lock = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
         self._heartbeat_error: KafkaError | None = None
 
@@ -121,17 +122,19 @@ class GroupMember:
         self._last_poll = time.monotonic()
 
     async def _coordinator(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            shared = await group_ops.coordinator(self.cluster, self.group_id)
-            # A connection of our own: JoinGroup blocks its connection for a whole rebalance.
-            self._conn = await Connection.connect(
-                shared.host,
-                shared.port,
-                client_id=self.cluster.client_id,
-                connect_timeout=self.cluster.connect_timeout,
-                request_timeout=self.cluster.request_timeout,
-            )
-        return self._conn
+        # Heartbeats and commits may both find the connection gone: one reconnects.
+        async with self._connect_lock:
+            if self._conn is None or self._conn.closed:
+                shared = await group_ops.coordinator(self.cluster, self.group_id)
+                # Our own connection: JoinGroup blocks its connection for a whole rebalance.
+                self._conn = await Connection.connect(
+                    shared.host,
+                    shared.port,
+                    client_id=self.cluster.client_id,
+                    connect_timeout=self.cluster.connect_timeout,
+                    request_timeout=self.cluster.request_timeout,
+                )
+            return self._conn
 
     async def _reset_coordinator(self) -> None:
         if self._conn is not None:
@@ -296,8 +299,12 @@ class GroupMember:
                         "group_instance_id": self.group_instance_id,
                     },
                 )
-            except KafkaConnectionError:
-                await self._reset_coordinator()
+            except KafkaError as exc:
+                if not (exc.retriable or exc.code in group_ops.COORDINATOR_ERRORS):
+                    self._heartbeat_error = exc
+                    self.rejoin_needed.set()
+                    return
+                await self._reset_coordinator()  # find the coordinator again
                 continue
             code = response["error_code"]
             if code == ErrorCode.NONE:

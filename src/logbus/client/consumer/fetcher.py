@@ -253,6 +253,8 @@ class Fetcher:
         )
         self.check_crcs: bool = config["check.crcs"]
         self.retry_backoff = config["retry.backoff.ms"] / 1000
+        self.reconnect_backoff = config["reconnect.backoff.ms"] / 1000
+        self.reconnect_backoff_max = config["reconnect.backoff.max.ms"] / 1000
         self.rack: str = config["client.rack"]
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
@@ -260,6 +262,7 @@ class Fetcher:
         self._buffered: dict[TopicPartition, CompletedFetch] = {}
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._node_retry_at: dict[int, float] = {}
+        self._node_failures: dict[int, int] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._metadata_task: asyncio.Task[None] | None = None
@@ -401,8 +404,17 @@ class Fetcher:
             del self._in_flight[node]
         if not task.cancelled() and task.exception() is not None:
             log.warning("fetch from broker %d failed: %r", node, task.exception())
-            self._node_retry_at[node] = time.monotonic() + self.retry_backoff
+            self._back_off_node(node)
         self._wake.set()
+
+    def _back_off_node(self, node: int) -> None:
+        """Wait before the next fetch from a failing broker: reconnect.backoff.ms,
+        doubling with each failure in a row up to reconnect.backoff.max.ms."""
+        failures = self._node_failures.get(node, 0) + 1
+        self._node_failures[node] = failures
+        delay = min(self.reconnect_backoff * 2 ** min(failures - 1, 30),
+                    self.reconnect_backoff_max)
+        self._node_retry_at[node] = time.monotonic() + delay
 
     def request_metadata(self) -> None:
         """Refresh metadata in the background (once at a time, then wake the loop)."""
@@ -459,18 +471,19 @@ class Fetcher:
             )
         except KafkaConnectionError as exc:
             log.debug("fetch from broker %d failed: %s", node, exc)
-            self._node_retry_at[node] = time.monotonic() + self.retry_backoff
+            self._back_off_node(node)
             self.request_metadata()
             return
         except KafkaError as exc:
             if exc.code in METADATA_ERRORS or exc.code == ErrorCode.BROKER_NOT_AVAILABLE:
-                self._node_retry_at[node] = time.monotonic() + self.retry_backoff
+                self._back_off_node(node)
                 self.request_metadata()
                 return
             raise
+        self._node_failures.pop(node, None)
         top_error = response.get("error_code", ErrorCode.NONE)
         if top_error != ErrorCode.NONE:
-            self._node_retry_at[node] = time.monotonic() + self.retry_backoff
+            self._back_off_node(node)
             self.request_metadata()
             return
         for t in response["responses"]:
