@@ -15,11 +15,8 @@ from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.metadata import ZERO_UUID, ClusterMetadata, parse_metadata
+from logbus.client.metadata import ClusterMetadata, parse_metadata
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.records.batch import BatchHeader, InvalidBatch
-from logbus.records.reader import iter_record_set
-from logbus.records.record import Record
 
 EARLIEST = -2
 LATEST = -1
@@ -27,11 +24,8 @@ DEFAULT_TIMEOUT_MS = 30_000
 # Topic resource in DescribeConfigs; DYNAMIC_TOPIC_CONFIG is a topic's own override.
 _RESOURCE_TOPIC = 2
 _CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-# Produce v3 is the first to carry record batches v2, and Fetch v4 the first to return
-# them without down-conversion; from Fetch v13 topics are named by id only.
+# Produce v3 is the first to carry record batches v2.
 _MIN_PRODUCE_VERSION = 3
-_MIN_FETCH_VERSION = 4
-_LAST_FETCH_BY_NAME = 12
 
 TopicPartition = tuple[str, int]
 
@@ -49,22 +43,6 @@ class ProduceResult:
     base_offset: int
     log_append_time: int
     log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
-    """What a fetch returned for one partition: its data batches (control batches left
-    out, records before the fetch offset dropped) and where the next fetch starts."""
-
-    batches: list[tuple[BatchHeader, list[Record]]]
-    next_offset: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-
-    @property
-    def records(self) -> list[Record]:
-        return [record for _, records in self.batches for record in records]
 
 
 def _require(conn: Connection, api_key: ApiKey, minimum: int, max_version: int | None) -> int:
@@ -287,111 +265,6 @@ def _produce_error_message(key: TopicPartition, p: dict[str, Any]) -> str:
         for e in p["record_errors"]
     ]
     return "; ".join(parts) or f"producing to {key[0]}-{key[1]}"
-
-
-async def fetch(
-    conn: Connection,
-    topic: str,
-    partition: int,
-    offset: int,
-    max_wait_ms: int = 500,
-    max_bytes: int = 1024 * 1024,
-    *,
-    topic_id: UUID | None = None,
-) -> FetchedPartition:
-    """Records of one partition from `offset` on (from its leader). Without a topic id the
-    request is capped at Fetch v12, the last to name topics."""
-    ids = {topic: topic_id} if topic_id is not None else {}
-    results = await fetch_many(
-        conn, {(topic, partition): offset}, max_wait_ms, max_bytes, max_bytes, topic_ids=ids
-    )
-    value = results[(topic, partition)]
-    if isinstance(value, KafkaError):
-        raise value
-    return value
-
-
-async def fetch_many(
-    conn: Connection,
-    offsets: Mapping[TopicPartition, int],
-    max_wait_ms: int = 500,
-    max_bytes: int = 50 * 1024 * 1024,
-    partition_max_bytes: int = 1024 * 1024,
-    *,
-    topic_ids: Mapping[str, UUID] | None = None,
-    min_bytes: int = 1,
-) -> dict[TopicPartition, FetchedPartition | KafkaError]:
-    """A sessionless Fetch for several partitions led by `conn`'s broker."""
-    ids = dict(topic_ids or {})
-    by_id = all(ids.get(topic, ZERO_UUID) != ZERO_UUID for topic, _ in offsets)
-    version = _require(
-        conn, ApiKey.FETCH, _MIN_FETCH_VERSION, None if by_id else _LAST_FETCH_BY_NAME
-    )
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), offset in offsets.items():
-        topics.setdefault(topic, []).append(
-            {
-                "partition": partition,
-                "fetch_offset": offset,
-                "partition_max_bytes": partition_max_bytes,
-            }
-        )
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": min_bytes,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {"topic": t, "topic_id": ids.get(t, ZERO_UUID), "partitions": ps}
-            for t, ps in topics.items()
-        ],
-    }
-    timeout = conn.request_timeout + max_wait_ms / 1000
-    response = await conn.request(ApiKey.FETCH, body, version, response_timeout=timeout)
-    check(response["error_code"], "Fetch")
-    names = {topic_id: name for name, topic_id in ids.items()}
-    out: dict[TopicPartition, FetchedPartition | KafkaError] = {}
-    for t in response["responses"]:
-        name = t["topic"] if version <= _LAST_FETCH_BY_NAME else names.get(t["topic_id"], "")
-        for p in t["partitions"]:
-            key = (name, p["partition_index"])
-            if key not in offsets:
-                continue
-            if p["error_code"] != ErrorCode.NONE:
-                out[key] = KafkaError(p["error_code"], f"fetching {name}-{key[1]}")
-            else:
-                try:
-                    out[key] = _fetched(p, offsets[key])
-                except InvalidBatch as exc:
-                    out[key] = KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name}-{key[1]}: {exc}")
-    _fill_missing(out, offsets, "Fetch")
-    return out
-
-
-def _fetched(p: dict[str, Any], offset: int) -> FetchedPartition:
-    batches: list[tuple[BatchHeader, list[Record]]] = []
-    next_offset = offset
-    data = p["records"]
-    if data:
-        for header, records in iter_record_set(data):
-            next_offset = max(next_offset, header.next_offset)
-            if header.is_control:
-                continue
-            # A batch starts where its producer started it, so its first records may
-            # precede the offset asked for (the broker sends whole batches).
-            kept = [r for r in records if r.offset >= offset]
-            if kept:
-                batches.append((header, kept))
-    return FetchedPartition(
-        batches=batches,
-        next_offset=next_offset,
-        high_watermark=p["high_watermark"],
-        last_stable_offset=p["last_stable_offset"],
-        log_start_offset=p["log_start_offset"],
-    )
 
 
 def _only(results: Iterable[dict[str, Any]], name: str, api: str) -> dict[str, Any]:

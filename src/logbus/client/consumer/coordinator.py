@@ -11,10 +11,9 @@ Membership itself (JoinGroup, SyncGroup, heartbeats, static membership) is
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from logbus.client import group_ops
@@ -61,7 +60,7 @@ async def call_listener(
     method: Callable[[Sequence[TopicPartition]], Any] = getattr(listener, hook)
     try:
         result = method(sorted(partitions))
-        if inspect.isawaitable(result):
+        if isinstance(result, Awaitable):
             await result
     except Exception as exc:
         log.error("rebalance listener %s failed: %r", hook, exc)
@@ -282,7 +281,7 @@ class ConsumerCoordinator:
                     log.warning("offset commit failed: %s", exc)
             if callback is not None:
                 result = callback(offsets, error)
-                if inspect.isawaitable(result):
+                if isinstance(result, Awaitable):
                     await result
 
         task = asyncio.get_running_loop().create_task(run(), name="logbus-commit")
