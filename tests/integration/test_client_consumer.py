@@ -368,3 +368,18 @@ def _commits(c: Consumer) -> bool:
     except KafkaError:
         return False
     return True
+
+
+def test_small_fetch_limits_still_read_everything(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap, partitions=2)
+    for p in range(2):
+        for i in range(5):
+            write(broker.bootstrap, topic, p, [b"%d-%d-" % (p, i) + b"x" * 500])
+    # Each fetch returns at least one whole batch, whatever the limits say (KIP-74).
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  max_partition_fetch_bytes=100, fetch_max_bytes=200, fetch_min_bytes=1,
+                  fetch_max_wait_ms=10) as c:
+        c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        records = poll_until(c.poll, 10)
+    assert sorted(r.value[:4] for r in records) == sorted(
+        b"%d-%d-" % (p, i) for p in range(2) for i in range(5))

@@ -79,9 +79,13 @@ class Consumer:
     def _run_with_callbacks(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop while serving the listener calls it makes, here."""
         calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        future: Future[T] = self._thread.submit(coro)
+        outer, self._calls = self._calls, calls  # before the coroutine can call back
+        try:
+            future: Future[T] = self._thread.submit(coro)
+        except BaseException:
+            self._calls = outer
+            raise
         future.add_done_callback(lambda _: calls.put(_DONE))
-        outer, self._calls = self._calls, calls
         try:
             while True:
                 try:
