@@ -21,12 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from logbus.client.cluster import Cluster
-from logbus.client.consumer.records import (
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
-    ConsumerRecord,
-    OffsetOutOfRangeError,
-)
+from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
 from logbus.client.consumer.subscription_state import SubscriptionState
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.metadata import NO_LEADER
@@ -34,7 +29,7 @@ from logbus.client.types import TopicPartition
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.control import ControlType, decode_control_key
-from logbus.records.reader import decode_batch
+from logbus.records.reader import decode_batch, decode_record_tuples
 
 log = logging.getLogger(__name__)
 
@@ -182,43 +177,34 @@ class CompletedFetch:
         return bool(records) and decode_control_key(records[0].key).type == ControlType.ABORT
 
     def _decode(self, position: int, header: BatchHeader) -> list[ConsumerRecord]:
+        topic, partition = self.tp
         try:
-            _, records = decode_batch(
-                self._view[position : position + header.size], verify_crc=self._check_crcs
+            records = decode_record_tuples(
+                self._view[position : position + header.size],
+                header,
+                ConsumerRecord,
+                topic,
+                partition,
+                min_offset=self.next_offset,
+                verify_crc=self._check_crcs,
             )
         except InvalidBatch as exc:
             # Stay on this batch: every later poll raises until the application seeks.
             self._batch_index -= 1
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
-                f"record batch of {self.tp.topic}-{self.tp.partition} at offset "
+                f"record batch of {topic}-{partition} at offset "
                 f"{header.base_offset} is invalid: {exc}",
             ) from None
-        topic, partition = self.tp
-        kind = TIMESTAMP_LOG_APPEND_TIME if header.is_log_append_time else TIMESTAMP_CREATE_TIME
-        start = self.next_offset
         key_of, value_of = self._key, self._value
         if key_of is None and value_of is None:
-            return [
-                ConsumerRecord(
-                    topic, partition, r.offset, r.timestamp, kind, r.key, r.value, r.headers
-                )
-                for r in records
-                if r.offset >= start
-            ]
+            return records
         return [
-            ConsumerRecord(
-                topic,
-                partition,
-                r.offset,
-                r.timestamp,
-                kind,
-                key_of(r.key) if key_of is not None else r.key,
-                value_of(r.value) if value_of is not None else r.value,
-                r.headers,
+            r._replace(
+                key=key_of(r.key) if key_of is not None else r.key,
+                value=value_of(r.value) if value_of is not None else r.value,
             )
             for r in records
-            if r.offset >= start
         ]
 
 
