@@ -208,7 +208,7 @@ class Consumer:
         wanted = [TopicPartition(*tp) for tp in partitions]
         self._subscriptions.assign_from_user(wanted)
         if self._fetcher is not None:
-            self._fetcher.clear([tp for tp in list(self._fetcher._buffered) if tp not in wanted])
+            self._fetcher.retain(wanted)
             self._fetcher.request_metadata()
 
     async def unsubscribe(self) -> None:

@@ -285,6 +285,11 @@ class Fetcher:
                 self._buffered.pop(tp, None)
         self._wake.set()
 
+    def retain(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop buffered data of every partition but these."""
+        keep = set(partitions)
+        self.clear([tp for tp in self._buffered if tp not in keep])
+
     # --- handing records to poll() ----------------------------------------------------
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
