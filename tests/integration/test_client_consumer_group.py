@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from consumer_data import GroupMember, make_topic, new_name, wait_until, write
 
-from logbus import TopicPartition, aio
+from logbus import CommitFailedError, TopicPartition, aio
 
 
 def config(broker: Any, group: str) -> dict[str, Any]:
@@ -152,6 +152,8 @@ def test_member_that_stops_polling_leaves_and_rejoins(broker: Any) -> None:
                          and a.assignment() != b.assignment())
         a.paused = True  # a stops calling poll()
         await wait_until(lambda: b.assignment() == everything(topic, 2))
+        with pytest.raises(CommitFailedError, match="not in the group"):
+            await a.consumer.commit()
         a.paused = False
         await wait_until(lambda: "lost" in a.events.kinds())
         await wait_until(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1

@@ -193,7 +193,8 @@ class ConsumerCoordinator:
         """Commit (with auto-commit), tell the listener, leave the group."""
         subs = self.subscriptions
         try:
-            if self.auto_commit and subs.assignment:
+            in_group = not subs.auto_assigned or self.member.generation_valid
+            if self.auto_commit and subs.assignment and in_group:
                 await self._commit_before_revoke()
             if subs.auto_assigned and subs.assignment:
                 owned = list(subs.assignment)
@@ -235,7 +236,15 @@ class ConsumerCoordinator:
         CommitFailedError when the group has rebalanced the partitions away."""
         if not offsets:
             return
-        as_member = self.subscriptions.auto_assigned and self.member.generation_valid
+        as_member = self.subscriptions.auto_assigned
+        if as_member and not self.member.generation_valid:
+            # Kafka's rule: a subscribed member out of the group commits nothing, since
+            # its partitions may be someone else's by now.
+            raise CommitFailedError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                "commit cannot be completed: this member is not in the group (it left, "
+                "or was dropped); poll() again to rejoin",
+            )
         payload: dict[tuple[str, int], int | tuple[int, str]] = {
             tp: (om.offset, om.metadata) for tp, om in offsets.items()
         }
