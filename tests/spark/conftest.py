@@ -21,8 +21,8 @@ pytest.importorskip("pyarrow")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark tests need Java (17+)", allow_module_level=True)
 
-from confluent_kafka import Producer as KafkaProducer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Producer as KafkaProducer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 
 @pytest.fixture(scope="session")

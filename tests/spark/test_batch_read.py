@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from conftest import create_topic, produce, reader
 from pyspark.errors import PySparkException
 
+from conftest import create_topic, produce, reader
 from logbus.spark.options import parse_read_options
 from logbus.spark.source import LogbusBatchReader
 
@@ -155,7 +155,8 @@ def test_bad_input_names_the_option_or_partition(spark: Any, broker: Any) -> Non
          "option 'startingOffsets' is not valid JSON"),
         ({"subscribe": "known", "startingOffsets": '{"known": [0]}'},
          "option 'startingOffsets': topic 'known' must map to an object"),
-        ({"subscribe": "missing-topic"}, "option 'subscribe': topic 'missing-topic' does not exist"),
+        ({"subscribe": "missing-topic"},
+         "option 'subscribe': topic 'missing-topic' does not exist"),
         ({"assign": '{"known": [3]}'}, "partition known-3 does not exist"),
         ({"subscribe": "known", "assign": '{"known": [0]}'}, "Exactly one of the options"),
         ({"subscribe": "known", "startingOffsets": '{"known": {"0": 10}}'},
@@ -170,7 +171,7 @@ def test_bad_input_names_the_option_or_partition(spark: Any, broker: Any) -> Non
     for options, message in cases:
         with pytest.raises(PySparkException, match=message):
             reader(spark, b, **options).load().collect()
-    with pytest.raises(PySparkException, match="'kafka.bootstrap.servers' must be specified"):
+    with pytest.raises(PySparkException, match=r"'kafka\.bootstrap\.servers' must be specified"):
         spark.read.format("logbus").option("subscribe", "known").load().collect()
     # failOnDataLoss=false stops at the end of the log instead.
     clamped = reader(

@@ -14,7 +14,7 @@ import math
 from pyspark.sql.datasource import InputPartition
 
 
-class OffsetRange(InputPartition):  # type: ignore[misc]
+class OffsetRange(InputPartition):
     """Records [start, end) of one topic-partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:

@@ -164,7 +164,9 @@ class OffsetReader:
                 options.by_timestamp_strategy == "latest",
             )
         elif options.starting_by_timestamp is not None:
-            stamps = _per_partition("startingOffsetsByTimestamp", options.starting_by_timestamp, tps)
+            stamps = _per_partition(
+                "startingOffsetsByTimestamp", options.starting_by_timestamp, tps
+            )
             wanted = self._by_timestamp(
                 "startingOffsetsByTimestamp", stamps, latest,
                 options.by_timestamp_strategy == "latest",

@@ -36,7 +36,7 @@ _BYTES_OR_TEXT = (BinaryType(), StringType())
 
 
 @dataclass
-class WrittenRecords(WriterCommitMessage):  # type: ignore[misc]
+class WrittenRecords(WriterCommitMessage):
     """What one task wrote."""
 
     records: int
@@ -115,7 +115,7 @@ def write_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> i
     return written
 
 
-class LogbusBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class LogbusBatchWriter(DataSourceArrowWriter):
     """`df.write.format("logbus")`: every task sends its rows, acknowledged."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
@@ -126,7 +126,7 @@ class LogbusBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return WrittenRecords(write_batches(self.options, iterator))
 
 
-class LogbusStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class LogbusStreamWriter(DataSourceStreamArrowWriter):
     """`df.writeStream.format("logbus")`: each micro-batch's tasks send and wait for
     acknowledgement before the batch can commit (at-least-once)."""
 

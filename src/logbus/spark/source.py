@@ -63,7 +63,7 @@ def offsets_from_json(offsets: dict[str, Any]) -> dict[TP, int]:
         raise LogbusSparkError(f"malformed logbus source offsets {offsets!r}") from None
 
 
-class LogbusDataSource(DataSource):  # type: ignore[misc]
+class LogbusDataSource(DataSource):
     """Spark's Kafka source and sink, for logbus: `spark.read.format("logbus")`."""
 
     @classmethod
@@ -96,7 +96,7 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
     )
 
 
-class LogbusBatchReader(DataSourceReader):  # type: ignore[misc]
+class LogbusBatchReader(DataSourceReader):
     """A batch read: plans offset ranges on the driver, reads them on executors."""
 
     def __init__(self, options: ReadOptions) -> None:
@@ -126,7 +126,7 @@ class LogbusBatchReader(DataSourceReader):  # type: ignore[misc]
         return _read(self.options, partition)
 
 
-class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A streaming read. Offsets are {topic: {partition: next offset}} JSON; each
     micro-batch reads [start, end) of every partition. Partitions that appear later
     (new partitions, new topics matching the pattern) are read from their earliest
