@@ -102,3 +102,12 @@ def reader(spark: Any, bootstrap: str, **options: str) -> Any:
     for name, value in options.items():
         builder = builder.option(name, value)
     return builder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Spark jobs are slow to start on a busy machine: allow them more than the default
+    per-test limit (the first test also starts the JVM)."""
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.timeout(600))
