@@ -40,6 +40,16 @@ _READ_OPTIONS = (
     "maxOffsetsPerTrigger",
 )
 _WRITE_OPTIONS = ("topic", "includeHeaders")
+# Spark Kafka source options that tune its Kafka consumer and mean nothing here: accepted
+# so that jobs port unchanged, and ignored.
+_READ_IGNORED = (
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",
+)
+# Spark Kafka source options this source does not offer yet.
+_READ_UNSUPPORTED = ("minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger")
 
 # Consumer settings (after the `kafka.` prefix) a reader honours; group.id is accepted as
 # Spark accepts it, but no consumer group is ever joined: offsets live in the checkpoint.
@@ -55,6 +65,25 @@ _READ_CLIENT_SETTINGS = frozenset(
         "isolation.level",
         "group.id",
         "security.protocol",
+        # consumer settings with no effect on exact-range fetches without a group
+        "group.instance.id",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.records",
+        "max.poll.interval.ms",
+        "partition.assignment.strategy",
+        "fetch.min.bytes",
+        "check.crcs",
+        "receive.buffer.bytes",
+        "send.buffer.bytes",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "retry.backoff.ms",
+        "connections.max.idle.ms",
+        "default.api.timeout.ms",
+        "client.dns.lookup",
+        "client.rack",
     }
 )
 # Consumer settings Spark's Kafka source refuses, with the option to use instead.
@@ -304,7 +333,10 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
 def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check and type the options of a batch (`streaming=False`) or streaming read."""
     options = _lower(raw)
-    kafka, own = _split_kafka(options, _READ_OPTIONS)
+    for name in _READ_UNSUPPORTED:
+        if name.lower() in options:
+            raise LogbusSparkError(f"option {name!r} is not supported by the logbus source yet")
+    kafka, own = _split_kafka(options, _READ_OPTIONS + _READ_IGNORED)
     client = _client_settings(kafka, _READ_CLIENT_SETTINGS)
 
     strategies = [s for s in ("assign", "subscribe", "subscribePattern") if s.lower() in own]
