@@ -135,6 +135,8 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
+        # Python workers start slowly on a busy machine; the default wait is 15 s.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -26,6 +26,8 @@ def spark_session(app: str, master: str = "local[2]") -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
+        # Python workers start slowly on a busy machine; the default wait is 15 s.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -89,17 +89,27 @@ def start_queries(
     """The two sinks of the counts: the compacted topic and Parquet."""
     df = counts(spark, bootstrap)
     trigger: dict[str, Any] = {"processingTime": "5 seconds"} if follow else {"availableNow": True}
-    to_topic = (
-        df.select(
-            F.concat_ws("|", "page", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm")).alias(
-                "key"
-            ),
-            F.to_json(F.struct("page", "window_start", "count")).alias("value"),
+    def publish(batch: DataFrame, batch_id: int) -> None:
+        # Spark's Python data source sinks take append mode only, so the updated counts of
+        # each micro-batch are written with a batch write; a replayed micro-batch rewrites
+        # the same keys, which compaction collapses.
+        (
+            batch.select(
+                F.concat_ws(
+                    "|", "page", F.date_format("window_start", "yyyy-MM-dd'T'HH:mm")
+                ).alias("key"),
+                F.to_json(F.struct("page", "window_start", "count")).alias("value"),
+            )
+            .write.format("logbus")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", COUNTS_TOPIC)
+            .mode("append")
+            .save()
         )
-        .writeStream.format("logbus")
+
+    to_topic = (
+        df.writeStream.foreachBatch(publish)
         .outputMode("update")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", COUNTS_TOPIC)
         .option("checkpointLocation", str(out / "checkpoints" / "topic"))
         .trigger(**trigger)
         .start()
