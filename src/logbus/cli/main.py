@@ -1,10 +1,10 @@
 """`logbus`: run a broker, manage topics, produce and consume from the command line.
 
-    logbus server start [server.properties] [--override key=value]...
-    logbus topics {create,list,describe,alter,delete} ...
-    logbus produce TOPIC [options] < lines
-    logbus consume TOPIC [--group GROUP] [options]
-    logbus groups {list,describe,delete,reset-offsets} ...
+logbus server start [server.properties] [--override key=value]...
+logbus topics {create,list,describe,alter,delete} ...
+logbus produce TOPIC [options] < lines
+logbus consume TOPIC [--group GROUP] [options]
+logbus groups {list,describe,delete,reset-offsets} ...
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from logbus import __version__
-from logbus.cli import consume, groups, produce, topics
+from logbus.cli import configs, consume, delete_records, groups, produce, topics
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(subparsers)
     consume.register(subparsers)
     groups.register(subparsers)
+    configs.register(subparsers)
+    delete_records.register(subparsers)
     return parser
 
 

@@ -24,8 +24,13 @@ from logbus.records.record import Record
 EARLIEST = -2
 LATEST = -1
 DEFAULT_TIMEOUT_MS = 30_000
-# Topic resource in DescribeConfigs; DYNAMIC_TOPIC_CONFIG is a topic's own override.
+# Config resource types; DYNAMIC_TOPIC_CONFIG is a topic's own override.
 _RESOURCE_TOPIC = 2
+RESOURCE_TOPIC = _RESOURCE_TOPIC
+RESOURCE_BROKER = 4
+# IncrementalAlterConfigs operations.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+HIGH_WATERMARK = -1  # DeleteRecords: everything below the high watermark
 _CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 # Produce v3 is the first to carry record batches v2, and Fetch v4 the first to return
 # them without down-conversion; from Fetch v13 topics are named by id only.
@@ -182,6 +187,150 @@ async def describe_topic_configs(
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigSynonymInfo:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigInfo:
+    """One DescribeConfigs entry; `source` and `config_type` are the protocol's ids."""
+
+    name: str
+    value: str | None
+    source: int
+    is_sensitive: bool
+    read_only: bool
+    config_type: int
+    synonyms: list[ConfigSynonymInfo]
+    documentation: str | None
+
+
+async def describe_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    names: Sequence[str] | None = None,
+    *,
+    include_synonyms: bool = True,
+    include_documentation: bool = False,
+) -> list[ConfigInfo]:
+    """Every config of one resource (or only `names`), as the broker describes them.
+    A BROKER resource must go to that broker (named "": the cluster-wide defaults)."""
+    version = _require(conn, ApiKey.DESCRIBE_CONFIGS, 1, None)
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configuration_keys": list(names) if names else None,
+            }
+        ],
+        "include_synonyms": include_synonyms,
+        "include_documentation": include_documentation,
+    }
+    response = await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version)
+    [result] = response["results"]
+    check(result["error_code"], result["error_message"])
+    return [
+        ConfigInfo(
+            entry["name"],
+            entry["value"],
+            entry["config_source"],
+            entry["is_sensitive"],
+            entry["read_only"],
+            entry.get("config_type", 0) or 0,
+            [ConfigSynonymInfo(s["name"], s["value"], s["source"]) for s in entry["synonyms"]],
+            entry.get("documentation"),
+        )
+        for entry in result["configs"]
+    ]
+
+
+async def incremental_alter_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    ops: Sequence[tuple[str, int, str | None]],
+    *,
+    validate_only: bool = False,
+) -> None:
+    """Apply (config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT, value) operations to one
+    resource's dynamic configs. A BROKER resource must go to that broker."""
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [
+                    {"name": n, "config_operation": op, "value": value} for n, op, value in ops
+                ],
+            }
+        ],
+        "validate_only": validate_only,
+    }
+    version = _require(conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, None)
+    response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version)
+    [result] = response["responses"]
+    check(result["error_code"], result["error_message"])
+
+
+async def alter_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    configs: Mapping[str, str],
+    *,
+    validate_only: bool = False,
+) -> None:
+    """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [{"name": n, "value": v} for n, v in configs.items()],
+            }
+        ],
+        "validate_only": validate_only,
+    }
+    version = _require(conn, ApiKey.ALTER_CONFIGS, 0, None)
+    response = await conn.request(ApiKey.ALTER_CONFIGS, body, version)
+    [result] = response["responses"]
+    check(result["error_code"], result["error_message"])
+
+
+async def delete_records(
+    conn: Connection,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> dict[TopicPartition, int | KafkaError]:
+    """Delete the records below each offset (HIGH_WATERMARK: below the high watermark) of
+    partitions led by `conn`'s broker; returns each new low watermark, or the error."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "offset": offset})
+    body = {
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        "timeout_ms": timeout_ms,
+    }
+    version = _require(conn, ApiKey.DELETE_RECORDS, 0, None)
+    response = await conn.request(ApiKey.DELETE_RECORDS, body, version)
+    out: dict[TopicPartition, int | KafkaError] = {}
+    for t in response["topics"]:
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            if p["error_code"] != ErrorCode.NONE:
+                out[key] = KafkaError(p["error_code"], f"deleting records of {key[0]}-{key[1]}")
+            else:
+                out[key] = p["low_watermark"]
+    _fill_missing(out, offsets, "DeleteRecords")
+    return out
+
+
 async def list_offsets(conn: Connection, topic: str, partition: int, timestamp: int) -> int:
     """The offset for a timestamp: EARLIEST (-2), LATEST (-1), or the first offset whose
     timestamp is at least `timestamp` ms (-1 if there is none). Must go to the leader."""
@@ -283,8 +432,7 @@ async def produce_many(
 def _produce_error_message(key: TopicPartition, p: dict[str, Any]) -> str:
     parts = [p["error_message"]] if p["error_message"] else []
     parts += [
-        f"record {e['batch_index']}: {e['batch_index_error_message']}"
-        for e in p["record_errors"]
+        f"record {e['batch_index']}: {e['batch_index_error_message']}" for e in p["record_errors"]
     ]
     return "; ".join(parts) or f"producing to {key[0]}-{key[1]}"
 

@@ -33,6 +33,12 @@ class RecordTooLargeError(StorageError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp is outside message.timestamp.before/after.max.ms of now."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
 class RecordListTooLargeError(StorageError):
     """The records of one append are larger than a whole segment."""
 

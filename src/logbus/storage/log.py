@@ -47,7 +47,13 @@ from logbus.storage.log_retention import (
     retention_ms_breached,
     retention_size_breached,
 )
-from logbus.storage.log_validator import analyze_records, assign_offsets
+from logbus.storage.log_validator import (
+    analyze_records,
+    assign_offsets,
+    check_timestamps,
+    recompress,
+    target_codec,
+)
 from logbus.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from logbus.storage.producer_state import (
     DuplicateBatch,
@@ -209,6 +215,25 @@ class Log:
         )
         if not batches:
             return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        if from_client:
+            if not use_log_append_time:
+                check_timestamps(
+                    batches,
+                    now,
+                    config.message_timestamp_before_max_ms,
+                    config.message_timestamp_after_max_ms,
+                )
+            codec = target_codec(config)
+            rewritten = None if codec is None else recompress(records, batches, *codec)
+            if rewritten is not None:
+                records = rewritten
+                batches = analyze_records(
+                    records,
+                    max_message_bytes=config.max_message_bytes
+                    if max_message_bytes is None
+                    else max_message_bytes,
+                    from_client=from_client,
+                )
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes {config.segment_bytes}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -47,7 +48,7 @@ class LoadedSegments:
 def new_segment(
     directory: Path, base_offset: int, config: LogConfig, now_ms: int, *, active: bool
 ) -> LogSegment:
-    return LogSegment(
+    segment = LogSegment(
         directory,
         base_offset,
         index_interval_bytes=config.index_interval_bytes,
@@ -55,6 +56,10 @@ def new_segment(
         created_ms=now_ms,
         active=active,
     )
+    jitter = min(config.segment_jitter_ms, config.segment_ms)
+    # segment.jitter.ms: each segment rolls up to that much earlier, at random.
+    segment.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+    return segment
 
 
 def _remove_leftovers(directory: Path) -> dict[int, set[str]]:

@@ -87,6 +87,8 @@ class LogManager:
         self._config_for_topic = config_for_topic
         self.decompress = decompress
         self._lock = threading.RLock()
+        # Checkpoints are written from worker threads; one writer at a time per file.
+        self._checkpoint_lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
         self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
@@ -227,17 +229,27 @@ class LogManager:
             by_dir: dict[int, list[tuple[TopicPartition, Log]]] = {id(d): [] for d in self.log_dirs}
             for tp, log in self._logs.items():
                 by_dir[id(self._log_dir_of[tp])].append((tp, log))
-        for log_dir in self.log_dirs:
-            entries = by_dir[id(log_dir)]
-            log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
-            log_dir.log_start_offsets.write(
-                {
-                    tp: log.log_start_offset
-                    for tp, log in entries
-                    if log.log_start_offset > log.segments[0].base_offset
-                }
-            )
-            log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+        with self._checkpoint_lock:
+            self.checkpoint_log_start_offsets()
+            for log_dir in self.log_dirs:
+                entries = by_dir[id(log_dir)]
+                log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
+                log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write only the log start offset checkpoints (after DeleteRecords, so that a crash
+        cannot bring deleted records back)."""
+        with self._lock:
+            entries = [(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs:
+                log_dir.log_start_offsets.write(
+                    {
+                        tp: log.log_start_offset
+                        for tp, log, owner in entries
+                        if owner is log_dir and log.log_start_offset > log.segments[0].base_offset
+                    }
+                )
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """flush.ms: fsync logs whose last flush is older than their flush.ms, and the

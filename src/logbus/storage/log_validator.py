@@ -25,7 +25,16 @@ from logbus.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from logbus.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logbus.records.builder import build_batch
+from logbus.records.compression import CompressionType
+from logbus.records.reader import decode_batch
+from logbus.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+)
+from logbus.storage.log_config import LogConfig
 from logbus.storage.record_scan import Decompressor, iter_records
 
 _MAGIC_AT = 16
@@ -186,3 +195,79 @@ def assign_offsets(
     return AssignedRecords(
         buffer, first_offset, last, max_timestamp, offset_of_max, base_offsets, max_timestamps
     )
+
+
+def check_timestamps(
+    batches: list[BatchInfo], now_ms: int, before_max_ms: int, after_max_ms: int
+) -> None:
+    """message.timestamp.before/after.max.ms for CreateTime batches: each batch's first
+    and largest timestamps must lie within [now - before, now + after] (KIP-937). Records
+    are not decoded; a producer writes a batch's records in timestamp order."""
+    low = now_ms - before_max_ms
+    high = now_ms + after_max_ms
+    for _, header in batches:
+        if header.is_log_append_time or header.is_control:
+            continue
+        for timestamp in (header.base_timestamp, header.max_timestamp):
+            if timestamp >= 0 and not low <= timestamp <= high:
+                raise InvalidTimestampError(
+                    f"Timestamp {timestamp} of message with offset {header.base_offset} is "
+                    f"out of range. The timestamp should be within [{low}, {high}]"
+                )
+
+
+def target_codec(config: LogConfig) -> tuple[CompressionType, int | None] | None:
+    """(codec, level) that compression.type asks stored batches to use, or None for
+    "producer" (batches kept as produced). Level None is the codec's default."""
+    name = config.compression_type
+    if name == "producer":
+        return None
+    if name == "uncompressed":
+        return CompressionType.NONE, None
+    codec = CompressionType.from_name(name)
+    level = {
+        CompressionType.GZIP: config.compression_gzip_level,
+        CompressionType.LZ4: config.compression_lz4_level,
+        CompressionType.ZSTD: config.compression_zstd_level,
+    }.get(codec)
+    if codec == CompressionType.GZIP and level is not None and level < 0:
+        level = None  # compression.gzip.level -1: the codec's default
+    return codec, level
+
+
+def recompress(
+    records: bytes | bytearray | memoryview,
+    batches: list[BatchInfo],
+    codec: CompressionType,
+    level: int | None,
+) -> bytes | None:
+    """The records with every batch rewritten in `codec` (compression.type), or None when
+    every batch already uses it. Offsets deltas, timestamps, headers and producer fields are
+    kept; the leader assigns offsets afterwards as for any batch."""
+    if all(header.compression == codec for _, header in batches):
+        return None
+    view = memoryview(records)
+    out = bytearray()
+    for position, header in batches:
+        batch = view[position : position + header.size]
+        if header.compression == codec or header.is_control:
+            out += batch
+            continue
+        try:
+            _, decoded = decode_batch(batch, verify_crc=False)
+        except ValueError as exc:  # InvalidBatch or a codec's error
+            raise CorruptRecordError(str(exc)) from exc
+        out += build_batch(
+            decoded,
+            base_offset=header.base_offset,
+            compression=codec,
+            compression_level=level,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            partition_leader_epoch=header.partition_leader_epoch,
+            base_timestamp=header.base_timestamp,
+            last_offset_delta=header.last_offset_delta,
+        )
+    return bytes(out)

@@ -109,6 +109,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = created_ms
+        # Subtracted from segment.ms when deciding to roll (segment.jitter.ms).
+        self.roll_jitter_ms = 0
         self._suffix = suffix
         self._lock = threading.RLock()
         self._closed = False
@@ -218,7 +220,7 @@ class LogSegment:
         if self._size > 0:
             first = self._first_batch_timestamp()
             waited = max_timestamp - first if first >= 0 else now_ms - self.created_ms
-            if waited > config.segment_ms:
+            if waited > config.segment_ms - self.roll_jitter_ms:
                 return True
         return (
             self.offset_index.is_full
