@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    saved = {k: os.environ.get(k) for k in ("SPARK_LOCAL_IP", "PYTHONPATH", "PYSPARK_PYTHON")}
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Executors' Python workers must import this checkout's logbus, as the driver does.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -51,6 +52,11 @@ def spark() -> Iterator[Any]:
     logbus.spark.register(session)
     yield session
     session.stop()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
