@@ -657,7 +657,7 @@ def test_every_storage_setting_reaches_the_log_config(broker: Any, client: WireC
     assert (config.segment_jitter_ms, config.segment_index_bytes) == (500, 4096)
     assert (config.index_interval_bytes, config.flush_ms) == (128, 1000)
     assert (config.delete_retention_ms, config.min_compaction_lag_ms) == (1000, 10)
-    assert (config.max_compaction_lag_ms, config.min_cleanable_dirty_ratio) == (100000, 0.25)
+    assert (config.max_compaction_lag_ms, config.min_cleanable_ratio) == (100000, 0.25)
     assert (config.preallocate, config.unclean_leader_election_enable) == (True, True)
     assert (config.message_downconversion_enable, config.compression_zstd_level) == (False, 7)
     # A new segment takes its jitter from the new settings.
@@ -669,3 +669,18 @@ def test_every_storage_setting_reaches_the_log_config(broker: Any, client: WireC
 async def _roll(log: Any) -> Any:
     assert log.append_as_leader(build_batch([NewRecord(None, b"x")]), 0).first_offset == 0
     return log.roll()
+
+
+def test_dynamic_cleaner_settings_reconfigure_the_log_cleaner(
+    broker: Any, client: WireClient
+) -> None:
+    cleaner = broker.broker.log_manager.cleaner
+    assert cleaner.config.max_io_bytes_per_second != 12345.0
+    [result] = incremental(
+        client, [(BROKER, "", [("log.cleaner.io.max.bytes.per.second", SET, "12345")])]
+    )
+    assert result["error_code"] == ErrorCode.NONE
+    wait_for(lambda: cleaner.config.max_io_bytes_per_second == 12345.0)
+    [result] = incremental(client, [(BROKER, "0", [("log.cleaner.backoff.ms", SET, "250")])])
+    assert result["error_code"] == ErrorCode.NONE
+    wait_for(lambda: cleaner.config.backoff_ms == 250)

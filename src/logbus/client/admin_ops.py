@@ -394,7 +394,7 @@ async def produce(
 
 async def produce_many(
     conn: Connection,
-    batches: Mapping[TopicPartition, bytes],
+    batches: Mapping[TopicPartition, bytes | bytearray],
     acks: int = -1,
     *,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,

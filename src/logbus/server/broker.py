@@ -29,6 +29,7 @@ from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
+from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
 
@@ -62,13 +63,26 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         compression_zstd_level=int(values["compression.zstd.level"]),
         message_timestamp_before_max_ms=int(values["message.timestamp.before.max.ms"]),
         message_timestamp_after_max_ms=int(values["message.timestamp.after.max.ms"]),
-        delete_retention_ms=int(values["delete.retention.ms"]),
-        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
-        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
-        min_cleanable_dirty_ratio=float(values["min.cleanable.dirty.ratio"]),
         preallocate=bool(values["preallocate"]),
         unclean_leader_election_enable=bool(values["unclean.leader.election.enable"]),
         message_downconversion_enable=bool(values["message.downconversion.enable"]),
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_cleanable_ratio=float(values["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
+    )
+
+
+def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
+    """The broker's log.cleaner.* settings for the storage layer's LogCleaner."""
+    return CleanerConfig(
+        enable=config.log_cleaner_enable,
+        num_threads=config.log_cleaner_threads,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        backoff_ms=config.log_cleaner_backoff_ms,
     )
 
 
@@ -120,6 +134,7 @@ class Broker:
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
+            cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
         for listener_cfg in cfg.listeners:
@@ -237,6 +252,9 @@ class Broker:
         self.config = config
         if self.log_manager is not None:
             self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
+            cleaner = self.log_manager.cleaner
+            if cleaner is not None and cleaner.config != cleaner_config_from(config):
+                cleaner.reconfigure(cleaner_config_from(config))
         if self.replica_manager is not None:
             for topic in list(self.metadata_cache.topics.values()):
                 self.replica_manager.update_log_config(topic)

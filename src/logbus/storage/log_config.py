@@ -30,6 +30,11 @@ class LogConfig:
     retention_bytes: int = -1
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
+    # Compaction (read by the log cleaner at the start of every pass).
+    delete_retention_ms: int = 86400000
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     # Read by the partition for acks=all (Kafka keeps it in the log config too).
     min_insync_replicas: int = 1
     # Most random time taken off segment_ms for each new segment, to spread rolls.
@@ -43,11 +48,6 @@ class LogConfig:
     # CreateTime timestamps further than these from the broker's clock are rejected.
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
-    # Log cleaner settings (read by the cleaner on each pass).
-    delete_retention_ms: int = 86400000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
     # Accepted for compatibility; logbus never preallocates log files.
     preallocate: bool = False
     unclean_leader_election_enable: bool = False

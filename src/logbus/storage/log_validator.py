@@ -72,6 +72,7 @@ def analyze_records(
     from_client: bool,
     compact: bool = False,
     decompress: Decompressor | None = None,
+    topic_partition: str = "",
 ) -> list[BatchInfo]:
     """Split an append into whole v2 batches and check each one.
 
@@ -108,7 +109,7 @@ def analyze_records(
             raise CorruptRecordError(f"CRC mismatch in batch at byte {position}")
         _check_header(header, from_client)
         if compact and not header.is_control:
-            _check_keys(batch, header, decompress)
+            _check_keys(batch, header, decompress, topic_partition)
         out.append(BatchInfo(position, header))
         position += size
     return out
@@ -140,16 +141,28 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
         )
 
 
-def _check_keys(batch: memoryview, header: BatchHeader, decompress: Decompressor | None) -> None:
+def _check_keys(
+    batch: memoryview, header: BatchHeader, decompress: Decompressor | None, where: str
+) -> None:
+    """Every record of a compacted topic needs a key (Kafka's message and record errors)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {where}."
     try:
         records = iter_records(batch, header, decompress)
         if records is None:
-            return  # cannot look inside; the cleaner will deal with keyless records
-        for record in records:
-            if record.key is None:
-                raise InvalidRecordError("a compacted topic cannot accept a record without a key")
+            return  # cannot look inside; the cleaner will drop keyless records
+        missing = [i for i, record in enumerate(records) if record.key is None]
     except ValueError as exc:  # InvalidBatch or a codec's error
         raise CorruptRecordError(str(exc)) from exc
+    if missing:
+        errors = [(i, message) for i in missing]
+        shown = ", ".join(
+            f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
+        )
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
 def assign_offsets(

@@ -35,6 +35,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 _INT32_MAX = (1 << 31) - 1
 _RECOVERY_CHUNK = 1 << 20
@@ -194,6 +196,14 @@ class LogSegment:
                     best = TimestampOffset(header.max_timestamp, header.last_offset)
             self._max_timestamp = best
         return self._max_timestamp
+
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch (-1 for an empty segment)."""
+        return self._first_batch_timestamp()
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the log file's mtime (a cleaned segment keeps its sources' age)."""
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def _first_batch_timestamp(self) -> int:
         if self._rolling_timestamp is None:
