@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import importlib.util
 import json
 import os
 import platform
@@ -75,28 +74,6 @@ def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
             await admin_ops.create_topics(await cluster.controller(), name, partitions, 1)
 
     asyncio.run(create())
-
-
-def _fill_without_spark(bootstrap: str, topic: str, partitions: int, rows: int) -> None:
-    """Fill the topic with logbus's low-level client (used when the producer is absent)."""
-    from logbus.client import admin_ops
-    from logbus.client.cluster import Cluster
-    from logbus.records.builder import build_batch
-
-    async def fill() -> None:
-        async with await Cluster.connect(bootstrap) as cluster:
-            per = rows // partitions
-            for p in range(partitions):
-                conn = await cluster.leader(topic, p)
-                n = per + (1 if p < rows % partitions else 0)
-                for start in range(0, n, 2000):
-                    batch = build_batch(
-                        [(None, str(i).encode().ljust(VALUE_BYTES, b"x"))
-                         for i in range(start, min(n, start + 2000))]
-                    )
-                    await admin_ops.produce(conn, topic, p, batch, acks=1)
-
-    asyncio.run(fill())
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -160,16 +137,12 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
 
         seconds, _ = _timed(lambda: source.write.mode("overwrite").parquet(parquet))
         record("batch write", "parquet", seconds)
-        if importlib.util.find_spec("logbus.client.producer") is not None:
-            seconds, _ = _timed(
-                lambda: source.write.format("logbus")
-                .option("kafka.bootstrap.servers", bootstrap).option("topic", "bench")
-                .option("kafka.linger.ms", "5").mode("append").save()
-            )
-            record("batch write", "logbus", seconds)
-        else:
-            _fill_without_spark(bootstrap, "bench", partitions, rows)
-            record("batch write", "logbus", None, "producer not merged: filled directly")
+        seconds, _ = _timed(
+            lambda: source.write.format("logbus")
+            .option("kafka.bootstrap.servers", bootstrap).option("topic", "bench")
+            .option("kafka.linger.ms", "5").mode("append").save()
+        )
+        record("batch write", "logbus", seconds)
         source.unpersist()
 
         def logbus_df() -> Any:

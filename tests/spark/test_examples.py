@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from conftest import create_topic, produce
 
@@ -54,10 +51,6 @@ def test_offline_load_survives_a_crash(spark: Any, broker: Any, tmp_path: Path) 
     assert offline_load.read_lake(spark, lake).count() == 40
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("logbus.client.producer") is None,
-    reason="logbus.client.producer (the producer branch) is not merged yet",
-)
 def test_pageview_counts(spark: Any, broker: Any, tmp_path: Path) -> None:
     from confluent_kafka import Consumer as KafkaConsumer
     from confluent_kafka import TopicPartition as KafkaTopicPartition

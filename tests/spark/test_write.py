@@ -3,7 +3,6 @@ confluent-kafka; the columns the sink needs and the errors for bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,6 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.errors import PySparkException
 
 from conftest import create_topic, produce
-
-needs_producer = pytest.mark.skipif(
-    importlib.util.find_spec("logbus.client.producer") is None,
-    reason="logbus.client.producer (the producer branch) is not merged yet",
-)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
@@ -49,7 +43,6 @@ def writer(df: Any, bootstrap: str, **options: str) -> Any:
     return builder
 
 
-@needs_producer
 def test_batch_write_every_column(spark: Any, broker: Any) -> None:
     b = broker.bootstrap
     create_topic(b, "out", 3)
@@ -67,7 +60,6 @@ def test_batch_write_every_column(spark: Any, broker: Any) -> None:
     assert got == {(k, v, p, (("h", h[0][1]),)) for k, v, _, p, h in rows}
 
 
-@needs_producer
 def test_batch_write_topic_option_and_strings(spark: Any, broker: Any) -> None:
     b = broker.bootstrap
     create_topic(b, "text", 1)
@@ -80,7 +72,6 @@ def test_batch_write_topic_option_and_strings(spark: Any, broker: Any) -> None:
     assert {(m.key(), m.value()) for m in records} == {(None, b"two"), (b"a", b"one")}
 
 
-@needs_producer
 def test_stream_write_survives_a_restart(spark: Any, broker: Any, tmp_path: Path) -> None:
     b = broker.bootstrap
     create_topic(b, "raw", 2)
@@ -131,4 +122,8 @@ def test_write_bad_input(spark: Any, broker: Any) -> None:
     with pytest.raises(PySparkException, match=r"'kafka\.value\.serializer' is not supported"):
         writer(spark.createDataFrame([("v",)], "value string"), b, topic="t").option(
             "kafka.value.serializer", "x"
+        ).mode("append").save()
+    with pytest.raises(PySparkException, match="unknown producer config 'linger'"):
+        writer(spark.createDataFrame([("v",)], "value string"), b, topic="t").option(
+            "kafka.linger", "5"
         ).mode("append").save()

@@ -29,6 +29,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from logbus.client.config import ConfigError
+from logbus.client.producer import ProducerRecord
+from logbus.client.producer.config import parse_producer_config
+from logbus.client.producer.sync import Producer
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE
 
@@ -43,7 +47,12 @@ class WrittenRecords(WriterCommitMessage):
 
 
 def check_input_schema(options: WriteOptions, schema: StructType) -> None:
-    """Reject a DataFrame the sink cannot write, naming the column at fault."""
+    """Reject a DataFrame the sink cannot write, naming the column at fault, and producer
+    settings the producer would refuse."""
+    try:
+        parse_producer_config(options.producer_config, {})
+    except ConfigError as exc:
+        raise LogbusSparkError(f"the kafka.* options: {exc}") from None
     types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
 
     def expect(column: str, allowed: tuple[DataType, ...], what: str) -> None:
@@ -72,13 +81,10 @@ def _as_bytes(values: list[Any]) -> list[bytes | None]:
 
 def write_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row of `batches`; returns how many were acknowledged."""
-    # Imported here: the producer is only needed on executors that write.
-    from logbus.client.producer import ProducerRecord
-    from logbus.client.producer.sync import Producer
-
-    config: dict[str, Any] = {"enable.idempotence": "true", **options.producer_config}
     written = 0
-    with Producer(config) as producer:
+    # Idempotence is on by default, as in Kafka's producer (settings that conflict with it,
+    # such as kafka.acks=1, turn it off).
+    with Producer(dict(options.producer_config)) as producer:
         for batch in batches:
             n = batch.num_rows
             if n == 0:
