@@ -1,0 +1,229 @@
+"""Spark throughput: the `logbus` data source against Parquet on local disk.
+
+    python -m bench.spark_bench [--rows N] [--partitions P]
+
+Starts a `logbus server start` subprocess on loopback with its data in a temp directory
+and a local SparkSession (`local[2]`), then times, for N records of 100-byte values:
+
+- batch write: `df.write.format("logbus")` (the idempotent producer's batch path) and
+  `df.write.parquet(...)`;
+- batch read into a count: `spark.read.format("logbus").load().count()` and
+  `spark.read.parquet(...).count()` (Parquet answers from its footers), and a full scan
+  (`sum(length(value))`) of each, which makes Parquet read the values too.
+
+Writes `bench/results/spark-<date>-<commit>.json` and a Markdown table beside it (`.md`).
+Targets (issue 7): logbus read >= 50% of the Parquet read rate, write >= 50% of Parquet's.
+Figures move with the machine's load; the ratios within one run are what count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+VALUE_BYTES = 100
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_broker(data: Path, port: int) -> subprocess.Popen[bytes]:
+    log = open(data.parent / "broker.log", "ab")  # noqa: SIM115 - the child keeps it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logbus.cli.main", "server", "start",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", f"log.dirs={data}",
+         "--override", "num.partitions=1"],
+        stdout=log, stderr=log,
+    )
+    log.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the broker did not start")
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from logbus.client import admin_ops
+    from logbus.client.cluster import Cluster
+
+    async def create() -> None:
+        async with await Cluster.connect(bootstrap) as cluster:
+            await admin_ops.create_topics(await cluster.controller(), name, partitions, 1)
+
+    asyncio.run(create())
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run(rows: int, partitions: int) -> dict[str, Any]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import logbus.spark
+
+    work = Path(tempfile.mkdtemp(prefix="logbus-spark-bench-"))
+    (work / "data").mkdir()
+    port = _free_port()
+    broker = _start_broker(work / "data", port)
+    bootstrap = f"127.0.0.1:{port}"
+    spark = (
+        SparkSession.builder.master("local[2]").appName("logbus-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        # Python workers start slowly on a busy machine; the default wait is 15 s.
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    logbus.spark.register(spark)
+    results: list[dict[str, Any]] = []
+
+    def record(name: str, system: str, seconds: float | None, note: str = "") -> None:
+        rate = None if seconds is None else rows / seconds
+        results.append({"name": name, "system": system, "rows": rows, "seconds": seconds,
+                        "rows_per_s": rate, "note": note})
+        shown = "skipped" if rate is None else f"{rate:,.0f} rows/s ({seconds:.1f} s)"
+        print(f"{name:<24} {system:<8} {shown} {note}", flush=True)
+
+    try:
+        _create_topic(bootstrap, "bench", partitions)
+        source = spark.range(0, rows, numPartitions=partitions).select(
+            F.rpad(F.col("id").cast("string"), VALUE_BYTES, "x").cast("binary").alias("value")
+        ).cache()
+        source.count()  # materialize so both writes start from the same rows in memory
+        parquet = str(work / "parquet")
+
+        seconds, _ = _timed(lambda: source.write.mode("overwrite").parquet(parquet))
+        record("batch write", "parquet", seconds)
+        seconds, _ = _timed(
+            lambda: source.write.format("logbus")
+            .option("kafka.bootstrap.servers", bootstrap).option("topic", "bench")
+            .option("kafka.linger.ms", "5").mode("append").save()
+        )
+        record("batch write", "logbus", seconds)
+        source.unpersist()
+
+        def logbus_df() -> Any:
+            return (
+                spark.read.format("logbus").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", "bench").option("minPartitions", str(partitions))
+                .option("kafka.max.partition.fetch.bytes", str(8 * 1024 * 1024))
+                .load()
+            )
+
+        def scan(df: Any) -> int:
+            return int(df.agg(F.sum(F.length("value"))).collect()[0][0])
+
+        # Warm up: start the Python workers and the JVM's code paths before timing reads.
+        logbus_df().limit(10).collect()
+        spark.read.parquet(parquet).limit(10).collect()
+
+        seconds, count = _timed(lambda: spark.read.parquet(parquet).count())
+        assert count == rows, count
+        record("batch read: count", "parquet", seconds)
+        seconds, count = _timed(lambda: logbus_df().count())
+        assert count == rows, count
+        record("batch read: count", "logbus", seconds)
+        seconds, total = _timed(lambda: scan(spark.read.parquet(parquet)))
+        assert total == rows * VALUE_BYTES
+        record("batch read: full scan", "parquet", seconds)
+        seconds, total = _timed(lambda: scan(logbus_df()))
+        assert total == rows * VALUE_BYTES
+        record("batch read: full scan", "logbus", seconds)
+    finally:
+        spark.stop()
+        broker.terminate()
+        broker.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "scenario": "spark",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "rows": rows,
+        "value_bytes": VALUE_BYTES,
+        "partitions": partitions,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_1m": os.getloadavg()[0]},
+        "results": results,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rate = {(r["name"], r["system"]): r["rows_per_s"] for r in report["results"]}
+    lines = [
+        f"Spark, {report['rows']:,} records of {report['value_bytes']} bytes, "
+        f"{report['partitions']} partitions, local[2] (commit {report['commit']}, "
+        f"load average {report['machine']['load_avg_1m']:.1f})",
+        "",
+        "| operation | logbus rows/s | Parquet rows/s | logbus / Parquet | target |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in ("batch write", "batch read: count", "batch read: full scan"):
+        ours, theirs = rate.get((name, "logbus")), rate.get((name, "parquet"))
+        ratio = f"{ours / theirs:.0%}" if ours and theirs else "-"
+        target = ">= 50%" if name != "batch read: full scan" else "-"
+        lines.append(
+            f"| {name} | {f'{ours:,.0f}' if ours else 'not run'} | "
+            f"{f'{theirs:,.0f}' if theirs else '-'} | {ratio} | {target} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args(argv)
+    report = run(args.rows, args.partitions)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"spark-{report['date'][:10]}-{report['commit']}"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (RESULTS / f"{stem}.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

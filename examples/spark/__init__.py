@@ -1,0 +1,1 @@
+"""Example pipelines on the `logbus` Spark data source; see docs/spark.md."""

@@ -1,0 +1,448 @@
+"""The options of the `logbus` data source, named and checked as Spark's Kafka source does.
+
+Spark hands a data source its options as a case-insensitive map of strings. This module
+turns that map into typed values (`ReadOptions`, `WriteOptions`) on the driver, where a
+mistake is reported before any task runs: an unknown option, a malformed offsets JSON or a
+missing `kafka.bootstrap.servers` raises `LogbusSparkError` naming the option.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Offsets as Spark's Kafka source writes them in JSON: -2 earliest, -1 latest.
+EARLIEST = -2
+LATEST = -1
+
+# Options Spark itself may add to a source's or sink's map.
+_SPARK_OWN = frozenset({"path", "checkpointlocation", "queryname"})
+
+_READ_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "includeHeaders",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "maxOffsetsPerTrigger",
+)
+_WRITE_OPTIONS = ("topic", "includeHeaders")
+# Spark Kafka source options that tune its Kafka consumer and mean nothing here: accepted
+# so that jobs port unchanged, and ignored.
+_READ_IGNORED = (
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",
+)
+# Spark Kafka source options this source does not offer yet.
+_READ_UNSUPPORTED = ("minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger")
+
+# Consumer settings (after the `kafka.` prefix) a reader honours; group.id is accepted as
+# Spark accepts it, but no consumer group is ever joined: offsets live in the checkpoint.
+_READ_CLIENT_SETTINGS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "fetch.max.wait.ms",
+        "isolation.level",
+        "group.id",
+        "security.protocol",
+        # consumer settings with no effect on exact-range fetches without a group
+        "group.instance.id",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.records",
+        "max.poll.interval.ms",
+        "partition.assignment.strategy",
+        "fetch.min.bytes",
+        "check.crcs",
+        "receive.buffer.bytes",
+        "send.buffer.bytes",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "retry.backoff.ms",
+        "connections.max.idle.ms",
+        "default.api.timeout.ms",
+        "client.dns.lookup",
+        "client.rack",
+    }
+)
+# Consumer settings Spark's Kafka source refuses, with the option to use instead.
+_READ_REFUSED = {
+    "auto.offset.reset": "use the startingOffsets option instead",
+    "enable.auto.commit": "offsets are tracked by the query, not committed to Kafka",
+    "key.deserializer": "keys are always returned as binary; cast them in a query",
+    "value.deserializer": "values are always returned as binary; cast them in a query",
+    "interceptor.classes": "interceptors are not supported",
+}
+_WRITE_REFUSED = {
+    "key.serializer": "keys are written as binary or string columns",
+    "value.serializer": "values are written as binary or string columns",
+}
+
+
+class LogbusSparkError(ValueError):
+    """A data source option or input the `logbus` source cannot work with."""
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Connection settings taken from the `kafka.`-prefixed options."""
+
+    bootstrap_servers: str
+    client_id: str = "logbus-spark"
+    request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 10_000
+    fetch_max_bytes: int = 50 * 1024 * 1024
+    max_partition_fetch_bytes: int = 1024 * 1024
+    fetch_max_wait_ms: int = 500
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What to read: which partitions, between which offsets, and how."""
+
+    client: ClientSettings
+    subscribe: tuple[str, ...] = ()
+    subscribe_pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    # "earliest" | "latest" | {topic: {partition: offset}} (offsets as in Kafka's JSON)
+    starting: str | dict[str, dict[int, int]] = "latest"
+    ending: str | dict[str, dict[int, int]] = "latest"
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    starting_by_timestamp: dict[str, dict[int, int]] | None = None
+    ending_by_timestamp: dict[str, dict[int, int]] | None = None
+    by_timestamp_strategy: str = "error"
+    include_headers: bool = False
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    given: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def strategy(self) -> str:
+        if self.assign is not None:
+            return "assign"
+        if self.subscribe_pattern is not None:
+            return "subscribePattern"
+        return "subscribe"
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Where to write: the producer's settings and the default topic."""
+
+    producer_config: dict[str, str]
+    topic: str | None = None
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _unknown(name: str, known: tuple[str, ...]) -> LogbusSparkError:
+    close = difflib.get_close_matches(name, [k.lower() for k in known], n=1)
+    hint = ""
+    if close:
+        hint = f"; did you mean {next(k for k in known if k.lower() == close[0])!r}?"
+    return LogbusSparkError(f"unknown option {name!r} for the logbus data source{hint}")
+
+
+def _split_kafka(
+    options: dict[str, str], allowed: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Separate `kafka.*` settings from the source's own options; reject unknown names."""
+    kafka: dict[str, str] = {}
+    own: dict[str, str] = {}
+    allowed_lower = {a.lower() for a in allowed}
+    for name, value in options.items():
+        if name.startswith("kafka."):
+            kafka[name[len("kafka.") :]] = value
+        elif name in allowed_lower:
+            own[name] = value
+        elif name not in _SPARK_OWN:
+            raise _unknown(name, allowed)
+    if "bootstrap.servers" not in kafka or not kafka["bootstrap.servers"].strip():
+        raise LogbusSparkError(
+            "Option 'kafka.bootstrap.servers' must be specified for the logbus data source"
+        )
+    return kafka, own
+
+
+def _int(options: dict[str, str], name: str, *, minimum: int | None = None) -> int | None:
+    text = options.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise LogbusSparkError(f"option {name!r} must be a whole number, not {text!r}") from None
+    if minimum is not None and value < minimum:
+        raise LogbusSparkError(f"option {name!r} must be at least {minimum}, not {value}")
+    return value
+
+
+def _bool(options: dict[str, str], name: str, default: bool) -> bool:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise LogbusSparkError(f"option {name!r} must be true or false, not {text!r}")
+    return text.strip().lower() == "true"
+
+
+def _json_object(name: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LogbusSparkError(f"option {name!r} is not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise LogbusSparkError(f"option {name!r} must be a JSON object, not {text!r}")
+    return value
+
+
+def parse_partition_numbers(name: str, text: str) -> dict[str, tuple[int, ...]]:
+    """`{"topicA":[0,1],"topicB":[2]}` (the assign option)."""
+    parsed = _json_object(name, text)
+    out: dict[str, tuple[int, ...]] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
+        ):
+            raise LogbusSparkError(
+                f"option {name!r}: topic {topic!r} must map to a list of partition numbers, "
+                f"as in {{\"{topic}\":[0,1]}}"
+            )
+        out[topic] = tuple(sorted(set(parts)))
+    if not out:
+        raise LogbusSparkError(f"option {name!r} names no partitions")
+    return out
+
+
+def parse_partition_offsets(name: str, text: str) -> dict[str, dict[int, int]]:
+    """`{"topicA":{"0":23,"1":-2}}`: an offset (or -2/-1, or a timestamp) per partition."""
+    parsed = _json_object(name, text)
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise LogbusSparkError(
+                f"option {name!r}: topic {topic!r} must map to an object of "
+                f"partition -> offset, as in {{\"{topic}\":{{\"0\":23}}}}"
+            )
+        offsets: dict[int, int] = {}
+        for partition, offset in parts.items():
+            if not str(partition).isdigit():
+                raise LogbusSparkError(
+                    f"option {name!r}: {partition!r} of topic {topic!r} is not a partition number"
+                )
+            if not isinstance(offset, int) or isinstance(offset, bool):
+                raise LogbusSparkError(
+                    f"option {name!r}: the offset of {topic}-{partition} must be a whole "
+                    f"number, not {offset!r}"
+                )
+            offsets[int(partition)] = offset
+        out[topic] = offsets
+    return out
+
+
+def _offsets_option(
+    options: dict[str, str], name: str, default: str
+) -> str | dict[str, dict[int, int]]:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    word = text.strip().lower()
+    if word in ("earliest", "latest"):
+        return word
+    if not text.strip().startswith("{"):
+        raise LogbusSparkError(
+            f"option {name!r} must be 'earliest', 'latest' or a JSON object of offsets per "
+            f"partition, not {text!r}"
+        )
+    return parse_partition_offsets(name, text)
+
+
+def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSettings:
+    for name in kafka:
+        if name in _READ_REFUSED:
+            raise LogbusSparkError(
+                f"Kafka option 'kafka.{name}' is not supported: {_READ_REFUSED[name]}"
+            )
+        if name not in allowed:
+            close = difflib.get_close_matches(name, sorted(allowed), n=1)
+            hint = f"; did you mean 'kafka.{close[0]}'?" if close else ""
+            raise LogbusSparkError(f"unknown option 'kafka.{name}' for reading{hint}")
+    if kafka.get("isolation.level", "read_uncommitted").lower() != "read_uncommitted":
+        raise LogbusSparkError(
+            "option 'kafka.isolation.level' supports only read_uncommitted for now"
+        )
+    if kafka.get("security.protocol", "plaintext").lower() != "plaintext":
+        raise LogbusSparkError("option 'kafka.security.protocol' supports only PLAINTEXT")
+
+    def number(name: str, default: int) -> int:
+        text = kafka.get(name)
+        if text is None:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise LogbusSparkError(
+                f"option 'kafka.{name}' must be a whole number, not {text!r}"
+            ) from None
+        if value < 0:
+            raise LogbusSparkError(f"option 'kafka.{name}' must not be negative")
+        return value
+
+    defaults = ClientSettings(bootstrap_servers="")
+    return ClientSettings(
+        bootstrap_servers=kafka["bootstrap.servers"],
+        client_id=kafka.get("client.id", defaults.client_id),
+        request_timeout_ms=number("request.timeout.ms", defaults.request_timeout_ms),
+        connect_timeout_ms=number(
+            "socket.connection.setup.timeout.ms", defaults.connect_timeout_ms
+        ),
+        fetch_max_bytes=number("fetch.max.bytes", defaults.fetch_max_bytes),
+        max_partition_fetch_bytes=number(
+            "max.partition.fetch.bytes", defaults.max_partition_fetch_bytes
+        ),
+        fetch_max_wait_ms=number("fetch.max.wait.ms", defaults.fetch_max_wait_ms),
+    )
+
+
+def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check and type the options of a batch (`streaming=False`) or streaming read."""
+    options = _lower(raw)
+    for name in _READ_UNSUPPORTED:
+        if name.lower() in options:
+            raise LogbusSparkError(f"option {name!r} is not supported by the logbus source yet")
+    kafka, own = _split_kafka(options, _READ_OPTIONS + _READ_IGNORED)
+    client = _client_settings(kafka, _READ_CLIENT_SETTINGS)
+
+    strategies = [s for s in ("assign", "subscribe", "subscribePattern") if s.lower() in own]
+    if len(strategies) != 1:
+        raise LogbusSparkError(
+            "Exactly one of the options 'assign', 'subscribe' or 'subscribePattern' must be "
+            f"specified (given: {', '.join(strategies) or 'none'})"
+        )
+    subscribe: tuple[str, ...] = ()
+    pattern = None
+    assign = None
+    if "subscribe" in own:
+        subscribe = tuple(t.strip() for t in own["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise LogbusSparkError("option 'subscribe' names no topic")
+    elif "subscribepattern" in own:
+        pattern = own["subscribepattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise LogbusSparkError(
+                f"option 'subscribePattern' is not a valid regular expression: {exc}"
+            ) from None
+    else:
+        assign = parse_partition_numbers("assign", own["assign"])
+
+    starting = _offsets_option(own, "startingOffsets", "latest" if streaming else "earliest")
+    ending = _offsets_option(own, "endingOffsets", "latest")
+    if streaming:
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if name.lower() in own:
+                raise LogbusSparkError(f"option {name!r} is for batch queries only")
+    else:
+        if starting == "latest":
+            raise LogbusSparkError(
+                "option 'startingOffsets' cannot be 'latest' for a batch query"
+            )
+        if isinstance(starting, dict):
+            for topic, parts in starting.items():
+                for p, off in parts.items():
+                    if off == LATEST:
+                        raise LogbusSparkError(
+                            f"option 'startingOffsets': {topic}-{p} cannot start at latest "
+                            "(-1) in a batch query"
+                        )
+        if ending == "earliest":
+            raise LogbusSparkError("option 'endingOffsets' cannot be 'earliest' for a batch query")
+        if isinstance(ending, dict):
+            for topic, parts in ending.items():
+                for p, off in parts.items():
+                    if off == EARLIEST:
+                        raise LogbusSparkError(
+                            f"option 'endingOffsets': {topic}-{p} cannot end at earliest (-2) "
+                            "in a batch query"
+                        )
+    for name, value in (("startingOffsets", starting), ("endingOffsets", ending)):
+        if isinstance(value, dict):
+            for topic, parts in value.items():
+                for p, off in parts.items():
+                    if off < EARLIEST:
+                        raise LogbusSparkError(
+                            f"option {name!r}: offset {off} of {topic}-{p} is not an offset "
+                            "(use -2 for earliest, -1 for latest)"
+                        )
+
+    def by_timestamp(name: str) -> dict[str, dict[int, int]] | None:
+        text = own.get(name.lower())
+        return None if text is None else parse_partition_offsets(name, text)
+
+    strategy = own.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise LogbusSparkError(
+            "option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', "
+            f"not {strategy!r}"
+        )
+    return ReadOptions(
+        client=client,
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        starting_timestamp=_int(own, "startingTimestamp", minimum=0),
+        ending_timestamp=_int(own, "endingTimestamp", minimum=0),
+        starting_by_timestamp=by_timestamp("startingOffsetsByTimestamp"),
+        ending_by_timestamp=by_timestamp("endingOffsetsByTimestamp"),
+        by_timestamp_strategy=strategy,
+        include_headers=_bool(own, "includeHeaders", False),
+        min_partitions=_int(own, "minPartitions", minimum=1),
+        max_records_per_partition=_int(own, "maxRecordsPerPartition", minimum=1),
+        fail_on_data_loss=_bool(own, "failOnDataLoss", True),
+        max_offsets_per_trigger=_int(own, "maxOffsetsPerTrigger", minimum=1),
+        given=frozenset(own),
+    )
+
+
+def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
+    """Check the options of a batch or streaming write."""
+    options = _lower(raw)
+    kafka, own = _split_kafka(options, _WRITE_OPTIONS)
+    for name in kafka:
+        if name in _WRITE_REFUSED:
+            raise LogbusSparkError(
+                f"Kafka option 'kafka.{name}' is not supported: {_WRITE_REFUSED[name]}"
+            )
+    topic = own.get("topic")
+    if topic is not None and not topic.strip():
+        raise LogbusSparkError("option 'topic' is empty")
+    return WriteOptions(producer_config=kafka, topic=topic.strip() if topic else None)

@@ -1,0 +1,169 @@
+"""Reading one offset range on an executor, exactly: Fetch from the partition's leader,
+decode (and decompress) each batch, keep records in [start, end), yield Arrow batches.
+
+Spark runs `read_range` in a Python worker process, so it opens its own connection on its
+own event loop and closes both when the iterator ends (or is closed early). The rows
+depend only on the range, so a retried task returns the same rows. Records missing from
+the range (removed by retention after planning, or a truncated log) fail the task when
+`failOnDataLoss` is true, naming the partition; otherwise the rows still there are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from logbus.client import admin_ops
+from logbus.client.cluster import Cluster
+from logbus.client.errors import KafkaError
+from logbus.protocol import ErrorCode
+from logbus.records.batch import BatchHeader
+from logbus.records.record import Record
+from logbus.spark.offset_range import OffsetRange
+from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
+from logbus.spark.schema import to_record_batch
+
+_MAX_RETRIES = 5
+# An empty answer at an offset below the high watermark can only be a fetch that timed out
+# waiting; give up after this many in a row.
+_MAX_EMPTY_FETCHES = 20
+
+
+def _data_loss(rng: OffsetRange, what: str) -> LogbusSparkError:
+    return LogbusSparkError(
+        f"partition {rng.topic}-{rng.partition}: {what}; some records planned for this query "
+        "are gone (set failOnDataLoss=false to read what is left)"
+    )
+
+
+def read_range(
+    settings: ClientSettings, rng: OffsetRange, schema: pa.Schema, fail_on_data_loss: bool
+) -> Iterator[pa.RecordBatch]:
+    """Arrow record batches holding exactly the records of `rng` still in the log."""
+    if rng.size == 0:
+        return
+    loop = asyncio.new_event_loop()
+    reader = _RangeReader(settings, rng, fail_on_data_loss)
+    try:
+        while True:
+            batches = loop.run_until_complete(reader.next_batches())
+            if batches is None:
+                return
+            if batches:
+                yield to_record_batch(schema, rng.topic, rng.partition, batches)
+    finally:
+        loop.run_until_complete(reader.close())
+        loop.close()
+
+
+class _RangeReader:
+    """The fetch loop over one range; owns its Cluster."""
+
+    def __init__(self, settings: ClientSettings, rng: OffsetRange, fail: bool) -> None:
+        self.settings = settings
+        self.rng = rng
+        self.fail = fail
+        self.position = rng.start
+        self.cluster: Cluster | None = None
+        self.empty_fetches = 0
+
+    async def close(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
+
+    async def next_batches(self) -> list[tuple[BatchHeader, list[Record]]] | None:
+        """Decoded batches of the next fetch (records in range only), or None when done."""
+        rng = self.rng
+        if self.position >= rng.end:
+            return None
+        if self.cluster is None:
+            self.cluster = await Cluster.connect(
+                self.settings.bootstrap_servers,
+                client_id=self.settings.client_id,
+                connect_timeout=self.settings.connect_timeout_ms / 1000,
+                request_timeout=self.settings.request_timeout_ms / 1000,
+            )
+        fetched = await self._fetch()
+        if fetched is None:
+            return None
+        kept: list[tuple[BatchHeader, list[Record]]] = []
+        for header, records in fetched.batches:
+            if records[-1].offset >= rng.end:
+                records = [r for r in records if r.offset < rng.end]
+            if records:
+                kept.append((header, records))
+        if fetched.next_offset > self.position:
+            self.position = fetched.next_offset
+            self.empty_fetches = 0
+            return kept
+        # Nothing at or after the position was returned.
+        if fetched.high_watermark <= self.position:
+            if self.fail:
+                raise _data_loss(
+                    rng,
+                    f"the log ends at offset {fetched.high_watermark}, before the planned "
+                    f"end {rng.end}",
+                )
+            return None
+        self.empty_fetches += 1
+        if self.empty_fetches > _MAX_EMPTY_FETCHES:
+            raise LogbusSparkError(
+                f"partition {rng.topic}-{rng.partition}: no records returned at offset "
+                f"{self.position} below the high watermark {fetched.high_watermark}"
+            )
+        return []
+
+    async def _fetch(self) -> admin_ops.FetchedPartition | None:
+        assert self.cluster is not None
+        rng = self.rng
+        tp = (rng.topic, rng.partition)
+        for attempt in range(_MAX_RETRIES):
+            try:
+                conn = await self.cluster.leader(*tp)
+                results = await admin_ops.fetch_many(
+                    conn,
+                    {tp: self.position},
+                    max_wait_ms=self.settings.fetch_max_wait_ms,
+                    max_bytes=self.settings.fetch_max_bytes,
+                    partition_max_bytes=self.settings.max_partition_fetch_bytes,
+                )
+                value = results[tp]
+                if isinstance(value, KafkaError):
+                    raise value
+                return value
+            except KafkaError as exc:
+                if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    return await self._out_of_range()
+                if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.fail:
+                    raise _data_loss(rng, "the topic or partition was deleted") from None
+                if not exc.retriable or attempt == _MAX_RETRIES - 1:
+                    raise LogbusSparkError(
+                        f"cannot read partition {rng.topic}-{rng.partition} at offset "
+                        f"{self.position}: {exc}"
+                    ) from None
+                await asyncio.sleep(0.1 * 2**attempt)
+                await self.cluster.refresh([rng.topic])
+        raise AssertionError("unreachable")
+
+    async def _out_of_range(self) -> admin_ops.FetchedPartition | None:
+        """The position fell out of the log (retention): fail, or skip to what is left."""
+        assert self.cluster is not None
+        rng = self.rng
+        conn = await self.cluster.leader(rng.topic, rng.partition)
+        earliest = await admin_ops.list_offsets(conn, rng.topic, rng.partition, EARLIEST)
+        if self.fail:
+            raise _data_loss(
+                rng,
+                f"offset {self.position} is out of range (the log now starts at {earliest})",
+            )
+        if earliest <= self.position or earliest >= rng.end:
+            return None
+        return admin_ops.FetchedPartition(
+            batches=[],
+            next_offset=earliest,
+            high_watermark=earliest + 1,
+            last_stable_offset=earliest,
+            log_start_offset=earliest,
+        )

@@ -1,0 +1,150 @@
+"""Writing a DataFrame to logbus, batch or streaming, as Spark's Kafka sink does.
+
+Columns: `value` (required, binary or string), `key` (binary or string), `topic` (string;
+the `topic` option overrides it), `partition` (int), `headers` (array of struct<key string,
+value binary>); other columns are ignored. Each task sends its rows through logbus's
+idempotent `Producer.send_batch`, which returns only once the broker has acknowledged
+every record, so a task that succeeded has nothing left in flight: a micro-batch Spark
+commits is never lost. A failed task is retried and may write its rows again
+(at-least-once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from logbus.client.config import ConfigError
+from logbus.client.producer import ProducerRecord
+from logbus.client.producer.config import parse_producer_config
+from logbus.client.producer.sync import Producer
+from logbus.spark.options import LogbusSparkError, WriteOptions
+from logbus.spark.schema import HEADERS_TYPE
+
+_BYTES_OR_TEXT = (BinaryType(), StringType())
+
+
+@dataclass
+class WrittenRecords(WriterCommitMessage):
+    """What one task wrote."""
+
+    records: int
+
+
+def check_input_schema(options: WriteOptions, schema: StructType) -> None:
+    """Reject a DataFrame the sink cannot write, naming the column at fault, and producer
+    settings the producer would refuse."""
+    try:
+        parse_producer_config(options.producer_config, {})
+    except ConfigError as exc:
+        raise LogbusSparkError(f"the kafka.* options: {exc}") from None
+    types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
+
+    def expect(column: str, allowed: tuple[DataType, ...], what: str) -> None:
+        if column in types and types[column] not in allowed:
+            raise LogbusSparkError(
+                f"column {column!r} must be {what}, not {types[column].simpleString()}"
+            )
+
+    if "value" not in types:
+        raise LogbusSparkError("a 'value' column (binary or string) is required to write")
+    if options.topic is None and "topic" not in types:
+        raise LogbusSparkError(
+            "the 'topic' option is required when the data has no 'topic' column"
+        )
+    expect("value", _BYTES_OR_TEXT, "binary or string")
+    expect("key", _BYTES_OR_TEXT, "binary or string")
+    if options.topic is None:
+        expect("topic", (StringType(),), "string")
+    expect("partition", (IntegerType(),), "int")
+    expect("headers", (HEADERS_TYPE,), "array<struct<key:string,value:binary>>")
+
+
+def _as_bytes(values: list[Any]) -> list[bytes | None]:
+    return [v.encode() if isinstance(v, str) else v for v in values]
+
+
+def write_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row of `batches`; returns how many were acknowledged."""
+    written = 0
+    # Idempotence is on by default, as in Kafka's producer (settings that conflict with it,
+    # such as kafka.acks=1, turn it off).
+    with Producer(dict(options.producer_config)) as producer:
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            names = batch.schema.names
+            values = _as_bytes(batch.column("value").to_pylist())
+            keys = _as_bytes(batch.column("key").to_pylist()) if "key" in names else [None] * n
+            if options.topic is not None:
+                topics: list[Any] = [options.topic] * n
+            else:
+                topics = batch.column("topic").to_pylist()
+                if None in topics:
+                    raise LogbusSparkError(
+                        "a row has a null 'topic' and no 'topic' option was given"
+                    )
+            partitions = (
+                batch.column("partition").to_pylist() if "partition" in names else [None] * n
+            )
+            headers: list[Any] = (
+                [
+                    None if h is None else [(e["key"], e["value"]) for e in h]
+                    for h in batch.column("headers").to_pylist()
+                ]
+                if "headers" in names
+                else [None] * n
+            )
+            records = [
+                ProducerRecord(t, v, key=k, partition=p, headers=h)
+                for t, v, k, p, h in zip(topics, values, keys, partitions, headers, strict=True)
+            ]
+            producer.send_batch(records)
+            written += n
+        producer.flush()
+    return written
+
+
+class LogbusBatchWriter(DataSourceArrowWriter):
+    """`df.write.format("logbus")`: every task sends its rows, acknowledged."""
+
+    def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        check_input_schema(options, schema)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+        return WrittenRecords(write_batches(self.options, iterator))
+
+
+class LogbusStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("logbus")`: each micro-batch's tasks send and wait for
+    acknowledgement before the batch can commit (at-least-once)."""
+
+    def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        check_input_schema(options, schema)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+        return WrittenRecords(write_batches(self.options, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Every record was acknowledged when its task ended: nothing left to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records already sent stay in the log; the retried batch writes them again."""
