@@ -358,22 +358,10 @@ async def incremental_alter_configs(
 ) -> None:
     """Apply (config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT, value) operations to one
     resource's dynamic configs. A BROKER resource must go to that broker."""
-    body = {
-        "resources": [
-            {
-                "resource_type": resource_type,
-                "resource_name": name,
-                "configs": [
-                    {"name": n, "config_operation": op, "value": value} for n, op, value in ops
-                ],
-            }
-        ],
-        "validate_only": validate_only,
-    }
-    version = _require(conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, None)
-    response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version)
-    [result] = response["responses"]
-    check(result["error_code"], result["error_message"])
+    entries = [{"name": n, "config_operation": op, "value": value} for n, op, value in ops]
+    await _alter_resource(
+        conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, resource_type, name, entries, validate_only
+    )
 
 
 async def alter_configs(
@@ -385,18 +373,25 @@ async def alter_configs(
     validate_only: bool = False,
 ) -> None:
     """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
+    entries = [{"name": n, "value": v} for n, v in configs.items()]
+    await _alter_resource(conn, ApiKey.ALTER_CONFIGS, resource_type, name, entries, validate_only)
+
+
+async def _alter_resource(
+    conn: Connection,
+    api_key: ApiKey,
+    resource_type: int,
+    name: str,
+    configs: list[dict[str, Any]],
+    validate_only: bool,
+) -> None:
+    """(Incremental)AlterConfigs of one resource; raises its error."""
     body = {
-        "resources": [
-            {
-                "resource_type": resource_type,
-                "resource_name": name,
-                "configs": [{"name": n, "value": v} for n, v in configs.items()],
-            }
-        ],
+        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
         "validate_only": validate_only,
     }
-    version = _require(conn, ApiKey.ALTER_CONFIGS, 0, None)
-    response = await conn.request(ApiKey.ALTER_CONFIGS, body, version)
+    version = _require(conn, api_key, 0, None)
+    response = await conn.request(api_key, body, version)
     [result] = response["responses"]
     check(result["error_code"], result["error_message"])
 

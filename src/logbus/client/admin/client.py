@@ -254,12 +254,7 @@ class Admin:
             )
             return {info.name: _config_entry(info) for info in found}
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
-            return await self._on_resource_brokers(batch, describe)
-
-        return await self._each(keys, attempt, timeout_ms)
+        return await self._each_resource(keys, describe, timeout_ms)
 
     async def incremental_alter_configs(
         self,
@@ -282,12 +277,7 @@ class Admin:
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, KafkaError | None]:
-            return await self._on_resource_brokers(batch, alter)
-
-        await self._each(wanted, attempt, timeout_ms)
+        await self._each_resource(wanted, alter, timeout_ms)
 
     async def alter_configs(
         self,
@@ -306,12 +296,7 @@ class Admin:
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, KafkaError | None]:
-            return await self._on_resource_brokers(batch, alter)
-
-        await self._each(wanted, attempt, timeout_ms)
+        await self._each_resource(wanted, alter, timeout_ms)
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -618,6 +603,22 @@ class Admin:
             return {tp: _found(found, tp) for tp in batch}
 
         return attempt
+
+    async def _each_resource(
+        self,
+        resources: Iterable[ConfigResource],
+        call: Callable[[Connection, ConfigResource], Awaitable[V]],
+        timeout_ms: int | None,
+    ) -> dict[ConfigResource, V]:
+        """`call` for each resource on its broker (`_on_resource_brokers`), retried as
+        `_each` retries."""
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, V | KafkaError]:
+            return await self._on_resource_brokers(batch, call)
+
+        return await self._each(resources, attempt, timeout_ms)
 
     async def _on_resource_brokers(
         self,
