@@ -448,6 +448,7 @@ async def list_offsets_info(
     requests: Mapping[TopicPartition, int],
     *,
     isolation_level: int = 0,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
 ) -> dict[TopicPartition, ListedOffset | KafkaError]:
     """ListOffsets (EARLIEST, LATEST, MAX_TIMESTAMP or a timestamp in ms) for partitions
     led by `conn`'s broker: per partition the offset with its timestamp and leader epoch.
@@ -467,7 +468,7 @@ async def list_offsets_info(
         "replica_id": -1,
         "isolation_level": isolation_level,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        "timeout_ms": DEFAULT_TIMEOUT_MS,
+        "timeout_ms": timeout_ms,
     }
     response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
     out: dict[TopicPartition, ListedOffset | KafkaError] = {}
