@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from admin_helpers import failure, name, run
 
 from logbus.aio import (
     Admin,
@@ -24,24 +23,6 @@ from logbus.client import admin_ops
 from logbus.client.admin import ConfigSource
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
-
-
-def run(broker: Any, action: Callable[[Admin], Awaitable[None]], **config: Any) -> None:
-    async def main() -> None:
-        async with Admin({"bootstrap.servers": broker.bootstrap}, **config) as admin:
-            await action(admin)
-
-    asyncio.run(asyncio.wait_for(main(), 60))
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-async def failure(call: Awaitable[Any]) -> AdminBatchError:
-    with pytest.raises(AdminBatchError) as info:
-        await call
-    return info.value
 
 
 async def produce(admin: Admin, topic: str, partition: int, timestamps: list[int]) -> None:

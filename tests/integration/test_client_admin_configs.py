@@ -3,17 +3,14 @@ records (DeleteRecords) on a real broker, with every kind of bad input."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from admin_helpers import failure, name, run
 
 from logbus import Admin as BlockingAdmin
 from logbus.aio import (
     Admin,
-    AdminBatchError,
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
@@ -28,24 +25,6 @@ from logbus.records.builder import NewRecord, build_batch
 
 SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 APPEND, SUBTRACT = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
-
-
-def run(broker: Any, action: Callable[[Admin], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
-            await action(admin)
-
-    asyncio.run(asyncio.wait_for(main(), 60))
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-async def failure(call: Awaitable[Any]) -> AdminBatchError:
-    with pytest.raises(AdminBatchError) as info:
-        await call
-    return info.value
 
 
 async def entries(admin: Admin, resource: ConfigResource) -> dict[str, Any]:

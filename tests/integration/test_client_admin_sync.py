@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import uuid
@@ -57,6 +58,14 @@ def test_every_call_blocks_until_done(broker: Any) -> None:
         admin.delete_topics([topic])
         assert topic not in admin.list_topics()
     admin.close()  # closing twice is harmless
+
+
+def test_calls_after_close_raise(broker: Any) -> None:
+    admin = Admin(bootstrap_servers=broker.bootstrap)
+    admin.close()
+    with pytest.raises(RuntimeError, match="logbus-admin is closed"):
+        admin.list_topics()
+    gc.collect()  # a call left unawaited would warn here (warnings are errors)
 
 
 def test_shared_between_threads(broker: Any) -> None:

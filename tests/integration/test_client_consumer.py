@@ -4,6 +4,7 @@ iteration, seek, position, committed offsets, pause/resume, offsets_for_times.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Sequence
@@ -383,3 +384,14 @@ def test_small_fetch_limits_still_read_everything(broker: Any) -> None:
         records = poll_until(c.poll, 10)
     assert sorted(r.value[:4] for r in records) == sorted(
         b"%d-%d-" % (p, i) for p in range(2) for i in range(5))
+
+
+def test_blocking_calls_after_close_raise(broker: Any) -> None:
+    consumer = Consumer(bootstrap_servers=broker.bootstrap)
+    consumer.close()
+    consumer.close()  # closing twice is harmless
+    with pytest.raises(RuntimeError, match="logbus-consumer is closed"):
+        consumer.poll(0.1)
+    with pytest.raises(RuntimeError, match="logbus-consumer is closed"):
+        consumer.assignment()
+    gc.collect()  # a call left unawaited would warn here (warnings are errors)

@@ -247,8 +247,22 @@ def _index_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
     return list(entry.iter_unpack(data))
 
 
-def _log_beside(path: Path) -> Path:
-    return path.with_name(f"{path.name.split('.', 1)[0]}.log")
+def _log_beside(path: Path) -> tuple[Path, bytes | None]:
+    """The segment's .log next to an index file, and its bytes (None: it is missing)."""
+    log_path = path.with_name(f"{path.name.split('.', 1)[0]}.log")
+    return log_path, (_read(log_path) if log_path.exists() else None)
+
+
+def _report(
+    path: Path, log_path: Path, data: bytes | None, mismatches: list[str], out: TextIO
+) -> None:
+    """What checking an index against its log found."""
+    if data is None:
+        print(f"{log_path.name} not found: entries not checked against the log", file=out)
+    if mismatches:
+        print(f"Mismatches in :{path}", file=out)
+        for line in mismatches:
+            print(line, file=out)
 
 
 def _dump_offset_index(path: Path, args: argparse.Namespace, out: TextIO) -> None:
@@ -262,8 +276,7 @@ def _dump_offset_index(path: Path, args: argparse.Namespace, out: TextIO) -> Non
     if args.index_sanity_check:
         _sanity(path, [o for o, _ in entries], [p for _, p in entries], out)
         return
-    log_path = _log_beside(path)
-    data = _read(log_path) if log_path.exists() else None
+    log_path, data = _log_beside(path)
     mismatches: list[str] = []
     for offset, position in entries:
         if data is not None:
@@ -273,12 +286,7 @@ def _dump_offset_index(path: Path, args: argparse.Namespace, out: TextIO) -> Non
                 mismatches.append(f"  Index offset: {offset}, log offset: {last}")
         if not args.verify_index_only:
             print(f"offset: {offset} position: {position}", file=out)
-    if data is None:
-        print(f"{log_path.name} not found: entries not checked against the log", file=out)
-    if mismatches:
-        print(f"Mismatches in :{path}", file=out)
-        for line in mismatches:
-            print(line, file=out)
+    _report(path, log_path, data, mismatches, out)
 
 
 def _dump_time_index(path: Path, args: argparse.Namespace, out: TextIO) -> None:
@@ -291,8 +299,7 @@ def _dump_time_index(path: Path, args: argparse.Namespace, out: TextIO) -> None:
     if args.index_sanity_check:
         _sanity(path, [o for _, o in entries], [t for t, _ in entries], out)
         return
-    log_path = _log_beside(path)
-    data = _read(log_path) if log_path.exists() else None
+    log_path, data = _log_beside(path)
     errors: list[str] = []
     previous = -1
     for timestamp, offset in entries:
@@ -312,12 +319,7 @@ def _dump_time_index(path: Path, args: argparse.Namespace, out: TextIO) -> None:
         previous = timestamp
         if not args.verify_index_only:
             print(f"timestamp: {timestamp} offset: {offset}", file=out)
-    if data is None:
-        print(f"{log_path.name} not found: entries not checked against the log", file=out)
-    if errors:
-        print(f"Mismatches in :{path}", file=out)
-        for line in errors:
-            print(line, file=out)
+    _report(path, log_path, data, errors, out)
 
 
 def _sanity(path: Path, offsets: list[int], second: list[int], out: TextIO) -> None:

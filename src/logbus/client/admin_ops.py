@@ -358,22 +358,10 @@ async def incremental_alter_configs(
 ) -> None:
     """Apply (config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT, value) operations to one
     resource's dynamic configs. A BROKER resource must go to that broker."""
-    body = {
-        "resources": [
-            {
-                "resource_type": resource_type,
-                "resource_name": name,
-                "configs": [
-                    {"name": n, "config_operation": op, "value": value} for n, op, value in ops
-                ],
-            }
-        ],
-        "validate_only": validate_only,
-    }
-    version = _require(conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, None)
-    response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version)
-    [result] = response["responses"]
-    check(result["error_code"], result["error_message"])
+    entries = [{"name": n, "config_operation": op, "value": value} for n, op, value in ops]
+    await _alter_resource(
+        conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, resource_type, name, entries, validate_only
+    )
 
 
 async def alter_configs(
@@ -385,18 +373,25 @@ async def alter_configs(
     validate_only: bool = False,
 ) -> None:
     """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
+    entries = [{"name": n, "value": v} for n, v in configs.items()]
+    await _alter_resource(conn, ApiKey.ALTER_CONFIGS, resource_type, name, entries, validate_only)
+
+
+async def _alter_resource(
+    conn: Connection,
+    api_key: ApiKey,
+    resource_type: int,
+    name: str,
+    configs: list[dict[str, Any]],
+    validate_only: bool,
+) -> None:
+    """(Incremental)AlterConfigs of one resource; raises its error."""
     body = {
-        "resources": [
-            {
-                "resource_type": resource_type,
-                "resource_name": name,
-                "configs": [{"name": n, "value": v} for n, v in configs.items()],
-            }
-        ],
+        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
         "validate_only": validate_only,
     }
-    version = _require(conn, ApiKey.ALTER_CONFIGS, 0, None)
-    response = await conn.request(ApiKey.ALTER_CONFIGS, body, version)
+    version = _require(conn, api_key, 0, None)
+    response = await conn.request(api_key, body, version)
     [result] = response["responses"]
     check(result["error_code"], result["error_message"])
 
@@ -453,6 +448,7 @@ async def list_offsets_info(
     requests: Mapping[TopicPartition, int],
     *,
     isolation_level: int = 0,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
 ) -> dict[TopicPartition, ListedOffset | KafkaError]:
     """ListOffsets (EARLIEST, LATEST, MAX_TIMESTAMP or a timestamp in ms) for partitions
     led by `conn`'s broker: per partition the offset with its timestamp and leader epoch.
@@ -472,7 +468,7 @@ async def list_offsets_info(
         "replica_id": -1,
         "isolation_level": isolation_level,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        "timeout_ms": DEFAULT_TIMEOUT_MS,
+        "timeout_ms": timeout_ms,
     }
     response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
     out: dict[TopicPartition, ListedOffset | KafkaError] = {}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
-from types import TracebackType
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from logbus.client import admin_ops
 from logbus.client.connection import (
@@ -18,6 +18,7 @@ from logbus.client.connection import (
     parse_bootstrap,
 )
 from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.metadata import ClusterMetadata
 from logbus.protocol import ErrorCode
 
@@ -25,7 +26,7 @@ DEFAULT_RECONNECT_BACKOFF = 0.05
 DEFAULT_RECONNECT_BACKOFF_MAX = 1.0
 
 
-class Cluster:
+class Cluster(AsyncCloseable):
     """A bootstrap connection, a connection per broker met since, and the metadata last
     fetched.
 
@@ -72,27 +73,44 @@ class Cluster:
         client_id: str | None = "logbus",
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
+        reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
     ) -> Cluster:
-        """Connect to the first bootstrap server that answers (ValueError for a bad list)."""
+        """Connect to the first bootstrap server that answers (ValueError for a bad list);
+        if none does, close what was opened and raise."""
         cluster = cls(
             bootstrap_servers,
             client_id=client_id,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
+            reconnect_backoff=reconnect_backoff,
+            reconnect_backoff_max=reconnect_backoff_max,
         )
-        await cluster.bootstrap()
+        try:
+            await cluster.bootstrap()
+        except BaseException:
+            await cluster.close()
+            raise
         return cluster
 
-    async def __aenter__(self) -> Cluster:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    @classmethod
+    async def from_config(
+        cls,
+        config: Mapping[str, Any],
+        *,
+        reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
+        reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
+    ) -> Cluster:
+        """`connect()` with a client's parsed settings: bootstrap.servers, client.id,
+        socket.connection.setup.timeout.ms and request.timeout.ms."""
+        return await cls.connect(
+            ",".join(config["bootstrap.servers"]),
+            client_id=config["client.id"],
+            connect_timeout=config["socket.connection.setup.timeout.ms"] / 1000,
+            request_timeout=config["request.timeout.ms"] / 1000,
+            reconnect_backoff=reconnect_backoff,
+            reconnect_backoff_max=reconnect_backoff_max,
+        )
 
     async def _open(self, host: str, port: int) -> Connection:
         address = (host, port)

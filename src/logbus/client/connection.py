@@ -14,11 +14,11 @@ import re
 import socket
 import struct
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from logbus.client.lifecycle import AsyncCloseable
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request
 from logbus.protocol.errors import ProtocolError
@@ -58,7 +58,7 @@ def describe_os_error(exc: OSError) -> str:
     return str(exc) or type(exc).__name__
 
 
-class Connection:
+class Connection(AsyncCloseable):
     """A TCP connection to one broker and the requests in flight on it.
 
     Made by `Connection.connect` (which also negotiates API versions) and closed by
@@ -156,17 +156,6 @@ class Connection:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<Connection {self.address} {state}>"
-
-    async def __aenter__(self) -> Connection:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # --- versions ---------------------------------------------------------------------
 

@@ -71,31 +71,26 @@ def check(code: int, message: str | None = None) -> None:
         raise KafkaError(code, message)
 
 
-class ClientClosedError(KafkaError):
+class LocalError(KafkaError):
+    """An error of the client's own, not the broker's: no error code of its own
+    (UNKNOWN_SERVER_ERROR), the message says it all, and trying again will not help."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.message or self.name
+
+
+class ClientClosedError(LocalError):
     """The client was closed: the call cannot be served, or the records it held were
     dropped unsent (what `close(timeout=0)` does to what is still buffered)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
 
-    @property
-    def retriable(self) -> bool:
-        return False
-
-    def __str__(self) -> str:
-        return self.message or self.name
-
-
-class SerializationError(KafkaError, ValueError):
+class SerializationError(LocalError, ValueError):
     """A key or value the configured serializer could not turn into bytes (Kafka's
     SerializationException); raised by `send()` before anything is buffered."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
-
-    @property
-    def retriable(self) -> bool:
-        return False
-
-    def __str__(self) -> str:
-        return self.message or self.name

@@ -31,7 +31,11 @@ class LoopThread:
         self.loop.run_forever()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        """Schedule `coro` on the loop; its result arrives in the returned future."""
+        """Schedule `coro` on the loop; its result arrives in the returned future
+        (RuntimeError once the loop is closed)."""
+        if self.loop.is_closed():
+            coro.close()  # it will never run: do not leave it unawaited
+            raise RuntimeError(f"{self._thread.name} is closed: the client was closed")
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:

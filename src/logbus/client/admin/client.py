@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from logbus.client import admin_ops, group_ops
@@ -43,6 +42,7 @@ from logbus.client.admin_ops import CreatedTopic, ListedOffset
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, KafkaTimeoutError
+from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
@@ -67,7 +67,7 @@ _CONSUMER_PROTOCOL_TYPES = ("consumer", "")
 _ONE = "call"  # the single item of a call that is not on several items
 
 
-class Admin:
+class Admin(AsyncService):
     """An asyncio client that manages topics, configs, offsets and consumer groups.
 
         async with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
@@ -91,36 +91,13 @@ class Admin:
         """Connect to a bootstrap server (KafkaConnectionError if none answers)."""
         if self._cluster is not None:
             return
-        cluster = Cluster(
-            ",".join(self.config["bootstrap.servers"]),
-            client_id=self.config["client.id"],
-            connect_timeout=self.config["socket.connection.setup.timeout.ms"] / 1000,
-            request_timeout=self.config["request.timeout.ms"] / 1000,
-        )
-        try:
-            await cluster.bootstrap()
-        except BaseException:
-            await cluster.close()
-            raise
-        self._cluster = cluster
+        self._cluster = await Cluster.from_config(self.config)
 
     async def close(self) -> None:
         """Close every connection; the client cannot be used afterwards until `start()`."""
         cluster, self._cluster = self._cluster, None
         if cluster is not None:
             await cluster.close()
-
-    async def __aenter__(self) -> Admin:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     @property
     def cluster(self) -> Cluster:
@@ -254,12 +231,7 @@ class Admin:
             )
             return {info.name: _config_entry(info) for info in found}
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
-            return await self._on_resource_brokers(batch, describe)
-
-        return await self._each(keys, attempt, timeout_ms)
+        return await self._each_resource(keys, describe, timeout_ms)
 
     async def incremental_alter_configs(
         self,
@@ -282,12 +254,7 @@ class Admin:
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, KafkaError | None]:
-            return await self._on_resource_brokers(batch, alter)
-
-        await self._each(wanted, attempt, timeout_ms)
+        await self._each_resource(wanted, alter, timeout_ms)
 
     async def alter_configs(
         self,
@@ -306,12 +273,7 @@ class Admin:
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, KafkaError | None]:
-            return await self._on_resource_brokers(batch, alter)
-
-        await self._each(wanted, attempt, timeout_ms)
+        await self._each_resource(wanted, alter, timeout_ms)
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -618,6 +580,22 @@ class Admin:
             return {tp: _found(found, tp) for tp in batch}
 
         return attempt
+
+    async def _each_resource(
+        self,
+        resources: Iterable[ConfigResource],
+        call: Callable[[Connection, ConfigResource], Awaitable[V]],
+        timeout_ms: int | None,
+    ) -> dict[ConfigResource, V]:
+        """`call` for each resource on its broker (`_on_resource_brokers`), retried as
+        `_each` retries."""
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, V | KafkaError]:
+            return await self._on_resource_brokers(batch, call)
+
+        return await self._each(resources, attempt, timeout_ms)
 
     async def _on_resource_brokers(
         self,

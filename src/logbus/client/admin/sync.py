@@ -4,7 +4,6 @@ event loop thread, each call waiting for its result."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal
 
 from logbus.client.admin import client
@@ -21,11 +20,11 @@ from logbus.client.admin.types import (
     TopicDescription,
 )
 from logbus.client.admin_ops import CreatedTopic, ListedOffset
-from logbus.client.loop_thread import LoopThread
+from logbus.client.blocking import BlockingClient
 from logbus.client.types import TopicPartition
 
 
-class Admin:
+class Admin(BlockingClient[client.Admin]):
     """A blocking client that manages topics, configs, offsets and consumer groups.
 
         with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
@@ -38,38 +37,13 @@ class Admin:
     run one after another on its loop.
     """
 
+    _noun = "admin client"
+
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
-        self._admin = client.Admin(config, **overrides)
-        self._loop = LoopThread("logbus-admin")
-        try:
-            self._loop.run(self._admin.start())
-        except BaseException:
-            self._loop.close()
-            raise
+        super().__init__(client.Admin(config, **overrides), "logbus-admin")
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return self._admin.config
-
-    def close(self, timeout: float | None = None) -> None:
-        """Close every connection and stop the event loop thread."""
-        if self._loop.closed:
-            return
-        try:
-            self._loop.run(self._admin.close(), timeout)
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _shutdown(self, timeout: float | None) -> None:
+        self._run(self._aio.close(), timeout)
 
     # --- topics -------------------------------------------------------------------------
 
@@ -81,29 +55,27 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[str, CreatedTopic]:
         """Create topics; see `logbus.aio.Admin.create_topics`."""
-        return self._loop.run(
-            self._admin.create_topics(
-                new_topics, validate_only=validate_only, timeout_ms=timeout_ms
-            )
+        return self._run(
+            self._aio.create_topics(new_topics, validate_only=validate_only, timeout_ms=timeout_ms)
         )
 
     def delete_topics(self, topics: Sequence[str], *, timeout_ms: int | None = None) -> None:
         """Delete topics; see `logbus.aio.Admin.delete_topics`."""
-        self._loop.run(self._admin.delete_topics(topics, timeout_ms=timeout_ms))
+        self._run(self._aio.delete_topics(topics, timeout_ms=timeout_ms))
 
     def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None
     ) -> list[str]:
         """Topic names, sorted; see `logbus.aio.Admin.list_topics`."""
-        return self._loop.run(
-            self._admin.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
+        return self._run(
+            self._aio.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
         )
 
     def describe_topics(
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, TopicDescription]:
         """Topics' partitions; see `logbus.aio.Admin.describe_topics`."""
-        return self._loop.run(self._admin.describe_topics(topics, timeout_ms=timeout_ms))
+        return self._run(self._aio.describe_topics(topics, timeout_ms=timeout_ms))
 
     def create_partitions(
         self,
@@ -113,8 +85,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> None:
         """Grow topics; see `logbus.aio.Admin.create_partitions`."""
-        self._loop.run(
-            self._admin.create_partitions(
+        self._run(
+            self._aio.create_partitions(
                 new_partitions, validate_only=validate_only, timeout_ms=timeout_ms
             )
         )
@@ -130,8 +102,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         """Resources' configs; see `logbus.aio.Admin.describe_configs`."""
-        return self._loop.run(
-            self._admin.describe_configs(
+        return self._run(
+            self._aio.describe_configs(
                 resources,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
@@ -147,8 +119,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> None:
         """Change some configs; see `logbus.aio.Admin.incremental_alter_configs`."""
-        self._loop.run(
-            self._admin.incremental_alter_configs(
+        self._run(
+            self._aio.incremental_alter_configs(
                 changes, validate_only=validate_only, timeout_ms=timeout_ms
             )
         )
@@ -161,8 +133,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> None:
         """Replace resources' configs; see `logbus.aio.Admin.alter_configs`."""
-        self._loop.run(
-            self._admin.alter_configs(configs, validate_only=validate_only, timeout_ms=timeout_ms)
+        self._run(
+            self._aio.alter_configs(configs, validate_only=validate_only, timeout_ms=timeout_ms)
         )
 
     # --- offsets ------------------------------------------------------------------------
@@ -175,23 +147,21 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, ListedOffset]:
         """Partitions' offsets; see `logbus.aio.Admin.list_offsets`."""
-        return self._loop.run(
-            self._admin.list_offsets(
-                specs, isolation_level=isolation_level, timeout_ms=timeout_ms
-            )
+        return self._run(
+            self._aio.list_offsets(specs, isolation_level=isolation_level, timeout_ms=timeout_ms)
         )
 
     def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """Delete records below offsets; see `logbus.aio.Admin.delete_records`."""
-        return self._loop.run(self._admin.delete_records(before, timeout_ms=timeout_ms))
+        return self._run(self._aio.delete_records(before, timeout_ms=timeout_ms))
 
     # --- cluster ------------------------------------------------------------------------
 
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
-        return self._loop.run(self._admin.describe_cluster(timeout_ms=timeout_ms))
+        return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
 
     # --- consumer groups ----------------------------------------------------------------
 
@@ -199,23 +169,19 @@ class Admin:
         self, *, states: Sequence[str] = (), timeout_ms: int | None = None
     ) -> list[ConsumerGroupListing]:
         """Consumer groups; see `logbus.aio.Admin.list_consumer_groups`."""
-        return self._loop.run(
-            self._admin.list_consumer_groups(states=states, timeout_ms=timeout_ms)
-        )
+        return self._run(self._aio.list_consumer_groups(states=states, timeout_ms=timeout_ms))
 
     def describe_consumer_groups(
         self, group_ids: Sequence[str], *, timeout_ms: int | None = None
     ) -> dict[str, ConsumerGroupDescription]:
         """Groups' state and members; see `logbus.aio.Admin.describe_consumer_groups`."""
-        return self._loop.run(
-            self._admin.describe_consumer_groups(group_ids, timeout_ms=timeout_ms)
-        )
+        return self._run(self._aio.describe_consumer_groups(group_ids, timeout_ms=timeout_ms))
 
     def delete_consumer_groups(
         self, group_ids: Sequence[str], *, timeout_ms: int | None = None
     ) -> None:
         """Delete groups; see `logbus.aio.Admin.delete_consumer_groups`."""
-        self._loop.run(self._admin.delete_consumer_groups(group_ids, timeout_ms=timeout_ms))
+        self._run(self._aio.delete_consumer_groups(group_ids, timeout_ms=timeout_ms))
 
     def list_consumer_group_offsets(
         self,
@@ -225,8 +191,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, int]:
         """Committed offsets; see `logbus.aio.Admin.list_consumer_group_offsets`."""
-        return self._loop.run(
-            self._admin.list_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+        return self._run(
+            self._aio.list_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
         )
 
     def alter_consumer_group_offsets(
@@ -237,9 +203,7 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> None:
         """Set committed offsets; see `logbus.aio.Admin.alter_consumer_group_offsets`."""
-        self._loop.run(
-            self._admin.alter_consumer_group_offsets(group_id, offsets, timeout_ms=timeout_ms)
-        )
+        self._run(self._aio.alter_consumer_group_offsets(group_id, offsets, timeout_ms=timeout_ms))
 
     def delete_consumer_group_offsets(
         self,
@@ -249,8 +213,6 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> None:
         """Forget committed offsets; see `logbus.aio.Admin.delete_consumer_group_offsets`."""
-        self._loop.run(
-            self._admin.delete_consumer_group_offsets(
-                group_id, partitions, timeout_ms=timeout_ms
-            )
+        self._run(
+            self._aio.delete_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
         )

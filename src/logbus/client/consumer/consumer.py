@@ -8,7 +8,6 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, NamedTuple
 
 from logbus.client.cluster import Cluster
@@ -25,6 +24,7 @@ from logbus.client.consumer.records import (
 )
 from logbus.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from logbus.client.errors import KafkaError
+from logbus.client.lifecycle import AsyncService
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
@@ -59,7 +59,7 @@ def _partitions(args: tuple[Any, ...]) -> list[TopicPartition]:
     return [TopicPartition(*tp) for tp in args]
 
 
-class Consumer:
+class Consumer(AsyncService):
     """An asyncio Kafka consumer (Kafka's KafkaConsumer, in asyncio).
 
         consumer = Consumer({"bootstrap.servers": "host:9092", "group.id": "g"},
@@ -106,12 +106,7 @@ class Consumer:
         if self._closed:
             raise IllegalStateError("this consumer is closed")
         cfg = self.config
-        cluster = await Cluster.connect(
-            ",".join(cfg["bootstrap.servers"]),
-            client_id=cfg["client.id"],
-            connect_timeout=cfg["socket.connection.setup.timeout.ms"] / 1000,
-            request_timeout=cfg["request.timeout.ms"] / 1000,
-        )
+        cluster = await Cluster.from_config(cfg)
         self._cluster = cluster
         self._fetcher = Fetcher(
             cluster,
@@ -142,18 +137,6 @@ class Consumer:
                 await self._fetcher.close()
             if self._cluster is not None:
                 await self._cluster.close()
-
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def _started(self) -> tuple[Cluster, Fetcher]:
         if self._closed:

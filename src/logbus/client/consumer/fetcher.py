@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
 from logbus.client.consumer.subscription_state import SubscriptionState
@@ -592,33 +593,16 @@ class Fetcher:
         self, node: int, requests: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
         conn = await self.cluster.node(node)
-        version = conn.choose_version(ApiKey.LIST_OFFSETS)
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), timestamp in requests.items():
-            topics.setdefault(topic, []).append(
-                {"partition_index": partition, "current_leader_epoch": -1,
-                 "timestamp": timestamp, "max_num_offsets": 1}
-            )
-        body = {
-            "replica_id": -1,
-            "isolation_level": self.isolation_level,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            "timeout_ms": int(conn.request_timeout * 1000),
+        asked = {(tp.topic, tp.partition): when for tp, when in requests.items()}
+        found = await admin_ops.list_offsets_info(
+            conn,
+            asked,
+            isolation_level=self.isolation_level,
+            timeout_ms=int(conn.request_timeout * 1000),
+        )
+        return {
+            TopicPartition(*tp): value
+            if isinstance(value, KafkaError)
+            else (value.offset, value.timestamp)
+            for tp, value in found.items()
         }
-        response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
-        out: dict[TopicPartition, tuple[int, int] | KafkaError] = {}
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                tp = TopicPartition(t["name"], p["partition_index"])
-                if p["error_code"] != ErrorCode.NONE:
-                    out[tp] = KafkaError(p["error_code"], f"ListOffsets {tp.topic}-{tp.partition}")
-                elif version == 0:
-                    old = p["old_style_offsets"]
-                    out[tp] = (old[0] if old else -1, -1)
-                else:
-                    out[tp] = (p["offset"], p["timestamp"])
-        for tp in requests:
-            out.setdefault(
-                tp, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ListOffsets left out {tp}")
-            )
-        return out

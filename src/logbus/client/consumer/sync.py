@@ -7,9 +7,9 @@ import queue
 import re
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any, TypeVar
 
+from logbus.client.blocking import BlockingClient
 from logbus.client.consumer.consumer import CommitCallback, OffsetAndTimestamp
 from logbus.client.consumer.consumer import Consumer as AsyncConsumer
 from logbus.client.consumer.records import (
@@ -17,7 +17,6 @@ from logbus.client.consumer.records import (
     ConsumerRecord,
     OffsetAndMetadata,
 )
-from logbus.client.loop_thread import LoopThread
 from logbus.client.types import TopicPartition
 
 T = TypeVar("T")
@@ -42,7 +41,7 @@ class _ThreadListener(ConsumerRebalanceListener):
         await self.owner._in_caller(self.listener.on_partitions_lost, lost)
 
 
-class Consumer:
+class Consumer(BlockingClient[AsyncConsumer]):
     """A blocking Kafka consumer: the same configuration and methods as
     `logbus.aio.Consumer`, each call run on a background event loop thread (see
     `LoopThread`). Connects when made; `close()` (or leaving `with`) commits (with
@@ -57,24 +56,13 @@ class Consumer:
     in the thread calling poll() (or close()).
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self._consumer = AsyncConsumer(config, **kwargs)
-        self._thread = LoopThread("logbus-consumer")
-        self._calls: queue.SimpleQueue[Any] | None = None
-        try:
-            self._thread.run(self._consumer.start())
-        except BaseException:
-            self._thread.close()
-            raise
+    _noun = "consumer"
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return self._consumer.config
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._calls: queue.SimpleQueue[Any] | None = None
+        super().__init__(AsyncConsumer(config, **kwargs), "logbus-consumer")
 
     # --- running calls on the loop, listener calls back here -----------------------------
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self._thread.run(coro, timeout)
 
     def _run_with_callbacks(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop while serving the listener calls it makes, here."""
@@ -121,23 +109,10 @@ class Consumer:
     def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), revoke, leave the group, close connections and
         stop the background thread."""
-        if self._thread.closed:
-            return
-        try:
-            self._run_with_callbacks(self._consumer.close())
-        finally:
-            self._thread.close()
+        super().close(timeout)
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _shutdown(self, timeout: float | None) -> None:
+        self._run_with_callbacks(self._aio.close())
 
     # --- subscribing ------------------------------------------------------------------
 
@@ -152,7 +127,7 @@ class Consumer:
         wrapped = _ThreadListener(self, listener) if listener is not None else None
 
         async def call() -> None:
-            self._consumer.subscribe(topics, pattern=pattern, listener=wrapped)
+            self._aio.subscribe(topics, pattern=pattern, listener=wrapped)
 
         self._run(call())
 
@@ -160,12 +135,12 @@ class Consumer:
         wanted = list(partitions)
 
         async def call() -> None:
-            self._consumer.assign(wanted)
+            self._aio.assign(wanted)
 
         self._run(call())
 
     def unsubscribe(self) -> None:
-        self._run_with_callbacks(self._consumer.unsubscribe())
+        self._run_with_callbacks(self._aio.unsubscribe())
 
     def _read(self, fn: Callable[[], T]) -> T:
         async def call() -> T:
@@ -175,16 +150,16 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions held now (safe to ask from any thread)."""
-        return self._read(self._consumer.assignment)
+        return self._read(self._aio.assignment)
 
     def subscription(self) -> set[str]:
-        return self._read(self._consumer.subscription)
+        return self._read(self._aio.subscription)
 
     def topics(self) -> dict[str, set[int]]:
-        return self._run(self._consumer.topics())
+        return self._run(self._aio.topics())
 
     def partitions_for_topic(self, topic: str) -> set[int]:
-        return self._run(self._consumer.partitions_for_topic(topic))
+        return self._run(self._aio.partitions_for_topic(topic))
 
     # --- polling ----------------------------------------------------------------------
 
@@ -192,7 +167,7 @@ class Consumer:
         """Records fetched since the last poll (waiting up to `timeout` seconds for the
         first), at most `max_records` (default max.poll.records)."""
         return self._run_with_callbacks(
-            self._consumer.poll(timeout_ms=timeout * 1000, max_records=max_records)
+            self._aio.poll(timeout_ms=timeout * 1000, max_records=max_records)
         )
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
@@ -203,7 +178,7 @@ class Consumer:
     # --- positions --------------------------------------------------------------------
 
     def position(self, partition: TopicPartition | tuple[str, int]) -> int:
-        return self._run(self._consumer.position(partition))
+        return self._run(self._aio.position(partition))
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
         async def call() -> None:
@@ -212,36 +187,36 @@ class Consumer:
         self._run(call())
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
-        self._call(self._consumer.seek, partition, offset)
+        self._call(self._aio.seek, partition, offset)
 
     def seek_to_beginning(self, *partitions: Any) -> None:
-        self._call(self._consumer.seek_to_beginning, *partitions)
+        self._call(self._aio.seek_to_beginning, *partitions)
 
     def seek_to_end(self, *partitions: Any) -> None:
-        self._call(self._consumer.seek_to_end, *partitions)
+        self._call(self._aio.seek_to_end, *partitions)
 
     def pause(self, *partitions: Any) -> None:
-        self._call(self._consumer.pause, *partitions)
+        self._call(self._aio.pause, *partitions)
 
     def resume(self, *partitions: Any) -> None:
-        self._call(self._consumer.resume, *partitions)
+        self._call(self._aio.resume, *partitions)
 
     def paused(self) -> set[TopicPartition]:
-        return self._read(self._consumer.paused)
+        return self._read(self._aio.paused)
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        return self._run(self._consumer.offsets_for_times(timestamps))
+        return self._run(self._aio.offsets_for_times(timestamps))
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._run(self._consumer.beginning_offsets(list(partitions)))
+        return self._run(self._aio.beginning_offsets(list(partitions)))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._run(self._consumer.end_offsets(list(partitions)))
+        return self._run(self._aio.end_offsets(list(partitions)))
 
     def highwater(self, partition: TopicPartition | tuple[str, int]) -> int | None:
-        return self._consumer.highwater(partition)
+        return self._aio.highwater(partition)
 
     # --- commits ----------------------------------------------------------------------
 
@@ -249,7 +224,7 @@ class Consumer:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
         """Commit `offsets` or every held partition's position, and wait for it."""
-        self._run(self._consumer.commit(offsets))
+        self._run(self._aio.commit(offsets))
 
     def commit_async(
         self,
@@ -260,7 +235,7 @@ class Consumer:
         thread when it completes. The returned future completes too."""
 
         async def start() -> asyncio.Task[None]:
-            return self._consumer.commit_async(offsets, callback)
+            return self._aio.commit_async(offsets, callback)
 
         task = self._run(start())
 
@@ -272,15 +247,15 @@ class Consumer:
     def committed(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return self._run(self._consumer.committed(list(partitions)))
+        return self._run(self._aio.committed(list(partitions)))
 
     @property
     def member_id(self) -> str | None:
-        return self._consumer.member_id
+        return self._aio.member_id
 
     @property
     def generation_id(self) -> int:
-        return self._consumer.generation_id
+        return self._aio.generation_id
 
 
 def _settle(reply: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import NO_LEADER, ClusterMetadata
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import (
@@ -44,7 +44,7 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
 
 
-class Producer:
+class Producer(AsyncService):
     """An asyncio Kafka producer.
 
     Made with Kafka's producer settings (a dict, and/or keyword arguments with dots
@@ -117,18 +117,13 @@ class Producer:
             raise ClientClosedError("the producer is closed")
         c = self.config
         loop = asyncio.get_running_loop()
-        cluster = Cluster(
-            ",".join(c["bootstrap.servers"]),
-            client_id=c["client.id"],
-            connect_timeout=c["socket.connection.setup.timeout.ms"] / 1000,
-            request_timeout=c["request.timeout.ms"] / 1000,
+        self._pool = BufferPool(c["buffer.memory"], loop)
+        cluster = await Cluster.from_config(
+            c,
             reconnect_backoff=self._settings.reconnect_backoff,
             reconnect_backoff_max=self._settings.reconnect_backoff_max,
         )
-        self._pool = BufferPool(c["buffer.memory"], loop)
-        sender: Sender | None = None
         try:
-            await cluster.bootstrap()
             accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
             sender = Sender(cluster, accumulator, self._pool, self._settings, self._topics)
             sender.on_metadata = self._metadata_updated
@@ -149,18 +144,6 @@ class Producer:
     def _wake_sender(self) -> None:
         if self._sender is not None:
             self._sender.wakeup()
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # A timeout argument as on Kafka's producer (and the blocking API), not asyncio.timeout.
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109

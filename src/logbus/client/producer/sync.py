@@ -9,15 +9,14 @@ encoding of each record.
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections import deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any
 
+from logbus.client.blocking import BlockingClient
 from logbus.client.errors import ClientClosedError, KafkaTimeoutError
-from logbus.client.loop_thread import LoopThread
 from logbus.client.producer.accumulator import record_size
 from logbus.client.producer.producer import DeliveryCallback, Headers
 from logbus.client.producer.producer import Producer as AsyncProducer
@@ -28,7 +27,7 @@ _Pending = tuple[
 ]
 
 
-class Producer:
+class Producer(BlockingClient[AsyncProducer]):
     """A blocking Kafka producer, safe to share between threads.
 
     Same settings as `logbus.aio.Producer`. Connects on creation; `close()` (or leaving
@@ -41,42 +40,17 @@ class Producer:
             producer.send("events", b"hello").result()
     """
 
+    _noun = "producer"
+
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        self._aio = AsyncProducer(config, **settings)
-        self._thread = LoopThread("logbus-producer")
         self._pending: deque[_Pending] = deque()
         self._scheduled = False
-        self._lock = threading.Lock()
-        self._closed = False
-        try:
-            self._thread.run(self._aio.start())
-        except BaseException:
-            self._thread.close()
-            raise
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self._aio.config
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("the producer is closed")
+        super().__init__(AsyncProducer(config, **settings), "logbus-producer")
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
         self._check_open()
-        return self._thread.run(self._aio.partitions_for(topic))
+        return self._run(self._aio.partitions_for(topic))
 
     def send(
         self,
@@ -107,7 +81,7 @@ class Producer:
             key, value = aio._serialize(key, value)
         count = aio._partition_counts.get(topic)
         if count is None:
-            count = self._thread.run(aio._partition_count(topic))
+            count = self._run(aio._partition_count(topic))
         if partition is not None:
             aio._check_partition(topic, partition, count)
         hdrs = headers or ()
@@ -156,7 +130,7 @@ class Producer:
     ) -> RecordMetadata:
         """Send one record and wait for its RecordMetadata."""
         self._check_open()
-        return self._thread.run(
+        return self._run(
             self._aio.send_and_wait(topic, value, key, partition, timestamp, headers), timeout
         )
 
@@ -165,7 +139,7 @@ class Producer:
         RecordMetadata in order (raises the first error)."""
         self._check_open()
         records = records if isinstance(records, list) else list(records)
-        return self._thread.run(self._send_batch(records))
+        return self._run(self._send_batch(records))
 
     async def _send_batch(self, records: list[ProducerRecord]) -> list[RecordMetadata]:
         self._drain_pending()
@@ -175,7 +149,7 @@ class Producer:
         """Send everything buffered and wait until it is acknowledged or has failed;
         KafkaTimeoutError after `timeout` seconds."""
         self._check_open()
-        self._thread.run(self._flush(timeout))
+        self._run(self._flush(timeout))
 
     async def _flush(self, timeout: float | None) -> None:  # noqa: ASYNC109
         self._drain_pending()
@@ -184,16 +158,11 @@ class Producer:
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to `timeout` seconds; None: as long as it takes),
         fail the rest with ClientClosedError, disconnect and stop the loop thread."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        try:
-            self._thread.run(self._close(timeout))
-        except KafkaTimeoutError:
-            pass
-        finally:
-            self._thread.close()
+        super().close(timeout)
+
+    def _shutdown(self, timeout: float | None) -> None:
+        with contextlib.suppress(KafkaTimeoutError):
+            self._run(self._close(timeout))
 
     async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
         self._drain_pending()
