@@ -202,8 +202,11 @@ def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
 def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
     topic = make_topic(fast_broker, 4, 0)
     group = new_name("g")
+    # --from-beginning: a member that looks up its start after the records are written
+    # would otherwise start at the end (auto.offset.reset=latest) and miss them.
     args = [*CLI, "consume", topic, "--group", group, *FAST_SESSION, "--max-messages", "20",
-            "--timeout-ms", "20000", "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
+            "--from-beginning", "--timeout-ms", "20000",
+            "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
     procs = [
         subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
