@@ -17,9 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
+
+# Property tests are judged on what they find, not on how fast each example runs: a
+# per-example deadline is a timed assertion that fails on a loaded machine.
+settings.register_profile("logbus", deadline=None)
+settings.load_profile("logbus")
 
 
 class LoopThread:

@@ -430,9 +430,11 @@ def test_reconfigure_restarts_the_threads_with_new_settings(tmp_path: Path) -> N
     )
     cleaner.startup()
     try:
+        # Written before the new threads start, so that their first pass sees all of it
+        # (a pass over half-written data may leave a rest below the cleanable ratio).
+        written = fill(log)
         cleaner.reconfigure(CleanerConfig(num_threads=2, backoff_ms=10))
         assert len(cleaner._threads) == 2
-        written = fill(log)
         assert cleaner.await_passes(1, timeout=30)
         wait_for(lambda: records_of(log) == latest_per_key(written), timeout=30)
         cleaner.reconfigure(CleanerConfig(enable=False))
