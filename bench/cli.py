@@ -113,9 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     table = report.markdown(data)
     print(table)
     if args.update_readme:
-        for readme in (REPO / "README.md", REPO / "bench" / "README.md"):
-            if report.update_readme(readme, table, written):
-                print(f"updated {readme.relative_to(REPO)}", file=sys.stderr)
+        md = next(p for p in written if p.suffix == ".md")
+        where = md.relative_to(REPO).as_posix() if md.is_relative_to(REPO) else str(md)
+        short = report.summary_markdown(
+            data, f"[bench/README.md](bench/README.md), [{md.name}]({where})")
+        if report.update_readme(REPO / "README.md", short):
+            print("updated README.md", file=sys.stderr)
+        if report.update_readme(REPO / "bench" / "README.md", table, written):
+            print("updated bench/README.md", file=sys.stderr)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 1 if any(c.status == "failed" for r in results for c in r.cases) else 0

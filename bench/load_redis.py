@@ -17,7 +17,7 @@ except ImportError:  # reported as "not available" when a Redis row runs
     hiredis = None
 
 from bench.core import Metrics
-from bench.load_kafka import VALUE_POOL, make_values
+from bench.load_kafka import VALUE_POOL, ReadClock, make_values
 from bench.progress import Progress
 from bench.systems import Unavailable
 
@@ -110,23 +110,18 @@ def _entry_bytes(entries: list[Any]) -> int:
 
 def xrange(port: int, key: str, expected: int, value_size: int, progress: Progress) -> Metrics:
     progress.begin(f"XRANGE {expected:,} x {value_size} B", expected)
-    got = 0
-    nbytes = 0
+    clock = ReadClock(expected)
     low = b"-"
     with RespConnection(port) as conn:
-        start = time.perf_counter()
-        while got < expected:
+        while not clock.done():
             entries = conn.call(b"XRANGE", key.encode(), low, b"+", b"COUNT", b"%d" % PIPELINE)
             if not entries:
-                raise RuntimeError(f"stream {key} ended after {got} of {expected} entries")
-            nbytes += _entry_bytes(entries)
-            got += len(entries)
+                raise RuntimeError(f"stream {key} ended after {clock.records} of {expected}")
+            clock.add(len(entries), _entry_bytes(entries))
             low = b"(" + entries[-1][0]
             progress.advance(len(entries), len(entries) * value_size)
-        elapsed = time.perf_counter() - start
     progress.end()
-    return {"mb_s": nbytes / elapsed / 1e6, "records_s": got / elapsed, "seconds": elapsed,
-            "records": float(got)}
+    return clock.metrics(value_size)
 
 
 def xreadgroup(port: int, key: str, expected: int, value_size: int, progress: Progress,
@@ -134,29 +129,24 @@ def xreadgroup(port: int, key: str, expected: int, value_size: int, progress: Pr
     """A fresh consumer group from the start of the stream, NOACK (no pending-entries list
     to grow, like a Kafka consumer that commits nothing)."""
     progress.begin(f"XREADGROUP {expected:,} x {value_size} B", expected)
-    got = 0
-    nbytes = 0
+    clock = ReadClock(expected)
     with RespConnection(port) as conn:
         conn.call(b"XGROUP", b"CREATE", key.encode(), group.encode(), b"0")
         request = encode(b"XREADGROUP", b"GROUP", group.encode(), b"bench", b"COUNT",
                          b"%d" % PIPELINE, b"NOACK", b"STREAMS", key.encode(), b">")
         try:
-            start = time.perf_counter()
-            while got < expected:
+            while not clock.done():
                 conn.send(request)
                 reply = conn.reply()
                 if not reply:
-                    raise RuntimeError(f"stream {key} ended after {got} of {expected} entries")
+                    raise RuntimeError(f"stream {key} ended after {clock.records} of {expected}")
                 entries = reply[0][1]
-                nbytes += _entry_bytes(entries)
-                got += len(entries)
+                clock.add(len(entries), _entry_bytes(entries))
                 progress.advance(len(entries), len(entries) * value_size)
-            elapsed = time.perf_counter() - start
         finally:
             progress.end()
             conn.call(b"XGROUP", b"DESTROY", key.encode(), group.encode())
-    return {"mb_s": nbytes / elapsed / 1e6, "records_s": got / elapsed, "seconds": elapsed,
-            "records": float(got)}
+    return clock.metrics(value_size)
 
 
 def delete(port: int, key: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,28 +81,58 @@ def markdown(data: dict[str, Any]) -> str:
             if case["status"] != "ok":
                 cells = [f"{case['status']}: {case['reason']}"] + [""] * (len(metrics) - 1)
             else:
-                cells = []
-                for m in metrics:
-                    s = case["metrics"].get(m)
-                    if s is None:
-                        cells.append("")
-                    elif s["min"] == s["max"]:
-                        cells.append(_fmt(s["median"]))
-                    else:
-                        cells.append(f"{_fmt(s['median'])} ({_fmt(s['min'])}-{_fmt(s['max'])})")
+                cells = [_cell(case["metrics"][m]) if m in case["metrics"] else ""
+                         for m in metrics]
             lines.append(f"| {case['variant']} | {case['system']} | " + " | ".join(cells)
                          + f" | {case['note']} |")
         lines.append("")
-    if data["targets"]:
-        lines += ["**Targets** (ratios of medians from this run)", "",
-                  "| target | ratio | needed | met |", "| --- | --- | --- | --- |"]
-        for t in data["targets"]:
-            ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
-            needed = ("≥ " if t["higher_is_better"] else "≤ ") + f"{t['target']:g}"
-            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-            lines.append(f"| {t['name']} | {ratio} | {needed} | {met} |")
-        lines.append("")
+    lines += _targets_markdown(data)
     return "\n".join(lines)
+
+
+def _cell(summary: dict[str, Any]) -> str:
+    if summary["min"] == summary["max"]:
+        return _fmt(summary["median"])
+    return f"{_fmt(summary['median'])} ({_fmt(summary['min'])}-{_fmt(summary['max'])})"
+
+
+def summary_markdown(data: dict[str, Any], details: str) -> str:
+    """The short form for the top-level README: each row's headline figure and the
+    targets; the full table is in `details`."""
+    lines = [
+        f"{data['date']}, commit `{data['commit']}`, scale `{data['scale']}`, median of "
+        f"{data['runs']} runs (min-max), load average {data['machine']['load_before']} "
+        f"before. Every figure, the client comparison (CL) and the plots: {details}.",
+        "",
+        "| scenario | variant | system | headline |",
+        "| --- | --- | --- | --- |",
+    ]
+    for scenario in data["scenarios"]:
+        if scenario["name"] == "CL":
+            continue
+        head = next(iter(scenario["metrics"]))
+        unit = scenario["metrics"][head]["unit"]
+        for case in scenario["cases"]:
+            summary = case["metrics"].get(head)
+            cell = f"{_cell(summary)} {unit}" if summary else case["status"]
+            lines.append(f"| {scenario['name']} | {case['variant']} | {case['system']} | {cell} |")
+    lines.append("")
+    lines += _targets_markdown(data)
+    return "\n".join(lines)
+
+
+def _targets_markdown(data: dict[str, Any]) -> list[str]:
+    if not data["targets"]:
+        return []
+    lines = ["**Targets** (ratios of medians from this run)", "",
+             "| target | ratio | needed | met |", "| --- | --- | --- | --- |"]
+    for t in data["targets"]:
+        ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
+        needed = ("≥ " if t["higher_is_better"] else "≤ ") + f"{t['target']:g}"
+        met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+        lines.append(f"| {t['name']} | {ratio} | {needed} | {met} |")
+    lines.append("")
+    return lines
 
 
 def write_plots(data: dict[str, Any], stem: Path) -> list[Path]:
@@ -185,7 +216,7 @@ def write_all(data: dict[str, Any], out_dir: Path, plots: bool = True) -> list[P
     return written
 
 
-def update_readme(path: Path, table: str, images: list[Path]) -> bool:
+def update_readme(path: Path, table: str, images: Sequence[Path] = ()) -> bool:
     """Replace the text between the bench markers of `path`; False if it has none."""
     if not path.exists():
         return False
@@ -193,7 +224,7 @@ def update_readme(path: Path, table: str, images: list[Path]) -> bool:
     if START not in text or END not in text:
         return False
     links = "".join(f"\n![{p.stem}]({p.relative_to(path.parent).as_posix()})"
-                    for p in images if p.suffix == ".png")
+                    for p in images if p.suffix == ".png" and p.is_relative_to(path.parent))
     block = f"{START}\n{table}{links}\n{END}"
     path.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _m: block, text,
                            flags=re.S))

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench import load_kafka
 from bench.core import Case, Context, Metrics, Scenario
+from bench.load_kafka import ReadClock
 from bench.progress import Progress
 from bench.scenarios.common import KIB, PARTITIONS
 from bench.systems import Unavailable
@@ -27,6 +28,12 @@ CLIENT = {"mb_s": ("MB/s", True), "records_s": ("records/s", True)}
 def _metrics(count: int, value_size: int, elapsed: float) -> Metrics:
     return {"mb_s": count * value_size / elapsed / 1e6, "records_s": count / elapsed,
             "seconds": elapsed, "records": float(count)}
+
+
+def _checked(clock: ReadClock, client: str, value_size: int) -> Metrics:
+    if not clock.done():
+        raise RuntimeError(f"{client} read {clock.records} of {clock.expected} records in 300 s")
+    return clock.metrics(value_size)
 
 
 def _logbus_aio() -> Any:
@@ -63,6 +70,7 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], count:
     mask = len(values) - 1
     send = producer.send
     try:
+        send(topic, values[0]).get(60)  # connected, leaders known: then the clock starts
         progress.begin(f"kafka-python produce {count:,}", count)
         start = time.perf_counter()
         futures = []
@@ -93,6 +101,7 @@ def aiokafka_produce(bootstrap: str, topic: str, values: list[bytes], count: int
             mask = len(values) - 1
             send = producer.send
             futures = []
+            await producer.send_and_wait(topic, values[0])
             start = time.perf_counter()
             for i in range(count):
                 future = await send(topic, values[i & mask])
@@ -129,6 +138,7 @@ def logbus_produce(bootstrap: str, topic: str, values: list[bytes], count: int,
             mask = len(values) - 1
             send = producer.send
             futures = []
+            await producer.send_and_wait(topic, values[0])
             start = time.perf_counter()
             for i in range(count):
                 future = await send(topic, values[i & mask])
@@ -157,6 +167,7 @@ def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: in
     async def run() -> float:
         async with producer_cls(_logbus_producer_config(bootstrap)) as producer:
             mask = len(values) - 1
+            await producer.send_batch([record_cls(topic, values[0])])
             start = time.perf_counter()
             for first in range(0, count, CHUNK):
                 last = min(count, first + CHUNK)
@@ -190,59 +201,52 @@ def kafka_python_consume(bootstrap: str, topic: str, count: int, value_size: int
                              enable_auto_commit=False, auto_offset_reset="earliest",
                              fetch_max_bytes=64 * 1024 * 1024,
                              max_partition_fetch_bytes=8 * 1024 * 1024)
-    got = 0
+    clock = ReadClock(count)
     progress.begin(f"kafka-python consume {count:,}", count)
     try:
-        start = time.perf_counter()
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         consumer.seek_to_beginning()
         deadline = time.monotonic() + 300
-        while got < count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=100, max_records=CHUNK).values():
-                got += len(records)
-                progress.advance(len(records))
-        elapsed = time.perf_counter() - start
+        while not clock.done() and time.monotonic() < deadline:
+            batches = consumer.poll(timeout_ms=100, max_records=CHUNK)
+            n = sum(len(records) for records in batches.values())
+            clock.add(n, n * value_size)
+            progress.advance(n)
     finally:
         progress.end()
         consumer.close()
-    if got < count:
-        raise RuntimeError(f"kafka-python read {got} of {count} records in 300 s")
-    return _metrics(got, value_size, elapsed)
+    return _checked(clock, "kafka-python", value_size)
 
 
 def aiokafka_consume(bootstrap: str, topic: str, count: int, value_size: int,
                      progress: Progress) -> Metrics:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    async def run() -> tuple[int, float]:
+    async def run() -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     fetch_max_bytes=64 * 1024 * 1024,
                                     max_partition_fetch_bytes=8 * 1024 * 1024)
-        start = time.perf_counter()
         await consumer.start()
-        got = 0
         try:
             consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
             await consumer.seek_to_beginning()
             deadline = time.monotonic() + 300
-            while got < count and time.monotonic() < deadline:
+            while not clock.done() and time.monotonic() < deadline:
                 batches = await consumer.getmany(timeout_ms=100, max_records=CHUNK)
-                for records in batches.values():
-                    got += len(records)
-                    progress.advance(len(records))
-            return got, time.perf_counter() - start
+                n = sum(len(records) for records in batches.values())
+                clock.add(n, n * value_size)
+                progress.advance(n)
         finally:
             await consumer.stop()
 
+    clock = ReadClock(count)
     progress.begin(f"aiokafka consume {count:,}", count)
     try:
-        got, elapsed = asyncio.run(run())
+        asyncio.run(run())
     finally:
         progress.end()
-    if got < count:
-        raise RuntimeError(f"aiokafka read {got} of {count} records in 300 s")
-    return _metrics(got, value_size, elapsed)
+    return _checked(clock, "aiokafka", value_size)
 
 
 def logbus_consume(bootstrap: str, topic: str, count: int, value_size: int,
@@ -253,30 +257,26 @@ def logbus_consume(bootstrap: str, topic: str, count: int, value_size: int,
     if partition_cls is None:
         partition_cls = importlib.import_module("logbus.client.types").TopicPartition
 
-    async def run() -> tuple[int, float]:
+    async def run() -> None:
         config = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "max.poll.records": CHUNK,
                   "fetch.max.bytes": 64 * 1024 * 1024,
                   "max.partition.fetch.bytes": 8 * 1024 * 1024}
-        start = time.perf_counter()
-        got = 0
         async with consumer_cls(config) as consumer:
             consumer.assign([partition_cls(topic, p) for p in range(PARTITIONS)])
             deadline = time.monotonic() + 300
-            while got < count and time.monotonic() < deadline:
+            while not clock.done() and time.monotonic() < deadline:
                 records = await consumer.poll(timeout_ms=100)
-                got += len(records)
+                clock.add(len(records), len(records) * value_size)
                 progress.advance(len(records))
-            return got, time.perf_counter() - start
 
+    clock = ReadClock(count)
     progress.begin(f"logbus Consumer consume {count:,}", count)
     try:
-        got, elapsed = asyncio.run(run())
+        asyncio.run(run())
     finally:
         progress.end()
-    if got < count:
-        raise RuntimeError(f"logbus Consumer read {got} of {count} records in 300 s")
-    return _metrics(got, value_size, elapsed)
+    return _checked(clock, "logbus Consumer", value_size)
 
 
 PRODUCERS: dict[str, Produce] = {

@@ -41,9 +41,10 @@ def kafka_produce_run(ctx: Context, system: str, dataset: str, value_size: int,
         return metrics
 
     metrics = with_resources(server, run)
+    written = int(metrics.pop("written"))  # with the warm-up record
     replace_dataset(ctx, dataset, {"system": system, "topic": topic,
                                    "partitions": partitions if system != "nafka" else 1,
-                                   "records": int(metrics["records"]),
+                                   "records": written,
                                    "value_size": value_size})
     return metrics
 
