@@ -45,7 +45,7 @@ def _definitions() -> list[Target]:
         Target("L1 p99 <= 2x Redis p99", "L1|1 KiB acks=all|logbus|p99_ms",
                "L1|1 KiB XADD/XREAD BLOCK|redis|p99_ms", 2.0, higher_is_better=False),
         Target("R1 requests/s >= 0.5x Redis unpipelined XADD",
-               "R1|100 B, 1 in flight|logbus|requests_s",
+               "R1|100 B, 1 in flight, raw wire|logbus|requests_s",
                "R1|100 B XADD unpipelined|redis|requests_s", 0.5),
     ]
     for size in ("1 KiB", "100 B"):

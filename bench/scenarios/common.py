@@ -3,6 +3,7 @@ nafka or Redis, with the server's CPU time and peak RSS taken around it."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from bench import load_kafka, load_redis
@@ -11,6 +12,15 @@ from bench.systems import Server
 
 PARTITIONS = 6
 KIB = 1024
+
+
+def settle(ctx: Context) -> None:
+    """Write back the page cache before a latency scenario, so the gigabytes the
+    throughput scenarios left dirty are not flushed (and appends throttled) inside this
+    scenario's tail: measured on logbus, whose appends go to the page cache (Redis keeps
+    its stream in memory). Not timed; the same for every system."""
+    ctx.progress.note("sync: writing back the page cache before measuring latency")
+    os.sync()
 
 
 def with_resources(server: Server, metrics_fn: Any, bytes_key: str = "bytes") -> Metrics:

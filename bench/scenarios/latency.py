@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench import load_kafka, load_redis
 from bench.core import Case, Context, Metrics, Scenario, percentile
-from bench.scenarios.common import KIB, PARTITIONS
+from bench.scenarios.common import KIB, PARTITIONS, settle
 
 WARMUP_FRACTION = 0.1  # samples of the first 10% of the run are dropped (connections, caches)
 TICK = 0.001
@@ -191,8 +191,9 @@ def redis_run(ctx: Context) -> Metrics:
 def _cases(ctx: Context) -> list[Case]:
     note = f"{ctx.scale.latency_rate:,}/s for {ctx.scale.latency_seconds:g} s per run"
     return [
-        Case("1 KiB acks=all", "logbus", logbus_run, note=note + f", linger.ms={LINGER_MS}"),
-        Case("1 KiB XADD/XREAD BLOCK", "redis", redis_run, note=note),
+        Case("1 KiB acks=all", "logbus", logbus_run, setup=settle,
+             note=note + f", linger.ms={LINGER_MS}"),
+        Case("1 KiB XADD/XREAD BLOCK", "redis", redis_run, setup=settle, note=note),
     ]
 
 

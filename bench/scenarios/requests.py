@@ -1,6 +1,10 @@
 """R1: small requests, one 100-byte record per request and one request in flight, for a
-fixed time: requests/s and the latency percentiles of a request. logbus through librdkafka
-(produce then flush, linger.ms=0, acks=1); peer: Redis XADD without pipelining."""
+fixed time: requests/s and the latency percentiles of a request, acks=1. logbus through
+librdkafka (produce then flush, linger.ms=0) and through a raw wire connection that resends
+one encoded Produce request; peer: Redis XADD without pipelining, resent the same way.
+
+The raw row is the like-for-like one (both clients resend pre-encoded bytes); librdkafka's
+flush adds its own turnaround on top."""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
-from bench import load_kafka, load_redis
+from bench import load_kafka, load_redis, load_wire
 from bench.core import Case, Context, Metrics, Scenario, percentile
+from bench.scenarios.common import settle
 
 VALUE_SIZE = 100
 REQUESTS = {
@@ -67,6 +72,25 @@ def logbus_run(ctx: Context) -> Metrics:
         load_kafka.delete_topic(server.bootstrap, topic)
 
 
+def logbus_raw_run(ctx: Context) -> Metrics:
+    server = ctx.server("logbus")
+    topic = load_kafka.unique_name("R1")
+    load_kafka.create_topic(server.bootstrap, topic, 1)
+    frame = load_wire.produce_request(topic, 0, load_kafka.make_values(VALUE_SIZE, 1)[0], 1)
+    try:
+        with load_wire.WireConnection(server.bootstrap) as conn:
+            load_wire.check_produce_response(conn.request(frame))
+
+            def request() -> None:
+                conn.request(frame)
+
+            metrics = timed_loop(ctx.scale.request_seconds, request, ctx)
+            load_wire.check_produce_response(conn.request(frame))
+            return metrics
+    finally:
+        load_kafka.delete_topic(server.bootstrap, topic)
+
+
 def redis_run(ctx: Context) -> Metrics:
     server = ctx.server("redis")
     key = load_kafka.unique_name("R1")
@@ -87,8 +111,11 @@ def redis_run(ctx: Context) -> Metrics:
 def _cases(ctx: Context) -> list[Case]:
     note = f"{ctx.scale.request_seconds:g} s per run"
     return [
-        Case("100 B, 1 in flight", "logbus", logbus_run, note=note + ", librdkafka"),
-        Case("100 B XADD unpipelined", "redis", redis_run, note=note),
+        Case("100 B, 1 in flight, raw wire", "logbus", logbus_raw_run, setup=settle,
+             note=note + ", one encoded Produce resent"),
+        Case("100 B, 1 in flight, librdkafka", "logbus", logbus_run, setup=settle,
+             note=note + ", produce + flush"),
+        Case("100 B XADD unpipelined", "redis", redis_run, setup=settle, note=note),
     ]
 
 

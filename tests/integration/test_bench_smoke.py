@@ -35,7 +35,7 @@ def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -
     c1, r1 = data["scenarios"]
     # --systems logbus: only the logbus rows ran, and they ran to completion
     assert [(c["system"], c["status"]) for c in c1["cases"]] == [("logbus", "ok")]
-    assert [(c["system"], c["status"]) for c in r1["cases"]] == [("logbus", "ok")]
+    assert [(c["system"], c["status"]) for c in r1["cases"]] == [("logbus", "ok")] * 2
     consume = c1["cases"][0]["metrics"]
     assert {"mb_s", "records_s", "cpu_s_per_gib", "peak_rss_mb"} <= consume.keys()
     # tiny: 8 MiB of 1 KiB values and the warm-up record, all read
@@ -54,7 +54,8 @@ def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -
     assert all(t["met"] is None for t in data["targets"])
     table = md_path.read_text()
     assert "| 1 KiB from offset 0 | logbus |" in table
-    assert "| 100 B, 1 in flight | logbus |" in table
+    assert "| 100 B, 1 in flight, raw wire | logbus |" in table
+    assert "| 100 B, 1 in flight, librdkafka | logbus |" in table
 
 
 def test_an_unknown_scenario_is_refused_with_the_known_names(tmp_path: Path) -> None:
