@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--no-progress", action="store_true", help="plain log lines only")
     parser.add_argument("--profile", action="store_true",
-                        help="py-spy the logbus broker during the first run of each case; "
+                        help="py-spy the logbus broker during the last run of each case; "
                         "summaries go to <out>/profiles/")
     parser.add_argument("--update-readme", action="store_true",
                         help="put the table into README.md and bench/README.md")

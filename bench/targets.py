@@ -37,6 +37,8 @@ def _definitions() -> list[Target]:
     p1 = "P1|1 KiB|logbus|mb_s"
     targets = [
         Target("P1 MB/s >= 2x Redis XADD", p1, "P1|1 KiB|redis|mb_s", 2.0),
+        Target("P1 raw wire MB/s >= 2x Redis XADD (both clients resend encoded bytes)",
+               "P1|1 KiB raw wire|logbus|mb_s", "P1|1 KiB|redis|mb_s", 2.0),
         Target("P1 MB/s >= 20x nafka", p1, "P1|1 KiB|nafka|mb_s", 20.0),
         Target("P1 MB/s >= 25% of loopback TCP", p1,
                "CEIL|loopback TCP (iperf3)|machine|mb_s", 0.25),

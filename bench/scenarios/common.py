@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from bench import load_kafka, load_redis
+from bench import load_kafka, load_redis, load_wire
 from bench.core import GIB, Context, Metrics
 from bench.systems import Server
 
@@ -35,18 +35,23 @@ def with_resources(server: Server, metrics_fn: Any, bytes_key: str = "bytes") ->
 
 
 def kafka_produce_run(ctx: Context, system: str, dataset: str, value_size: int,
-                      total_bytes: int, partitions: int = PARTITIONS,
+                      total_bytes: int, partitions: int = PARTITIONS, raw: bool = False,
                       **overrides: Any) -> Metrics:
-    """Produce into a fresh topic; the topic is kept as `dataset` for readers (C1) and the
-    previous run's topic of the same dataset is deleted."""
+    """Produce into a fresh topic (librdkafka, or with `raw` pre-encoded requests); the
+    topic is kept as `dataset` for readers (C1) and the previous run's topic of the same
+    dataset is deleted."""
     server = ctx.server(system)
     topic = load_kafka.unique_name(dataset.replace("/", "-").replace(" ", ""))
     if system != "nafka":  # nafka has no CreateTopics: one partition, made on first use
         load_kafka.create_topic(server.bootstrap, topic, partitions)
 
     def run() -> Metrics:
-        metrics = load_kafka.produce(server.bootstrap, topic, value_size, total_bytes,
-                                     ctx.progress, **overrides)
+        if raw:
+            metrics = load_wire.produce_batches(server.bootstrap, topic, partitions,
+                                                value_size, total_bytes, ctx.progress)
+        else:
+            metrics = load_kafka.produce(server.bootstrap, topic, value_size, total_bytes,
+                                         ctx.progress, **overrides)
         metrics["bytes"] = float(value_size)
         return metrics
 
