@@ -300,3 +300,99 @@ def test_terminated_group_consumer_commits_and_leaves(fast_broker: Any) -> None:
     described = logbus(fast_broker, "groups", "describe", group)
     assert "has no active members" in described.stderr  # it left at once
     assert offsets(fast_broker, group) == {0: ("5", "5", "0")}
+
+
+def commit(broker: Any, group: str, topic: str, offset: int) -> None:
+    """Give a new (or inactive) group a committed offset on every partition of `topic`."""
+    ok(logbus(broker, "groups", "reset-offsets", group, "--topic", topic, "--to-offset",
+              str(offset), "--execute"))  # fmt: skip
+
+
+def tables(text: str) -> list[list[dict[str, str]]]:
+    """Several tables separated by blank lines, as `describe` prints several groups."""
+    return [table(block) for block in text.split("\n\n") if block.strip()]
+
+
+def test_describe_and_delete_several_groups(fast_broker: Any) -> None:
+    topic = make_topic(fast_broker, 1, 5)
+    first, second = new_name("g"), new_name("g")
+    commit(fast_broker, first, topic, 2)
+    commit(fast_broker, second, topic, 3)
+
+    both = logbus(fast_broker, "groups", "describe", first, second)
+    described = tables(ok(both))
+    assert [[(r["GROUP"], r["CURRENT-OFFSET"], r["LAG"]) for r in t] for t in described] == [
+        [(first, "2", "3")],
+        [(second, "3", "2")],
+    ]
+    assert both.stderr.count("has no active members") == 2
+
+    every = tables(ok(logbus(fast_broker, "groups", "describe", "--all-groups")))
+    assert {first, second} <= {t[0]["GROUP"] for t in every}
+    states = tables(ok(logbus(fast_broker, "groups", "describe", first, second, "--state")))
+    assert [(t[0]["GROUP"], t[0]["STATE"], t[0]["#MEMBERS"]) for t in states] == [
+        (first, "Empty", "0"),
+        (second, "Empty", "0"),
+    ]
+
+    ghost = new_name("ghost")
+    partly = logbus(fast_broker, "groups", "describe", first, ghost)
+    assert partly.returncode == 1
+    assert [r["GROUP"] for r in table(partly.stdout)] == [first]
+    assert f"logbus: error: Consumer group '{ghost}' does not exist." in partly.stderr
+
+    for args in ([], [first, "--all-groups"]):
+        usage = logbus(fast_broker, "groups", "describe", *args)
+        assert usage.returncode == 2 and "--all-groups" in usage.stderr
+
+    deleted = ok(logbus(fast_broker, "groups", "delete", first, second))
+    assert deleted == (
+        f"Deletion of requested consumer groups ('{first}', '{second}') was successful.\n"
+    )
+    assert not {first, second} & set(ok(logbus(fast_broker, "groups", "list")).split())
+    assert error(logbus(fast_broker, "groups", "delete", second)) == (
+        f"logbus: error: Consumer group '{second}' does not exist."
+    )
+
+
+def test_reset_to_current_by_duration_and_from_file(fast_broker: Any, tmp_path: Any) -> None:
+    topic = make_topic(fast_broker, 2, 10)
+    other = make_topic(fast_broker, 1, 4)
+    group = new_name("g")
+    commit(fast_broker, group, topic, 3)
+
+    def reset(*args: str) -> subprocess.CompletedProcess[str]:
+        return logbus(fast_broker, "groups", "reset-offsets", group, *args)
+
+    assert plan(ok(reset("--all-topics", "--to-current"))) == {0: 3, 1: 3}
+    # A partition without a committed offset goes to the log end, as in Kafka.
+    assert plan(ok(reset("--topic", other, "--to-current"))) == {0: 4}
+
+    assert plan(ok(reset("--all-topics", "--by-duration", "P1D"))) == {0: 0, 1: 0}
+    assert plan(ok(reset("--all-topics", "--by-duration", "PT0S"))) == {0: 10, 1: 10}
+    assert offsets(fast_broker, group) == {0: ("3", "10", "7"), 1: ("3", "10", "7")}
+    assert plan(ok(reset("--topic", f"{topic}:1", "--by-duration", "P1DT0.5S", "--execute"))) == {
+        1: 0
+    }
+    assert offsets(fast_broker, group)[1] == ("0", "10", "10")
+
+    csv_file = tmp_path / "plan.csv"
+    csv_file.write_text(f"{topic},0,5\n{topic},1,99\n\n")
+    assert plan(ok(reset("--from-file", str(csv_file), "--execute"))) == {0: 5, 1: 10}
+    assert offsets(fast_broker, group) == {0: ("5", "10", "5"), 1: ("10", "10", "0")}
+    # The four-column form (GROUP,TOPIC,PARTITION,OFFSET) keeps this group's lines only.
+    csv_file.write_text(f"{group},{topic},1,7\nsomeone-else,{topic},0,1\n")
+    assert plan(ok(reset("--from-file", str(csv_file)))) == {1: 7}
+
+    csv_file.write_text(f"{topic},zero,5\n")
+    assert f"{csv_file}:1: expected TOPIC,PARTITION,OFFSET" in error(
+        reset("--from-file", str(csv_file))
+    )
+    csv_file.write_text(f"{topic},7,5\n")
+    assert "no partition 7" in error(reset("--from-file", str(csv_file)))
+    assert "cannot read" in error(reset("--from-file", str(tmp_path / "missing.csv")))
+
+    for args in (["--all-topics", "--from-file", str(csv_file)], ["--to-current"]):
+        assert reset(*args).returncode == 2
+    bad = reset("--all-topics", "--by-duration", "1h")
+    assert bad.returncode == 2 and "ISO-8601" in bad.stderr

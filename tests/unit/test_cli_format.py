@@ -10,7 +10,7 @@ import pytest
 from logbus.cli.common import CommandError
 from logbus.cli.consume import RecordFormat
 from logbus.cli.main import build_parser
-from logbus.cli.produce import Accumulator, LineFormat, LineSplitter, line_format
+from logbus.cli.produce import LineFormat, LineSplitter, line_format
 from logbus.cli.topics import describe_lines
 from logbus.client.metadata import PartitionInfo, TopicInfo, topic_id_string
 from logbus.records.batch import BatchHeader
@@ -64,16 +64,6 @@ def test_line_format_from_arguments() -> None:
     assert _format("--key-separator", "|", "--property", "key.separator=:") == (
         LineFormat(key_separator=b"|")
     )
-
-
-def test_accumulator_reports_full_batches() -> None:
-    acc = Accumulator(batch_size=100)
-    assert not acc.add(0, None, b"x" * 10)
-    assert acc.add(0, b"k", b"x" * 80)
-    assert not acc.add(1, None, b"y")
-    assert [r.value for r in acc.take(0)] == [b"x" * 10, b"x" * 80]
-    assert [(p, len(rs)) for p, rs in acc.take_all()] == [(1, 1)]
-    assert acc.take(0) == []
 
 
 def _header(log_append_time: bool = False) -> BatchHeader:

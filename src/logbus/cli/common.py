@@ -1,6 +1,6 @@
 """What every subcommand shares: the bootstrap option, whole-number and `key=value`
-arguments, and running a coroutine with Kafka errors turned into a one-line message and
-exit status 1."""
+arguments, waiting for a topic's leaders, and running a coroutine with Kafka errors turned
+into a one-line message and exit status 1."""
 
 from __future__ import annotations
 
@@ -8,14 +8,23 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from logbus.client.cluster import Cluster
 from logbus.client.connection import parse_bootstrap
 from logbus.client.errors import KafkaError
+from logbus.client.metadata import NO_LEADER, TopicInfo
+from logbus.protocol import ErrorCode
 from logbus.protocol.errors import ProtocolError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
+
+# How long a topic that was just created may take to get leaders for its partitions.
+TOPIC_READY_TIMEOUT = 10.0
+_UNKNOWN_TOPIC_GRACE = 1.0
+_RETRY_BACKOFF = 0.1
 
 # A subcommand's function: parsed arguments in, exit status out.
 Command = Callable[[argparse.Namespace], int]
@@ -98,3 +107,37 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+async def wait_for_topic(cluster: Cluster, topic: str, *, auto_create: bool) -> TopicInfo:
+    """The topic's metadata once every partition has a leader. With `auto_create` the
+    broker may create it (if its auto.create.topics.enable allows)."""
+    start = time.monotonic()
+    while True:
+        md = await cluster.refresh([topic], allow_auto_topic_creation=auto_create)
+        info = md.topics.get(topic)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else info.error_code
+        waited = time.monotonic() - start
+        if code == ErrorCode.NONE and info is not None and info.partitions:
+            if all(p.leader != NO_LEADER for p in info.partitions.values()):
+                return info
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            if not auto_create or waited >= _UNKNOWN_TOPIC_GRACE:
+                return md.topic(topic)  # raises "Topic 'x' does not exist"
+        elif code != ErrorCode.LEADER_NOT_AVAILABLE:
+            return md.topic(topic)  # raises the topic's error
+        if waited >= TOPIC_READY_TIMEOUT:
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"Topic '{topic}' has partitions without a leader after "
+                f"{TOPIC_READY_TIMEOUT:g}s",
+            )
+        await asyncio.sleep(_RETRY_BACKOFF)
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (what to report on one line)."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

@@ -14,8 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
-from logbus.cli.sender import first_error
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    first_error,
+    key_value,
+    non_negative_int,
+    run,
+)
 from logbus.client import admin_ops, group_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError

@@ -1,24 +1,40 @@
 """`logbus groups`: list, describe and delete consumer groups and reset their committed
-offsets, with the output of Kafka's `kafka-consumer-groups`."""
+offsets, with the output of Kafka's `kafka-consumer-groups`, through the Admin client."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 
-from logbus.cli.common import CommandError, add_bootstrap, run
-from logbus.client import admin_ops, group_ops
-from logbus.client.cluster import Cluster
-from logbus.client.connection import Connection
+from logbus.cli.common import CommandError, add_bootstrap, fail, run
+from logbus.client.admin import (
+    Admin,
+    AdminBatchError,
+    ConsumerGroupDescription,
+    GroupMemberInfo,
+    OffsetSpec,
+)
+from logbus.client.connection import format_address
 from logbus.client.errors import KafkaError
-from logbus.client.group_ops import GroupDescription, TopicPartition
+from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
-_Action = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
+_Action = Callable[[Admin, argparse.Namespace], Awaitable[int]]
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Empty", "Dead")
 _INACTIVE = ("Empty", "Dead")
+# java.time.Duration's text form: PnDTnHnMn.nS, each part optional, an optional sign.
+_DURATION = re.compile(
+    r"(?P<sign>[-+]?)P(?:(?P<days>[-+]?\d+)D)?"
+    r"(?:T(?:(?P<hours>[-+]?\d+)H)?(?:(?P<minutes>[-+]?\d+)M)?"
+    r"(?:(?P<seconds>[-+]?\d+(?:[.,]\d{0,9})?)S)?)?",
+    re.IGNORECASE,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,19 +52,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(func=_command(_list))
 
     describe = actions.add_parser(
-        "describe", help="committed offsets and lag of a group's partitions, or its members"
+        "describe", help="committed offsets and lag of groups' partitions, or their members"
     )
-    describe.add_argument("group")
+    describe.add_argument("group", nargs="*", help="the groups to describe")
+    describe.add_argument("--all-groups", action="store_true", help="describe every group")
     shown = describe.add_mutually_exclusive_group()
     shown.add_argument("--members", action="store_true", help="list the group's members")
     shown.add_argument("--state", action="store_true", help="show the group's state")
     describe.add_argument(
         "--verbose", action="store_true", help="with --members: each member's partitions"
     )
-    describe.set_defaults(func=_command(_describe))
+    describe.set_defaults(func=_command(_describe, _check_describe, describe))
 
-    delete = actions.add_parser("delete", help="delete a group with no active members")
-    delete.add_argument("group")
+    delete = actions.add_parser("delete", help="delete groups with no active members")
+    delete.add_argument("group", nargs="+", help="the groups to delete")
     delete.set_defaults(func=_command(_delete))
 
     reset = actions.add_parser(
@@ -58,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "commit them with --execute. Offsets are kept within each partition's log.",
     )
     reset.add_argument("group")
-    scope = reset.add_mutually_exclusive_group(required=True)
+    scope = reset.add_mutually_exclusive_group()
     scope.add_argument(
         "--topic",
         action="append",
@@ -72,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start offset")
     target.add_argument("--to-latest", action="store_true", help="the log end offset")
+    target.add_argument(
+        "--to-current", action="store_true", help="the committed offset (else the log end)"
+    )
     target.add_argument("--to-offset", type=int, metavar="N", help="offset N")
     target.add_argument(
         "--to-datetime",
@@ -81,12 +101,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Z or +02:00 follows)",
     )
     target.add_argument(
+        "--by-duration",
+        type=_duration_ms,
+        metavar="PnDTnHnMnS",
+        help="the first offset at or after this long ago (ISO-8601 duration, e.g. PT1H30M)",
+    )
+    target.add_argument(
         "--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)"
+    )
+    target.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="CSV",
+        help="the offsets in a CSV file of TOPIC,PARTITION,OFFSET lines (which also choose "
+        "the partitions)",
     )
     run_mode = reset.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true", help="only print the plan (default)")
     run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    reset.set_defaults(func=_command(_reset))
+    reset.set_defaults(func=_command(_reset, _check_reset, reset))
 
     for sub in (listing, describe, delete, reset):
         add_bootstrap(sub)
@@ -120,24 +153,69 @@ def _datetime_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)  # naive datetimes count as local time
 
 
-def _command(action: _Action) -> Callable[[argparse.Namespace], int]:
+def _duration_ms(text: str) -> int:
+    """An ISO-8601 duration as java.time.Duration reads it (`PT1H30M`, `P2DT3H`, `PT0.5S`,
+    `-PT5M`) in milliseconds."""
+    match = _DURATION.fullmatch(text.strip())
+    parts = match and [match["days"], match["hours"], match["minutes"], match["seconds"]]
+    if not match or not parts or not any(parts) or text.strip().upper().endswith("T"):
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO-8601 duration such as PT1H30M or P1DT12H, got {text!r}"
+        )
+    days, hours, minutes = (int(part or 0) for part in parts[:3])
+    seconds = float((parts[3] or "0").replace(",", "."))
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    return round(total * 1000) * (-1 if match["sign"] == "-" else 1)
+
+
+def _command(
+    action: _Action,
+    check: Callable[[argparse.Namespace], str | None] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+) -> Callable[[argparse.Namespace], int]:
+    """A subcommand's function; `check` finds argument combinations argparse cannot
+    express, reported as usage errors by `parser` before anything is sent."""
+
     def runner(args: argparse.Namespace) -> int:
-        return run(_with_cluster(action, args))
+        complaint = check(args) if check is not None else None
+        if complaint is not None and parser is not None:
+            parser.error(complaint)
+        return run(_with_admin(action, args))
 
     return runner
 
 
-async def _with_cluster(action: _Action, args: argparse.Namespace) -> int:
-    async with await Cluster.connect(
-        args.bootstrap_server, client_id="logbus-consumer-groups"
-    ) as cluster:
-        return await action(cluster, args)
+def _check_describe(args: argparse.Namespace) -> str | None:
+    if args.all_groups and args.group:
+        return "give group ids or --all-groups, not both"
+    if not args.all_groups and not args.group:
+        return "give the groups to describe, or --all-groups"
+    return None
+
+
+def _check_reset(args: argparse.Namespace) -> str | None:
+    if args.from_file is None and not (args.topic or args.all_topics):
+        return "one of the arguments --topic --all-topics is required"
+    if args.from_file is not None and (args.topic or args.all_topics):
+        return "--from-file names its own partitions: leave out --topic and --all-topics"
+    return None
+
+
+async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
+    async with Admin(
+        bootstrap_servers=args.bootstrap_server, client_id="logbus-consumer-groups"
+    ) as admin:
+        return await action(admin, args)
+
+
+def _no_group(group_id: str) -> str:
+    return f"Consumer group '{group_id}' does not exist."
 
 
 # --- list -----------------------------------------------------------------------------
 
 
-async def _list(cluster: Cluster, args: argparse.Namespace) -> int:
+async def _list(admin: Admin, args: argparse.Namespace) -> int:
     states: list[str] = []
     if args.state:
         by_lower = {s.lower(): s for s in STATES}
@@ -146,12 +224,7 @@ async def _list(cluster: Cluster, args: argparse.Namespace) -> int:
             if state is None:
                 raise CommandError(f"unknown group state {name!r} (known: {', '.join(STATES)})")
             states.append(state)
-    md = await cluster.refresh([])
-    found: dict[str, group_ops.ListedGroup] = {}
-    for node_id in sorted(md.brokers):  # each broker lists the groups it coordinates
-        for group in await group_ops.list_groups(await cluster.node(node_id), states):
-            found[group.group_id] = group
-    listed = [found[g] for g in sorted(found)]
+    listed = await admin.list_consumer_groups(states=states)
     if args.state is None:
         for group in listed:
             print(group.group_id)
@@ -163,23 +236,40 @@ async def _list(cluster: Cluster, args: argparse.Namespace) -> int:
 # --- describe -------------------------------------------------------------------------
 
 
-async def _existing(cluster: Cluster, group_id: str) -> tuple[Connection, GroupDescription]:
-    conn = await group_ops.until_loaded(cluster, group_id)
-    described = await group_ops.describe_group(conn, group_id)
-    if not described.exists:
-        raise CommandError(f"Consumer group '{group_id}' does not exist.")
-    return conn, described
+async def _describe(admin: Admin, args: argparse.Namespace) -> int:
+    if args.all_groups:
+        group_ids = [g.group_id for g in await admin.list_consumer_groups()]
+    else:
+        group_ids = list(dict.fromkeys(args.group))
+    try:
+        described = await admin.describe_consumer_groups(group_ids)
+        missing: dict[str, KafkaError] = {}
+    except AdminBatchError as exc:
+        described, missing = exc.results, exc.errors
+    tables = []
+    for group_id in group_ids:
+        if group_id in described:
+            tables.append(await _describe_one(admin, args, described[group_id]))
+    print("\n\n".join(t for t in tables if t), end="\n" if any(tables) else "")
+    for group_id, error in missing.items():
+        not_found = error.code == ErrorCode.GROUP_ID_NOT_FOUND
+        fail(_no_group(group_id) if not_found else f"{group_id}: {error}")
+    return 1 if missing else 0
 
 
-async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
-    group_id = args.group
-    conn, described = await _existing(cluster, group_id)
+async def _describe_one(
+    admin: Admin, args: argparse.Namespace, described: ConsumerGroupDescription
+) -> str:
+    """The table `describe` prints for one group ("" for none), its warnings on stderr."""
+    group_id = described.group_id
     if args.state:
-        coordinator = f"{conn.address} ({_node_id(cluster, conn)})"
-        row = [group_id, coordinator, described.protocol, described.state]
+        node = described.coordinator
+        coordinator = (
+            "-" if node is None else f"{format_address(node.host, node.port)} ({node.node_id})"
+        )
+        row = [group_id, coordinator, described.partition_assignor or "-", described.state]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-        print(_table(header, [[*row, str(len(described.members))]]))
-        return 0
+        return _table(header, [[*row, str(len(described.members))]])
     if not described.members:
         print(f"Consumer group '{group_id}' has no active members.", file=sys.stderr)
     elif described.state in ("PreparingRebalance", "CompletingRebalance"):
@@ -195,18 +285,16 @@ async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
             if args.verbose:
                 row.append(_assignment_text(m.assignment))
             rows.append(row)
-        if rows:
-            print(_table(header, rows))
-        return 0
-    committed = await group_ops.fetch_offsets(conn, group_id)
-    owner: dict[TopicPartition, group_ops.GroupMemberInfo] = {}
+        return _table(header, rows) if rows else ""
+    committed = await admin.list_consumer_group_offsets(group_id)
+    owner: dict[TopicPartition, GroupMemberInfo] = {}
     for m in described.members:
         for topic, assigned in m.assignment.items():
-            owner.update({(topic, p): m for p in assigned})
+            owner.update({TopicPartition(topic, p): m for p in assigned})
     partitions = sorted(set(committed) | set(owner))
     if not partitions:
-        return 0
-    log_end = await _offsets(cluster, dict.fromkeys(partitions, admin_ops.LATEST))
+        return ""
+    log_end = await _log_offsets(admin, dict.fromkeys(partitions, "latest"))
     rows = []
     for tp in partitions:
         current = committed.get(tp)
@@ -216,8 +304,8 @@ async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
         rows.append(
             [
                 group_id,
-                tp[0],
-                str(tp[1]),
+                tp.topic,
+                str(tp.partition),
                 "-" if current is None else str(current),
                 "-" if end is None else str(end),
                 lag,
@@ -230,17 +318,7 @@ async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
         "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
         "CONSUMER-ID", "HOST", "CLIENT-ID",
     ]  # fmt: skip
-    print(_table(header, rows))
-    return 0
-
-
-def _node_id(cluster: Cluster, conn: Connection) -> str:
-    md = cluster.metadata
-    if md is not None:
-        for broker in md.brokers.values():
-            if (broker.host, broker.port) == (conn.host, conn.port):
-                return str(broker.node_id)
-    return "?"
+    return _table(header, rows)
 
 
 def _assignment_text(assignment: Mapping[str, Sequence[int]]) -> str:
@@ -259,91 +337,97 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     )
 
 
-async def _offsets(
-    cluster: Cluster, requests: Mapping[TopicPartition, int]
+async def _log_offsets(
+    admin: Admin, specs: Mapping[TopicPartition, OffsetSpec]
 ) -> dict[TopicPartition, int]:
-    """ListOffsets (EARLIEST, LATEST or a timestamp) of each partition, from its leader;
-    a partition whose leader cannot answer is left out."""
-    topics = sorted({t for t, _ in requests})
-    md = await cluster.refresh(topics)
-    by_leader: dict[int, dict[TopicPartition, int]] = {}
-    for (topic, partition), timestamp in requests.items():
-        try:
-            leader = md.leader(topic, partition)
-        except KafkaError:
-            continue
-        by_leader.setdefault(leader, {})[(topic, partition)] = timestamp
-    out: dict[TopicPartition, int] = {}
-    for leader, asked in by_leader.items():
-        found = await admin_ops.list_offsets_many(await cluster.node(leader), asked)
-        out.update({tp: value for tp, value in found.items() if isinstance(value, int)})
-    return out
+    """ListOffsets of each partition; a partition whose leader cannot answer is left out."""
+    try:
+        found = await admin.list_offsets(specs)
+    except AdminBatchError as exc:
+        found = exc.results
+    return {tp: listed.offset for tp, listed in found.items()}
 
 
 # --- delete ---------------------------------------------------------------------------
 
 
-async def _delete(cluster: Cluster, args: argparse.Namespace) -> int:
-    group_id = args.group
-    conn = await group_ops.until_loaded(cluster, group_id)
+async def _delete(admin: Admin, args: argparse.Namespace) -> int:
+    group_ids = list(dict.fromkeys(args.group))
     try:
-        await group_ops.delete_group(conn, group_id)
-    except KafkaError as exc:
-        if exc.code == ErrorCode.NON_EMPTY_GROUP:
-            raise CommandError(
+        await admin.delete_consumer_groups(group_ids)
+        failed: dict[str, KafkaError] = {}
+    except AdminBatchError as exc:
+        failed = exc.errors
+    deleted = [g for g in group_ids if g not in failed]
+    if deleted:
+        names = ", ".join(f"'{g}'" for g in deleted)
+        print(f"Deletion of requested consumer groups ({names}) was successful.")
+    for group_id, error in failed.items():
+        if error.code == ErrorCode.NON_EMPTY_GROUP:
+            fail(
                 f"Deletion of group '{group_id}' failed: the group is not empty "
                 "(it has active members; stop its consumers first)."
-            ) from None
-        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
-            raise CommandError(f"Consumer group '{group_id}' does not exist.") from None
-        raise
-    print(f"Deletion of requested consumer groups ('{group_id}') was successful.")
-    return 0
+            )
+        elif error.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            fail(_no_group(group_id))
+        else:
+            fail(f"Deletion of group '{group_id}' failed: {error}")
+    return 1 if failed else 0
 
 
 # --- reset-offsets --------------------------------------------------------------------
 
 
-async def _reset(cluster: Cluster, args: argparse.Namespace) -> int:
+async def _reset(admin: Admin, args: argparse.Namespace) -> int:
     group_id = args.group
-    conn = await group_ops.until_loaded(cluster, group_id)
-    described = await group_ops.describe_group(conn, group_id)
-    if described.state not in _INACTIVE:
+    from_file = _read_plan(args.from_file, group_id) if args.from_file is not None else {}
+    state = await _group_state(admin, group_id)
+    if state not in _INACTIVE:
         raise CommandError(
             f"Assignments can only be reset if the group '{group_id}' is inactive, "
-            f"but the current state is {described.state}."
+            f"but the current state is {state}."
         )
-    committed = await group_ops.fetch_offsets(conn, group_id)
-    partitions = await _reset_scope(cluster, args, committed)
-    start = await _offsets(cluster, dict.fromkeys(partitions, admin_ops.EARLIEST))
-    end = await _offsets(cluster, dict.fromkeys(partitions, admin_ops.LATEST))
+    committed = await admin.list_consumer_group_offsets(group_id)
+    if args.from_file is not None:
+        partitions = await _existing_partitions(admin, sorted(from_file))
+    else:
+        partitions = await _reset_scope(admin, args, committed)
+    start = await _log_offsets(admin, dict.fromkeys(partitions, "earliest"))
+    end = await _log_offsets(admin, dict.fromkeys(partitions, "latest"))
+    moment = args.to_datetime
+    if args.by_duration is not None:
+        moment = max(0, int(time.time() * 1000) - args.by_duration)
     at_time: dict[TopicPartition, int] = {}
-    if args.to_datetime is not None:
-        at_time = await _offsets(cluster, dict.fromkeys(partitions, args.to_datetime))
+    if moment is not None:
+        at_time = await _log_offsets(admin, dict.fromkeys(partitions, moment))
     plan: dict[TopicPartition, int] = {}
     for tp in partitions:
         if tp not in start or tp not in end:
-            raise CommandError(f"cannot read the log offsets of {tp[0]}-{tp[1]}")
+            raise CommandError(f"cannot read the log offsets of {tp.topic}-{tp.partition}")
         if args.to_earliest:
             wanted = start[tp]
         elif args.to_latest:
             wanted = end[tp]
+        elif args.to_current:
+            wanted = committed.get(tp, end[tp])
         elif args.to_offset is not None:
             wanted = args.to_offset
-        elif args.to_datetime is not None:
+        elif moment is not None:
             found = at_time.get(tp, -1)
             wanted = end[tp] if found < 0 else found  # nothing that late: the log end
+        elif args.from_file is not None:
+            wanted = from_file[tp]
         else:
             if tp not in committed:
                 raise CommandError(
-                    f"Cannot shift the offset of {tp[0]}-{tp[1]}: "
+                    f"Cannot shift the offset of {tp.topic}-{tp.partition}: "
                     "the group has no committed offset for it."
                 )
             wanted = committed[tp] + args.shift_by
         plan[tp] = min(max(wanted, start[tp]), end[tp])
     if args.execute:
         if plan:
-            await group_ops.commit_offsets(conn, group_id, plan)
+            await admin.alter_consumer_group_offsets(group_id, plan)
     elif not args.dry_run:
         print(
             "WARN: No action will be performed as the --execute option is missing. "
@@ -356,21 +440,73 @@ async def _reset(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _group_state(admin: Admin, group_id: str) -> str:
+    """The group's state, "Dead" if it does not exist."""
+    try:
+        return (await admin.describe_consumer_groups([group_id]))[group_id].state
+    except KafkaError as exc:
+        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return "Dead"
+        raise
+
+
+def _read_plan(path: Path, group_id: str) -> dict[TopicPartition, int]:
+    """A reset plan as kafka-consumer-groups exports it: TOPIC,PARTITION,OFFSET lines, or
+    GROUP,TOPIC,PARTITION,OFFSET lines of which this group's are taken."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+    plan: dict[TopicPartition, int] = {}
+    for number, row in enumerate(csv.reader(text.splitlines()), start=1):
+        cells = [cell.strip() for cell in row]
+        if not any(cells):
+            continue
+        if len(cells) == 4:
+            if cells[0] != group_id:
+                continue
+            cells = cells[1:]
+        if len(cells) != 3:
+            raise CommandError(
+                f"{path}:{number}: expected TOPIC,PARTITION,OFFSET, got {','.join(row)!r}"
+            )
+        topic, partition, offset = cells
+        if not topic or not partition.isdigit() or not offset.lstrip("-").isdigit():
+            raise CommandError(
+                f"{path}:{number}: expected TOPIC,PARTITION,OFFSET with whole numbers, "
+                f"got {','.join(row)!r}"
+            )
+        plan[TopicPartition(topic, int(partition))] = int(offset)
+    if not plan:
+        raise CommandError(f"{path} has no offsets for group '{group_id}'")
+    return plan
+
+
+async def _existing_partitions(
+    admin: Admin, partitions: Sequence[TopicPartition]
+) -> list[TopicPartition]:
+    """`partitions`, checked against the topics' metadata."""
+    described = await admin.describe_topics(sorted({tp.topic for tp in partitions}))
+    for topic, partition in partitions:
+        info = described[topic]
+        if partition not in info.partitions:
+            raise CommandError(
+                f"Topic '{topic}' has no partition {partition} (it has {len(info.partitions)})"
+            )
+    return sorted(partitions)
+
+
 async def _reset_scope(
-    cluster: Cluster, args: argparse.Namespace, committed: Mapping[TopicPartition, int]
+    admin: Admin, args: argparse.Namespace, committed: Mapping[TopicPartition, int]
 ) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(committed)
     specs: list[tuple[str, list[int] | None]] = args.topic
-    md = await cluster.refresh(sorted({t for t, _ in specs}))
+    described = await admin.describe_topics(sorted({t for t, _ in specs}))
     partitions: set[TopicPartition] = set()
     for topic, listed in specs:
-        info = md.topic(topic)
-        for partition in listed if listed is not None else list(info.partitions):
-            if partition not in info.partitions:
-                raise CommandError(
-                    f"Topic '{topic}' has no partition {partition} "
-                    f"(it has {len(info.partitions)})"
-                )
-            partitions.add((topic, partition))
-    return sorted(partitions)
+        available = described[topic].partitions
+        partitions.update(
+            TopicPartition(topic, p) for p in (available if listed is None else listed)
+        )
+    return await _existing_partitions(admin, sorted(partitions))

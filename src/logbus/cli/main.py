@@ -1,10 +1,13 @@
 """`logbus`: run a broker, manage topics, produce and consume from the command line.
 
-    logbus server start [server.properties] [--override key=value]...
-    logbus topics {create,list,describe,alter,delete} ...
-    logbus produce TOPIC [options] < lines
-    logbus consume TOPIC [--group GROUP] [options]
-    logbus groups {list,describe,delete,reset-offsets} ...
+logbus server start [server.properties] [--override key=value]...
+logbus topics {create,list,describe,alter,delete} ...
+logbus produce TOPIC [options] < lines
+logbus consume TOPIC [--group GROUP] [options]
+logbus groups {list,describe,delete,reset-offsets} ...
+logbus configs {describe,alter} ...
+logbus delete-records --topic T --partition P --before OFFSET
+logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from logbus import __version__
-from logbus.cli import consume, groups, produce, topics
+from logbus.cli import configs, consume, delete_records, dump_log, groups, produce, topics
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -64,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(subparsers)
     consume.register(subparsers)
     groups.register(subparsers)
+    configs.register(subparsers)
+    delete_records.register(subparsers)
+    dump_log.register(subparsers)
     return parser
 
 

@@ -1,9 +1,10 @@
 """`logbus produce TOPIC`: send each line of standard input as a record, like Kafka's
 console producer (`parse.key`, `key.separator`, `null.marker`, `ignore.error` properties).
 
-Lines are read in large chunks when they are already waiting (a pipe or a file), so many
-lines travel in one batch per partition and one Produce request per broker; a person
-typing at a terminal gets each line sent as it is entered.
+Records go through logbus's own Producer (`logbus.aio.Producer`). Lines are read in large
+chunks when they are already waiting (a pipe or a file), so many lines travel in one batch
+per partition and one Produce request per broker; a person typing at a terminal gets each
+line sent as it is entered.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import argparse
 import asyncio
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from logbus.cli.common import (
@@ -22,20 +22,18 @@ from logbus.cli.common import (
     key_value,
     positive_int,
     run,
+    wait_for_topic,
     whole_number,
 )
-from logbus.cli.sender import Sender, TopicPartition, wait_for_topic
 from logbus.client.cluster import Cluster
-from logbus.client.partitioner import StickyPartitioner, partition_for_key
-from logbus.records.builder import NewRecord
+from logbus.client.producer import Producer, ProducerRecord, RecordMetadata
 from logbus.records.compression import CompressionType
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 PROPERTIES = ("parse.key", "key.separator", "null.marker", "ignore.error")
 _READ_SIZE = 1 << 20
 _QUEUED_CHUNKS = 4  # chunks read ahead of what has been sent
-# Record overhead in a batch beyond key and value, at its largest for small records.
-_RECORD_OVERHEAD = 24
+_MAX_REQUEST_SIZE = 1024 * 1024  # the Java producer's max.request.size
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -203,31 +201,6 @@ def _read_stdin(
         return
 
 
-@dataclass(slots=True)
-class Accumulator:
-    """Records waiting to be sent, per partition, and when a partition's batch is full."""
-
-    batch_size: int
-    pending: dict[int, list[NewRecord]] = field(default_factory=dict)
-    sizes: dict[int, int] = field(default_factory=dict)
-
-    def add(self, partition: int, key: bytes | None, value: bytes | None) -> bool:
-        """Queue a record; True when the partition's batch has reached batch_size."""
-        self.pending.setdefault(partition, []).append(NewRecord(key, value))
-        size = self.sizes.get(partition, 0) + _RECORD_OVERHEAD
-        size += (len(key) if key else 0) + (len(value) if value else 0)
-        self.sizes[partition] = size
-        return size >= self.batch_size
-
-    def take(self, partition: int) -> list[NewRecord]:
-        self.sizes.pop(partition, None)
-        return self.pending.pop(partition, [])
-
-    def take_all(self) -> Iterator[tuple[int, list[NewRecord]]]:
-        for partition in list(self.pending):
-            yield partition, self.take(partition)
-
-
 async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | None = None) -> int:
     stream = sys.stdin.buffer if stdin is None else stdin
     async with await Cluster.connect(
@@ -236,14 +209,27 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
         request_timeout=args.request_timeout_ms / 1000,
     ) as cluster:
         info = await wait_for_topic(cluster, args.topic, auto_create=True)
-        count = len(info.partitions)
-        if args.partition is not None and args.partition not in info.partitions:
-            raise CommandError(
-                f"Topic '{args.topic}' has no partition {args.partition} (it has {count})"
-            )
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        room = threading.Semaphore(_QUEUED_CHUNKS)
+    count = len(info.partitions)
+    if args.partition is not None and args.partition not in info.partitions:
+        raise CommandError(
+            f"Topic '{args.topic}' has no partition {args.partition} (it has {count})"
+        )
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "client.id": "logbus-console-producer",
+            "acks": args.acks,
+            "compression.type": args.compression,
+            "batch.size": args.batch_size,
+            "max.request.size": max(_MAX_REQUEST_SIZE, args.batch_size),
+            "request.timeout.ms": args.request_timeout_ms,
+            "delivery.timeout.ms": max(120_000, args.request_timeout_ms + 5),
+        }
+    )
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    room = threading.Semaphore(_QUEUED_CHUNKS)
+    async with producer:
         # A daemon thread, not the default executor: a read blocked on a terminal must
         # not keep the process alive after an error.
         threading.Thread(
@@ -252,41 +238,33 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
             name="logbus-stdin",
             daemon=True,
         ).start()
-        sender = Sender(
-            cluster,
-            acks=ACKS[args.acks],
-            compression=CompressionType.from_name(args.compression),
-            timeout_ms=args.request_timeout_ms,
-        )
         splitter = LineSplitter()
-        acc = Accumulator(args.batch_size)
-        sticky = StickyPartitioner(count)
-        async with sender:
+        in_flight: list[asyncio.Future[list[RecordMetadata]]] = []
+        try:
             while True:
                 chunk = await queue.get()
                 room.release()
                 lines = splitter.end() if chunk is None else splitter.feed(chunk)
                 first = splitter.count - len(lines) + 1
+                records = []
                 for number, line in enumerate(lines, first):
                     key, value = fmt.parse(line, number)
-                    if args.partition is not None:
-                        partition = args.partition
-                    elif key is not None:
-                        partition = partition_for_key(key, count)
-                    else:
-                        partition = sticky.current
-                    if acc.add(partition, key, value):
-                        await sender.send({(args.topic, partition): acc.take(partition)})
-                        if partition == sticky.current:
-                            sticky.next_batch()
-                if chunk is not None and not queue.empty():
-                    continue  # more input is already waiting: keep filling batches
-                ready: dict[TopicPartition, list[NewRecord]] = {
-                    (args.topic, p): records for p, records in acc.take_all()
-                }
-                if ready:
-                    await sender.send(ready)
-                    sticky.next_batch()
+                    records.append(ProducerRecord(args.topic, value, key, args.partition))
+                if records:
+                    in_flight.append(await producer.send_many(records))
+                _raise_failures(in_flight)
                 if chunk is None:
                     break
+            for done in in_flight:
+                await done
+        finally:
+            for pending in in_flight:  # already failing: their errors are not news
+                if pending.done() and not pending.cancelled():
+                    pending.exception()
     return 0
+
+
+def _raise_failures(in_flight: list[asyncio.Future[list[RecordMetadata]]]) -> None:
+    """Forget the groups of records already acknowledged; raise the first failure."""
+    while in_flight and in_flight[0].done():
+        in_flight.pop(0).result()

@@ -1,5 +1,5 @@
 """`logbus topics`: create, list, describe, alter (add partitions) and delete topics, with
-kafka-topics' output formats."""
+kafka-topics' output formats, through the Admin client."""
 
 from __future__ import annotations
 
@@ -7,14 +7,19 @@ import argparse
 from collections.abc import Awaitable, Callable
 
 from logbus.cli.common import CommandError, add_bootstrap, key_value, positive_int, run
-from logbus.client import admin_ops
-from logbus.client.cluster import Cluster
-from logbus.client.connection import Connection
+from logbus.client.admin import (
+    Admin,
+    AdminBatchError,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 from logbus.client.errors import KafkaError
-from logbus.client.metadata import NO_LEADER, ClusterMetadata, TopicInfo, topic_id_string
+from logbus.client.metadata import NO_LEADER, TopicInfo, topic_id_string
 from logbus.protocol import ErrorCode
 
-_Action = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
+_Action = Callable[[Admin, argparse.Namespace], Awaitable[int]]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,27 +84,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _command(action: _Action) -> Callable[[argparse.Namespace], int]:
     def runner(args: argparse.Namespace) -> int:
-        return run(_with_cluster(action, args))
+        return run(_with_admin(action, args))
 
     return runner
 
 
-async def _with_cluster(action: _Action, args: argparse.Namespace) -> int:
-    async with await Cluster.connect(args.bootstrap_server, client_id="logbus-topics") as cluster:
-        return await action(cluster, args)
+async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
+    async with Admin(bootstrap_servers=args.bootstrap_server, client_id="logbus-topics") as admin:
+        return await action(admin, args)
 
 
-async def _create(cluster: Cluster, args: argparse.Namespace) -> int:
-    controller = await cluster.controller()
+async def _create(admin: Admin, args: argparse.Namespace) -> int:
+    topic = NewTopic(
+        args.topic,
+        -1 if args.partitions is None else args.partitions,
+        -1 if args.replication_factor is None else args.replication_factor,
+        dict(args.config),
+    )
     try:
-        await admin_ops.create_topics(
-            controller,
-            args.topic,
-            -1 if args.partitions is None else args.partitions,
-            -1 if args.replication_factor is None else args.replication_factor,
-            dict(args.config),
-            validate_only=args.validate_only,
-        )
+        await admin.create_topics([topic], validate_only=args.validate_only)
     except KafkaError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
             return 0
@@ -109,25 +112,22 @@ async def _create(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list(cluster: Cluster, args: argparse.Namespace) -> int:
-    md = await cluster.refresh(None)
-    for name in sorted(md.topics):
-        if not (args.exclude_internal and md.topics[name].is_internal):
-            print(name)
+async def _list(admin: Admin, args: argparse.Namespace) -> int:
+    for name in await admin.list_topics(include_internal=not args.exclude_internal):
+        print(name)
     return 0
 
 
-async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
-    md = await cluster.refresh(None if args.topic is None else [args.topic])
+async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     if args.topic is not None:
-        infos = [md.topic(args.topic)]
+        infos = list((await admin.describe_topics([args.topic])).values())
     else:
         infos = [
-            md.topics[name]
-            for name in sorted(md.topics)
-            if not (args.exclude_internal and md.topics[name].is_internal)
+            info
+            for info in (await admin.describe_topics()).values()
+            if not (args.exclude_internal and info.is_internal)
         ]
-    configs = await _configs(await cluster.bootstrap(), [info.name for info in infos])
+    configs = await _own_configs(admin, [info.name for info in infos])
     out = []
     for info in infos:
         out.extend(describe_lines(info, configs.get(info.name, {})))
@@ -136,15 +136,26 @@ async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _configs(conn: Connection, names: list[str]) -> dict[str, dict[str, str | None]]:
+async def _own_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, str | None]]:
+    """The configs set on each topic itself (not broker defaults), as kafka-topics shows
+    them; a sensitive value is None."""
     if not names:
         return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
     try:
-        return await admin_ops.describe_topic_configs(conn, names)
+        found = await admin.describe_configs(resources)
     except KafkaError as exc:
         if exc.code == ErrorCode.UNSUPPORTED_VERSION:
             return {}  # a broker without DescribeConfigs: show no configs
         raise
+    return {
+        resource.name: {
+            name: entry.value
+            for name, entry in sorted(entries.items())
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        }
+        for resource, entries in found.items()
+    }
 
 
 def describe_lines(info: TopicInfo, configs: dict[str, str | None]) -> list[str]:
@@ -171,37 +182,29 @@ def _ids(nodes: tuple[int, ...]) -> str:
     return ",".join(map(str, nodes))
 
 
-async def _existing(cluster: Cluster, name: str) -> ClusterMetadata | None:
-    md = await cluster.refresh([name])
+def _missing(exc: KafkaError) -> bool:
+    return isinstance(exc, AdminBatchError) and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def _alter(admin: Admin, args: argparse.Namespace) -> int:
     try:
-        md.topic(name)
+        await admin.create_partitions({args.topic: args.partitions})
     except KafkaError as exc:
-        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            return None
-        raise
-    return md
-
-
-async def _alter(cluster: Cluster, args: argparse.Namespace) -> int:
-    md = await _existing(cluster, args.topic)
-    if md is None:
+        if not _missing(exc):
+            raise
         if args.if_exists:
             return 0
-        raise CommandError(f"Topic '{args.topic}' does not exist")
-    await admin_ops.create_partitions(await cluster.controller(), args.topic, args.partitions)
+        raise CommandError(f"Topic '{args.topic}' does not exist") from None
     return 0
 
 
-async def _delete(cluster: Cluster, args: argparse.Namespace) -> int:
-    if await _existing(cluster, args.topic) is None:
+async def _delete(admin: Admin, args: argparse.Namespace) -> int:
+    try:
+        await admin.delete_topics([args.topic])
+    except KafkaError as exc:
+        if not _missing(exc):
+            raise
         if args.if_exists:
             return 0
-        raise CommandError(f"Topic '{args.topic}' does not exist")
-    try:
-        await admin_ops.delete_topics(await cluster.controller(), [args.topic])
-    except KafkaError as exc:
-        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
-            return 0
-        raise
+        raise CommandError(f"Topic '{args.topic}' does not exist") from None
     return 0
-

@@ -9,13 +9,13 @@ partition, which is the controller) is `logbus.client.cluster.Cluster`'s job.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.metadata import ZERO_UUID, ClusterMetadata, parse_metadata
+from logbus.client.metadata import ZERO_UUID, BrokerInfo, ClusterMetadata, parse_metadata
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.reader import iter_record_set
@@ -23,10 +23,14 @@ from logbus.records.record import Record
 
 EARLIEST = -2
 LATEST = -1
+MAX_TIMESTAMP = -3  # the record with the largest timestamp (ListOffsets v7+, KIP-734)
 DEFAULT_TIMEOUT_MS = 30_000
-# Topic resource in DescribeConfigs; DYNAMIC_TOPIC_CONFIG is a topic's own override.
-_RESOURCE_TOPIC = 2
-_CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+# Config resource types.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# IncrementalAlterConfigs operations.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+HIGH_WATERMARK = -1  # DeleteRecords: everything below the high watermark
 # Produce v3 is the first to carry record batches v2, and Fetch v4 the first to return
 # them without down-conversion; from Fetch v13 topics are named by id only.
 _MIN_PRODUCE_VERSION = 3
@@ -34,14 +38,29 @@ _MIN_FETCH_VERSION = 4
 _LAST_FETCH_BY_NAME = 12
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class CreatedTopic:
+    """A topic CreateTopics made (or would make, when only validating), with the configs
+    it was given (v5+: every config with its value)."""
+
     name: str
     topic_id: UUID
     num_partitions: int
     replication_factor: int
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    """ListOffsets' answer for one partition: the offset, the timestamp of its record
+    (-1 when not looked up by time) and the leader epoch (-1 if unknown)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +112,27 @@ async def metadata(
     return parse_metadata(await conn.request(ApiKey.METADATA, body, version))
 
 
+def new_topic(
+    name: str,
+    partitions: int = -1,
+    replication_factor: int = -1,
+    configs: Mapping[str, str | None] | None = None,
+    assignments: Mapping[int, Sequence[int]] | None = None,
+) -> dict[str, Any]:
+    """One topic of a CreateTopics request (-1 partitions or replication factor: the
+    broker's default; with `assignments`, partition -> replica broker ids, both are -1)."""
+    return {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": replication_factor,
+        "assignments": [
+            {"partition_index": p, "broker_ids": list(ids)}
+            for p, ids in sorted((assignments or {}).items())
+        ],
+        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+    }
+
+
 async def create_topics(
     conn: Connection,
     name: str,
@@ -105,33 +145,75 @@ async def create_topics(
 ) -> CreatedTopic:
     """Create one topic (-1 partitions or replication factor: the broker's default).
     Must be sent to the controller."""
-    topic = {
-        "name": name,
-        "num_partitions": partitions,
-        "replication_factor": replication_factor,
-        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-    }
-    body = {"topics": [topic], "timeout_ms": timeout_ms, "validate_only": validate_only}
-    response = await conn.request(ApiKey.CREATE_TOPICS, body)
-    result = _only(response["topics"], name, "CreateTopics")
-    check(result["error_code"], result["error_message"])
-    return CreatedTopic(
-        name, result["topic_id"], result["num_partitions"], result["replication_factor"]
+    topic = new_topic(name, partitions, replication_factor, configs)
+    results = await create_topics_many(
+        conn, [topic], validate_only=validate_only, timeout_ms=timeout_ms
     )
+    return _value(results[name])
+
+
+async def create_topics_many(
+    conn: Connection,
+    topics: Sequence[Mapping[str, Any]],
+    *,
+    validate_only: bool = False,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> dict[str, CreatedTopic | KafkaError]:
+    """CreateTopics for several topics (each made by `new_topic`), on the controller:
+    per topic what was created, or its error."""
+    body = {"topics": list(topics), "timeout_ms": timeout_ms, "validate_only": validate_only}
+    response = await conn.request(
+        ApiKey.CREATE_TOPICS, body, response_timeout=conn.request_timeout + timeout_ms / 1000
+    )
+    out: dict[str, CreatedTopic | KafkaError] = {}
+    for result in response["topics"]:
+        name = result["name"]
+        if result["error_code"] != ErrorCode.NONE:
+            out[name] = KafkaError(result["error_code"], result["error_message"])
+        else:
+            out[name] = CreatedTopic(
+                name,
+                result["topic_id"],
+                result["num_partitions"],
+                result["replication_factor"],
+                {c["name"]: c["value"] for c in result["configs"]},
+            )
+    _fill_missing(out, [t["name"] for t in topics], "CreateTopics")
+    return out
 
 
 async def delete_topics(
     conn: Connection, names: Sequence[str], *, timeout_ms: int = DEFAULT_TIMEOUT_MS
 ) -> None:
     """Delete topics by name; raises the first error. Must be sent to the controller."""
+    for value in (await delete_topics_many(conn, names, timeout_ms=timeout_ms)).values():
+        _value(value)
+
+
+async def delete_topics_many(
+    conn: Connection, names: Sequence[str], *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+) -> dict[str, KafkaError | None]:
+    """DeleteTopics by name, on the controller: per topic None, or its error."""
     body = {
         "topics": [{"name": name} for name in names],  # v6+
         "topic_names": list(names),  # v0-5
         "timeout_ms": timeout_ms,
     }
-    response = await conn.request(ApiKey.DELETE_TOPICS, body)
+    response = await conn.request(
+        ApiKey.DELETE_TOPICS, body, response_timeout=conn.request_timeout + timeout_ms / 1000
+    )
+    out: dict[str, KafkaError | None] = {}
     for result in response["responses"]:
-        check(result["error_code"], result["error_message"] or f"Topic '{result['name']}'")
+        name = result["name"]
+        if result["error_code"] != ErrorCode.NONE:
+            message = result["error_message"]
+            if result["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                message = f"Topic '{name}' does not exist"
+            out[name] = KafkaError(result["error_code"], message or f"Topic '{name}'")
+        else:
+            out[name] = None
+    _fill_missing(out, names, "DeleteTopics")
+    return out
 
 
 async def create_partitions(
@@ -143,60 +225,244 @@ async def create_partitions(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
 ) -> None:
     """Grow a topic to `total` partitions, placed by the broker. Must go to the controller."""
+    results = await create_partitions_many(
+        conn, {name: (total, None)}, validate_only=validate_only, timeout_ms=timeout_ms
+    )
+    _value(results[name])
+
+
+async def create_partitions_many(
+    conn: Connection,
+    topics: Mapping[str, tuple[int, Sequence[Sequence[int]] | None]],
+    *,
+    validate_only: bool = False,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> dict[str, KafkaError | None]:
+    """CreatePartitions on the controller: topic -> (new total, replica broker ids of each
+    new partition or None to let the broker place them); per topic None, or its error."""
     body = {
-        "topics": [{"name": name, "count": total, "assignments": None}],
+        "topics": [
+            {
+                "name": name,
+                "count": total,
+                "assignments": None
+                if assignments is None
+                else [{"broker_ids": list(ids)} for ids in assignments],
+            }
+            for name, (total, assignments) in topics.items()
+        ],
         "timeout_ms": timeout_ms,
         "validate_only": validate_only,
     }
-    response = await conn.request(ApiKey.CREATE_PARTITIONS, body)
-    result = _only(response["results"], name, "CreatePartitions")
+    response = await conn.request(
+        ApiKey.CREATE_PARTITIONS, body, response_timeout=conn.request_timeout + timeout_ms / 1000
+    )
+    out: dict[str, KafkaError | None] = {}
+    for result in response["results"]:
+        code = result["error_code"]
+        out[result["name"]] = (
+            None if code == ErrorCode.NONE else KafkaError(code, result["error_message"])
+        )
+    _fill_missing(out, topics, "CreatePartitions")
+    return out
+
+
+async def describe_cluster(conn: Connection) -> ClusterMetadata:
+    """Brokers, controller and cluster id from DescribeCluster (KIP-700), or from a
+    Metadata request for no topics on a broker without it."""
+    try:
+        version = conn.choose_version(ApiKey.DESCRIBE_CLUSTER)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.UNSUPPORTED_VERSION:
+            raise
+        return await metadata(conn, [])
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+    response = await conn.request(ApiKey.DESCRIBE_CLUSTER, body, version)
+    check(response["error_code"], response["error_message"])
+    brokers = {
+        b["broker_id"]: BrokerInfo(b["broker_id"], b["host"], b["port"], b["rack"])
+        for b in response["brokers"]
+    }
+    return ClusterMetadata(response["cluster_id"], response["controller_id"], brokers, {})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonymInfo:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigInfo:
+    """One DescribeConfigs entry; `source` and `config_type` are the protocol's ids."""
+
+    name: str
+    value: str | None
+    source: int
+    is_sensitive: bool
+    read_only: bool
+    config_type: int
+    synonyms: list[ConfigSynonymInfo]
+    documentation: str | None
+
+
+async def describe_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    names: Sequence[str] | None = None,
+    *,
+    include_synonyms: bool = True,
+    include_documentation: bool = False,
+) -> list[ConfigInfo]:
+    """Every config of one resource (or only `names`), as the broker describes them.
+    A BROKER resource must go to that broker (named "": the cluster-wide defaults)."""
+    version = _require(conn, ApiKey.DESCRIBE_CONFIGS, 1, None)
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configuration_keys": list(names) if names else None,
+            }
+        ],
+        "include_synonyms": include_synonyms,
+        "include_documentation": include_documentation,
+    }
+    response = await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version)
+    [result] = response["results"]
+    check(result["error_code"], result["error_message"])
+    return [
+        ConfigInfo(
+            entry["name"],
+            entry["value"],
+            entry["config_source"],
+            entry["is_sensitive"],
+            entry["read_only"],
+            entry.get("config_type", 0) or 0,
+            [ConfigSynonymInfo(s["name"], s["value"], s["source"]) for s in entry["synonyms"]],
+            entry.get("documentation"),
+        )
+        for entry in result["configs"]
+    ]
+
+
+async def incremental_alter_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    ops: Sequence[tuple[str, int, str | None]],
+    *,
+    validate_only: bool = False,
+) -> None:
+    """Apply (config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT, value) operations to one
+    resource's dynamic configs. A BROKER resource must go to that broker."""
+    body = {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [
+                    {"name": n, "config_operation": op, "value": value} for n, op, value in ops
+                ],
+            }
+        ],
+        "validate_only": validate_only,
+    }
+    version = _require(conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, None)
+    response = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version)
+    [result] = response["responses"]
     check(result["error_code"], result["error_message"])
 
 
-async def describe_topic_configs(
-    conn: Connection, names: Sequence[str]
-) -> dict[str, dict[str, str | None]]:
-    """The configs set on each topic itself (not broker defaults), as kafka-topics shows
-    them; a sensitive value is None."""
+async def alter_configs(
+    conn: Connection,
+    resource_type: int,
+    name: str,
+    configs: Mapping[str, str],
+    *,
+    validate_only: bool = False,
+) -> None:
+    """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
     body = {
         "resources": [
-            {"resource_type": _RESOURCE_TOPIC, "resource_name": name, "configuration_keys": None}
-            for name in names
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [{"name": n, "value": v} for n, v in configs.items()],
+            }
         ],
+        "validate_only": validate_only,
     }
-    version = conn.choose_version(ApiKey.DESCRIBE_CONFIGS)
-    response = await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version)
-    found: dict[str, dict[str, str | None]] = {}
-    for result in response["results"]:
-        check(result["error_code"], result["error_message"])
-        configs: dict[str, str | None] = {}
-        for entry in result["configs"]:
-            own = (
-                entry["config_source"] == _CONFIG_SOURCE_DYNAMIC_TOPIC
-                if version >= 1
-                else not entry["is_default"]
-            )
-            if own:
-                configs[entry["name"]] = None if entry["is_sensitive"] else entry["value"]
-        found[result["resource_name"]] = dict(sorted(configs.items()))
-    return found
+    version = _require(conn, ApiKey.ALTER_CONFIGS, 0, None)
+    response = await conn.request(ApiKey.ALTER_CONFIGS, body, version)
+    [result] = response["responses"]
+    check(result["error_code"], result["error_message"])
+
+
+async def delete_records(
+    conn: Connection,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> dict[TopicPartition, int | KafkaError]:
+    """Delete the records below each offset (HIGH_WATERMARK: below the high watermark) of
+    partitions led by `conn`'s broker; returns each new low watermark, or the error."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "offset": offset})
+    body = {
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        "timeout_ms": timeout_ms,
+    }
+    version = _require(conn, ApiKey.DELETE_RECORDS, 0, None)
+    response = await conn.request(ApiKey.DELETE_RECORDS, body, version)
+    out: dict[TopicPartition, int | KafkaError] = {}
+    for t in response["topics"]:
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            if p["error_code"] != ErrorCode.NONE:
+                out[key] = KafkaError(p["error_code"], f"deleting records of {key[0]}-{key[1]}")
+            else:
+                out[key] = p["low_watermark"]
+    _fill_missing(out, offsets, "DeleteRecords")
+    return out
 
 
 async def list_offsets(conn: Connection, topic: str, partition: int, timestamp: int) -> int:
     """The offset for a timestamp: EARLIEST (-2), LATEST (-1), or the first offset whose
     timestamp is at least `timestamp` ms (-1 if there is none). Must go to the leader."""
     result = await list_offsets_many(conn, {(topic, partition): timestamp})
-    value = result[(topic, partition)]
-    if isinstance(value, KafkaError):
-        raise value
-    return value
+    return _value(result[(topic, partition)])
 
 
 async def list_offsets_many(
     conn: Connection, requests: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int | KafkaError]:
     """ListOffsets for several partitions led by the broker at the other end of `conn`."""
+    found = await list_offsets_info(conn, requests)
+    return {
+        key: value if isinstance(value, KafkaError) else value.offset
+        for key, value in found.items()
+    }
+
+
+async def list_offsets_info(
+    conn: Connection,
+    requests: Mapping[TopicPartition, int],
+    *,
+    isolation_level: int = 0,
+) -> dict[TopicPartition, ListedOffset | KafkaError]:
+    """ListOffsets (EARLIEST, LATEST, MAX_TIMESTAMP or a timestamp in ms) for partitions
+    led by `conn`'s broker: per partition the offset with its timestamp and leader epoch.
+    `isolation_level` 1 (read_committed) stops LATEST at the last stable offset."""
     version = conn.choose_version(ApiKey.LIST_OFFSETS)
+    if MAX_TIMESTAMP in requests.values() and version < 7:
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"broker {conn.address} cannot look up the offset of the largest timestamp",
+        )
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), timestamp in requests.items():
         topics.setdefault(topic, []).append(
@@ -204,21 +470,22 @@ async def list_offsets_many(
         )
     body = {
         "replica_id": -1,
-        "isolation_level": 0,
+        "isolation_level": isolation_level,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         "timeout_ms": DEFAULT_TIMEOUT_MS,
     }
     response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
-    out: dict[TopicPartition, int | KafkaError] = {}
+    out: dict[TopicPartition, ListedOffset | KafkaError] = {}
     for t in response["topics"]:
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
             if p["error_code"] != ErrorCode.NONE:
                 out[key] = KafkaError(p["error_code"], f"ListOffsets {key[0]}-{key[1]}")
             elif version == 0:
-                out[key] = p["old_style_offsets"][0] if p["old_style_offsets"] else -1
+                offsets = p["old_style_offsets"]
+                out[key] = ListedOffset(offsets[0] if offsets else -1, -1, -1)
             else:
-                out[key] = p["offset"]
+                out[key] = ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
     _fill_missing(out, requests, "ListOffsets")
     return out
 
@@ -245,7 +512,7 @@ async def produce(
 
 async def produce_many(
     conn: Connection,
-    batches: Mapping[TopicPartition, bytes],
+    batches: Mapping[TopicPartition, bytes | bytearray],
     acks: int = -1,
     *,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
@@ -283,8 +550,7 @@ async def produce_many(
 def _produce_error_message(key: TopicPartition, p: dict[str, Any]) -> str:
     parts = [p["error_message"]] if p["error_message"] else []
     parts += [
-        f"record {e['batch_index']}: {e['batch_index_error_message']}"
-        for e in p["record_errors"]
+        f"record {e['batch_index']}: {e['batch_index_error_message']}" for e in p["record_errors"]
     ]
     return "; ".join(parts) or f"producing to {key[0]}-{key[1]}"
 
@@ -394,18 +660,16 @@ def _fetched(p: dict[str, Any], offset: int) -> FetchedPartition:
     )
 
 
-def _only(results: Iterable[dict[str, Any]], name: str, api: str) -> dict[str, Any]:
-    for result in results:
-        if result["name"] == name:
-            return result
-    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{api} response has no result for {name!r}")
+def _value(result: T | KafkaError) -> T:
+    if isinstance(result, KafkaError):
+        raise result
+    return result
 
 
-def _fill_missing(
-    out: dict[TopicPartition, Any], asked: Iterable[TopicPartition], api: str
-) -> None:
+def _fill_missing(out: dict[Any, Any], asked: Iterable[str | TopicPartition], api: str) -> None:
     for key in asked:
         if key not in out:
+            shown = key if isinstance(key, str) else f"{key[0]}-{key[1]}"
             out[key] = KafkaError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"{api} response left out {key[0]}-{key[1]}"
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"{api} response left out {shown}"
             )

@@ -4,6 +4,8 @@ as metadata names them (partition leaders, the controller)."""
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -12,11 +14,15 @@ from logbus.client.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT,
     Connection,
+    format_address,
     parse_bootstrap,
 )
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.metadata import ClusterMetadata
 from logbus.protocol import ErrorCode
+
+DEFAULT_RECONNECT_BACKOFF = 0.05
+DEFAULT_RECONNECT_BACKOFF_MAX = 1.0
 
 
 class Cluster:
@@ -26,6 +32,12 @@ class Cluster:
     Made by `Cluster.connect("host:port[,host:port]")`; `close()` (or leaving
     `async with`) closes every connection it opened. Shared safely between tasks of one
     event loop.
+
+    Resilience, as Kafka's NetworkClient: a broker that could not be reached is not tried
+    again before its reconnect backoff has passed (`reconnect_backoff`, doubling up to
+    `reconnect_backoff_max`, with 20% jitter); a closed connection is reopened on next
+    use; metadata comes from the bootstrap servers or, when none answers, from any other
+    broker the last metadata named.
     """
 
     def __init__(
@@ -35,12 +47,19 @@ class Cluster:
         client_id: str | None = "logbus",
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
+        reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
     ) -> None:
         self.bootstrap_addresses = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
+        self.reconnect_backoff = reconnect_backoff
+        self.reconnect_backoff_max = max(reconnect_backoff, reconnect_backoff_max)
         self.metadata: ClusterMetadata | None = None
+        self.metadata_at = 0.0  # time.monotonic() of the last metadata fetched
+        # (host, port) -> (no new attempt before, the backoff that was applied)
+        self._backoff: dict[tuple[str, int], tuple[float, float]] = {}
         self._bootstrap: Connection | None = None
         self._nodes: dict[int, Connection] = {}
         self._lock = asyncio.Lock()
@@ -76,13 +95,47 @@ class Cluster:
         await self.close()
 
     async def _open(self, host: str, port: int) -> Connection:
-        return await Connection.connect(
-            host,
-            port,
-            client_id=self.client_id,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-        )
+        address = (host, port)
+        backoff = self._backoff.get(address)
+        if backoff is not None and backoff[0] > time.monotonic():
+            raise KafkaConnectionError(
+                f"cannot connect to {format_address(host, port)}: waiting "
+                f"{backoff[0] - time.monotonic():.3f}s before reconnecting"
+            )
+        try:
+            conn = await Connection.connect(
+                host,
+                port,
+                client_id=self.client_id,
+                connect_timeout=self.connect_timeout,
+                request_timeout=self.request_timeout,
+            )
+        except KafkaConnectionError:
+            delay = (
+                self.reconnect_backoff
+                if backoff is None
+                else min(backoff[1] * 2, self.reconnect_backoff_max)
+            )
+            jittered = delay * random.uniform(0.8, 1.2)
+            self._backoff[address] = (time.monotonic() + jittered, delay)
+            raise
+        self._backoff.pop(address, None)
+        return conn
+
+    def backoff_remaining(self, node_id: int) -> float:
+        """Seconds before broker `node_id` may be dialled again (0 when it may be now)."""
+        if self.metadata is None:
+            return 0.0
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            return 0.0
+        conn = self._nodes.get(node_id)
+        if conn is not None and not conn.closed:
+            return 0.0
+        backoff = self._backoff.get((broker.host, broker.port))
+        if backoff is None:
+            return 0.0
+        return max(0.0, backoff[0] - time.monotonic())
 
     async def bootstrap(self) -> Connection:
         """A live connection to one of the bootstrap servers, tried in order."""
@@ -106,11 +159,33 @@ class Cluster:
     async def refresh(
         self, topics: Sequence[str] | None = None, *, allow_auto_topic_creation: bool = False
     ) -> ClusterMetadata:
-        """Fetch metadata (for `topics`, or all topics) and remember it."""
-        conn = await self.bootstrap()
+        """Fetch metadata (for `topics`, or all topics) and remember it. Asks a bootstrap
+        server, or, when none can be reached, each other broker the last metadata named."""
+        try:
+            conn = await self.bootstrap()
+            return await self._refresh_from(conn, topics, allow_auto_topic_creation)
+        except KafkaConnectionError as exc:
+            if self.metadata is None:
+                raise
+            error = exc
+        bootstrap = set(self.bootstrap_addresses)
+        for node_id, broker in self.metadata.brokers.items():
+            if (broker.host, broker.port) in bootstrap:
+                continue
+            try:
+                conn = await self.node(node_id)
+                return await self._refresh_from(conn, topics, allow_auto_topic_creation)
+            except KafkaConnectionError as exc:
+                error = exc
+        raise error
+
+    async def _refresh_from(
+        self, conn: Connection, topics: Sequence[str] | None, allow_auto_topic_creation: bool
+    ) -> ClusterMetadata:
         self.metadata = await admin_ops.metadata(
             conn, topics, allow_auto_topic_creation=allow_auto_topic_creation
         )
+        self.metadata_at = time.monotonic()
         return self.metadata
 
     async def node(self, node_id: int) -> Connection:

@@ -69,3 +69,33 @@ def check(code: int, message: str | None = None) -> None:
     """Raise KafkaError unless `code` is NONE."""
     if code != ErrorCode.NONE:
         raise KafkaError(code, message)
+
+
+class ClientClosedError(KafkaError):
+    """The client was closed: the call cannot be served, or the records it held were
+    dropped unsent (what `close(timeout=0)` does to what is still buffered)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.message or self.name
+
+
+class SerializationError(KafkaError, ValueError):
+    """A key or value the configured serializer could not turn into bytes (Kafka's
+    SerializationException); raised by `send()` before anything is buffered."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.message or self.name

@@ -1,6 +1,6 @@
 """Requests to a group coordinator: FindCoordinator, ListGroups, DescribeGroups,
-DeleteGroups, OffsetFetch and OffsetCommit, and the consumer protocol's subscription and
-assignment payloads (Kafka's `ConsumerProtocol`: an int16 version, then the body).
+DeleteGroups, OffsetFetch, OffsetCommit and OffsetDelete, and the consumer protocol's
+subscription and assignment payloads (Kafka's `ConsumerProtocol`: an int16 version, then the body).
 
 Like `admin_ops`, each function sends one request on a given connection and turns error
 codes into `KafkaError`; `coordinator()` finds (and connects to) a group's coordinator,
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,14 @@ async def coordinator(
     return await cluster.node(node_id)
 
 
+async def coordinator_id(
+    cluster: Cluster, group_id: str, *, wait: float = DEFAULT_COORDINATOR_WAIT
+) -> int:
+    """The broker id of the coordinator of `group_id` (FindCoordinator), retried for up to
+    `wait` seconds while the broker answers COORDINATOR_NOT_AVAILABLE."""
+    return await _coordinator_id(cluster, group_id, wait)
+
+
 async def _coordinator_id(cluster: Cluster, group_id: str, wait: float) -> int:
     deadline = time.monotonic() + wait
     while True:
@@ -143,36 +151,75 @@ async def list_groups(conn: Connection, states: Sequence[str] = ()) -> list[List
 
 async def describe_group(conn: Connection, group_id: str) -> GroupDescription:
     """DescribeGroups for one group; a group that does not exist has state "Dead"."""
-    body = {"groups": [group_id], "include_authorized_operations": False}
+    described = (await describe_groups(conn, [group_id]))[group_id]
+    if isinstance(described, KafkaError):
+        raise described
+    return described
+
+
+async def describe_groups(
+    conn: Connection, group_ids: Sequence[str]
+) -> dict[str, GroupDescription | KafkaError]:
+    """DescribeGroups for groups this coordinator owns: per group its description (state
+    "Dead" if it does not exist), or its error."""
+    body = {"groups": list(group_ids), "include_authorized_operations": False}
     response = await conn.request(ApiKey.DESCRIBE_GROUPS, body)
-    described = response["groups"][0]
-    if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-        return GroupDescription(group_id, "Dead", "", "", [])
-    check(described["error_code"], f"DescribeGroups for group '{group_id}'")
-    consumer = described["protocol_type"] == "consumer"
-    members = [
-        GroupMemberInfo(
-            member_id=m["member_id"],
-            group_instance_id=m.get("group_instance_id"),
-            client_id=m["client_id"],
-            client_host=m["client_host"],
-            assignment=decode_assignment(m["member_assignment"]) if consumer else {},
+    out: dict[str, GroupDescription | KafkaError] = {}
+    for described in response["groups"]:
+        group_id = described["group_id"]
+        code = described["error_code"]
+        if code == ErrorCode.GROUP_ID_NOT_FOUND:
+            out[group_id] = GroupDescription(group_id, "Dead", "", "", [])
+            continue
+        if code != ErrorCode.NONE:
+            out[group_id] = KafkaError(code, f"DescribeGroups for group '{group_id}'")
+            continue
+        consumer = described["protocol_type"] == "consumer"
+        members = [
+            GroupMemberInfo(
+                member_id=m["member_id"],
+                group_instance_id=m.get("group_instance_id"),
+                client_id=m["client_id"],
+                client_host=m["client_host"],
+                assignment=decode_assignment(m["member_assignment"]) if consumer else {},
+            )
+            for m in described["members"]
+        ]
+        out[group_id] = GroupDescription(
+            group_id,
+            described["group_state"],
+            described["protocol_type"],
+            described["protocol_data"],
+            members,
         )
-        for m in described["members"]
-    ]
-    return GroupDescription(
-        group_id,
-        described["group_state"],
-        described["protocol_type"],
-        described["protocol_data"],
-        members,
-    )
+    _fill_missing(out, group_ids, "DescribeGroups")
+    return out
 
 
 async def delete_group(conn: Connection, group_id: str) -> None:
-    response = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [group_id]})
+    result = (await delete_groups(conn, [group_id]))[group_id]
+    if result is not None:
+        raise result
+
+
+async def delete_groups(
+    conn: Connection, group_ids: Sequence[str]
+) -> dict[str, KafkaError | None]:
+    """DeleteGroups on their coordinator: per group None, or its error (NON_EMPTY_GROUP
+    while it has members, GROUP_ID_NOT_FOUND if there is no such group)."""
+    response = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": list(group_ids)})
+    out: dict[str, KafkaError | None] = {}
     for result in response["results"]:
-        check(result["error_code"], f"Group '{result['group_id']}'")
+        group_id, code = result["group_id"], result["error_code"]
+        out[group_id] = None if code == ErrorCode.NONE else KafkaError(code, f"Group '{group_id}'")
+    _fill_missing(out, group_ids, "DeleteGroups")
+    return out
+
+
+def _fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
+    for key in asked:
+        if key not in out:
+            out[key] = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{api} response left out {key}")
 
 
 # --- committed offsets ------------------------------------------------------------------
@@ -205,28 +252,90 @@ async def fetch_offsets(
 async def commit_offsets(
     conn: Connection,
     group_id: str,
-    offsets: Mapping[TopicPartition, int],
+    offsets: Mapping[TopicPartition, int | tuple[int, str]],
     *,
     generation_id: int = -1,
     member_id: str = "",
+    group_instance_id: str | None = None,
 ) -> None:
-    """Commit offsets; generation -1 and no member id commit as an admin (the group must
-    then have no members). Raises the first partition error."""
+    """Commit offsets (each an offset, or (offset, metadata)); generation -1 and no member
+    id commit as an admin or a consumer outside the group (the group must then have no
+    members). Raises the first partition error."""
+    results = await commit_offsets_each(
+        conn,
+        group_id,
+        offsets,
+        generation_id=generation_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+    )
+    for result in results.values():
+        if result is not None:
+            raise result
+
+
+async def commit_offsets_each(
+    conn: Connection,
+    group_id: str,
+    offsets: Mapping[TopicPartition, int | tuple[int, str]],
+    *,
+    generation_id: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> dict[TopicPartition, KafkaError | None]:
+    """OffsetCommit, as `commit_offsets`: per partition None, or its error."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), offset in offsets.items():
+    for (topic, partition), value in offsets.items():
+        offset, metadata = value if isinstance(value, tuple) else (value, "")
         by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_metadata": metadata,
+            }
         )
     body = {
         "group_id": group_id,
         "generation_id_or_member_epoch": generation_id,
         "member_id": member_id,
+        "group_instance_id": group_instance_id,
         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
     }
     response = await conn.request(ApiKey.OFFSET_COMMIT, body)
+    return _partition_results(response, offsets, "OffsetCommit")
+
+
+async def delete_offsets(
+    conn: Connection, group_id: str, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, KafkaError | None]:
+    """OffsetDelete (KIP-496): forget the group's committed offsets of `partitions`; per
+    partition None, or its error (GROUP_SUBSCRIBED_TO_TOPIC while members consume it).
+    A group-level error is raised."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append({"partition_index": partition})
+    body = {
+        "group_id": group_id,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+    response = await conn.request(ApiKey.OFFSET_DELETE, body)
+    check(response["error_code"], f"OffsetDelete for group '{group_id}'")
+    return _partition_results(response, partitions, "OffsetDelete")
+
+
+def _partition_results(
+    response: dict[str, Any], asked: Iterable[TopicPartition], api: str
+) -> dict[TopicPartition, KafkaError | None]:
+    out: dict[TopicPartition, KafkaError | None] = {}
     for t in response["topics"]:
         for p in t["partitions"]:
-            check(p["error_code"], f"OffsetCommit {t['name']}-{p['partition_index']}")
+            key = (t["name"], p["partition_index"])
+            code = p["error_code"]
+            out[key] = (
+                None if code == ErrorCode.NONE else KafkaError(code, f"{api} {key[0]}-{key[1]}")
+            )
+    _fill_missing(out, asked, api)
+    return out
 
 
 # --- consumer protocol payloads ---------------------------------------------------------

@@ -153,6 +153,37 @@ def build_batch(
         attributes |= CONTROL_FLAG
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_FLAG
+    _write_header(
+        out,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=NO_TIMESTAMP if base_timestamp is None else base_timestamp,
+        max_timestamp=largest_timestamp if max_timestamp is None else max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        count=count,
+    )
+    return bytes(out)
+
+
+def _write_header(
+    out: bytearray,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+) -> None:
+    """Fill in the 61-byte header at the start of `out` and then its CRC."""
     try:
         _HEADER.pack_into(
             out,
@@ -164,8 +195,8 @@ def build_batch(
             0,
             attributes,
             last_offset_delta,
-            NO_TIMESTAMP if base_timestamp is None else base_timestamp,
-            largest_timestamp if max_timestamp is None else max_timestamp,
+            base_timestamp,
+            max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
@@ -174,4 +205,64 @@ def build_batch(
     except struct.error as exc:
         raise ValueError(f"record batch header field out of range: {exc}") from None
     _CRC.pack_into(out, _CRC_OFFSET, compute_crc(out))
-    return bytes(out)
+
+
+def seal_batch(
+    out: bytearray,
+    *,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: CompressionType | int = CompressionType.NONE,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytearray:
+    """Finish a batch whose records were written one by one with `write_record`.
+
+    `out` holds HEADER_SIZE reserved bytes (see `new_batch_buffer`) followed by `count`
+    records with offset deltas 0..count-1 and timestamp deltas from `base_timestamp`.
+    Returns the complete batch: `out` itself filled in, or a new buffer holding the
+    compressed records. The producer's incremental path: records are encoded once, as they
+    arrive, and compressed once per batch.
+    """
+    codec = CompressionType(compression)
+    if codec != CompressionType.NONE:
+        compressed = compress(codec, memoryview(out)[HEADER_SIZE:], compression_level)
+        out = bytearray(HEADER_SIZE)
+        out += compressed
+    _write_header(
+        out,
+        base_offset=0,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        attributes=int(codec),
+        last_offset_delta=count - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        count=count,
+    )
+    return out
+
+
+def new_batch_buffer() -> bytearray:
+    """An empty buffer for `seal_batch`: the header's bytes, reserved."""
+    return bytearray(HEADER_SIZE)
+
+
+_PRODUCER_FIELDS: Final = struct.Struct(">qhi")
+_PRODUCER_FIELDS_OFFSET: Final = 43  # producerId, producerEpoch, baseSequence
+
+
+def restamp_batch(
+    batch: bytearray, *, producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    """Rewrite a sealed batch's producer id, epoch and base sequence (and its CRC), as an
+    idempotent producer does when it must resend a batch under a new epoch."""
+    _PRODUCER_FIELDS.pack_into(
+        batch, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+    _CRC.pack_into(batch, _CRC_OFFSET, compute_crc(batch))

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 
 from logbus.records.batch import InvalidBatch
 from logbus.records.varint import (
+    CACHED_VARINT_LIMIT,
+    NON_NEGATIVE_VARINTS,
     Buffer,
     VarintError,
     decode_varint,
     decode_varlong,
+    encode_varint,
+    encode_varlong,
     size_of_varint,
     size_of_varlong,
     write_varint,
@@ -91,6 +95,49 @@ def write_record(
         length_prefix = bytearray()
         write_varint(length_prefix, body_length)
         out[start:start] = length_prefix
+
+
+def write_plain_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+) -> None:
+    """`write_record` for a record without headers, the producer's hot path: each varint
+    comes from a table and the length prefix is computed, not moved into place."""
+    table = NON_NEGATIVE_VARINTS
+    limit = CACHED_VARINT_LIMIT
+    ts = (
+        table[timestamp_delta]
+        if 0 <= timestamp_delta < limit
+        else encode_varlong(timestamp_delta)
+    )
+    od = table[offset_delta] if offset_delta < limit else encode_varint(offset_delta)
+    if key is None:
+        kl = b"\x01"
+        key_size = 0
+    else:
+        key_size = len(key)
+        kl = table[key_size] if key_size < limit else encode_varint(key_size)
+    if value is None:
+        vl = b"\x01"
+        value_size = 0
+    else:
+        value_size = len(value)
+        vl = table[value_size] if value_size < limit else encode_varint(value_size)
+    body = 2 + len(ts) + len(od) + len(kl) + key_size + len(vl) + value_size
+    out += table[body] if body < limit else encode_varint(body)
+    out.append(0)  # attributes
+    out += ts
+    out += od
+    out += kl
+    if key_size:
+        out += key  # type: ignore[arg-type]
+    out += vl
+    if value_size:
+        out += value  # type: ignore[arg-type]
+    out.append(0)  # no headers
 
 
 def encode_record(

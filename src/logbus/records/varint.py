@@ -173,3 +173,16 @@ def size_of_varint(value: int) -> int:
 
 
 size_of_varlong = size_of_varint
+
+
+# Encoded varints of the small non-negative values (lengths, deltas) a producer writes
+# for every record: a tuple lookup instead of arithmetic and appends.
+CACHED_VARINT_LIMIT: Final = 1 << 13
+NON_NEGATIVE_VARINTS: Final = tuple(encode_varint(n) for n in range(CACHED_VARINT_LIMIT))
+
+
+def varint_bytes(value: int) -> bytes:
+    """`encode_varint(value)`, from a table when 0 <= value < 8192."""
+    if 0 <= value < CACHED_VARINT_LIMIT:
+        return NON_NEGATIVE_VARINTS[value]
+    return encode_varint(value)

@@ -24,10 +24,12 @@ from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.server.api.find_coordinator import OFFSETS_TOPIC
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
+from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
+from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
 
@@ -54,6 +56,33 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         else str(values["cleanup.policy"]),
         file_delete_delay_ms=int(values["file.delete.delay.ms"]),
         min_insync_replicas=int(values["min.insync.replicas"]),
+        segment_jitter_ms=int(values["segment.jitter.ms"]),
+        compression_type=str(values["compression.type"]),
+        compression_gzip_level=int(values["compression.gzip.level"]),
+        compression_lz4_level=int(values["compression.lz4.level"]),
+        compression_zstd_level=int(values["compression.zstd.level"]),
+        message_timestamp_before_max_ms=int(values["message.timestamp.before.max.ms"]),
+        message_timestamp_after_max_ms=int(values["message.timestamp.after.max.ms"]),
+        preallocate=bool(values["preallocate"]),
+        unclean_leader_election_enable=bool(values["unclean.leader.election.enable"]),
+        message_downconversion_enable=bool(values["message.downconversion.enable"]),
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_cleanable_ratio=float(values["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
+    )
+
+
+def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
+    """The broker's log.cleaner.* settings for the storage layer's LogCleaner."""
+    return CleanerConfig(
+        enable=config.log_cleaner_enable,
+        num_threads=config.log_cleaner_threads,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        backoff_ms=config.log_cleaner_backoff_ms,
     )
 
 
@@ -69,6 +98,7 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -92,9 +122,10 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
-        cfg = self.config
-        self.store = EmbeddedStore(cfg.log_dirs[0])
+        self.store = EmbeddedStore(self.config.log_dirs[0])
         cluster_id = ensure_cluster_id(self.store)
+        self.dynamic_config = DynamicConfigManager(self, self.store)
+        self.config = cfg = self.dynamic_config.load()
         self.log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
@@ -103,6 +134,7 @@ class Broker:
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
+            cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
         for listener_cfg in cfg.listeners:
@@ -142,9 +174,10 @@ class Broker:
             BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
-            validate_configs=lambda configs: validate_topic_configs(configs, cfg),
+            validate_configs=lambda configs: validate_topic_configs(configs, self.config),
         )
         self.controller.start()
+        self.dynamic_config.start()
         self.metadata_cache.cluster_id = self.controller.cluster_id
         self.metadata_cache.controller_id = self.broker_id
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
@@ -164,7 +197,7 @@ class Broker:
                 min(cfg.log_flush_scheduler_interval_ms, 1000), manager.flush_dirty, in_thread=True
             )
         )
-        self._spawn(self._every(cfg.log_retention_check_interval_ms, manager.cleanup_logs))
+        self._spawn(self._every(cfg.log_retention_check_interval_ms, self._cleanup_logs))
         self._spawn(self._every(1000, manager.remove_deleted))
         log.info(
             "broker %d started, listening on %s:%d (cluster %s)",
@@ -201,6 +234,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.dynamic_config is not None:
+            self.dynamic_config.stop()
         if self.controller is not None:
             self.controller.shutdown()
         if self.log_manager is not None:
@@ -210,6 +245,25 @@ class Broker:
         log.info("broker %d stopped", self.broker_id)
 
     # --- configs --------------------------------------------------------------------------
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Take a new broker config (dynamic broker configs changed): every log without an
+        override of a changed setting gets its new effective config at once."""
+        self.config = config
+        if self.log_manager is not None:
+            self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
+            cleaner = self.log_manager.cleaner
+            if cleaner is not None and cleaner.config != cleaner_config_from(config):
+                cleaner.reconfigure(cleaner_config_from(config))
+        if self.replica_manager is not None:
+            for topic in list(self.metadata_cache.topics.values()):
+                self.replica_manager.update_log_config(topic)
+
+    def _cleanup_logs(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.cleanup_logs(
+            producer_id_expiration_ms=self.config.producer_id_expiration_ms
+        )
 
     def _stored_log_config(self, topic: str) -> LogConfig:
         assert self.store is not None

@@ -89,13 +89,15 @@ _define("broker.rack", _STR, None, None, _MEDIUM,
 _define("listeners", _STR, "PLAINTEXT://localhost:9092", None, _HIGH,
         "Comma-separated NAME://host:port addresses to accept connections on; an empty host "
         "means every interface, port 0 an ephemeral port. logbus defaults to "
-        "PLAINTEXT://localhost:9092.", _PER_BROKER)
+        "PLAINTEXT://localhost:9092. Kafka can change it per broker at run time; logbus "
+        "needs a restart.")
 _define("advertised.listeners", _STR, None, None, _HIGH,
-        "Addresses given to clients and other brokers, if different from listeners.",
-        _PER_BROKER)
+        "Addresses given to clients and other brokers, if different from listeners "
+        "(read-only in logbus).")
 _define("listener.security.protocol.map", _STR,
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None,
-        _LOW, "Security protocol of each listener name, as NAME:PROTOCOL pairs.", _PER_BROKER)
+        _LOW, "Security protocol of each listener name, as NAME:PROTOCOL pairs (read-only in "
+        "logbus).")
 _define("inter.broker.listener.name", _STR, None, None, _MEDIUM,
         "Listener other brokers connect to; defaults to the one named after "
         "security.inter.broker.protocol.")

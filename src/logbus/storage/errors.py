@@ -33,6 +33,12 @@ class RecordTooLargeError(StorageError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp is outside message.timestamp.before/after.max.ms of now."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
 class RecordListTooLargeError(StorageError):
     """The records of one append are larger than a whole segment."""
 
@@ -72,9 +78,15 @@ class KafkaStorageError(StorageError):
 
 class InvalidRecordError(StorageError):
     """A batch is well formed but breaks a rule (wrong magic, bad count, control batch
-    from a client, missing key on a compacted topic)."""
+    from a client, missing key on a compacted topic). `record_errors` names the offending
+    records as (index of the record in its batch, message), as Kafka's produce response
+    reports them."""
 
     error_code = 87  # INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors or []
 
 
 class InconsistentTopicIdError(StorageError):

@@ -14,8 +14,10 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
+from logbus.storage.checkpoint import fsync_dir
 from logbus.storage.errors import (
     InconsistentTopicIdError,
     KafkaStorageError,
@@ -47,7 +49,13 @@ from logbus.storage.log_retention import (
     retention_ms_breached,
     retention_size_breached,
 )
-from logbus.storage.log_validator import analyze_records, assign_offsets
+from logbus.storage.log_validator import (
+    analyze_records,
+    assign_offsets,
+    check_timestamps,
+    recompress,
+    target_codec,
+)
 from logbus.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from logbus.storage.producer_state import (
     DuplicateBatch,
@@ -56,7 +64,7 @@ from logbus.storage.producer_state import (
     producer_batch,
 )
 from logbus.storage.record_scan import Decompressor, default_decompressor
-from logbus.storage.segment import DELETED_SUFFIX, LogSegment
+from logbus.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +77,8 @@ class Log:
     """Everything stored for one partition replica.
 
     Owns its segments, producer state, leader epoch cache and `partition.metadata`.
-    Mutations run on the broker's event loop; `flush` may run in a thread pool. A lock
+    Mutations run on the broker's event loop; `flush` may run in a thread pool, and the
+    log cleaner's threads swap cleaned segments in with `replace_segments`. A lock
     guards the segment list, the end offsets and the recovery point, and the segment list
     is replaced (never changed in place) so readers always see a consistent snapshot.
     `high_watermark` is a plain field maintained by the caller (the replica manager).
@@ -118,6 +127,8 @@ class Log:
         self.high_watermark = self.log_start_offset
         self.last_flush_ms = now
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # Counts truncations, so the log cleaner can tell its sources were cut under it.
+        self.truncations = 0
         # Set on roll: the old segments need an fsync (done by LogManager.flush_dirty).
         self.pending_flush_offset: int | None = None
         self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -206,9 +217,29 @@ class Log:
             from_client=from_client,
             compact=config.compact if compact is None else compact,
             decompress=self.decompress,
+            topic_partition=f"{self.topic}-{self.partition}",
         )
         if not batches:
             return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        if from_client:
+            if not use_log_append_time:
+                check_timestamps(
+                    batches,
+                    now,
+                    config.message_timestamp_before_max_ms,
+                    config.message_timestamp_after_max_ms,
+                )
+            codec = target_codec(config)
+            rewritten = None if codec is None else recompress(records, batches, *codec)
+            if rewritten is not None:
+                records = rewritten
+                batches = analyze_records(
+                    records,
+                    max_message_bytes=config.max_message_bytes
+                    if max_message_bytes is None
+                    else max_message_bytes,
+                    from_client=from_client,
+                )
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes {config.segment_bytes}"
@@ -483,6 +514,7 @@ class Log:
             self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         end = self._log_end_offset
         self.recovery_point = min(self.recovery_point, end)
         self.high_watermark = min(self.high_watermark, end)
@@ -567,6 +599,65 @@ class Log:
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         with self._lock:
             return self.producer_state.remove_expired(now_ms, expiration_ms)
+
+    # -- log cleaning ---------------------------------------------------------------------
+
+    def replace_segments(
+        self,
+        new: LogSegment,
+        old: list[LogSegment],
+        *,
+        truncations: int,
+        hook: Callable[[str], None] | None = None,
+        now_ms: int | None = None,
+    ) -> bool:
+        """Swap the cleaned segment `new` (files suffixed `.cleaned`) in for the contiguous
+        segments `old`, crash-safely: `.cleaned` -> `.swap`, the old segments go to
+        `.deleted` (unlinked after file.delete.delay.ms), then `.swap` -> final names. A
+        crash at any point leaves files the loader completes or discards.
+
+        Returns False (and changes nothing) if the log changed under the cleaner: a source
+        segment was deleted, became the active segment, or the log was truncated.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            current = self._segments
+            ids = [id(s) for s in current]
+            if (
+                truncations != self.truncations
+                or not old
+                or id(old[0]) not in ids
+                or current[-1] in old
+                or new.base_offset != old[0].base_offset
+            ):
+                return False
+            first = ids.index(id(old[0]))
+            if [id(s) for s in current[first : first + len(old)]] != [id(s) for s in old]:
+                return False
+            new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            # The `.swap` names must be durable before any old segment is renamed away:
+            # after a power loss the loader must find either the old segments or the swap.
+            fsync_dir(self.dir)
+            if hook is not None:
+                hook("swap")
+            segments = list(current)
+            segments[first : first + len(old)] = [new]
+            self._set_segments(segments)
+            self._delete_segments_later(old, now)
+            if hook is not None:
+                hook("deleted")
+            new.change_file_suffixes(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
+            return True
+
+    def last_records_of_active_producers(self) -> dict[int, int | None]:
+        """producer id -> the last offset of its last data batch (None if it has none):
+        the batches the cleaner keeps, even empty, so producer state survives cleaning."""
+        with self._lock:
+            return {
+                pid: (entry.last_offset if entry.batches else None)
+                for pid, entry in self.producer_state.producers.items()
+            }
 
     # -- producer state -------------------------------------------------------------------
 

@@ -1,6 +1,10 @@
 """Opening a partition directory: find its segments, clean up leftovers of interrupted
 operations, and recover the segments a crash may have damaged.
 
+A log cleaner swap interrupted by a crash is finished or undone as Kafka's `LogLoader`
+does: `.cleaned` files are deleted (with any `.swap` file at or above them), and when all
+`.swap` files are in place, the segments they replace are deleted and the suffix dropped.
+
 After a clean shutdown only segments with broken indexes are rebuilt. After an unclean one,
 every segment from the one holding the recovery point onward is re-read: the first
 invalid batch and everything after it (including later segments) is removed, and the
@@ -11,19 +15,23 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from logbus.records.batch import HEADER_SIZE, BatchHeader, InvalidBatch
 from logbus.storage.errors import CorruptIndexError
 from logbus.storage.log_config import LogConfig
 from logbus.storage.producer_state import ProducerStateManager, producer_batch
 from logbus.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
@@ -32,8 +40,6 @@ from logbus.storage.segment import (
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
-# Leftovers of a deletion, a log cleaning pass or an atomic write that never finished.
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
 
 
 @dataclass(slots=True)
@@ -47,7 +53,7 @@ class LoadedSegments:
 def new_segment(
     directory: Path, base_offset: int, config: LogConfig, now_ms: int, *, active: bool
 ) -> LogSegment:
-    return LogSegment(
+    segment = LogSegment(
         directory,
         base_offset,
         index_interval_bytes=config.index_interval_bytes,
@@ -55,18 +61,18 @@ def new_segment(
         created_ms=now_ms,
         active=active,
     )
+    jitter = min(config.segment_jitter_ms, config.segment_ms)
+    # segment.jitter.ms: each segment rolls up to that much earlier, at random.
+    segment.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+    return segment
 
 
 def _remove_leftovers(directory: Path) -> dict[int, set[str]]:
-    """Delete leftover files and return {base offset: suffixes present}."""
+    """Delete leftover files, complete an interrupted log cleaner swap, and return
+    {base offset: suffixes present}."""
+    _complete_swaps(directory, _remove_temp_files(directory))
     found: dict[int, set[str]] = {}
     for name in sorted(os.listdir(directory)):
-        path = directory / name
-        if name.endswith(_LEFTOVER_SUFFIXES):
-            if name.endswith(".swap"):
-                logger.warning("deleting unfinished log cleaner output %s", path)
-            path.unlink(missing_ok=True)
-            continue
         match = _SEGMENT_FILE.match(name)
         if match:
             found.setdefault(int(match.group(1)), set()).add(match.group(2))
@@ -77,6 +83,84 @@ def _remove_leftovers(directory: Path) -> dict[int, set[str]]:
                 (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
             del found[base_offset]
     return found
+
+
+def _remove_temp_files(directory: Path) -> list[Path]:
+    """Delete `.deleted`, `.tmp` and `.cleaned` files and the `.swap` files of a swap that
+    had not finished renaming its `.cleaned` files (those at or above the lowest `.cleaned`
+    base offset), as Kafka's loader does. Returns the `.swap` files that remain."""
+    swaps: list[Path] = []
+    min_cleaned: int | None = None
+    for name in sorted(os.listdir(directory)):
+        path = directory / name
+        if name.endswith((DELETED_SUFFIX, ".tmp")):
+            path.unlink(missing_ok=True)
+        elif name.endswith(CLEANED_SUFFIX):
+            base = _base_offset_of(name)
+            if base is not None:
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+            logger.info("deleting unfinished log cleaner output %s", path)
+            path.unlink(missing_ok=True)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(path)
+    valid: list[Path] = []
+    for path in swaps:
+        base = _base_offset_of(path.name)
+        if base is None or (min_cleaned is not None and base >= min_cleaned):
+            logger.warning("deleting %s, part of a swap that never completed", path)
+            path.unlink(missing_ok=True)
+        else:
+            valid.append(path)
+    return valid
+
+
+def _complete_swaps(directory: Path, swaps: list[Path]) -> None:
+    """Finish a swap whose `.swap` files were all in place: the segments they replace
+    (every non-swap file with a base offset in [first swap base, swap end offset)) are
+    deleted, then the `.swap` suffix is dropped."""
+    if not swaps:
+        return
+    low, high = None, None
+    for path in swaps:
+        if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        base = int(path.name[:20])
+        end = _next_offset_of(path, base)
+        low = base if low is None else min(low, base)
+        high = end if high is None else max(high, end)
+    if low is not None and high is not None:
+        for name in sorted(os.listdir(directory)):
+            match = _SEGMENT_FILE.match(name)  # segment files only, never snapshots
+            if match and low <= int(match.group(1)) < high:
+                logger.info("deleting %s, replaced by a cleaned segment", directory / name)
+                (directory / name).unlink(missing_ok=True)
+    for path in swaps:
+        logger.info("completing the swap of %s", path)
+        os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+
+
+def _next_offset_of(path: Path, base_offset: int) -> int:
+    """The offset after the last whole batch of a segment file (read without opening it
+    as a segment, which would create missing index files)."""
+    next_offset = base_offset
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            try:
+                header = BatchHeader.parse(os.pread(f.fileno(), HEADER_SIZE, position))
+            except InvalidBatch:
+                break
+            if position + header.size > size:
+                break
+            next_offset = header.next_offset
+            position += header.size
+    return next_offset
+
+
+def _base_offset_of(name: str) -> int | None:
+    head = name[:20]
+    return int(head) if len(name) > 20 and head.isdigit() and name[20] == "." else None
 
 
 def load_segments(

@@ -2,7 +2,8 @@
 
 Each log dir holds `meta.properties`, the `.kafka_cleanshutdown` marker (present only
 between a clean shutdown and the next start), `recovery-point-offset-checkpoint`,
-`log-start-offset-checkpoint`, `replication-offset-checkpoint` and one directory per
+`log-start-offset-checkpoint`, `replication-offset-checkpoint`,
+`cleaner-offset-checkpoint` (written by the `LogCleaner`) and one directory per
 partition. Deleted partitions are renamed to `<topic>-<partition>.<uuid hex>-delete` and
 removed after `file.delete.delay.ms`.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from logbus.storage.checkpoint import OffsetCheckpointFile, TopicPartition, write_atomically
 from logbus.storage.errors import CorruptCheckpointError, KafkaStorageError
 from logbus.storage.log import Log
+from logbus.storage.log_cleaner import CleanerConfig, LogCleaner
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_loader import parse_topic_partition
 from logbus.storage.meta_properties import ensure_meta_properties
@@ -62,7 +64,8 @@ class _LogDir:
 class LogManager:
     """Owns every `Log` of the broker, keyed by (topic, partition).
 
-    Lifecycle: construct, `startup()` (loads and, after an unclean shutdown, recovers),
+    Lifecycle: construct, `startup()` (loads and, after an unclean shutdown, recovers, then
+    starts the log cleaner's threads when a `cleaner_config` was given),
     then periodic `checkpoint_all`, `flush_dirty`, `cleanup_logs` and `remove_deleted`,
     finally `shutdown()`. Methods are called from the event loop; `checkpoint_all`,
     `flush_dirty` and `shutdown` may also run in a thread pool (a lock guards the log map).
@@ -77,6 +80,7 @@ class LogManager:
         default_config: LogConfig | None = None,
         config_for_topic: Callable[[str], LogConfig] | None = None,
         decompress: Decompressor | None = None,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -87,10 +91,18 @@ class LogManager:
         self._config_for_topic = config_for_topic
         self.decompress = decompress
         self._lock = threading.RLock()
+        # Checkpoints are written from worker threads; one writer at a time per file.
+        self._checkpoint_lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
         self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Compaction of logs whose cleanup.policy includes "compact" (None: no cleaner).
+        self.cleaner: LogCleaner | None = None
+        if cleaner_config is not None:
+            self.cleaner = LogCleaner(
+                cleaner_config, [d.path for d in self.log_dirs], self._logs_with_dirs
+            )
 
     def config_for(self, topic: str) -> LogConfig:
         if self._config_for_topic is not None:
@@ -109,6 +121,8 @@ class LogManager:
                 self.cluster_id = meta.cluster_id
         for log_dir in self.log_dirs:
             self._load_dir(log_dir, now)
+        if self.cleaner is not None:
+            self.cleaner.startup()
 
     def _load_dir(self, log_dir: _LogDir, now_ms: int) -> None:
         marker = log_dir.path / CLEAN_SHUTDOWN_FILE
@@ -161,6 +175,10 @@ class LogManager:
         with self._lock:
             return list(self._logs.values())
 
+    def _logs_with_dirs(self) -> list[tuple[TopicPartition, Log, Path]]:
+        with self._lock:
+            return [(tp, log, self._log_dir_of[tp].path) for tp, log in self._logs.items()]
+
     def get_or_create_log(
         self,
         topic: str,
@@ -205,9 +223,15 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             log = self._logs.pop(tp, None)
-            self._log_dir_of.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+        if self.cleaner is not None:
+            # Out of the map first, so the cleaner cannot pick the log again, then stop a
+            # pass that is running over it.
+            self.cleaner.manager.abort_cleaning(tp)
         if log is None:
             return False
+        if self.cleaner is not None and log_dir is not None:
+            self.cleaner.manager.update_checkpoint(log_dir.path, tp, None)
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         try:
             log.rename_dir(target)
@@ -227,17 +251,27 @@ class LogManager:
             by_dir: dict[int, list[tuple[TopicPartition, Log]]] = {id(d): [] for d in self.log_dirs}
             for tp, log in self._logs.items():
                 by_dir[id(self._log_dir_of[tp])].append((tp, log))
-        for log_dir in self.log_dirs:
-            entries = by_dir[id(log_dir)]
-            log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
-            log_dir.log_start_offsets.write(
-                {
-                    tp: log.log_start_offset
-                    for tp, log in entries
-                    if log.log_start_offset > log.segments[0].base_offset
-                }
-            )
-            log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+        with self._checkpoint_lock:
+            self.checkpoint_log_start_offsets()
+            for log_dir in self.log_dirs:
+                entries = by_dir[id(log_dir)]
+                log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
+                log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write only the log start offset checkpoints (after DeleteRecords, so that a crash
+        cannot bring deleted records back)."""
+        with self._lock:
+            entries = [(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs:
+                log_dir.log_start_offsets.write(
+                    {
+                        tp: log.log_start_offset
+                        for tp, log, owner in entries
+                        if owner is log_dir and log.log_start_offset > log.segments[0].base_offset
+                    }
+                )
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """flush.ms: fsync logs whose last flush is older than their flush.ms, and the
@@ -284,6 +318,8 @@ class LogManager:
         """Close every log. A clean shutdown flushes, snapshots producer state, writes the
         checkpoints and the clean-shutdown marker; `clean=False` just drops the file
         handles, leaving the disk as a crash would (used by tests)."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         logs = self.all_logs()
         for log in logs:
             log.close(clean=clean)

@@ -25,7 +25,16 @@ from logbus.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from logbus.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logbus.records.builder import build_batch
+from logbus.records.compression import CompressionType
+from logbus.records.reader import decode_batch
+from logbus.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+)
+from logbus.storage.log_config import LogConfig
 from logbus.storage.record_scan import Decompressor, iter_records
 
 _MAGIC_AT = 16
@@ -63,6 +72,7 @@ def analyze_records(
     from_client: bool,
     compact: bool = False,
     decompress: Decompressor | None = None,
+    topic_partition: str = "",
 ) -> list[BatchInfo]:
     """Split an append into whole v2 batches and check each one.
 
@@ -99,7 +109,7 @@ def analyze_records(
             raise CorruptRecordError(f"CRC mismatch in batch at byte {position}")
         _check_header(header, from_client)
         if compact and not header.is_control:
-            _check_keys(batch, header, decompress)
+            _check_keys(batch, header, decompress, topic_partition)
         out.append(BatchInfo(position, header))
         position += size
     return out
@@ -131,16 +141,28 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
         )
 
 
-def _check_keys(batch: memoryview, header: BatchHeader, decompress: Decompressor | None) -> None:
+def _check_keys(
+    batch: memoryview, header: BatchHeader, decompress: Decompressor | None, where: str
+) -> None:
+    """Every record of a compacted topic needs a key (Kafka's message and record errors)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {where}."
     try:
         records = iter_records(batch, header, decompress)
         if records is None:
-            return  # cannot look inside; the cleaner will deal with keyless records
-        for record in records:
-            if record.key is None:
-                raise InvalidRecordError("a compacted topic cannot accept a record without a key")
+            return  # cannot look inside; the cleaner will drop keyless records
+        missing = [i for i, record in enumerate(records) if record.key is None]
     except ValueError as exc:  # InvalidBatch or a codec's error
         raise CorruptRecordError(str(exc)) from exc
+    if missing:
+        errors = [(i, message) for i in missing]
+        shown = ", ".join(
+            f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
+        )
+        raise InvalidRecordError(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
 def assign_offsets(
@@ -186,3 +208,79 @@ def assign_offsets(
     return AssignedRecords(
         buffer, first_offset, last, max_timestamp, offset_of_max, base_offsets, max_timestamps
     )
+
+
+def check_timestamps(
+    batches: list[BatchInfo], now_ms: int, before_max_ms: int, after_max_ms: int
+) -> None:
+    """message.timestamp.before/after.max.ms for CreateTime batches: each batch's first
+    and largest timestamps must lie within [now - before, now + after] (KIP-937). Records
+    are not decoded; a producer writes a batch's records in timestamp order."""
+    low = now_ms - before_max_ms
+    high = now_ms + after_max_ms
+    for _, header in batches:
+        if header.is_log_append_time or header.is_control:
+            continue
+        for timestamp in (header.base_timestamp, header.max_timestamp):
+            if timestamp >= 0 and not low <= timestamp <= high:
+                raise InvalidTimestampError(
+                    f"Timestamp {timestamp} of message with offset {header.base_offset} is "
+                    f"out of range. The timestamp should be within [{low}, {high}]"
+                )
+
+
+def target_codec(config: LogConfig) -> tuple[CompressionType, int | None] | None:
+    """(codec, level) that compression.type asks stored batches to use, or None for
+    "producer" (batches kept as produced). Level None is the codec's default."""
+    name = config.compression_type
+    if name == "producer":
+        return None
+    if name == "uncompressed":
+        return CompressionType.NONE, None
+    codec = CompressionType.from_name(name)
+    level = {
+        CompressionType.GZIP: config.compression_gzip_level,
+        CompressionType.LZ4: config.compression_lz4_level,
+        CompressionType.ZSTD: config.compression_zstd_level,
+    }.get(codec)
+    if codec == CompressionType.GZIP and level is not None and level < 0:
+        level = None  # compression.gzip.level -1: the codec's default
+    return codec, level
+
+
+def recompress(
+    records: bytes | bytearray | memoryview,
+    batches: list[BatchInfo],
+    codec: CompressionType,
+    level: int | None,
+) -> bytes | None:
+    """The records with every batch rewritten in `codec` (compression.type), or None when
+    every batch already uses it. Offsets deltas, timestamps, headers and producer fields are
+    kept; the leader assigns offsets afterwards as for any batch."""
+    if all(header.compression == codec for _, header in batches):
+        return None
+    view = memoryview(records)
+    out = bytearray()
+    for position, header in batches:
+        batch = view[position : position + header.size]
+        if header.compression == codec or header.is_control:
+            out += batch
+            continue
+        try:
+            _, decoded = decode_batch(batch, verify_crc=False)
+        except ValueError as exc:  # InvalidBatch or a codec's error
+            raise CorruptRecordError(str(exc)) from exc
+        out += build_batch(
+            decoded,
+            base_offset=header.base_offset,
+            compression=codec,
+            compression_level=level,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            partition_leader_epoch=header.partition_leader_epoch,
+            base_timestamp=header.base_timestamp,
+            last_offset_delta=header.last_offset_delta,
+        )
+    return bytes(out)

@@ -35,6 +35,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 _INT32_MAX = (1 << 31) - 1
 _RECOVERY_CHUNK = 1 << 20
@@ -109,6 +111,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = created_ms
+        # Subtracted from segment.ms when deciding to roll (segment.jitter.ms).
+        self.roll_jitter_ms = 0
         self._suffix = suffix
         self._lock = threading.RLock()
         self._closed = False
@@ -193,6 +197,14 @@ class LogSegment:
             self._max_timestamp = best
         return self._max_timestamp
 
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch (-1 for an empty segment)."""
+        return self._first_batch_timestamp()
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the log file's mtime (a cleaned segment keeps its sources' age)."""
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+
     def _first_batch_timestamp(self) -> int:
         if self._rolling_timestamp is None:
             self._rolling_timestamp = NO_TIMESTAMP
@@ -218,7 +230,7 @@ class LogSegment:
         if self._size > 0:
             first = self._first_batch_timestamp()
             waited = max_timestamp - first if first >= 0 else now_ms - self.created_ms
-            if waited > config.segment_ms:
+            if waited > config.segment_ms - self.roll_jitter_ms:
                 return True
         return (
             self.offset_index.is_full

@@ -108,6 +108,10 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 "log_append_time_ms": r.log_append_time,
                 "log_start_offset": r.log_start_offset,
                 "error_message": r.message if r.error != ErrorCode.NONE else None,
+                "record_errors": [
+                    {"batch_index": index, "batch_index_error_message": text}
+                    for index, text in r.record_errors
+                ],
             }
         )
     return {

@@ -35,6 +35,8 @@ MODULES = (
     "find_coordinator",
     "group_membership",
     "group_offsets",
+    "alter_configs",
+    "delete_records",
 )
 
 

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from logbus.protocol import ErrorCode
+from logbus.storage.errors import OffsetOutOfRangeError
 from logbus.storage.log import Log
+
+HIGH_WATERMARK = -1  # DeleteRecords: delete everything below the high watermark
 
 
 class PartitionError(Exception):
@@ -95,6 +98,30 @@ class Partition:
         return AppendResult(
             info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset
         )
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (HIGH_WATERMARK: the high
+        watermark); returns the new low watermark. The segments wholly below it go at the
+        next retention check."""
+        self.ensure_leader()
+        log = self.log
+        name = f"{self.topic}-{self.index}"
+        if not log.config.delete:
+            raise PartitionError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {name} can not be deleted due to the configured policy",
+            )
+        target = self.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise PartitionError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"The offset {target} for partition {name} is not valid",
+            )
+        try:
+            log.maybe_increment_log_start_offset(target)
+        except OffsetOutOfRangeError as exc:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        return log.log_start_offset
 
     def _maybe_advance_high_watermark(self) -> None:
         # The ISR is this broker alone until replication arrives: everything appended is

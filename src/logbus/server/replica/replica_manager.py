@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
@@ -30,6 +30,8 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # (index of the record in its batch, message) for INVALID_RECORD (Produce v8+).
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -139,6 +141,7 @@ class ReplicaManager:
                         ErrorCode(exc.error_code),
                         message=str(exc),
                         log_start_offset=part.log.log_start_offset,
+                        record_errors=getattr(exc, "record_errors", []),
                     )
                 )
                 continue

@@ -1,0 +1,43 @@
+"""logbus's asyncio client: `from logbus.aio import Producer, Admin`."""
+
+from logbus.client.admin import (
+    Admin,
+    AdminBatchError,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from logbus.client.config import ConfigError
+from logbus.client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SerializationError,
+)
+from logbus.client.producer import Producer, ProducerRecord, RecordMetadata
+from logbus.client.types import TopicPartition
+
+__all__ = [
+    "Admin",
+    "AdminBatchError",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClientClosedError",
+    "ConfigError",
+    "ConfigResource",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewPartitions",
+    "NewTopic",
+    "Producer",
+    "ProducerRecord",
+    "RecordMetadata",
+    "ResourceType",
+    "SerializationError",
+    "TopicPartition",
+]

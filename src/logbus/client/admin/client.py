@@ -1,0 +1,816 @@
+"""The asyncio Admin client (Kafka's `Admin` interface): topics, partitions, configs,
+offsets, records, the cluster and consumer groups.
+
+Each call goes where Kafka sends it: topic changes to the controller, group calls to the
+group's coordinator (found with FindCoordinator), offset look-ups and record deletion to
+partition leaders, broker configs to that broker, everything else to any broker. A
+retriable error (a lost connection, NOT_CONTROLLER, NOT_COORDINATOR, LEADER_NOT_AVAILABLE,
+...) is retried, after fresh metadata and a backoff, until `default.api.timeout.ms` (or
+the call's `timeout_ms`) runs out; only the items that failed are sent again.
+
+Calls on several items return a dict of per-item results; if any item fails they raise
+`AdminBatchError`, which holds each failed item's KafkaError and the other items' results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from logbus.client import admin_ops, group_ops
+from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.types import (
+    AdminBatchError,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ConfigSynonym,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+    TopicDescription,
+)
+from logbus.client.admin_ops import CreatedTopic, ListedOffset
+from logbus.client.cluster import Cluster
+from logbus.client.connection import Connection
+from logbus.client.errors import KafkaError, KafkaTimeoutError
+from logbus.client.metadata import ClusterMetadata
+from logbus.client.types import TopicPartition
+from logbus.protocol import ErrorCode
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+# One try at some items: given the items still to do and the milliseconds left, a result
+# or error per item (an exception raised fails every one of them).
+Attempt = Callable[[list[K], int], Awaitable[Mapping[K, V | KafkaError]]]
+
+# Retriable in general, but an admin call names what it wants: a missing topic is an
+# answer, not a reason to wait.
+_FINAL = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+_OFFSET_SPECS = {
+    "earliest": admin_ops.EARLIEST,
+    "latest": admin_ops.LATEST,
+    "max_timestamp": admin_ops.MAX_TIMESTAMP,
+}
+_ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+_BROKER_RESOURCES = (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
+_CONSUMER_PROTOCOL_TYPES = ("consumer", "")
+_ONE = "call"  # the single item of a call that is not on several items
+
+
+class Admin:
+    """An asyncio client that manages topics, configs, offsets and consumer groups.
+
+        async with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+            await admin.create_topics([NewTopic("orders", num_partitions=3)])
+
+    Configuration takes Kafka's names as a dict and/or keyword arguments with
+    underscores (`request_timeout_ms=5000`); unknown names raise ConfigError. `start()`
+    (or entering `async with`) connects to the first bootstrap server that answers and
+    raises KafkaConnectionError if none does; `close()` closes every connection. Safe to
+    share between tasks of one event loop; not between loops or threads (use the blocking
+    `logbus.Admin` there).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        self.config: dict[str, Any] = ADMIN_CONFIG.parse(config, **overrides)
+        self._cluster: Cluster | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap server (KafkaConnectionError if none answers)."""
+        if self._cluster is not None:
+            return
+        cluster = Cluster(
+            ",".join(self.config["bootstrap.servers"]),
+            client_id=self.config["client.id"],
+            connect_timeout=self.config["socket.connection.setup.timeout.ms"] / 1000,
+            request_timeout=self.config["request.timeout.ms"] / 1000,
+        )
+        try:
+            await cluster.bootstrap()
+        except BaseException:
+            await cluster.close()
+            raise
+        self._cluster = cluster
+
+    async def close(self) -> None:
+        """Close every connection; the client cannot be used afterwards until `start()`."""
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            await cluster.close()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def cluster(self) -> Cluster:
+        """The connections this client uses (RuntimeError before `start()`)."""
+        if self._cluster is None:
+            raise RuntimeError("the Admin client is not started (use `async with` or start())")
+        return self._cluster
+
+    # --- topics -------------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        new_topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, CreatedTopic]:
+        """Create topics on the controller: topic name -> what was created (id, partition
+        count, replication factor, configs). With `validate_only` the broker only checks
+        the request. Failures (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+        INVALID_REPLICATION_FACTOR, INVALID_CONFIG, ...) raise AdminBatchError."""
+        bodies: dict[str, dict[str, Any]] = {}
+        for topic in new_topics:
+            if topic.name in bodies:
+                raise ValueError(f"topic {topic.name!r} is listed twice")
+            by_assignment = topic.replica_assignment is not None
+            bodies[topic.name] = admin_ops.new_topic(
+                topic.name,
+                -1 if by_assignment else topic.num_partitions,
+                -1 if by_assignment else topic.replication_factor,
+                topic.config,
+                topic.replica_assignment,
+            )
+
+        async def attempt(names: list[str], left_ms: int) -> dict[str, CreatedTopic | KafkaError]:
+            return await admin_ops.create_topics_many(
+                await self._controller(),
+                [bodies[name] for name in names],
+                validate_only=validate_only,
+                timeout_ms=left_ms,
+            )
+
+        return await self._each(bodies, attempt, timeout_ms)
+
+    async def delete_topics(self, topics: Sequence[str], *, timeout_ms: int | None = None) -> None:
+        """Delete topics on the controller; a failure (UNKNOWN_TOPIC_OR_PARTITION,
+        TOPIC_DELETION_DISABLED, ...) raises AdminBatchError."""
+
+        async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
+            return await admin_ops.delete_topics_many(
+                await self._controller(), names, timeout_ms=left_ms
+            )
+
+        await self._each(topics, attempt, timeout_ms)
+
+    async def list_topics(
+        self, *, include_internal: bool = False, timeout_ms: int | None = None
+    ) -> list[str]:
+        """The names of every topic, sorted (internal topics such as `__consumer_offsets`
+        only with `include_internal`)."""
+        md = await self._single(lambda: self.cluster.refresh(None), timeout_ms)
+        return sorted(
+            name
+            for name, info in md.topics.items()
+            if info.error_code == ErrorCode.NONE and (include_internal or not info.is_internal)
+        )
+
+    async def describe_topics(
+        self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[str, TopicDescription]:
+        """Topic name -> its id, internal flag and partitions (leader, replicas, ISR), for
+        `topics` or (None) every topic. A missing topic raises AdminBatchError with
+        UNKNOWN_TOPIC_OR_PARTITION for it."""
+        if topics is None:
+            md = await self._single(lambda: self.cluster.refresh(None), timeout_ms)
+            return {name: md.topics[name] for name in sorted(md.topics)}
+
+        async def attempt(names: list[str], _: int) -> dict[str, TopicDescription | KafkaError]:
+            md = await self.cluster.refresh(names)
+            return {name: _catch(md.topic, name) for name in names}
+
+        return await self._each(topics, attempt, timeout_ms)
+
+    async def create_partitions(
+        self,
+        new_partitions: Mapping[str, int | NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Grow topics: topic name -> its new total partition count (or NewPartitions with
+        replica assignments). Sent to the controller; a count not above the current one
+        is INVALID_PARTITIONS (raised as AdminBatchError)."""
+        wanted: dict[str, tuple[int, Sequence[Sequence[int]] | None]] = {}
+        for name, value in new_partitions.items():
+            spec = value if isinstance(value, NewPartitions) else NewPartitions(value)
+            wanted[name] = (spec.total_count, spec.new_assignments)
+
+        async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
+            return await admin_ops.create_partitions_many(
+                await self._controller(),
+                {name: wanted[name] for name in names},
+                validate_only=validate_only,
+                timeout_ms=left_ms,
+            )
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    # --- configs ------------------------------------------------------------------------
+
+    async def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each resource (name -> ConfigEntry with value and source). A
+        broker resource is asked of that broker. A missing topic is
+        UNKNOWN_TOPIC_OR_PARTITION, raised as AdminBatchError."""
+        keys = [_resource(r) for r in resources]
+
+        async def describe(conn: Connection, r: ConfigResource) -> dict[str, ConfigEntry]:
+            found = await admin_ops.describe_configs(
+                conn,
+                int(r.type),
+                r.name,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+            return {info.name: _config_entry(info) for info in found}
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
+            return await self._on_resource_brokers(batch, describe)
+
+        return await self._each(keys, attempt, timeout_ms)
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Change some configs of each resource, leaving the others as they are (KIP-339):
+        `AlterConfigOp(name, value)` sets one; with `AlterConfigOpType.DELETE` it goes back
+        to its default, with APPEND / SUBTRACT a value is added to / removed from a list
+        config. A broker resource is changed on that broker. An unknown config, a bad
+        value or a read-only broker setting is INVALID_CONFIG (its message names the
+        config); failures raise AdminBatchError per resource. With `validate_only` the
+        broker only checks the changes."""
+        wanted = {_resource(r): [_alter_op(op) for op in ops] for r, ops in changes.items()}
+
+        async def alter(conn: Connection, r: ConfigResource) -> None:
+            await admin_ops.incremental_alter_configs(
+                conn, int(r.type), r.name, wanted[r], validate_only=validate_only
+            )
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, KafkaError | None]:
+            return await self._on_resource_brokers(batch, alter)
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    async def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Replace the whole set of each resource's own configs with `configs` (Kafka's
+        legacy AlterConfigs: a config left out goes back to its default; prefer
+        `incremental_alter_configs`). Failures raise AdminBatchError per resource."""
+        wanted = {_resource(r): dict(values) for r, values in configs.items()}
+
+        async def alter(conn: Connection, r: ConfigResource) -> None:
+            await admin_ops.alter_configs(
+                conn, int(r.type), r.name, wanted[r], validate_only=validate_only
+            )
+
+        async def attempt(
+            batch: list[ConfigResource], _: int
+        ) -> dict[ConfigResource, KafkaError | None]:
+            return await self._on_resource_brokers(batch, alter)
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    # --- offsets ------------------------------------------------------------------------
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        *,
+        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Offsets of partitions, asked of their leaders: for each partition "earliest"
+        (the log start offset), "latest" (the log end offset; with read_committed the last
+        stable offset), "max_timestamp" (the record with the largest timestamp) or a time
+        in ms (the first record at or after it; offset -1 if there is none)."""
+        if isolation_level not in _ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation_level must be read_uncommitted or read_committed, "
+                f"not {isolation_level!r}"
+            )
+        level = _ISOLATION_LEVELS[isolation_level]
+        wanted = {_tp(tp): _timestamp(spec) for tp, spec in specs.items()}
+
+        async def on_leader(
+            conn: Connection, batch: list[TopicPartition]
+        ) -> Mapping[Any, ListedOffset | KafkaError]:
+            return await admin_ops.list_offsets_info(
+                conn, {tp: wanted[tp] for tp in batch}, isolation_level=level
+            )
+
+        async def attempt(
+            batch: list[TopicPartition], _: int
+        ) -> dict[TopicPartition, ListedOffset | KafkaError]:
+            return await self._on_leaders(batch, on_leader)
+
+        return await self._each(wanted, attempt, timeout_ms)
+
+    async def delete_records(
+        self,
+        before: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Delete each partition's records below an offset (-1: below the high watermark,
+        i.e. everything written so far), on its leader; returns each partition's new log
+        start offset (low watermark). An offset above the high watermark is
+        OFFSET_OUT_OF_RANGE; failures raise AdminBatchError per partition."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, offset in before.items():
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < -1:
+                raise ValueError(
+                    f"delete records before an offset of at least 0 (or -1), not {offset!r}"
+                )
+            wanted[_tp(tp)] = offset
+
+        async def on_leader(
+            conn: Connection, batch: list[TopicPartition]
+        ) -> Mapping[Any, int | KafkaError]:
+            return await admin_ops.delete_records(
+                conn, {tp: wanted[tp] for tp in batch}, timeout_ms=self._request_timeout_ms
+            )
+
+        async def attempt(
+            batch: list[TopicPartition], _: int
+        ) -> dict[TopicPartition, int | KafkaError]:
+            return await self._on_leaders(batch, on_leader)
+
+        return await self._each(wanted, attempt, timeout_ms)
+
+    # --- cluster ------------------------------------------------------------------------
+
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """The cluster id, the controller and every broker (DescribeCluster, or Metadata
+        on brokers without it)."""
+
+        async def describe() -> ClusterMetadata:
+            return await admin_ops.describe_cluster(await self.cluster.bootstrap())
+
+        md = await self._single(describe, timeout_ms)
+        nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
+        return ClusterDescription(md.cluster_id, md.brokers.get(md.controller_id), nodes)
+
+    # --- consumer groups ----------------------------------------------------------------
+
+    async def list_consumer_groups(
+        self, *, states: Sequence[str] = (), timeout_ms: int | None = None
+    ) -> list[ConsumerGroupListing]:
+        """The consumer groups of every broker, sorted by id (only those in `states`, e.g.
+        ["Stable", "Empty"], if given). Groups of other protocol types (Connect workers)
+        are left out, as Kafka's Admin does."""
+
+        async def attempt(
+            node_ids: list[int], _: int
+        ) -> dict[int, list[ConsumerGroupListing] | KafkaError]:
+            out: dict[int, list[ConsumerGroupListing] | KafkaError] = {}
+            for node_id in node_ids:
+                try:
+                    conn = await self.cluster.node(node_id)
+                    out[node_id] = await group_ops.list_groups(conn, states)
+                except KafkaError as exc:
+                    out[node_id] = exc
+            return out
+
+        md = await self._single(lambda: self.cluster.refresh([]), timeout_ms)
+        found = await self._each(sorted(md.brokers), attempt, timeout_ms)
+        groups = {
+            g.group_id: g
+            for listed in found.values()
+            for g in listed
+            if g.protocol_type in _CONSUMER_PROTOCOL_TYPES
+        }
+        return [groups[group_id] for group_id in sorted(groups)]
+
+    async def describe_consumer_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, ConsumerGroupDescription]:
+        """Group id -> its state, assignor, coordinator and members (with their assigned
+        partitions), from each group's coordinator. A group that does not exist is
+        GROUP_ID_NOT_FOUND, raised as AdminBatchError."""
+
+        async def on_coordinator(
+            conn: Connection, node_id: int, batch: list[str]
+        ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+            found = await group_ops.describe_groups(conn, batch)
+            md = self.cluster.metadata
+            coordinator = md.brokers.get(node_id) if md is not None else None
+            out: dict[str, ConsumerGroupDescription | KafkaError] = {}
+            for group_id in batch:
+                d = found[group_id]
+                if isinstance(d, KafkaError):
+                    out[group_id] = d
+                elif not d.exists:
+                    out[group_id] = _no_group(group_id)
+                else:
+                    out[group_id] = ConsumerGroupDescription(
+                        d.group_id, d.state, d.protocol_type, d.protocol, d.members, coordinator
+                    )
+            return out
+
+        async def attempt(
+            batch: list[str], _: int
+        ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+            return await self._on_coordinators(batch, on_coordinator)
+
+        return await self._each(group_ids, attempt, timeout_ms)
+
+    async def delete_consumer_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Delete groups and their committed offsets. A group with members is
+        NON_EMPTY_GROUP, a missing one GROUP_ID_NOT_FOUND (raised as AdminBatchError)."""
+
+        async def on_coordinator(
+            conn: Connection, _: int, batch: list[str]
+        ) -> dict[str, KafkaError | None]:
+            out = await group_ops.delete_groups(conn, batch)
+            for group_id, result in out.items():
+                if isinstance(result, KafkaError) and result.code == ErrorCode.GROUP_ID_NOT_FOUND:
+                    out[group_id] = _no_group(group_id)
+            return out
+
+        async def attempt(batch: list[str], _: int) -> dict[str, KafkaError | None]:
+            return await self._on_coordinators(batch, on_coordinator)
+
+        await self._each(group_ids, attempt, timeout_ms)
+
+    async def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, int]:
+        """The group's committed offsets (of `partitions`, or of every partition it has
+        committed); partitions without a committed offset are left out. An unknown group
+        has none. Raises KafkaError."""
+        asked = None if partitions is None else [_tp(tp) for tp in partitions]
+
+        async def fetch() -> dict[TopicPartition, int]:
+            conn = await group_ops.coordinator(self.cluster, group_id, wait=0)
+            found = await group_ops.fetch_offsets(conn, group_id, asked)
+            return {TopicPartition(*tp): offset for tp, offset in sorted(found.items())}
+
+        return await self._single(fetch, timeout_ms)
+
+    async def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set the group's committed offsets (partition -> offset; an object with
+        `offset` and `metadata` attributes, like the consumer's OffsetAndMetadata, is
+        taken too, its metadata committed with it). The
+        group must have no active members (else UNKNOWN_MEMBER_ID); failures raise
+        AdminBatchError per partition."""
+        wanted = {_tp(tp): _offset_of(value) for tp, value in offsets.items()}
+
+        async def on_coordinator(
+            conn: Connection, batch: list[TopicPartition]
+        ) -> Mapping[Any, KafkaError | None]:
+            return await group_ops.commit_offsets_each(
+                conn, group_id, {tp: wanted[tp] for tp in batch}
+            )
+
+        await self._each(wanted, self._group_partitions(group_id, on_coordinator), timeout_ms)
+
+    async def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Forget the group's committed offsets of `partitions` (OffsetDelete). A
+        partition of a topic the group's members consume is GROUP_SUBSCRIBED_TO_TOPIC;
+        failures raise AdminBatchError per partition."""
+
+        async def on_coordinator(
+            conn: Connection, batch: list[TopicPartition]
+        ) -> Mapping[Any, KafkaError | None]:
+            return await group_ops.delete_offsets(conn, group_id, batch)
+
+        await self._each(
+            [_tp(tp) for tp in partitions],
+            self._group_partitions(group_id, on_coordinator),
+            timeout_ms,
+        )
+
+    # --- routing ------------------------------------------------------------------------
+
+    async def _controller(self) -> Connection:
+        await self.cluster.refresh([])
+        return await self.cluster.controller()
+
+    async def _on_leaders(
+        self,
+        partitions: list[TopicPartition],
+        call: Callable[
+            [Connection, list[TopicPartition]], Awaitable[Mapping[Any, V | KafkaError]]
+        ],
+    ) -> dict[TopicPartition, V | KafkaError]:
+        """Send `call` to the leader of each partition (one call per leader)."""
+        md = await self.cluster.refresh(sorted({tp.topic for tp in partitions}))
+        out: dict[TopicPartition, V | KafkaError] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            try:
+                by_leader.setdefault(md.leader(tp.topic, tp.partition), []).append(tp)
+            except KafkaError as exc:
+                out[tp] = exc
+        for leader, batch in by_leader.items():
+            try:
+                found = await call(await self.cluster.node(leader), batch)
+            except KafkaError as exc:
+                out.update(dict.fromkeys(batch, exc))
+                continue
+            out.update({tp: _found(found, tp) for tp in batch})
+        return out
+
+    async def _on_coordinators(
+        self,
+        group_ids: list[str],
+        call: Callable[[Connection, int, list[str]], Awaitable[Mapping[str, V | KafkaError]]],
+    ) -> dict[str, V | KafkaError]:
+        """Send `call` to the coordinator of each group (one call per coordinator)."""
+        out: dict[str, V | KafkaError] = {}
+        by_node: dict[int, list[str]] = {}
+        for group_id in group_ids:
+            try:
+                node_id = await group_ops.coordinator_id(self.cluster, group_id, wait=0)
+            except KafkaError as exc:
+                out[group_id] = exc
+                continue
+            by_node.setdefault(node_id, []).append(group_id)
+        if by_node:
+            md = self.cluster.metadata
+            if md is None or not set(by_node) <= set(md.brokers):
+                await self.cluster.refresh([])
+        for node_id, batch in by_node.items():
+            try:
+                found = await call(await self.cluster.node(node_id), node_id, batch)
+            except KafkaError as exc:
+                out.update(dict.fromkeys(batch, exc))
+                continue
+            out.update({group_id: _found(found, group_id) for group_id in batch})
+        return out
+
+    def _group_partitions(
+        self,
+        group_id: str,
+        call: Callable[
+            [Connection, list[TopicPartition]], Awaitable[Mapping[Any, KafkaError | None]]
+        ],
+    ) -> Attempt[TopicPartition, None]:
+        """An attempt that sends `call` for some of a group's partitions to its
+        coordinator."""
+
+        async def attempt(
+            batch: list[TopicPartition], _: int
+        ) -> dict[TopicPartition, KafkaError | None]:
+            conn = await group_ops.coordinator(self.cluster, group_id, wait=0)
+            found = await call(conn, batch)
+            return {tp: _found(found, tp) for tp in batch}
+
+        return attempt
+
+    async def _on_resource_brokers(
+        self,
+        resources: list[ConfigResource],
+        call: Callable[[Connection, ConfigResource], Awaitable[V]],
+    ) -> dict[ConfigResource, V | KafkaError]:
+        """`call` for each resource: a broker's on that broker, the rest on any broker."""
+        by_node: dict[int | None, list[ConfigResource]] = {}
+        out: dict[ConfigResource, V | KafkaError] = {}
+        for r in resources:
+            node: int | None = None
+            if r.type in _BROKER_RESOURCES and r.name:
+                try:
+                    node = int(r.name)
+                except ValueError:
+                    out[r] = KafkaError(
+                        ErrorCode.INVALID_REQUEST, f"{r}: a broker is named by its id"
+                    )
+                    continue
+            by_node.setdefault(node, []).append(r)
+        if any(node is not None for node in by_node):
+            await self.cluster.refresh([])
+        for node, batch in by_node.items():
+            try:
+                conn = await (
+                    self.cluster.bootstrap() if node is None else self.cluster.node(node)
+                )
+            except KafkaError as exc:
+                out.update(dict.fromkeys(batch, exc))
+                continue
+            # One request per resource, pipelined on the broker's connection.
+            found = await asyncio.gather(*(call(conn, r) for r in batch), return_exceptions=True)
+            for r, result in zip(batch, found, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, KafkaError):
+                    raise result
+                out[r] = result
+        return out
+
+    @property
+    def _request_timeout_ms(self) -> int:
+        return int(self.config["request.timeout.ms"])
+
+    # --- retries ------------------------------------------------------------------------
+
+    async def _each(
+        self,
+        items: Iterable[K],
+        attempt: Attempt[K, V],
+        timeout_ms: int | None,
+    ) -> dict[K, V]:
+        """Run `attempt` on the items, again on those that failed with a retriable error
+        (after a backoff) while time and `retries` are left. Returns item -> result, or
+        raises AdminBatchError naming each failed item."""
+        total_ms = self.config["default.api.timeout.ms"] if timeout_ms is None else timeout_ms
+        if total_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, not {timeout_ms}")
+        deadline = time.monotonic() + total_ms / 1000
+        backoff = self.config["retry.backoff.ms"] / 1000
+        retries_left = self.config["retries"]
+        pending = list(dict.fromkeys(items))
+        done: dict[K, V] = {}
+        failed: dict[K, KafkaError] = {}
+        while pending:
+            left = deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(left):
+                    got: Mapping[K, V | KafkaError] = await attempt(pending, int(left * 1000))
+            except TimeoutError:
+                got = {}
+            except KafkaError as exc:
+                got = dict.fromkeys(pending, exc)
+            retry: list[K] = []
+            for item in pending:
+                if item not in got:
+                    failed[item] = KafkaTimeoutError(
+                        f"{_label(item)}: timed out after {total_ms} ms"
+                    )
+                    continue
+                result = got[item]
+                if not isinstance(result, KafkaError):
+                    done[item] = result
+                elif not _retriable(result) or retries_left <= 0:
+                    failed[item] = result
+                elif time.monotonic() + backoff >= deadline:
+                    failed[item] = KafkaTimeoutError(
+                        f"{_label(item)}: gave up after {total_ms} ms: {result}"
+                    )
+                else:
+                    retry.append(item)
+            if retry:
+                retries_left -= 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.config["retry.backoff.max.ms"] / 1000)
+            pending = retry
+        if failed:
+            raise AdminBatchError(failed, done)
+        return done
+
+    async def _single(self, call: Callable[[], Awaitable[V]], timeout_ms: int | None) -> V:
+        """Run one call with the retries of `_each`; raises its KafkaError."""
+
+        async def attempt(_: list[str], __: int) -> dict[str, V | KafkaError]:
+            return {_ONE: await call()}
+
+        try:
+            return (await self._each([_ONE], attempt, timeout_ms))[_ONE]
+        except AdminBatchError as exc:
+            raise exc.errors[_ONE] from None
+
+
+def _retriable(error: KafkaError) -> bool:
+    return error.retriable and error.code not in _FINAL
+
+
+def _label(item: Any) -> str:
+    if item == _ONE:
+        return "the call"
+    if isinstance(item, TopicPartition):
+        return f"{item.topic}-{item.partition}"
+    return str(item)
+
+
+def _found(found: Mapping[Any, V | KafkaError], key: Any) -> V | KafkaError:
+    if key in found:
+        return found[key]
+    return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the response left out {_label(key)}")
+
+
+def _catch(fn: Callable[[str], V], arg: str) -> V | KafkaError:
+    try:
+        return fn(arg)
+    except KafkaError as exc:
+        return exc
+
+
+def _no_group(group_id: str) -> KafkaError:
+    return KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
+
+
+def _tp(value: tuple[str, int]) -> TopicPartition:
+    topic, partition = value
+    if not isinstance(topic, str) or not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"expected TopicPartition(topic, partition), got {value!r}")
+    return TopicPartition(topic, partition)
+
+
+def _timestamp(spec: OffsetSpec) -> int:
+    if isinstance(spec, str):
+        if spec not in _OFFSET_SPECS:
+            raise ValueError(
+                f"offset spec must be earliest, latest, max_timestamp or a time in ms, "
+                f"not {spec!r}"
+            )
+        return _OFFSET_SPECS[spec]
+    if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
+        raise ValueError(f"a time to look up must be milliseconds since the epoch, not {spec!r}")
+    return spec
+
+
+def _offset_of(value: Any) -> int | tuple[int, str]:
+    """An offset, or (offset, metadata) from an object with `offset` and `metadata`."""
+    offset = getattr(value, "offset", value)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"an offset must be a whole number of at least 0, not {value!r}")
+    metadata = getattr(value, "metadata", None)
+    return (offset, metadata) if isinstance(metadata, str) and metadata else offset
+
+
+def _resource(resource: tuple[int, str]) -> ConfigResource:
+    rtype, name = resource
+    try:
+        return ConfigResource(ResourceType(rtype), name)
+    except ValueError:
+        raise ValueError(f"unknown config resource type in {resource!r}") from None
+
+
+def _alter_op(op: AlterConfigOp) -> tuple[str, int, str | None]:
+    kind = AlterConfigOpType(op.op)
+    if kind != AlterConfigOpType.DELETE and op.value is None:
+        raise ValueError(f"{kind.name} of {op.name!r} needs a value")
+    return op.name, int(kind), op.value
+
+
+def _config_entry(info: admin_ops.ConfigInfo) -> ConfigEntry:
+    return ConfigEntry(
+        name=info.name,
+        value=None if info.is_sensitive else info.value,
+        source=ConfigSource.of(info.source),
+        is_read_only=info.read_only,
+        is_sensitive=info.is_sensitive,
+        synonyms=tuple(
+            ConfigSynonym(s.name, s.value, ConfigSource.of(s.source)) for s in info.synonyms
+        ),
+        type=info.config_type,
+        documentation=info.documentation,
+    )

@@ -1,0 +1,256 @@
+"""The blocking Admin client (`logbus.Admin`): the asyncio `Admin` run on a background
+event loop thread, each call waiting for its result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+from logbus.client.admin import client
+from logbus.client.admin.types import (
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    TopicDescription,
+)
+from logbus.client.admin_ops import CreatedTopic, ListedOffset
+from logbus.client.loop_thread import LoopThread
+from logbus.client.types import TopicPartition
+
+
+class Admin:
+    """A blocking client that manages topics, configs, offsets and consumer groups.
+
+        with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+            admin.create_topics([NewTopic("orders", num_partitions=3)])
+
+    Takes the configuration of `logbus.aio.Admin` and has the same methods, which block
+    until done and raise the same errors. Creating it connects to a bootstrap server
+    (KafkaConnectionError if none answers); `close()` (or leaving `with`) closes the
+    connections and stops its event loop thread. Safe to share between threads: calls
+    run one after another on its loop.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+        self._admin = client.Admin(config, **overrides)
+        self._loop = LoopThread("logbus-admin")
+        try:
+            self._loop.run(self._admin.start())
+        except BaseException:
+            self._loop.close()
+            raise
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._admin.config
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close every connection and stop the event loop thread."""
+        if self._loop.closed:
+            return
+        try:
+            self._loop.run(self._admin.close(), timeout)
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- topics -------------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        new_topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, CreatedTopic]:
+        """Create topics; see `logbus.aio.Admin.create_topics`."""
+        return self._loop.run(
+            self._admin.create_topics(
+                new_topics, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_topics(self, topics: Sequence[str], *, timeout_ms: int | None = None) -> None:
+        """Delete topics; see `logbus.aio.Admin.delete_topics`."""
+        self._loop.run(self._admin.delete_topics(topics, timeout_ms=timeout_ms))
+
+    def list_topics(
+        self, *, include_internal: bool = False, timeout_ms: int | None = None
+    ) -> list[str]:
+        """Topic names, sorted; see `logbus.aio.Admin.list_topics`."""
+        return self._loop.run(
+            self._admin.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
+        )
+
+    def describe_topics(
+        self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[str, TopicDescription]:
+        """Topics' partitions; see `logbus.aio.Admin.describe_topics`."""
+        return self._loop.run(self._admin.describe_topics(topics, timeout_ms=timeout_ms))
+
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str, int | NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Grow topics; see `logbus.aio.Admin.create_partitions`."""
+        self._loop.run(
+            self._admin.create_partitions(
+                new_partitions, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    # --- configs ------------------------------------------------------------------------
+
+    def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Resources' configs; see `logbus.aio.Admin.describe_configs`."""
+        return self._loop.run(
+            self._admin.describe_configs(
+                resources,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Change some configs; see `logbus.aio.Admin.incremental_alter_configs`."""
+        self._loop.run(
+            self._admin.incremental_alter_configs(
+                changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Replace resources' configs; see `logbus.aio.Admin.alter_configs`."""
+        self._loop.run(
+            self._admin.alter_configs(configs, validate_only=validate_only, timeout_ms=timeout_ms)
+        )
+
+    # --- offsets ------------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        *,
+        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Partitions' offsets; see `logbus.aio.Admin.list_offsets`."""
+        return self._loop.run(
+            self._admin.list_offsets(
+                specs, isolation_level=isolation_level, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete records below offsets; see `logbus.aio.Admin.delete_records`."""
+        return self._loop.run(self._admin.delete_records(before, timeout_ms=timeout_ms))
+
+    # --- cluster ------------------------------------------------------------------------
+
+    def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
+        return self._loop.run(self._admin.describe_cluster(timeout_ms=timeout_ms))
+
+    # --- consumer groups ----------------------------------------------------------------
+
+    def list_consumer_groups(
+        self, *, states: Sequence[str] = (), timeout_ms: int | None = None
+    ) -> list[ConsumerGroupListing]:
+        """Consumer groups; see `logbus.aio.Admin.list_consumer_groups`."""
+        return self._loop.run(
+            self._admin.list_consumer_groups(states=states, timeout_ms=timeout_ms)
+        )
+
+    def describe_consumer_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, ConsumerGroupDescription]:
+        """Groups' state and members; see `logbus.aio.Admin.describe_consumer_groups`."""
+        return self._loop.run(
+            self._admin.describe_consumer_groups(group_ids, timeout_ms=timeout_ms)
+        )
+
+    def delete_consumer_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Delete groups; see `logbus.aio.Admin.delete_consumer_groups`."""
+        self._loop.run(self._admin.delete_consumer_groups(group_ids, timeout_ms=timeout_ms))
+
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets; see `logbus.aio.Admin.list_consumer_group_offsets`."""
+        return self._loop.run(
+            self._admin.list_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+        )
+
+    def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set committed offsets; see `logbus.aio.Admin.alter_consumer_group_offsets`."""
+        self._loop.run(
+            self._admin.alter_consumer_group_offsets(group_id, offsets, timeout_ms=timeout_ms)
+        )
+
+    def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Forget committed offsets; see `logbus.aio.Admin.delete_consumer_group_offsets`."""
+        self._loop.run(
+            self._admin.delete_consumer_group_offsets(
+                group_id, partitions, timeout_ms=timeout_ms
+            )
+        )

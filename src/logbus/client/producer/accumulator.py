@@ -1,0 +1,261 @@
+"""Records waiting to be sent, gathered per partition into batches (Kafka's
+RecordAccumulator and ProducerBatch).
+
+Each record is encoded once, on `append`, straight into its batch's buffer; the batch's
+header is written (and its records compressed) once, when the sender drains it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future as ThreadFuture
+from typing import Any
+
+from logbus.client.producer.records import RecordMetadata
+from logbus.client.types import TopicPartition
+from logbus.records.batch import NO_SEQUENCE
+from logbus.records.builder import new_batch_buffer, seal_batch
+from logbus.records.compression import CompressionType
+from logbus.records.record import HeaderInput, write_plain_record, write_record
+
+# Bytes a record costs beyond its key, value and headers, counted against
+# buffer.memory and batch.size (its varints and attributes at their largest).
+RECORD_OVERHEAD = 21
+
+RecordFuture = asyncio.Future[RecordMetadata] | ThreadFuture[RecordMetadata]
+
+
+def record_size(
+    key: bytes | None, value: bytes | None, headers: HeaderInput | None
+) -> int:
+    """The size a record is accounted at (buffer.memory, batch.size, max.request.size)."""
+    size = RECORD_OVERHEAD
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for header_key, header_value in headers:
+            size += len(header_key) + 10 + (len(header_value) if header_value else 0)
+    return size
+
+
+class ProducerBatch:
+    """Records for one partition: open while records are appended, then sealed (header,
+    compression, producer id and sequence) and sent, perhaps several times, until it
+    completes. Lives on the producer's event loop."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "base_timestamp",
+        "buf",
+        "count",
+        "created",
+        "data",
+        "done",
+        "error",
+        "futures",
+        "max_timestamp",
+        "reserved",
+        "result_offset",
+        "retry_at",
+        "settled",
+        "timestamps",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, base_timestamp: int, now: float) -> None:
+        self.tp = tp
+        self.buf: bytearray = new_batch_buffer()
+        self.count = 0
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = base_timestamp
+        self.created = now
+        self.reserved = 0
+        self.timestamps: list[int] = []
+        self.futures: list[tuple[int, RecordFuture]] = []  # (index, future) of send()s
+        self.data: bytearray | None = None
+        self.base_sequence = NO_SEQUENCE
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.done: asyncio.Future[None] | None = None
+        self.result_offset = -1
+        self.settled = False
+        self.error: BaseException | None = None
+
+    def append(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderInput,
+        timestamp: int,
+        future: RecordFuture | None,
+        size: int,
+    ) -> int:
+        """Encode one record into the batch; returns its index."""
+        index = self.count
+        if headers:
+            write_record(self.buf, index, timestamp - self.base_timestamp, key, value, headers)
+        else:
+            write_plain_record(self.buf, index, timestamp - self.base_timestamp, key, value)
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.timestamps.append(timestamp)
+        if future is not None:
+            self.futures.append((index, future))
+        self.reserved += size
+        self.count = index + 1
+        return index
+
+    @property
+    def size(self) -> int:
+        return len(self.buf)
+
+    def seal(
+        self,
+        compression: CompressionType,
+        level: int | None,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+    ) -> None:
+        self.base_sequence = base_sequence
+        self.data = seal_batch(
+            self.buf,
+            count=self.count,
+            base_timestamp=self.base_timestamp,
+            max_timestamp=self.max_timestamp,
+            compression=compression,
+            compression_level=level,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+
+    def waiter(self) -> asyncio.Future[None]:
+        """A future done when the batch completes or fails (for flush and send_batch)."""
+        if self.done is None:
+            self.done = asyncio.get_running_loop().create_future()
+            if self.settled:
+                self.done.set_result(None)
+        return self.done
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        topic, partition = self.tp
+        timestamps = self.timestamps
+        for index, future in self.futures:
+            if not future.done():
+                offset = base_offset + index if base_offset >= 0 else -1
+                ts = timestamps[index] if log_append_time < 0 else log_append_time
+                future.set_result(RecordMetadata(topic, partition, offset, ts))
+        if log_append_time >= 0:
+            self.timestamps = [log_append_time] * self.count
+        self.data = None  # the bytes are no longer needed; send_batch reads the rest
+        self._finish(base_offset, None)
+
+    def fail(self, error: BaseException) -> None:
+        for _, future in self.futures:
+            if not future.done():
+                future.set_exception(error)
+        self._finish(-1, error)
+
+    def _finish(self, base_offset: int, error: BaseException | None) -> None:
+        self.settled = True
+        self.buf = bytearray()
+        self.result_offset = base_offset
+        self.error = error
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+
+class RecordAccumulator:
+    """The open and full batches of every partition, oldest first. Lives on the
+    producer's event loop; not shared between threads."""
+
+    def __init__(self, batch_size: int, on_ready: Callable[[], Any]) -> None:
+        self.batch_size = max(batch_size, 1)
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._on_ready = on_ready
+
+    def append(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderInput,
+        timestamp: int,
+        future: RecordFuture | None,
+        size: int,
+    ) -> tuple[ProducerBatch, int]:
+        """Add a record to the partition's open batch (a new one when it is full).
+        Returns the batch and the record's index in it."""
+        queue = self.batches.get(tp)
+        if queue is None:
+            queue = self.batches[tp] = deque()
+        if queue:
+            batch = queue[-1]
+            if batch.count and len(batch.buf) + size > self.batch_size:
+                self._on_ready()  # the previous batch is full
+                batch = ProducerBatch(tp, timestamp, time.monotonic())
+                queue.append(batch)
+        else:
+            batch = ProducerBatch(tp, timestamp, time.monotonic())
+            queue.append(batch)
+            self._on_ready()  # a new linger deadline for the sender
+        index = batch.append(key, value, headers, timestamp, future, size)
+        if len(batch.buf) >= self.batch_size:
+            self._on_ready()
+        return batch, index
+
+    def append_plain(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        size: int,
+    ) -> ProducerBatch:
+        """`append` for a record without headers or future (send_many's path), in one
+        call. Returns the batch; the record's index is the batch's count minus one."""
+        queue = self.batches.get(tp)
+        if queue:
+            batch = queue[-1]
+            if batch.count and len(batch.buf) + size > self.batch_size:
+                self._on_ready()
+                batch = ProducerBatch(tp, timestamp, time.monotonic())
+                queue.append(batch)
+        else:
+            if queue is None:
+                queue = self.batches[tp] = deque()
+            batch = ProducerBatch(tp, timestamp, time.monotonic())
+            queue.append(batch)
+            self._on_ready()
+        buf = batch.buf
+        index = batch.count
+        write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        if timestamp > batch.max_timestamp:
+            batch.max_timestamp = timestamp
+        batch.timestamps.append(timestamp)
+        batch.reserved += size
+        batch.count = index + 1
+        if len(buf) >= self.batch_size:
+            self._on_ready()
+        return batch
+
+    def is_full_for(self, tp: TopicPartition, size: int) -> bool:
+        """Whether a record of `size` would start a new batch for the partition."""
+        queue = self.batches.get(tp)
+        if not queue:
+            return False
+        tail = queue[-1]
+        return tail.count > 0 and tail.size + size > self.batch_size
+
+    def all_batches(self) -> list[ProducerBatch]:
+        return [batch for queue in self.batches.values() for batch in queue]
+
+    def has_unsent(self) -> bool:
+        return any(self.batches.values())

@@ -1,0 +1,79 @@
+"""The producer's settings: Kafka's ProducerConfig names and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
+
+# acks as users write it -> as the Produce request carries it.
+ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1, -1: -1, 0: 0, 1: 1}
+MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5
+
+PRODUCER_SETTINGS = (
+    Setting("acks", object, "all", "acknowledgements to wait for: all (-1), 1 or 0",
+            choices=tuple(ACKS)),
+    Setting("batch.size", int, 16384, "largest batch of records per partition, in bytes",
+            at_least=0),
+    Setting("linger.ms", int, 5, "how long a batch waits for more records", at_least=0),
+    Setting("buffer.memory", int, 32 * 1024 * 1024,
+            "bytes of records the producer may hold unsent", at_least=1),
+    Setting("max.block.ms", int, 60000,
+            "how long send() waits for buffer space or metadata", at_least=0),
+    Setting("compression.type", str, "none", "codec for record batches",
+            choices=("none", "gzip", "snappy", "lz4", "zstd")),
+    Setting("compression.gzip.level", int, -1, "gzip level (-1: the codec's default)",
+            at_least=-1),
+    Setting("compression.zstd.level", int, 3, "zstd level"),
+    Setting("retries", int, 2147483647, "how often a failed batch is resent", at_least=0),
+    Setting("delivery.timeout.ms", int, 120000,
+            "upper bound on the time from send() to success or failure", at_least=1),
+    Setting("max.in.flight.requests.per.connection", int, 5,
+            "unanswered Produce requests per broker", at_least=1),
+    Setting("enable.idempotence", bool, True,
+            "producer id and sequences, so retries never duplicate or reorder records"),
+    Setting("max.request.size", int, 1048576, "largest record (and request) to send",
+            at_least=1),
+    Setting("partitioner.ignore.keys", bool, False,
+            "spread keyed records like keyless ones (sticky) instead of hashing keys"),
+    Setting("key.serializer", object, "bytes", "bytes, str, json or a function"),
+    Setting("value.serializer", object, "bytes", "bytes, str, json or a function"),
+)
+
+PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS)
+
+
+def parse_producer_config(
+    config: Mapping[str, Any] | None, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Check a producer configuration and settle how its settings combine.
+
+    As in Kafka's producer, idempotence (on by default) needs acks=all, retries and at
+    most 5 requests in flight: when the user turned it on explicitly, a conflicting
+    setting is a ConfigError; when it is on by default, the conflict turns it off.
+    """
+    values = PRODUCER_CONFIG.parse(config, **overrides)
+    values["acks"] = ACKS[values["acks"]]
+    explicit = "enable.idempotence" in (config or {}) or "enable_idempotence" in overrides
+    if values["enable.idempotence"]:
+        conflicts = []
+        if values["acks"] != -1:
+            conflicts.append("acks must be all")
+        if values["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_WITH_IDEMPOTENCE:
+            conflicts.append(
+                "max.in.flight.requests.per.connection must be at most "
+                f"{MAX_IN_FLIGHT_WITH_IDEMPOTENCE}"
+            )
+        if values["retries"] == 0:
+            conflicts.append("retries must be above 0")
+        if conflicts:
+            if explicit:
+                raise ConfigError("enable.idempotence=true: " + "; ".join(conflicts))
+            values["enable.idempotence"] = False
+    if values["delivery.timeout.ms"] < values["linger.ms"] + values["request.timeout.ms"]:
+        raise ConfigError(
+            f"delivery.timeout.ms={values['delivery.timeout.ms']} must be at least "
+            "linger.ms + request.timeout.ms"
+        )
+    return values

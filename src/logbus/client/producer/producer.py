@@ -1,0 +1,545 @@
+"""The asyncio producer (`logbus.aio.Producer`): Kafka's KafkaProducer for asyncio.
+
+`send()` serializes a record, picks its partition and appends it to the accumulator,
+which encodes it into that partition's open batch; the sender task ships batches when
+they are full or have lingered `linger.ms`. Each record's future resolves to its
+RecordMetadata once the broker acknowledges its batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from logbus.client.cluster import Cluster
+from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from logbus.client.metadata import NO_LEADER, ClusterMetadata
+from logbus.client.partitioner import StickyPartitioner, partition_for_key
+from logbus.client.producer.accumulator import (
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+    record_size,
+)
+from logbus.client.producer.buffer_pool import BufferPool
+from logbus.client.producer.config import parse_producer_config
+from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.producer.sender import Sender, SenderSettings
+from logbus.client.producer.serializers import Serializer, is_identity, serializer
+from logbus.client.types import TopicPartition
+from logbus.protocol import ErrorCode
+from logbus.records.builder import now_ms
+from logbus.records.compression import CompressionType
+from logbus.records.record import HeaderInput
+
+# Buffer space send_many takes at a time (and gives back what it did not use).
+_RESERVE_AHEAD = 256 * 1024
+_KEY_CACHE_SIZE = 65536
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class Producer:
+    """An asyncio Kafka producer.
+
+    Made with Kafka's producer settings (a dict, and/or keyword arguments with dots
+    written as underscores); started by `start()` or `async with`; stopped by `close()`,
+    which first delivers what is buffered. Use it from one event loop; its methods are
+    not thread-safe (the blocking `logbus.Producer` is).
+
+    Example::
+
+        async with Producer({"bootstrap.servers": "127.0.0.1:9092"}, linger_ms=5) as p:
+            metadata = await p.send_and_wait("events", b"hello", key=b"k")
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        self.config = parse_producer_config(config, settings)
+        c = self.config
+        self._key_serializer: Serializer = serializer("key.serializer", c["key.serializer"])
+        self._value_serializer: Serializer = serializer(
+            "value.serializer", c["value.serializer"]
+        )
+        self._raw_keys = is_identity(self._key_serializer)
+        self._raw_values = is_identity(self._value_serializer)
+        codec = CompressionType.from_name(c["compression.type"])
+        level: int | None = None
+        if codec == CompressionType.GZIP and c["compression.gzip.level"] >= 0:
+            level = c["compression.gzip.level"]
+        elif codec == CompressionType.ZSTD:
+            level = c["compression.zstd.level"]
+        self._settings = SenderSettings(
+            acks=c["acks"],
+            idempotent=c["enable.idempotence"],
+            linger=c["linger.ms"] / 1000,
+            batch_size=c["batch.size"],
+            max_request_size=c["max.request.size"],
+            max_in_flight=c["max.in.flight.requests.per.connection"],
+            retries=c["retries"],
+            delivery_timeout=c["delivery.timeout.ms"] / 1000,
+            request_timeout_ms=c["request.timeout.ms"],
+            retry_backoff=c["retry.backoff.ms"] / 1000,
+            retry_backoff_max=max(c["retry.backoff.max.ms"], c["retry.backoff.ms"]) / 1000,
+            reconnect_backoff=c["reconnect.backoff.ms"] / 1000,
+            reconnect_backoff_max=max(c["reconnect.backoff.max.ms"], c["reconnect.backoff.ms"])
+            / 1000,
+            metadata_max_age=c["metadata.max.age.ms"] / 1000,
+            compression=codec,
+            compression_level=level,
+        )
+        self._max_block = c["max.block.ms"] / 1000
+        self._max_request_size = c["max.request.size"]
+        self._ignore_keys = c["partitioner.ignore.keys"]
+        self._partition_counts: dict[str, int] = {}
+        self._sticky: dict[str, StickyPartitioner] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
+        # partition count -> key -> its partition (murmur2 is costly in Python)
+        self._key_partitions: dict[int, dict[bytes, int]] = {}
+        self._topics: set[str] = set()
+        self._cluster: Cluster | None = None
+        self._sender: Sender | None = None
+        self._accumulator: RecordAccumulator | None = None
+        self._pool: BufferPool | None = None
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the cluster (and get a producer id when idempotent)."""
+        if self._sender is not None:
+            return
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        c = self.config
+        loop = asyncio.get_running_loop()
+        cluster = Cluster(
+            ",".join(c["bootstrap.servers"]),
+            client_id=c["client.id"],
+            connect_timeout=c["socket.connection.setup.timeout.ms"] / 1000,
+            request_timeout=c["request.timeout.ms"] / 1000,
+            reconnect_backoff=self._settings.reconnect_backoff,
+            reconnect_backoff_max=self._settings.reconnect_backoff_max,
+        )
+        self._pool = BufferPool(c["buffer.memory"], loop)
+        sender: Sender | None = None
+        try:
+            await cluster.bootstrap()
+            accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
+            sender = Sender(cluster, accumulator, self._pool, self._settings, self._topics)
+            sender.on_metadata = self._metadata_updated
+            await sender.start()
+        except BaseException:
+            await cluster.close()
+            raise
+        self._cluster, self._accumulator, self._sender = cluster, accumulator, sender
+
+    def _metadata_updated(self, md: ClusterMetadata) -> None:
+        """Follow partitions added to a topic (seen on a periodic refresh)."""
+        for topic, count in list(self._partition_counts.items()):
+            info = md.topics.get(topic)
+            if info is not None and info.partitions and len(info.partitions) != count:
+                self._partition_counts[topic] = len(info.partitions)
+                self._sticky.pop(topic, None)
+
+    def _wake_sender(self) -> None:
+        if self._sender is not None:
+            self._sender.wakeup()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # A timeout argument as on Kafka's producer (and the blocking API), not asyncio.timeout.
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Deliver what is buffered (waiting up to `timeout` seconds; None: as long as it
+        takes), then fail whatever is left with ClientClosedError and disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        sender, cluster = self._sender, self._cluster
+        if sender is None or cluster is None:
+            return
+        try:
+            if timeout is None or timeout > 0:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._flush_all()
+                except TimeoutError:
+                    pass
+        finally:
+            await sender.stop()
+            error = ClientClosedError("the producer was closed before the record was sent")
+            for batch in sender.pending_batches():
+                if batch.done is None or not batch.done.done():
+                    batch.fail(error)
+            await cluster.close()
+
+    # --- sending ------------------------------------------------------------------------
+
+    def _check_open(self) -> Sender:
+        sender = self._sender
+        if sender is None:
+            if self._closed:
+                raise ClientClosedError("the producer is closed")
+            raise ClientClosedError("the producer is not started: use start() or async with")
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        return sender
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions (waiting up to max.block.ms for its metadata)."""
+        return list(range(await self._partition_count(topic)))
+
+    async def _partition_count(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is not None:
+            return count
+        sender = self._check_open()
+        assert self._cluster is not None
+        self._topics.add(topic)
+        deadline = time.monotonic() + self._max_block
+        last: BaseException | None = None
+        while True:
+            try:
+                md = await self._cluster.refresh(
+                    sorted(self._topics), allow_auto_topic_creation=True
+                )
+                info = md.topics.get(topic)
+                if info is not None and info.error_code == ErrorCode.NONE and info.partitions:
+                    if all(p.leader != NO_LEADER for p in info.partitions.values()):
+                        self._partition_counts[topic] = len(info.partitions)
+                        return len(info.partitions)
+                elif info is not None and info.error_code not in (
+                    ErrorCode.NONE,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                ):
+                    self._topics.discard(topic)
+                    md.topic(topic)  # raises the topic's error (e.g. INVALID_TOPIC_EXCEPTION)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    self._topics.discard(topic)
+                    raise
+                last = exc
+            if time.monotonic() + self._settings.retry_backoff > deadline:
+                self._topics.discard(topic)
+                reason = f" ({last})" if last is not None else ""
+                raise KafkaTimeoutError(
+                    f"Topic {topic} not present in metadata after "
+                    f"{self._max_block * 1000:g} ms{reason}"
+                )
+            sender.wakeup()
+            await asyncio.sleep(self._settings.retry_backoff)
+
+    def _serialize(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        if not (self._raw_keys and (key is None or type(key) is bytes)):
+            key = self._key_serializer(key)
+        if not (self._raw_values and (value is None or type(value) is bytes)):
+            value = self._value_serializer(value)
+        return key, value
+
+    def _check_size(self, size: int) -> None:
+        if size > self._max_request_size:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The message is {size} bytes when serialized which is larger than "
+                f"max.request.size={self._max_request_size}",
+            )
+
+    def _check_partition(self, topic: str, partition: int, count: int) -> None:
+        if not 0 <= partition < count:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic '{topic}' has no partition {partition} (it has {count})",
+            )
+
+    def _append(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderInput,
+        timestamp: int | None,
+        future: RecordFuture | None,
+        size: int,
+    ) -> tuple[ProducerBatch, int]:
+        """Put a serialized record (its buffer space already reserved) into its batch."""
+        accumulator = self._accumulator
+        assert accumulator is not None
+        count = self._partition_counts[topic]
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+        if partition is None:
+            partition = self._choose_partition(topic, key, count, tps, size)
+        return accumulator.append(
+            tps[partition],
+            key,
+            value,
+            headers,
+            now_ms() if timestamp is None else timestamp,
+            future,
+            size,
+        )
+
+    def _choose_partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        count: int,
+        tps: list[TopicPartition],
+        size: int,
+    ) -> int:
+        """The partitioner: murmur2 of the key, or the sticky partition for keyless
+        records (moving on when its batch cannot take this record, KIP-480)."""
+        if key is not None and not self._ignore_keys:
+            cache = self._key_partitions.get(count)
+            if cache is None:
+                cache = self._key_partitions[count] = {}
+            partition = cache.get(key)
+            if partition is None:
+                partition = partition_for_key(key, count)
+                if len(cache) >= _KEY_CACHE_SIZE:
+                    cache.clear()
+                cache[key] = partition
+            return partition
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky.num_partitions != count:
+            sticky = self._sticky[topic] = StickyPartitioner(count)
+        partition = sticky.current
+        assert self._accumulator is not None
+        if self._accumulator.is_full_for(tps[partition], size):
+            partition = sticky.next_batch()
+        return partition
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Headers | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Buffer one record; returns a future of its RecordMetadata.
+
+        Waits (up to max.block.ms) only for the topic's metadata the first time and for
+        buffer space when buffer.memory is used up; KafkaTimeoutError after that.
+        `on_delivery(metadata, error)` is called once the record is acknowledged or has
+        failed (exactly one of the two is None). Serialization errors and records larger
+        than max.request.size raise here, before anything is buffered.
+        """
+        self._check_open()
+        key, value = self._serialize(key, value)
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = await self._partition_count(topic)
+        if partition is not None:
+            self._check_partition(topic, partition, count)
+        hdrs = headers or ()
+        size = record_size(key, value, hdrs)
+        self._check_size(size)
+        pool = self._pool
+        assert pool is not None
+        if not pool.try_reserve(size):
+            await pool.reserve(size, self._max_block)
+            self._check_open()
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        self._append(topic, partition, key, value, hdrs, timestamp, future, size)
+        if on_delivery is not None:
+            future.add_done_callback(_delivery_callback(on_delivery))
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Headers | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement (sends it without lingering)."""
+        future = await self.send(topic, value, key, partition, timestamp, headers)
+        await self._expedite_all()
+        return await future
+
+    async def send_batch(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata]:
+        """Send many records and wait until all are acknowledged; their RecordMetadata
+        in the order given. Raises the first error any of their batches met (the others
+        may have been written). The fast path for callers holding many records: no
+        future per record, and the batches go as soon as they are complete."""
+        return await (await self.send_many(records))
+
+    async def send_many(
+        self, records: Iterable[ProducerRecord]
+    ) -> asyncio.Future[list[RecordMetadata]]:
+        """Buffer many records (waiting only for metadata and buffer space, like `send`)
+        and return one future of all their RecordMetadata, in order, which fails with
+        the first error any of their batches met. `send_batch` is this, awaited; callers
+        streaming records use it to keep several groups in flight."""
+        sender = self._check_open()
+        pool = self._pool
+        assert pool is not None
+        placed: list[tuple[ProducerBatch, int]] = []
+        batches: dict[int, ProducerBatch] = {}
+        counts = self._partition_counts
+        serialize = self._serialize
+        append = self._append
+        raw_keys, raw_values = self._raw_keys, self._raw_values
+        max_request_size = self._max_request_size
+        assert self._accumulator is not None
+        append_plain = self._accumulator.append_plain
+        last: ProducerBatch | None = None
+        now = now_ms()
+        credit = 0  # buffer space reserved ahead, so that most records take no lock
+        try:
+            for record in records:
+                topic, value, key, partition, timestamp, headers = record
+                if not (
+                    raw_keys
+                    and raw_values
+                    and (key is None or type(key) is bytes)
+                    and (value is None or type(value) is bytes)
+                ):
+                    key, value = serialize(key, value)
+                count = counts.get(topic)
+                if count is None:
+                    count = await self._partition_count(topic)
+                    now = now_ms()
+                if partition is not None and not 0 <= partition < count:
+                    self._check_partition(topic, partition, count)
+                if headers:
+                    size = record_size(key, value, headers)
+                else:
+                    size = RECORD_OVERHEAD
+                    if key is not None:
+                        size += len(key)
+                    if value is not None:
+                        size += len(value)
+                if size > max_request_size:
+                    self._check_size(size)
+                if size > credit:
+                    ahead = max(size, _RESERVE_AHEAD)
+                    if not pool.try_reserve(ahead):
+                        sender.expedite.update(b.tp for b in batches.values())
+                        sender.wakeup()
+                        ahead = size
+                        await pool.reserve(size, self._max_block)
+                        self._check_open()
+                        now = now_ms()
+                    credit += ahead
+                credit -= size
+                if headers:
+                    batch, index = append(
+                        topic,
+                        partition,
+                        key,
+                        value,
+                        headers,
+                        now if timestamp is None else timestamp,
+                        None,
+                        size,
+                    )
+                else:
+                    tps = self._tps.get(topic)
+                    if tps is None or len(tps) != count:
+                        tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+                    if partition is None:
+                        partition = self._choose_partition(topic, key, count, tps, size)
+                    batch = append_plain(
+                        tps[partition], key, value, now if timestamp is None else timestamp, size
+                    )
+                    index = batch.count - 1
+                placed.append((batch, index))
+                if batch is not last:
+                    batches[id(batch)] = last = batch
+                    # A batch was started, so one may be full: let the sender ship it
+                    # while the rest are encoded.
+                    await asyncio.sleep(0)
+        finally:
+            if credit:
+                pool.release(credit)
+        sender.expedite.update(b.tp for b in batches.values())
+        sender.wakeup()
+        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
+
+        def settle(_: object = None) -> None:
+            if result.done():
+                return
+            for batch in batches.values():
+                if batch.error is not None:
+                    result.set_exception(batch.error)
+                    return
+            out = []
+            for batch, index in placed:
+                topic, part = batch.tp
+                base = batch.result_offset
+                offset = base + index if base >= 0 else -1
+                out.append(RecordMetadata(topic, part, offset, batch.timestamps[index]))
+            result.set_result(out)
+
+        waiters = [b.waiter() for b in batches.values() if not b.settled]
+        if waiters:
+            asyncio.gather(*waiters).add_done_callback(settle)
+        else:
+            settle()
+        return result
+
+    async def _expedite_all(self) -> None:
+        sender = self._check_open()
+        assert self._accumulator is not None
+        sender.expedite.update(tp for tp, q in self._accumulator.batches.items() if q)
+        sender.wakeup()
+
+    async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Send everything buffered now and wait until it is acknowledged or has failed
+        (failures are reported through the records' futures, not raised here).
+        KafkaTimeoutError after `timeout` seconds."""
+        self._check_open()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._flush_all()
+        except TimeoutError:
+            raise KafkaTimeoutError(f"flush did not finish within {timeout:g}s") from None
+
+    async def _flush_all(self) -> None:
+        sender = self._sender
+        if sender is None:
+            return
+        sender.flushing += 1
+        sender.wakeup()
+        try:
+            waiters = [b.waiter() for b in sender.pending_batches()]
+            if waiters:
+                await asyncio.gather(*waiters)
+        finally:
+            sender.flushing -= 1
+
+
+def _delivery_callback(
+    on_delivery: DeliveryCallback,
+) -> Callable[[asyncio.Future[RecordMetadata]], None]:
+    def done(future: asyncio.Future[RecordMetadata]) -> None:
+        if future.cancelled():
+            on_delivery(None, asyncio.CancelledError())
+            return
+        error = future.exception()
+        on_delivery(None if error is not None else future.result(), error)
+
+    return done

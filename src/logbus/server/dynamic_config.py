@@ -1,0 +1,102 @@
+"""Applying dynamic configs on one broker (Kafka's `DynamicConfigManager` and
+`DynamicBrokerConfig`, KIP-226).
+
+At start-up the broker's effective config is its static config (server.properties and
+--override) under the dynamic layers stored in `/config/brokers/<default>` and
+`/config/brokers/<id>`. Afterwards `ConfigChangeListener` calls `on_topic_change` and
+`on_broker_change`; each rebuilds the affected `LogConfig`s and hands them to the live
+logs, so new settings take effect without a restart.
+
+Owned by the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from logbus.controller.config_store import (
+    BROKER,
+    DEFAULT_ENTITY,
+    TOPIC,
+    ConfigChangeListener,
+    fetch_entity_config,
+)
+from logbus.controller.metadata_store import MetadataStore
+from logbus.server.config import BrokerConfig
+from logbus.server.config_def import ConfigError, ConfigValue
+
+if TYPE_CHECKING:
+    from logbus.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+def with_dynamic_layers(
+    static: dict[str, ConfigValue], store: MetadataStore, broker_id: int
+) -> BrokerConfig:
+    """The broker config with the stored dynamic layers on top of `static`. A stored layer
+    this version rejects is ignored with an error in the log (as Kafka does), so that the
+    broker still starts."""
+    default = fetch_entity_config(store, BROKER, DEFAULT_ENTITY)
+    per_broker = fetch_entity_config(store, BROKER, str(broker_id))
+    for dynamic_default, dynamic_per_broker in (
+        (default, per_broker),
+        (default, {}),
+        ({}, per_broker),
+    ):
+        try:
+            return BrokerConfig(
+                static, dynamic_default=dynamic_default, dynamic_per_broker=dynamic_per_broker
+            )
+        except ConfigError as exc:
+            log.error("ignoring stored dynamic broker configs: %s", exc)
+    return BrokerConfig(static)
+
+
+class DynamicConfigManager:
+    """Keeps `broker.config` and every log's config in step with the metadata store."""
+
+    def __init__(self, broker: Broker, store: MetadataStore) -> None:
+        self.broker = broker
+        self.store = store
+        self.static: dict[str, ConfigValue] = broker.config.originals
+        self.listener = ConfigChangeListener(
+            store, {TOPIC: self.on_topic_change, BROKER: self.on_broker_change}
+        )
+
+    def load(self) -> BrokerConfig:
+        """The config to start with: static settings under the stored dynamic ones."""
+        return with_dynamic_layers(self.static, self.store, self.broker.broker_id)
+
+    def dynamic_layers(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(cluster-wide default, this broker's) dynamic configs as stored."""
+        return (
+            fetch_entity_config(self.store, BROKER, DEFAULT_ENTITY),
+            fetch_entity_config(self.store, BROKER, str(self.broker.broker_id)),
+        )
+
+    def start(self) -> None:
+        self.listener.start()
+
+    def stop(self) -> None:
+        self.listener.stop()
+
+    def on_topic_change(self, topic: str) -> None:
+        configs = fetch_entity_config(self.store, TOPIC, topic)
+        broker = self.broker
+        for owner in (broker.metadata_cache.topics, getattr(broker.controller, "topics", {})):
+            metadata = owner.get(topic)
+            if metadata is not None:
+                metadata.configs = dict(configs)
+        metadata = broker.metadata_cache.topics.get(topic)
+        if metadata is not None and broker.replica_manager is not None:
+            broker.replica_manager.update_log_config(metadata)
+        log.info("applied new configs of topic %s: %s", topic, configs)
+
+    def on_broker_change(self, name: str) -> None:
+        if name not in (DEFAULT_ENTITY, str(self.broker.broker_id)):
+            return
+        broker = self.broker
+        broker.reconfigure(self.load())
+        log.info("applied new dynamic broker configs (%s)", name)
