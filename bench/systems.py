@@ -61,9 +61,11 @@ class ResourceSampler:
     takes its CPU time (user + system) at both ends."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
-        if psutil is None:
+        self.pid = pid
+        if psutil is not None:
+            self.process = psutil.Process(pid)
+        elif not Path(f"/proc/{pid}/stat").exists():
             raise Unavailable("psutil is not installed (pip install -e '.[bench]')")
-        self.process = psutil.Process(pid)
         self.interval = interval
         self.peak_rss = 0
         self._stop = threading.Event()
@@ -71,14 +73,26 @@ class ResourceSampler:
         self._cpu_start = 0.0
 
     def _cpu(self) -> float:
-        times = self.process.cpu_times()
-        return float(times.user + times.system)
+        if psutil is not None:
+            times = self.process.cpu_times()
+            return float(times.user + times.system)
+        # without psutil (Linux): utime and stime, fields 14 and 15 of /proc/<pid>/stat
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _rss(self) -> int:
+        if psutil is not None:
+            return int(self.process.memory_info().rss)
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
 
     def _sample(self) -> None:
         while not self._stop.is_set():
             try:
-                self.peak_rss = max(self.peak_rss, self.process.memory_info().rss)
-            except psutil.Error:
+                self.peak_rss = max(self.peak_rss, self._rss())
+            except Exception:  # the process is gone (psutil.Error or OSError)
                 return
             self._stop.wait(self.interval)
 
