@@ -1,33 +1,83 @@
 """logbus: a distributed commit log that speaks the Apache Kafka protocol.
 
 The broker's entry point is `logbus.server.broker.Broker`; the command line is
-`logbus.cli.main`. This package is the blocking client (`logbus.Producer`,
-`logbus.Admin`); `logbus.aio` is its asyncio twin.
+`logbus.cli.main`. The blocking client is here (`from logbus import Producer, Consumer,
+Admin`); the asyncio one is `logbus.aio`. Client names are imported on first use, so the
+broker and the command line do not pay for them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from logbus.client.admin import (
-    AdminBatchError,
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
-from logbus.client.admin.sync import Admin
-from logbus.client.config import ConfigError
-from logbus.client.errors import (
-    ClientClosedError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    SerializationError,
-)
-from logbus.client.producer import ProducerRecord, RecordMetadata
-from logbus.client.producer.sync import Producer
-from logbus.client.types import TopicPartition
+if TYPE_CHECKING:
+    from logbus.client.admin import (
+        AdminBatchError,
+        AlterConfigOp,
+        AlterConfigOpType,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        ResourceType,
+    )
+    from logbus.client.admin.sync import Admin
+    from logbus.client.config import ConfigError
+    from logbus.client.consumer import (
+        CommitFailedError,
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+        NoOffsetForPartitionError,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        OffsetOutOfRangeError,
+    )
+    from logbus.client.consumer.sync import Consumer
+    from logbus.client.errors import (
+        ClientClosedError,
+        KafkaConnectionError,
+        KafkaError,
+        KafkaTimeoutError,
+        SerializationError,
+    )
+    from logbus.client.producer import (
+        ProducerRecord,
+        RecordMetadata,
+    )
+    from logbus.client.producer.sync import Producer
+    from logbus.client.types import TopicPartition
+
+# public name -> the module it lives in
+_LAZY = {
+    "Admin": "logbus.client.admin.sync",
+    "AdminBatchError": "logbus.client.admin",
+    "AlterConfigOp": "logbus.client.admin",
+    "AlterConfigOpType": "logbus.client.admin",
+    "ClientClosedError": "logbus.client.errors",
+    "CommitFailedError": "logbus.client.consumer",
+    "ConfigError": "logbus.client.config",
+    "ConfigResource": "logbus.client.admin",
+    "Consumer": "logbus.client.consumer.sync",
+    "ConsumerRebalanceListener": "logbus.client.consumer",
+    "ConsumerRecord": "logbus.client.consumer",
+    "KafkaConnectionError": "logbus.client.errors",
+    "KafkaError": "logbus.client.errors",
+    "KafkaTimeoutError": "logbus.client.errors",
+    "NewPartitions": "logbus.client.admin",
+    "NewTopic": "logbus.client.admin",
+    "NoOffsetForPartitionError": "logbus.client.consumer",
+    "OffsetAndMetadata": "logbus.client.consumer",
+    "OffsetAndTimestamp": "logbus.client.consumer",
+    "OffsetOutOfRangeError": "logbus.client.consumer",
+    "Producer": "logbus.client.producer.sync",
+    "ProducerRecord": "logbus.client.producer",
+    "RecordMetadata": "logbus.client.producer",
+    "ResourceType": "logbus.client.admin",
+    "SerializationError": "logbus.client.errors",
+    "TopicPartition": "logbus.client.types",
+}
 
 __all__ = [
     "Admin",
@@ -35,13 +85,21 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "ClientClosedError",
+    "CommitFailedError",
     "ConfigError",
     "ConfigResource",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
     "NewPartitions",
     "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
     "Producer",
     "ProducerRecord",
     "RecordMetadata",
@@ -50,3 +108,12 @@ __all__ = [
     "TopicPartition",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'logbus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

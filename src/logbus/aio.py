@@ -1,4 +1,4 @@
-"""logbus's asyncio client: `from logbus.aio import Producer, Admin`."""
+"""logbus's asyncio client: `from logbus.aio import Producer, Consumer, Admin`."""
 
 from logbus.client.admin import (
     Admin,
@@ -11,6 +11,16 @@ from logbus.client.admin import (
     ResourceType,
 )
 from logbus.client.config import ConfigError
+from logbus.client.consumer import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    NoOffsetForPartitionError,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    OffsetOutOfRangeError,
+)
 from logbus.client.errors import (
     ClientClosedError,
     KafkaConnectionError,
@@ -18,7 +28,11 @@ from logbus.client.errors import (
     KafkaTimeoutError,
     SerializationError,
 )
-from logbus.client.producer import Producer, ProducerRecord, RecordMetadata
+from logbus.client.producer import (
+    Producer,
+    ProducerRecord,
+    RecordMetadata,
+)
 from logbus.client.types import TopicPartition
 
 __all__ = [
@@ -27,13 +41,21 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "ClientClosedError",
+    "CommitFailedError",
     "ConfigError",
     "ConfigResource",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
     "NewPartitions",
     "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
     "Producer",
     "ProducerRecord",
     "RecordMetadata",

@@ -245,7 +245,7 @@ def test_group_consumer_resumes_from_its_commit(fast_broker: Any) -> None:
 
 
 def test_range_assignor_matches_kafka() -> None:
-    from logbus.client.group_member import range_assign
+    from logbus.client.consumer.assignors import range_assign
 
     subscriptions = {"c": ["t", "u"], "a": ["t"], "b": ["t", "u"]}
     assert range_assign(subscriptions, {"t": 7, "u": 1}) == {

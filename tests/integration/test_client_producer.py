@@ -64,7 +64,7 @@ def test_blocking_send_futures_callbacks_flush_and_close(broker: Any) -> None:
         producer.flush()
         assert all(f.done() for f in futures)
         assert [f.result().offset for f in futures] == list(range(50))
-        assert done.wait(10)
+        assert done.wait(60)
         md = producer.send_and_wait("t", b"last")
         assert md.offset == 50
         pair = producer.send_batch([ProducerRecord("t", b"x"), ProducerRecord("t", b"y")])

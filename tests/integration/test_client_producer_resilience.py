@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+import threading
 import time
 from typing import Any
 
@@ -161,9 +162,20 @@ def test_delivery_timeout_fails_records_a_stopped_broker_cannot_take(broker: Any
     ) as producer:
         assert producer.send_and_wait("gone", b"while up").offset == 0
         broker.stop()
-        future = producer.send("gone", b"while down")
+        reported: list[tuple[Any, BaseException | None]] = []
+        called = threading.Event()
+
+        def on_delivery(md: Any, err: BaseException | None) -> None:
+            reported.append((md, err))
+            called.set()
+
+        future = producer.send("gone", b"while down", on_delivery=on_delivery)
         with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
             future.result(60)
+        assert called.wait(60)
+        [(md, err)] = reported
+        assert md is None
+        assert isinstance(err, KafkaTimeoutError)
         with pytest.raises(KafkaTimeoutError):
             producer.send_batch([ProducerRecord("gone", b"also down")])
         producer.close(timeout=0)

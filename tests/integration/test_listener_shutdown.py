@@ -5,6 +5,7 @@ the suite)."""
 from __future__ import annotations
 
 import gc
+import select
 import socket
 import time
 from typing import Any
@@ -20,20 +21,22 @@ def api_versions_request(correlation_id: int) -> bytes:
 
 
 def fill_until_blocked(sock: socket.socket) -> int:
-    """Pipeline requests without reading answers until the broker stops taking them."""
+    """Pipeline requests without reading answers until the broker stops taking them: a
+    send that cannot proceed for a whole second means the broker is stuck writing to us."""
     sock.setblocking(False)
     sent = 0
-    deadline = time.monotonic() + 10
+    pending = b""
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        if not pending:
+            pending = api_versions_request(sent + 1)
+            sent += 1
         try:
-            sock.send(api_versions_request(sent + 1))
+            pending = pending[sock.send(pending) :]
         except BlockingIOError:
-            time.sleep(0.2)
-            try:  # still blocked after a pause: the broker is stuck writing to us
-                sock.send(api_versions_request(sent + 1))
-            except BlockingIOError:
+            _, writable, _ = select.select([], [sock], [], 1.0)
+            if not writable:
                 return sent
-        sent += 1
     raise AssertionError("the broker kept reading requests from a peer that never reads")
 
 

@@ -12,11 +12,8 @@ from logbus.cli.consume import RecordFormat
 from logbus.cli.main import build_parser
 from logbus.cli.produce import LineFormat, LineSplitter, line_format
 from logbus.cli.topics import describe_lines
+from logbus.client.consumer import ConsumerRecord
 from logbus.client.metadata import PartitionInfo, TopicInfo, topic_id_string
-from logbus.records.batch import BatchHeader
-from logbus.records.builder import build_batch
-from logbus.records.reader import iter_record_set
-from logbus.records.record import Record
 
 
 def test_line_splitter_keeps_partial_lines_for_the_next_chunk() -> None:
@@ -66,14 +63,13 @@ def test_line_format_from_arguments() -> None:
     )
 
 
-def _header(log_append_time: bool = False) -> BatchHeader:
-    batch = build_batch([(b"k", b"v")], log_append_time=log_append_time)
-    return next(iter(iter_record_set(batch)))[0]
+def _record(key: bytes | None, value: bytes | None, timestamp_type: int = 0) -> ConsumerRecord:
+    return ConsumerRecord("t", 2, 5, 1000, timestamp_type, key, value, ())
 
 
 def test_record_format_value_only_by_default() -> None:
-    record = Record(offset=5, timestamp=1000, key=b"k", value=b"caf\xc3\xa9 \xff")
-    assert RecordFormat().line(0, _header(), record) == "café \ufffd\n".encode()
+    record = _record(b"k", b"caf\xc3\xa9 \xff")
+    assert RecordFormat().line(record) == "café \ufffd\n".encode()
 
 
 def test_record_format_all_fields() -> None:
@@ -84,9 +80,9 @@ def test_record_format_all_fields() -> None:
         print_timestamp=True,
         separator=b"|",
     )
-    record = Record(offset=5, timestamp=1000, key=None, value=None)
-    assert fmt.line(2, _header(), record) == b"CreateTime:1000|Partition:2|Offset:5|null|null\n"
-    assert fmt.line(2, _header(log_append_time=True), record).startswith(b"LogAppendTime:1000|")
+    record = _record(None, None)
+    assert fmt.line(record) == b"CreateTime:1000|Partition:2|Offset:5|null|null\n"
+    assert fmt.line(_record(None, None, 1)).startswith(b"LogAppendTime:1000|")
 
 
 def test_record_format_from_arguments() -> None:

@@ -1,59 +1,42 @@
 """`logbus consume TOPIC`: print a topic's records, one a line, like Kafka's console
-consumer. Without `--group` partitions are read directly from their leaders; with it the
-command joins the group as a consumer, reads the partitions assigned to it from their
-committed offsets, and commits what it printed."""
+consumer, reading with logbus's own `Consumer`. Without `--group` it reads the chosen
+partitions from their leaders (assign); with it the command joins the group as a
+consumer, reads the partitions assigned to it from their committed offsets, and commits
+what it printed."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from logbus.cli.common import (
-    CommandError,
-    add_bootstrap,
-    first_error,
-    key_value,
-    non_negative_int,
-    run,
-)
-from logbus.client import admin_ops, group_ops
-from logbus.client.cluster import Cluster
-from logbus.client.errors import KafkaConnectionError, KafkaError
-from logbus.client.group_member import DEFAULT_SESSION_TIMEOUT_MS, GroupMember
-from logbus.client.metadata import NO_LEADER
-from logbus.protocol import ErrorCode
-from logbus.records.batch import BatchHeader
-from logbus.records.record import Record
+from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
+from logbus.client import admin_ops
+from logbus.client.config import ConfigError
+from logbus.client.consumer import Consumer, ConsumerRecord
+from logbus.client.consumer.config import CONSUMER_CONFIG
+from logbus.client.consumer.records import TIMESTAMP_LOG_APPEND_TIME
+from logbus.client.types import TopicPartition
 
 PROPERTIES = (
     "print.key", "print.offset", "print.partition", "print.timestamp", "print.value",
     "key.separator", "line.separator", "null.literal",
 )
+CLIENT_ID = "logbus-console-consumer"
 _MAX_WAIT_MS = 500
-_MAX_FAILURES = 10
-_BACKOFF = 0.2
-
-Positions = dict[int, int]
+# Settings the command makes itself; every other consumer setting may be given.
+_FIXED_SETTINGS = frozenset(
+    {"bootstrap.servers", "group.id", "client.id", "key.deserializer", "value.deserializer"}
+)
 CONSUMER_PROPERTIES = (
     "session.timeout.ms", "heartbeat.interval.ms", "auto.commit.interval.ms",
     "enable.auto.commit",
 )
-_AUTO_COMMIT_INTERVAL_MS = 5000
-# A commit refused because the group moved on without this member: its partitions are
-# someone else's now, so the offsets are dropped (as Kafka's consumer does).
-_STALE_MEMBER_ERRORS = frozenset(
-    {
-        ErrorCode.REBALANCE_IN_PROGRESS,
-        ErrorCode.ILLEGAL_GENERATION,
-        ErrorCode.UNKNOWN_MEMBER_ID,
-    }
-)
+_DEFAULT_HEARTBEAT_MS = 3000
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=key_value,
         default=[],
         metavar="KEY=VALUE",
-        help="with --group: " + ", ".join(CONSUMER_PROPERTIES) + " (repeatable)",
+        help="with --group: a consumer setting, such as "
+        + ", ".join(CONSUMER_PROPERTIES)
+        + " (repeatable)",
     )
     parser.add_argument(
         "--max-messages", type=non_negative_int, metavar="N", help="exit after N records"
@@ -116,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             if args.partition is not None:
                 parser.error("--partition cannot be used with --group")
             try:
-                settings = GroupSettings.from_properties(dict(args.consumer_property))
-            except ValueError as exc:
+                settings = group_settings(dict(args.consumer_property))
+            except ConfigError as exc:
                 parser.error(str(exc))
             return run(consume_group(args, settings, sys.stdout.buffer))
         if args.consumer_property:
@@ -176,14 +161,15 @@ class RecordFormat:
             null_literal=props.get("null.literal", "null").encode("utf-8"),
         )
 
-    def line(self, partition: int, header: BatchHeader, record: Record) -> bytes:
+    def line(self, record: ConsumerRecord) -> bytes:
         parts: list[bytes] = []
         if self.print_timestamp:
-            kind = "LogAppendTime" if header.is_log_append_time else "CreateTime"
+            log_append = record.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+            kind = "LogAppendTime" if log_append else "CreateTime"
             stamp = "NO_TIMESTAMP" if record.timestamp < 0 else f"{kind}:{record.timestamp}"
             parts.append(stamp.encode())
         if self.print_partition:
-            parts.append(b"Partition:%d" % partition)
+            parts.append(b"Partition:%d" % record.partition)
         if self.print_offset:
             parts.append(b"Offset:%d" % record.offset)
         if self.print_key:
@@ -199,88 +185,93 @@ class RecordFormat:
         return data.decode("utf-8", "replace").encode("utf-8")
 
 
+class _Printer:
+    """Polls a consumer and prints what it returns, until --max-messages records or
+    --timeout-ms without one. Polls for no more records than it may still print, so the
+    consumer's position (what a group commits) is exactly what was printed."""
+
+    def __init__(self, args: argparse.Namespace, out: BinaryIO) -> None:
+        self.args = args
+        self.out = out
+        self.format = RecordFormat.from_args(args)
+        self.count = 0
+
+    async def run(self, consumer: Consumer) -> None:
+        args = self.args
+        last_record = time.monotonic()
+        while args.max_messages is None or self.count < args.max_messages:
+            wait_ms = _MAX_WAIT_MS
+            if args.timeout_ms is not None:
+                left = args.timeout_ms - (time.monotonic() - last_record) * 1000
+                if left <= 0:
+                    break
+                wait_ms = max(0, min(wait_ms, int(left)))
+            limit = None if args.max_messages is None else args.max_messages - self.count
+            records = await consumer.poll(timeout_ms=wait_ms, max_records=limit)
+            if records:
+                line = self.format.line
+                self.out.write(b"".join([line(r) for r in records]))
+                self.out.flush()
+                self.count += len(records)
+                last_record = time.monotonic()
+
+    def report(self) -> None:
+        print(f"Processed a total of {self.count} messages", file=sys.stderr)
+
+
 async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
-    fmt = RecordFormat.from_args(args)
-    count = 0
-    async with await Cluster.connect(
-        args.bootstrap_server, client_id="logbus-console-consumer"
-    ) as cluster:
-        info = (await cluster.refresh([args.topic])).topic(args.topic)
-        if args.partition is not None and args.partition not in info.partitions:
+    """Read the topic's partitions (or --partition) from --offset, the beginning or the
+    end, without a group."""
+    printer = _Printer(args, out)
+    consumer = Consumer(
+        bootstrap_servers=args.bootstrap_server,
+        client_id=CLIENT_ID,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        enable_auto_commit=False,
+    )
+    async with consumer:
+        partitions = await consumer.partitions_for_topic(args.topic)
+        if args.partition is not None and args.partition not in partitions:
             raise CommandError(
                 f"Topic '{args.topic}' has no partition {args.partition} "
-                f"(it has {len(info.partitions)})"
+                f"(it has {len(partitions)})"
             )
-        partitions = [args.partition] if args.partition is not None else list(info.partitions)
-        reset = admin_ops.EARLIEST if args.from_beginning else admin_ops.LATEST
-        start = args.offset if args.offset is not None else reset
-        reader = _PartitionReader(cluster, args.topic, reset)
+        chosen = [args.partition] if args.partition is not None else sorted(partitions)
+        consumer.assign([TopicPartition(args.topic, p) for p in chosen])
+        if args.offset is not None:
+            tp = TopicPartition(args.topic, args.partition)
+            if args.offset == admin_ops.EARLIEST:
+                consumer.seek_to_beginning(tp)
+            elif args.offset == admin_ops.LATEST:
+                consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, args.offset)
         try:
-            await reader.seek(partitions, start)
-            last_record = time.monotonic()
-            while args.max_messages is None or count < args.max_messages:
-                wait_ms = _MAX_WAIT_MS
-                if args.timeout_ms is not None:
-                    left = args.timeout_ms - (time.monotonic() - last_record) * 1000
-                    if left <= 0:
-                        break
-                    wait_ms = max(0, min(wait_ms, int(left)))
-                lines: list[bytes] = []
-                for partition, header, record in await reader.poll(wait_ms):
-                    if args.max_messages is not None and count >= args.max_messages:
-                        break
-                    lines.append(fmt.line(partition, header, record))
-                    count += 1
-                if lines:
-                    out.write(b"".join(lines))
-                    out.flush()
-                    last_record = time.monotonic()
+            await printer.run(consumer)
         finally:
-            print(f"Processed a total of {count} messages", file=sys.stderr)
+            printer.report()
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class GroupSettings:
-    """The `--consumer-property` settings of a group consumer (Kafka's names)."""
-
-    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
-    heartbeat_interval_ms: int | None = None
-    auto_commit_interval_ms: int = _AUTO_COMMIT_INTERVAL_MS
-    enable_auto_commit: bool = True
-
-    @classmethod
-    def from_properties(cls, props: dict[str, str]) -> GroupSettings:
-        unknown = sorted(set(props) - set(CONSUMER_PROPERTIES))
-        if unknown:
-            raise ValueError(
-                f"unknown consumer property {unknown[0]!r} "
-                f"(known: {', '.join(CONSUMER_PROPERTIES)})"
+def group_settings(props: dict[str, str]) -> dict[str, Any]:
+    """The consumer settings of `--consumer-property` pairs (ConfigError for a name the
+    consumer does not know or the command sets itself, or a bad value)."""
+    for name in props:
+        if name not in CONSUMER_CONFIG.settings or name in _FIXED_SETTINGS:
+            raise ConfigError(
+                f"unknown consumer property {name!r} (known: {', '.join(CONSUMER_PROPERTIES)}, "
+                "and the other consumer settings)"
             )
-
-        def number(name: str, default: int | None) -> int | None:
-            if name not in props:
-                return default
-            try:
-                value = int(props[name])
-            except ValueError:
-                value = 0
-            if value <= 0:
-                raise ValueError(f"{name} must be a positive number of ms, got {props[name]!r}")
-            return value
-
-        session = number("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS)
-        auto_commit = number("auto.commit.interval.ms", _AUTO_COMMIT_INTERVAL_MS)
-        assert session is not None and auto_commit is not None
-        return cls(
-            session_timeout_ms=session,
-            heartbeat_interval_ms=number("heartbeat.interval.ms", None),
-            auto_commit_interval_ms=auto_commit,
-            enable_auto_commit=props.get("enable.auto.commit", "true").strip().lower() == "true",
-        )
+    settings: dict[str, Any] = dict(props)
+    if "session.timeout.ms" in props and "heartbeat.interval.ms" not in props:
+        # Kafka's console consumer heartbeats at most every third of the session.
+        session = CONSUMER_CONFIG.settings["session.timeout.ms"].check(props["session.timeout.ms"])
+        settings["heartbeat.interval.ms"] = max(1, min(_DEFAULT_HEARTBEAT_MS, session // 3))
+    CONSUMER_CONFIG.parse(settings)  # bad values are reported before anything starts
+    return settings
 
 
-async def consume_group(args: argparse.Namespace, settings: GroupSettings, out: BinaryIO) -> int:
+async def consume_group(args: argparse.Namespace, settings: dict[str, Any], out: BinaryIO) -> int:
     """Consume as a member of `args.group` (see `_consume_group`). SIGTERM ends it as Ctrl-C
     does, offsets committed and the group left, with exit status 143."""
     task = asyncio.current_task()
@@ -306,226 +297,24 @@ async def consume_group(args: argparse.Namespace, settings: GroupSettings, out: 
 
 
 async def _consume_group(
-    args: argparse.Namespace, settings: GroupSettings, out: BinaryIO
+    args: argparse.Namespace, settings: dict[str, Any], out: BinaryIO
 ) -> int:
-    """Join, read the assigned partitions from their committed offsets (or per
-    --from-beginning), commit what was printed every auto.commit.interval.ms, before
-    rejoining and at exit, then leave the group."""
-    fmt = RecordFormat.from_args(args)
-    count = 0
-    topic = args.topic
-    async with await Cluster.connect(
-        args.bootstrap_server, client_id="logbus-console-consumer"
-    ) as cluster:
-        (await cluster.refresh([topic])).topic(topic)
-        member = GroupMember(
-            cluster,
-            args.group,
-            [topic],
-            session_timeout_ms=settings.session_timeout_ms,
-            heartbeat_interval_ms=settings.heartbeat_interval_ms,
-        )
-        reset = admin_ops.EARLIEST if args.from_beginning else admin_ops.LATEST
-        # Offsets to commit: one past the last record printed, per partition.
-        consumed: Positions = {}
-        committed: Positions = {}
-
-        async def commit() -> None:
-            pending = {(topic, p): o for p, o in consumed.items() if committed.get(p) != o}
-            if not pending:
-                return
-            try:
-                await member.commit(pending)
-            except KafkaError as exc:
-                if exc.code in _STALE_MEMBER_ERRORS:
-                    consumed.clear()  # no longer ours to commit
-                elif not (exc.retriable or exc.code in group_ops.COORDINATOR_ERRORS):
-                    raise
-                # Otherwise the offsets stay pending, for the next commit.
-                print(f"logbus: warning: offsets not committed: {exc}", file=sys.stderr)
-                return
-            committed.update({p: o for (_, p), o in pending.items()})
-
-        async def assign() -> _PartitionReader:
-            assignment = await member.join()
-            partitions = sorted(assignment.get(topic, []))
-            reader = _PartitionReader(cluster, topic, reset)
-            found = await member.committed([(topic, p) for p in partitions])
-            starts = {p: found[(topic, p)] for p in partitions if (topic, p) in found}
-            for partition, offset in starts.items():
-                await reader.seek([partition], offset)
-            await reader.seek([p for p in partitions if p not in starts], reset)
-            consumed.clear()
-            committed.clear()
-            committed.update(starts)
-            return reader
-
+    """Subscribe as a member of the group; the consumer starts each assigned partition at
+    the committed offset (else per --from-beginning), commits what was printed every
+    auto.commit.interval.ms, before a rebalance and at exit, then leaves the group."""
+    printer = _Printer(args, out)
+    consumer = Consumer(
+        settings,
+        bootstrap_servers=args.bootstrap_server,
+        client_id=CLIENT_ID,
+        group_id=args.group,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+    )
+    async with consumer:
+        await consumer.partitions_for_topic(args.topic)  # the topic must exist
+        consumer.subscribe([args.topic])
         try:
-            async with member:
-                try:
-                    reader = await assign()
-                    last_record = last_commit = time.monotonic()
-                    while args.max_messages is None or count < args.max_messages:
-                        wait_ms = _MAX_WAIT_MS
-                        if args.timeout_ms is not None:
-                            left = args.timeout_ms - (time.monotonic() - last_record) * 1000
-                            if left <= 0:
-                                break
-                            wait_ms = max(0, min(wait_ms, int(left)))
-                        if member.rejoin_needed.is_set():
-                            member.raise_heartbeat_error()
-                            await commit()
-                            reader = await assign()
-                            continue
-                        if settings.enable_auto_commit and (
-                            time.monotonic() - last_commit
-                        ) * 1000 >= settings.auto_commit_interval_ms:
-                            await commit()
-                            last_commit = time.monotonic()
-                        if not reader.positions:
-                            await _wait_for(member.rejoin_needed, wait_ms / 1000)
-                            continue
-                        lines: list[bytes] = []
-                        for partition, header, record in await reader.poll(wait_ms):
-                            if args.max_messages is not None and count >= args.max_messages:
-                                break
-                            lines.append(fmt.line(partition, header, record))
-                            consumed[partition] = record.offset + 1
-                            count += 1
-                        if lines:
-                            out.write(b"".join(lines))
-                            out.flush()
-                            last_record = time.monotonic()
-                finally:
-                    if settings.enable_auto_commit:
-                        await commit()
+            await printer.run(consumer)
         finally:
-            print(f"Processed a total of {count} messages", file=sys.stderr)
+            printer.report()
     return 0
-
-
-async def _wait_for(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-
-
-class _PartitionReader:
-    """Positions in some partitions of one topic, advanced by fetching from each leader.
-    Retriable errors (leader moves, lost connections) refresh metadata and try again, a
-    few times in a row at most. Not shared between tasks."""
-
-    def __init__(self, cluster: Cluster, topic: str, reset: int) -> None:
-        self.cluster = cluster
-        self.topic = topic
-        self.reset = reset
-        self.positions: Positions = {}
-        self._failures = 0
-
-    def _by_leader(self, partitions: list[int]) -> dict[int, list[int]]:
-        md = self.cluster.metadata
-        groups: dict[int, list[int]] = {}
-        for partition in partitions:
-            try:
-                leader = md.leader(self.topic, partition) if md is not None else NO_LEADER
-            except KafkaError:
-                leader = NO_LEADER
-            groups.setdefault(leader, []).append(partition)
-        return groups
-
-    async def seek(self, partitions: list[int], offset: int) -> None:
-        """Set positions: a real offset as it is, EARLIEST/LATEST asked of the leaders."""
-        if offset >= 0:
-            self.positions.update(dict.fromkeys(partitions, offset))
-            return
-        pending = list(partitions)
-        while pending:
-            failed: list[int] = []
-            for leader, group in self._by_leader(pending).items():
-                if leader == NO_LEADER:
-                    failed += group
-                    continue
-                try:
-                    conn = await self.cluster.node(leader)
-                    found = await admin_ops.list_offsets_many(
-                        conn, {(self.topic, p): offset for p in group}
-                    )
-                except KafkaConnectionError:
-                    failed += group
-                    continue
-                for (_, partition), value in found.items():
-                    if isinstance(value, KafkaError):
-                        if not value.retriable:
-                            raise value
-                        failed.append(partition)
-                    else:
-                        self.positions[partition] = value
-            pending = failed
-            if pending:
-                await self._back_off(KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "ListOffsets"))
-
-    async def poll(self, wait_ms: int) -> list[tuple[int, BatchHeader, Record]]:
-        """Fetch once from every leader (in parallel); records in partition order."""
-        groups = self._by_leader(list(self.positions))
-        results: dict[int, admin_ops.FetchedPartition | KafkaError] = {}
-        try:
-            async with asyncio.TaskGroup() as tasks:
-                for leader, group in groups.items():
-                    tasks.create_task(self._fetch(leader, group, wait_ms, results))
-        except BaseExceptionGroup as group_error:
-            raise first_error(group_error) from None
-        records: list[tuple[int, BatchHeader, Record]] = []
-        retry: KafkaError | None = None
-        for partition in sorted(results):
-            result = results[partition]
-            if isinstance(result, KafkaError):
-                if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    await self.seek([partition], self.reset)
-                elif result.retriable:
-                    retry = result
-                else:
-                    raise result
-                continue
-            for header, batch in result.batches:
-                records.extend((partition, header, record) for record in batch)
-            self.positions[partition] = result.next_offset
-        if retry is not None:
-            await self._back_off(retry)
-        else:
-            self._failures = 0
-        return records
-
-    async def _fetch(
-        self,
-        leader: int,
-        partitions: list[int],
-        wait_ms: int,
-        results: dict[int, admin_ops.FetchedPartition | KafkaError],
-    ) -> None:
-        if leader == NO_LEADER:
-            error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no leader for {self.topic}")
-            results.update(dict.fromkeys(partitions, error))
-            return
-        md = self.cluster.metadata
-        info = md.topics.get(self.topic) if md is not None else None
-        topic_id = info.topic_id if info is not None else None
-        try:
-            conn = await self.cluster.node(leader)
-            fetched = await admin_ops.fetch_many(
-                conn,
-                {(self.topic, p): self.positions[p] for p in partitions},
-                max_wait_ms=wait_ms,
-                topic_ids={self.topic: topic_id} if topic_id is not None else None,
-            )
-        except KafkaConnectionError as exc:
-            results.update(dict.fromkeys(partitions, exc))
-            return
-        for (_, partition), value in fetched.items():
-            results[partition] = value
-
-    async def _back_off(self, error: KafkaError) -> None:
-        self._failures += 1
-        if self._failures > _MAX_FAILURES:
-            raise error
-        await asyncio.sleep(_BACKOFF * self._failures)
-        await self.cluster.refresh([self.topic])

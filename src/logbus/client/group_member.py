@@ -1,9 +1,11 @@
-"""One member of a classic consumer group (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, the
-"consumer" protocol with Kafka's RangeAssignor), as `logbus consume --group` needs it.
+"""One member of a classic consumer group: JoinGroup/SyncGroup/Heartbeat/LeaveGroup with
+the "consumer" protocol type, static membership (KIP-345) and the assignors of
+`logbus.client.consumer.assignors` (the leader runs the one the group chose).
 
 The entry point is `GroupMember`: `join()` returns this member's partitions (the leader
 computes everyone's), a background task heartbeats and raises `rejoin_needed` when the
-coordinator starts a rebalance, `commit()` commits offsets in the current generation and
+coordinator starts a rebalance (or the member must leave because it was not polled within
+`max.poll.interval.ms`), `commit()` commits offsets in the current generation and
 `leave()` leaves the group.
 """
 
@@ -11,22 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from logbus.client import group_ops
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaConnectionError, KafkaError, check
+from logbus.client.types import TopicPartition
 from logbus.protocol import ApiKey, ErrorCode
 
+if TYPE_CHECKING:
+    from logbus.client.consumer.assignors import Assignor
+
 PROTOCOL_TYPE = "consumer"
-RANGE = "range"
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
-DEFAULT_REBALANCE_TIMEOUT_MS = 60_000
-_JOIN_ATTEMPTS = 20
+DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
+_JOIN_ATTEMPTS = 50
 _RETRY_BACKOFF = 0.1
-# Errors after which the member must join again (with a new member id for the last two).
+# Errors after which the member must join again.
 _REJOIN_ERRORS = frozenset(
     {
         ErrorCode.REBALANCE_IN_PROGRESS,
@@ -37,27 +45,6 @@ _REJOIN_ERRORS = frozenset(
 
 Assignment = dict[str, list[int]]
 
-DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
-
-
-def range_assign(
-    subscriptions: Mapping[str, Sequence[str]], partition_counts: Mapping[str, int]
-) -> dict[str, Assignment]:
-    """Kafka's RangeAssignor: for each topic, its subscribers sorted by member id each get a
-    contiguous range of partitions, the first `count % subscribers` one more than the rest."""
-    assignment: dict[str, Assignment] = {member: {} for member in subscriptions}
-    topics = sorted({t for topics in subscriptions.values() for t in topics})
-    for topic in topics:
-        members = sorted(m for m, subscribed in subscriptions.items() if topic in subscribed)
-        count = partition_counts.get(topic, 0)
-        per_member, extra = divmod(count, len(members))
-        for i, member in enumerate(members):
-            start = per_member * i + min(i, extra)
-            length = per_member + (1 if i < extra else 0)
-            if length:
-                assignment[member][topic] = list(range(start, start + length))
-    return assignment
-
 
 class GroupMember:
     """A consumer's membership of one group: its member id and generation, a connection
@@ -67,6 +54,9 @@ class GroupMember:
     Use from one task of one event loop: `join()`, then `commit()` as records are
     consumed, `join()` again whenever `rejoin_needed` is set, and `leave()` (or leaving
     `async with`) at the end, which also stops the heartbeat and closes the connection.
+    Call `polled()` whenever the application asks for records: if it does not for
+    `rebalance_timeout_ms` (the consumer's max.poll.interval.ms), the member leaves the
+    group, as Kafka's consumer does, and `poll_timeout_expired` is set.
     """
 
     def __init__(
@@ -75,13 +65,21 @@ class GroupMember:
         group_id: str,
         topics: Sequence[str],
         *,
+        assignors: Sequence[Assignor] | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         rebalance_timeout_ms: int = DEFAULT_REBALANCE_TIMEOUT_MS,
         heartbeat_interval_ms: int | None = None,
+        group_instance_id: str | None = None,
     ) -> None:
+        if assignors is None:
+            # Imported here: the consumer package imports this module.
+            from logbus.client.consumer.assignors import RangeAssignor
+
+            assignors = [RangeAssignor()]
         self.cluster = cluster
         self.group_id = group_id
         self.topics = list(topics)
+        self.assignors = list(assignors)
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = (
@@ -90,11 +88,16 @@ class GroupMember:
             # Kafka's consumer default: 3 s, and never more than a third of the session
             else min(DEFAULT_HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3)
         )
+        self.group_instance_id = group_instance_id
         self.member_id = ""
         self.generation_id = -1
+        self.protocol_name: str | None = None
         self.assignment: Assignment = {}
         self.rejoin_needed = asyncio.Event()
+        self.poll_timeout_expired = False
+        self._last_poll = time.monotonic()
         self._conn: Connection | None = None
+        self._connect_lock = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
         self._heartbeat_error: KafkaError | None = None
 
@@ -109,36 +112,61 @@ class GroupMember:
     ) -> None:
         await self.leave()
 
+    @property
+    def generation_valid(self) -> bool:
+        """Whether this member still holds a generation (its partitions are its own)."""
+        return bool(self.member_id) and self.generation_id >= 0
+
+    def polled(self) -> None:
+        """The application asked for records: restart the max.poll.interval.ms clock."""
+        self._last_poll = time.monotonic()
+
     async def _coordinator(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            shared = await group_ops.coordinator(self.cluster, self.group_id)
-            # A connection of our own: JoinGroup blocks its connection for a whole rebalance.
-            self._conn = await Connection.connect(
-                shared.host,
-                shared.port,
-                client_id=self.cluster.client_id,
-                connect_timeout=self.cluster.connect_timeout,
-                request_timeout=self.cluster.request_timeout,
-            )
-        return self._conn
+        # Heartbeats and commits may both find the connection gone: one reconnects.
+        async with self._connect_lock:
+            if self._conn is None or self._conn.closed:
+                shared = await group_ops.coordinator(self.cluster, self.group_id)
+                # Our own connection: JoinGroup blocks its connection for a whole rebalance.
+                self._conn = await Connection.connect(
+                    shared.host,
+                    shared.port,
+                    client_id=self.cluster.client_id,
+                    connect_timeout=self.cluster.connect_timeout,
+                    request_timeout=self.cluster.request_timeout,
+                )
+            return self._conn
 
     async def _reset_coordinator(self) -> None:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
 
+    def _reset_generation(self, *, keep_member_id: bool = False) -> None:
+        if not keep_member_id:
+            self.member_id = ""
+        self.generation_id = -1
+
     # --- joining ----------------------------------------------------------------------
 
-    async def join(self) -> Assignment:
-        """Join (or rejoin) the group and return the partitions assigned to this member."""
+    async def join(
+        self, owned: Sequence[TopicPartition] = (), topics: Sequence[str] | None = None
+    ) -> Assignment:
+        """Join (or rejoin) the group subscribed to `topics` (default: as before), telling
+        the leader which partitions this member owns now; return its new partitions."""
         await self._stop_heartbeat()
+        if topics is not None:
+            self.topics = list(topics)
         self.rejoin_needed.clear()
+        self.poll_timeout_expired = False
+        self.polled()
         for _ in range(_JOIN_ATTEMPTS):
             try:
-                assignment = await self._join_once()
+                assignment = await self._join_once(owned)
             except KafkaError as exc:
-                if exc.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-                    self.member_id, self.generation_id = "", -1
+                if exc.code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    self._reset_generation()
+                elif exc.code == ErrorCode.ILLEGAL_GENERATION:
+                    self._reset_generation(keep_member_id=True)
                 elif isinstance(exc, KafkaConnectionError) or exc.code in (
                     group_ops.COORDINATOR_ERRORS
                 ):
@@ -149,22 +177,35 @@ class GroupMember:
                 continue
             self.assignment = assignment
             self._heartbeat_error = None
+            self.polled()
             self._heartbeat = asyncio.get_running_loop().create_task(
                 self._heartbeat_loop(), name=f"logbus-heartbeat-{self.group_id}"
             )
             return assignment
         raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS, f"could not join group '{self.group_id}'")
 
-    async def _join_once(self) -> Assignment:
+    async def _join_once(self, owned: Sequence[TopicPartition]) -> Assignment:
         conn = await self._coordinator()
+        protocols = [
+            {
+                "name": assignor.name,
+                "metadata": group_ops.encode_subscription(
+                    self.topics,
+                    user_data=assignor.subscription_user_data(self.topics),
+                    owned_partitions=owned,
+                    generation_id=self.generation_id,
+                ),
+            }
+            for assignor in self.assignors
+        ]
         body = {
             "group_id": self.group_id,
             "session_timeout_ms": self.session_timeout_ms,
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
             "member_id": self.member_id,
-            "group_instance_id": None,
+            "group_instance_id": self.group_instance_id,
             "protocol_type": PROTOCOL_TYPE,
-            "protocols": [{"name": RANGE, "metadata": group_ops.encode_subscription(self.topics)}],
+            "protocols": protocols,
             "reason": None,
         }
         wait = conn.request_timeout + self.rebalance_timeout_ms / 1000
@@ -178,41 +219,60 @@ class GroupMember:
         check(joined["error_code"], f"JoinGroup for group '{self.group_id}'")
         self.member_id = joined["member_id"]
         self.generation_id = joined["generation_id"]
+        protocol = joined["protocol_name"] or self.assignors[0].name
+        assignor = self._assignor(protocol)
+        self.protocol_name = protocol
         assignments: list[dict[str, object]] = []
         if joined["leader"] == self.member_id:
-            assignments = await self._assign(joined["members"])
+            assignments = await self._assign(assignor, joined["members"])
         synced = await conn.request(
             ApiKey.SYNC_GROUP,
             {
                 "group_id": self.group_id,
                 "generation_id": self.generation_id,
                 "member_id": self.member_id,
-                "group_instance_id": None,
+                "group_instance_id": self.group_instance_id,
                 "protocol_type": PROTOCOL_TYPE,
-                "protocol_name": RANGE,
+                "protocol_name": protocol,
                 "assignments": assignments,
             },
             response_timeout=wait,
         )
         check(synced["error_code"], f"SyncGroup for group '{self.group_id}'")
-        return group_ops.decode_assignment(synced["assignment"])
+        assignment = group_ops.decode_assignment(synced["assignment"])
+        assignor.on_assignment(
+            [TopicPartition(t, p) for t, ps in assignment.items() for p in ps],
+            self.generation_id,
+        )
+        return assignment
 
-    async def _assign(self, members: list[dict[str, object]]) -> list[dict[str, object]]:
+    def _assignor(self, name: str) -> Assignor:
+        for assignor in self.assignors:
+            if assignor.name == name:
+                return assignor
+        raise KafkaError(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            f"group '{self.group_id}' chose assignor {name!r}, which this member lacks",
+        )
+
+    async def _assign(
+        self, assignor: Assignor, members: list[dict[str, Any]]
+    ) -> list[dict[str, object]]:
         subscriptions = {
-            str(m["member_id"]): group_ops.decode_subscription(m["metadata"])  # type: ignore[arg-type]
-            for m in members
+            str(m["member_id"]): group_ops.decode_subscription(m["metadata"]) for m in members
         }
-        topics = sorted({t for ts in subscriptions.values() for t in ts})
+        instance_ids = {str(m["member_id"]): m.get("group_instance_id") for m in members}
+        topics = sorted({t for s in subscriptions.values() for t in s.topics})
         md = await self.cluster.refresh(topics)
         counts = {
             t: len(md.topics[t].partitions)
             for t in topics
             if t in md.topics and md.topics[t].error_code == ErrorCode.NONE
         }
-        plan = range_assign(subscriptions, counts)
+        plan = assignor.assign(counts, subscriptions, instance_ids)
         return [
-            {"member_id": member, "assignment": group_ops.encode_assignment(assigned)}
-            for member, assigned in plan.items()
+            {"member_id": member, "assignment": group_ops.encode_assignment(plan.get(member, {}))}
+            for member in subscriptions
         ]
 
     # --- heartbeats -------------------------------------------------------------------
@@ -220,6 +280,14 @@ class GroupMember:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            if (time.monotonic() - self._last_poll) * 1000 > self.rebalance_timeout_ms:
+                # Kafka's consumer leaves when the application stops polling, so the
+                # group can hand its partitions to someone who will read them.
+                self.poll_timeout_expired = True
+                await self._send_leave("consumer poll timeout has expired")
+                self._reset_generation(keep_member_id=self.group_instance_id is not None)
+                self.rejoin_needed.set()
+                return
             try:
                 conn = await self._coordinator()
                 response = await conn.request(
@@ -228,16 +296,29 @@ class GroupMember:
                         "group_id": self.group_id,
                         "generation_id": self.generation_id,
                         "member_id": self.member_id,
-                        "group_instance_id": None,
+                        "group_instance_id": self.group_instance_id,
                     },
                 )
-            except KafkaConnectionError:
-                await self._reset_coordinator()
+            except KafkaError as exc:
+                if not (exc.retriable or exc.code in group_ops.COORDINATOR_ERRORS):
+                    self._heartbeat_error = exc
+                    self.rejoin_needed.set()
+                    return
+                await self._reset_coordinator()  # find the coordinator again
                 continue
             code = response["error_code"]
             if code == ErrorCode.NONE:
                 continue
-            if code in _REJOIN_ERRORS:
+            if code == ErrorCode.REBALANCE_IN_PROGRESS:
+                # Keep the session alive until the application rejoins.
+                self.rejoin_needed.set()
+                continue
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self._reset_generation()
+                self.rejoin_needed.set()
+                return
+            if code == ErrorCode.ILLEGAL_GENERATION:
+                self._reset_generation(keep_member_id=True)
                 self.rejoin_needed.set()
                 return
             if code in group_ops.COORDINATOR_ERRORS:
@@ -261,11 +342,20 @@ class GroupMember:
 
     # --- offsets ----------------------------------------------------------------------
 
-    async def committed(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def committed(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """The group's committed offsets of `partitions` (those that have one)."""
+        found = await self.committed_with_metadata(partitions)
+        return {tp: offset for tp, (offset, _) in found.items()}
+
+    async def committed_with_metadata(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, str]]:
+        """Committed (offset, metadata) of `partitions` (those that have one)."""
         for _ in range(_JOIN_ATTEMPTS):
             try:
-                return await group_ops.fetch_offsets(
+                return await group_ops.fetch_offsets_with_metadata(
                     await self._coordinator(), self.group_id, partitions
                 )
             except KafkaError as exc:
@@ -277,8 +367,12 @@ class GroupMember:
                 await asyncio.sleep(_RETRY_BACKOFF)
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group '{self.group_id}'")
 
-    async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit offsets as this member of the current generation."""
+    async def commit(
+        self, offsets: Mapping[tuple[str, int], int | tuple[int, str]], *, as_member: bool = True
+    ) -> None:
+        """Commit offsets (each an offset or (offset, metadata)) as this member of the
+        current generation, or, with `as_member=False`, outside any generation (as a
+        consumer with assigned partitions does)."""
         if not offsets:
             return
         try:
@@ -286,8 +380,9 @@ class GroupMember:
                 await self._coordinator(),
                 self.group_id,
                 offsets,
-                generation_id=self.generation_id,
-                member_id=self.member_id,
+                generation_id=self.generation_id if as_member else -1,
+                member_id=self.member_id if as_member else "",
+                group_instance_id=self.group_instance_id if as_member else None,
             )
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError) or exc.code in group_ops.COORDINATOR_ERRORS:
@@ -296,26 +391,30 @@ class GroupMember:
 
     # --- leaving ----------------------------------------------------------------------
 
+    async def _send_leave(self, reason: str) -> None:
+        # Static members do not leave: their instance id keeps their partitions for the
+        # session timeout, across a restart (KIP-345).
+        if self.group_instance_id is not None or not self.member_id:
+            return
+        if self._conn is None or self._conn.closed:
+            return
+        with contextlib.suppress(KafkaError):
+            await self._conn.request(
+                ApiKey.LEAVE_GROUP,
+                {
+                    "group_id": self.group_id,
+                    "member_id": self.member_id,
+                    "members": [
+                        {"member_id": self.member_id, "group_instance_id": None, "reason": reason}
+                    ],
+                },
+            )
+
     async def leave(self) -> None:
         """Stop heartbeating, leave the group (if joined) and close the connection."""
         await self._stop_heartbeat()
         try:
-            if self.member_id and self._conn is not None and not self._conn.closed:
-                with contextlib.suppress(KafkaError):
-                    await self._conn.request(
-                        ApiKey.LEAVE_GROUP,
-                        {
-                            "group_id": self.group_id,
-                            "member_id": self.member_id,
-                            "members": [
-                                {
-                                    "member_id": self.member_id,
-                                    "group_instance_id": None,
-                                    "reason": "the consumer is closing",
-                                }
-                            ],
-                        },
-                    )
+            await self._send_leave("the consumer is closing")
         finally:
-            self.member_id, self.generation_id = "", -1
+            self._reset_generation()
             await self._reset_coordinator()

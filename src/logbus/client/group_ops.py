@@ -36,7 +36,7 @@ _RETRY_BACKOFF = 0.1
 DEFAULT_COORDINATOR_WAIT = 20.0
 # OffsetFetch v8 batches groups; one group at a time is all we need.
 _OFFSET_FETCH_MAX_VERSION = 7
-_SUBSCRIPTION_VERSION = 1
+_SUBSCRIPTION_VERSION = 2
 _ASSIGNMENT_VERSION = 1
 _VERSION = struct.Struct(">h")
 
@@ -230,6 +230,14 @@ async def fetch_offsets(
 ) -> dict[TopicPartition, int]:
     """The group's committed offsets (for `partitions`, or every one it has); partitions
     without a committed offset are left out."""
+    found = await fetch_offsets_with_metadata(conn, group_id, partitions)
+    return {tp: offset for tp, (offset, _) in found.items()}
+
+
+async def fetch_offsets_with_metadata(
+    conn: Connection, group_id: str, partitions: Sequence[TopicPartition] | None = None
+) -> dict[TopicPartition, tuple[int, str]]:
+    """Like `fetch_offsets`, with each offset's commit metadata."""
     version = conn.choose_version(ApiKey.OFFSET_FETCH, _OFFSET_FETCH_MAX_VERSION)
     topics: list[dict[str, Any]] | None = None
     if partitions is not None or version < 2:
@@ -240,12 +248,15 @@ async def fetch_offsets(
     body = {"group_id": group_id, "topics": topics, "require_stable": False}
     response = await conn.request(ApiKey.OFFSET_FETCH, body, version)
     check(response.get("error_code", ErrorCode.NONE), f"OffsetFetch for group '{group_id}'")
-    out: dict[TopicPartition, int] = {}
+    out: dict[TopicPartition, tuple[int, str]] = {}
     for t in response["topics"]:
         for p in t["partitions"]:
             check(p["error_code"], f"OffsetFetch {t['name']}-{p['partition_index']}")
             if p["committed_offset"] >= 0:
-                out[(t["name"], p["partition_index"])] = p["committed_offset"]
+                out[(t["name"], p["partition_index"])] = (
+                    p["committed_offset"],
+                    p.get("metadata") or "",
+                )
     return out
 
 
@@ -341,15 +352,60 @@ def _partition_results(
 # --- consumer protocol payloads ---------------------------------------------------------
 
 
-def encode_subscription(topics: Sequence[str]) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A member's ConsumerProtocolSubscription: the topics it wants, its assignor's user
+    data, the partitions it owns now (v1+) and the generation it owned them in (v2+)."""
+
+    topics: list[str]
+    user_data: bytes | None = None
+    owned_partitions: list[TopicPartition] = field(default_factory=list)
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+def encode_subscription(
+    topics: Sequence[str],
+    *,
+    user_data: bytes | None = None,
+    owned_partitions: Sequence[TopicPartition] = (),
+    generation_id: int = -1,
+) -> bytes:
+    """A subscription as JoinGroup carries it (version 2: owned partitions and generation,
+    which readers of older versions skip as trailing bytes)."""
     message = schema.message("ConsumerProtocolSubscription")
-    body = {"topics": sorted(topics), "user_data": None, "owned_partitions": []}
+    owned: dict[str, list[int]] = {}
+    for topic, partition in owned_partitions:
+        owned.setdefault(topic, []).append(partition)
+    body = {
+        "topics": sorted(topics),
+        "user_data": user_data,
+        "owned_partitions": [
+            {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(owned.items())
+        ],
+        "generation_id": generation_id,
+        "rack_id": None,
+    }
     return _VERSION.pack(_SUBSCRIPTION_VERSION) + message.encode(body, _SUBSCRIPTION_VERSION)
 
 
-def decode_subscription(data: bytes) -> list[str]:
+def decode_subscription(data: bytes | None) -> Subscription:
+    """Any version of a subscription (an empty one for no data)."""
     body = _decode("ConsumerProtocolSubscription", data)
-    return list(body["topics"]) if body is not None else []
+    if body is None:
+        return Subscription([])
+    user_data = body.get("user_data")
+    return Subscription(
+        topics=list(body["topics"]),
+        user_data=bytes(user_data) if user_data is not None else None,
+        owned_partitions=[
+            (owned["topic"], partition)
+            for owned in body.get("owned_partitions") or ()
+            for partition in owned["partitions"]
+        ],
+        generation_id=body.get("generation_id", -1),
+        rack_id=body.get("rack_id"),
+    )
 
 
 def encode_assignment(assignment: Mapping[str, Sequence[int]]) -> bytes:

@@ -10,6 +10,7 @@ apart with `is_control_batch` and read them with `logbus.records.control`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, TypeVar
 
 from logbus.records.batch import (
     HEADER_SIZE,
@@ -19,10 +20,11 @@ from logbus.records.batch import (
     split_batches,
 )
 from logbus.records.compression import CompressionError, CompressionType, decompress
-from logbus.records.record import Record, decode_record
-from logbus.records.varint import Buffer
+from logbus.records.record import MIN_RECORD_BODY, Record, decode_record
+from logbus.records.varint import Buffer, VarintError, decode_varlong
 
 _KNOWN_CODECS = frozenset(int(codec) for codec in CompressionType)
+T = TypeVar("T", bound=tuple[Any, ...])
 
 
 def is_control_batch(header: BatchHeader) -> bool:
@@ -65,31 +67,46 @@ def iter_record_set(
         yield header, _decode_body(view[position : position + header.size], header, verify_crc)
 
 
+def _check_crc(view: memoryview, header: BatchHeader) -> None:
+    actual = compute_crc(view)
+    if actual != header.crc:
+        raise InvalidBatch(
+            f"record batch at offset {header.base_offset}: CRC32C mismatch "
+            f"(stored {header.crc:#010x}, computed {actual:#010x})"
+        )
+
+
+def _batch_data(view: memoryview, header: BatchHeader) -> bytes:
+    """The records part of a batch, decompressed."""
+    codec = header.compression
+    if codec == CompressionType.NONE:
+        return bytes(view[HEADER_SIZE:])
+    where = f"record batch at offset {header.base_offset}"
+    if codec in _KNOWN_CODECS:
+        try:
+            return decompress(codec, view[HEADER_SIZE:])
+        except CompressionError as exc:
+            raise InvalidBatch(f"{where}: {exc}") from None
+    raise InvalidBatch(f"{where}: unknown compression codec id {codec}")
+
+
+def _record_count(header: BatchHeader) -> int:
+    count = header.record_count
+    if count < 0:
+        raise InvalidBatch(f"record batch at offset {header.base_offset}: negative record "
+                           f"count {count}")
+    return count
+
+
 def _decode_body(view: memoryview, header: BatchHeader, verify_crc: bool) -> list[Record]:
     where = f"record batch at offset {header.base_offset}"
     if verify_crc:
-        actual = compute_crc(view)
-        if actual != header.crc:
-            raise InvalidBatch(
-                f"{where}: CRC32C mismatch (stored {header.crc:#010x}, computed {actual:#010x})"
-            )
-    count = header.record_count
-    if count < 0:
-        raise InvalidBatch(f"{where}: negative record count {count}")
+        _check_crc(view, header)
+    count = _record_count(header)
     if count == 0:
         # As in Kafka, a batch without records has nothing to read (even if compressed).
         return []
-    codec = header.compression
-    if codec == CompressionType.NONE:
-        data = bytes(view[HEADER_SIZE:])
-    elif codec in _KNOWN_CODECS:
-        try:
-            data = decompress(codec, view[HEADER_SIZE:])
-        except CompressionError as exc:
-            raise InvalidBatch(f"{where}: {exc}") from None
-    else:
-        raise InvalidBatch(f"{where}: unknown compression codec id {codec}")
-
+    data = _batch_data(view, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = header.max_timestamp if header.is_log_append_time else None
@@ -110,3 +127,148 @@ def _decode_body(view: memoryview, header: BatchHeader, verify_crc: bool) -> lis
             f"{where}: {end - pos} bytes left over after the {count} records its header counts"
         )
     return records
+
+
+def decode_record_tuples(
+    batch: Buffer,
+    header: BatchHeader,
+    cls: type[T],
+    topic: str,
+    partition: int,
+    *,
+    min_offset: int = 0,
+    verify_crc: bool = True,
+) -> list[T]:
+    """Decode one whole batch straight into record tuples of type `cls` (a NamedTuple of
+    topic, partition, offset, timestamp, timestamp_type, key, value, headers), leaving out
+    records before `min_offset`: the consumer's hot path.
+
+    The batch is copied (or decompressed) once out of the response; each key and value
+    is then one slice of that. Records whose varints take one or two bytes and that have
+    no headers (nearly all) are read inline; any other record goes through
+    `decode_record`, which also names what is wrong with a malformed one.
+    """
+    view = memoryview(batch)[: header.size]
+    if verify_crc:
+        _check_crc(view, header)
+    if _record_count(header) == 0:
+        return []
+    count = header.record_count
+    data = _batch_data(view, header)
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append_time = header.max_timestamp if header.is_log_append_time else None
+    kind = 0 if log_append_time is None else 1
+    out: list[T] = []
+    append = out.append
+    new = tuple.__new__
+    end_of_data = len(data)
+    pos = 0
+    for index in range(count):
+        start = pos
+        try:
+            b = data[pos]  # record length
+            if b < 0x80:
+                pos += 1
+                length = (b >> 1) ^ -(b & 1)
+            else:
+                b2 = data[pos + 1]
+                if b2 >= 0x80:
+                    raise _Slow
+                pos += 2
+                u = (b & 0x7F) | (b2 << 7)
+                length = (u >> 1) ^ -(u & 1)
+            end = pos + length
+            if length < MIN_RECORD_BODY or end > end_of_data:
+                raise _Slow
+            b = data[pos + 1]  # after the attributes: timestamp delta
+            if b < 0x80:
+                pos += 2
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+            else:
+                timestamp_delta, pos = decode_varlong(data, pos + 1)
+            b = data[pos]  # offset delta
+            if b < 0x80:
+                pos += 1
+                offset_delta = (b >> 1) ^ -(b & 1)
+            else:
+                b2 = data[pos + 1]
+                if b2 >= 0x80:
+                    raise _Slow
+                pos += 2
+                u = (b & 0x7F) | (b2 << 7)
+                offset_delta = (u >> 1) ^ -(u & 1)
+            b = data[pos]  # key
+            if b == 1:
+                pos += 1
+                key = None
+            else:
+                if b < 0x80:
+                    pos += 1
+                    u = b
+                else:
+                    b2 = data[pos + 1]
+                    if b2 >= 0x80:
+                        raise _Slow
+                    pos += 2
+                    u = (b & 0x7F) | (b2 << 7)
+                if u & 1:
+                    raise _Slow
+                size = u >> 1
+                key = data[pos : pos + size]
+                pos += size
+            b = data[pos]  # value
+            if b == 1:
+                pos += 1
+                value = None
+            else:
+                if b < 0x80:
+                    pos += 1
+                    u = b
+                else:
+                    b2 = data[pos + 1]
+                    if b2 >= 0x80:
+                        raise _Slow
+                    pos += 2
+                    u = (b & 0x7F) | (b2 << 7)
+                if u & 1:
+                    raise _Slow
+                size = u >> 1
+                value = data[pos : pos + size]
+                pos += size
+            # No headers (a single 0), ending exactly where the length said.
+            if pos + 1 != end or data[pos] != 0:
+                raise _Slow
+            pos = end
+            offset = base_offset + offset_delta
+            if offset >= min_offset:
+                timestamp = (
+                    base_timestamp + timestamp_delta
+                    if log_append_time is None
+                    else log_append_time
+                )
+                append(new(cls, (topic, partition, offset, timestamp, kind, key, value, ())))
+        except (_Slow, IndexError, VarintError):
+            if start >= end_of_data:
+                raise InvalidBatch(
+                    f"record batch at offset {base_offset}: header counts {count} records "
+                    f"but the data ends after {index}"
+                ) from None
+            try:
+                r, pos = decode_record(data, start, base_offset, base_timestamp, log_append_time)
+            except InvalidBatch as exc:
+                raise InvalidBatch(f"record batch at offset {base_offset}: {exc}") from None
+            if r.offset >= min_offset:
+                append(new(cls, (topic, partition, r.offset, r.timestamp, kind, r.key, r.value,
+                                 r.headers)))
+    if pos != end_of_data:
+        raise InvalidBatch(
+            f"record batch at offset {base_offset}: {end_of_data - pos} bytes left over after "
+            f"the {count} records its header counts"
+        )
+    return out
+
+
+class _Slow(Exception):
+    """A record the inline path leaves to `decode_record` (headers, long varints, or a
+    fault to be named)."""

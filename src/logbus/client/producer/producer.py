@@ -360,9 +360,13 @@ class Producer:
             await pool.reserve(size, self._max_block)
             self._check_open()
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        self._append(topic, partition, key, value, hdrs, timestamp, future, size)
+        _, index = self._append(topic, partition, key, value, hdrs, timestamp, future, size)
         if on_delivery is not None:
             future.add_done_callback(_delivery_callback(on_delivery))
+        if index == 0:
+            # A batch was started, so the previous one may be full: let the sender ship
+            # it even if the caller sends in a loop that never waits.
+            await asyncio.sleep(0)
         return future
 
     async def send_and_wait(

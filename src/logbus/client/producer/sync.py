@@ -95,9 +95,16 @@ class Producer:
         `on_delivery(metadata, error)` runs on the producer's thread when the record is
         acknowledged or has failed.
         """
-        self._check_open()
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
         aio = self._aio
-        key, value = aio._serialize(key, value)
+        if not (
+            aio._raw_keys
+            and aio._raw_values
+            and (key is None or type(key) is bytes)
+            and (value is None or type(value) is bytes)
+        ):
+            key, value = aio._serialize(key, value)
         count = aio._partition_counts.get(topic)
         if count is None:
             count = self._thread.run(aio._partition_count(topic))
@@ -105,7 +112,8 @@ class Producer:
             aio._check_partition(topic, partition, count)
         hdrs = headers or ()
         size = record_size(key, value, hdrs)
-        aio._check_size(size)
+        if size > aio._max_request_size:
+            aio._check_size(size)
         pool = aio._pool
         assert pool is not None
         if not pool.try_reserve(size):

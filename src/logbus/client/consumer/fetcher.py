@@ -1,0 +1,624 @@
+"""Reading partitions from their leaders, ahead of `poll()` (Kafka's Fetcher).
+
+A background task keeps one Fetch request in flight to every leader that has a held
+partition with a known position, no paused flag and nothing already buffered. Each
+partition's response becomes a `CompletedFetch`: the raw record set and its batch
+headers, decoded a batch at a time as `poll()` takes records, so a response is never
+copied whole and records nobody reads are never built. Errors are handled where Kafka's
+consumer handles them: leadership and unknown-partition errors refresh metadata and
+retry, OFFSET_OUT_OF_RANGE asks for a reset (or is raised when the policy is "none"),
+anything else is raised by the next `poll()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from logbus.client.cluster import Cluster
+from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
+from logbus.client.consumer.subscription_state import SubscriptionState
+from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.metadata import NO_LEADER
+from logbus.client.types import TopicPartition
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
+from logbus.records.control import ControlType, decode_control_key
+from logbus.records.reader import decode_batch, decode_record_tuples
+
+log = logging.getLogger(__name__)
+
+Deserializer = Callable[[bytes | None], Any]
+
+EARLIEST = -2
+LATEST = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+# Fetch v13+ names topics by id; by name is all a consumer needs.
+_FETCH_MAX_VERSION = 12
+# Errors that mean "the metadata is stale: look again, then retry" (Java's Fetcher).
+METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+    }
+)
+
+
+class CompletedFetch:
+    """One partition's part of a Fetch response, read out record by record.
+
+    `next_offset` is where the partition's position stands once everything taken so far
+    is consumed; the fetch is valid only while the partition's position and seek epoch
+    match what it was fetched for.
+    """
+
+    __slots__ = (
+        "_aborted",
+        "_aborted_producers",
+        "_batch_end",
+        "_batch_index",
+        "_batches",
+        "_check_crcs",
+        "_key",
+        "_read_committed",
+        "_record_index",
+        "_records",
+        "_value",
+        "_view",
+        "epoch",
+        "next_offset",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        epoch: int,
+        fetch_offset: int,
+        records: memoryview,
+        *,
+        aborted: list[tuple[int, int]] | None,
+        check_crcs: bool,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
+        self.tp = tp
+        self.epoch = epoch
+        self.next_offset = fetch_offset
+        self._view = records
+        self._batches: list[tuple[int, BatchHeader]] = split_batches(records)
+        self._batch_index = 0
+        self._records: list[ConsumerRecord] = []
+        self._record_index = 0
+        self._batch_end = fetch_offset
+        self._read_committed = aborted is not None
+        # Aborted transactions by first offset (producer id, first offset), oldest first.
+        self._aborted = sorted(aborted or (), key=lambda a: a[1])
+        self._aborted_producers: set[int] = set()
+        self._check_crcs = check_crcs
+        self._key = key_deserializer
+        self._value = value_deserializer
+
+    @property
+    def empty(self) -> bool:
+        """Nothing left to read (and the position already at `next_offset`)."""
+        return self._record_index >= len(self._records) and self._batch_index >= len(
+            self._batches
+        )
+
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to `max_records` records, advancing `next_offset` past them (and past
+        control batches, aborted batches and compacted gaps on the way)."""
+        out: list[ConsumerRecord] = []
+        while len(out) < max_records:
+            if self._record_index >= len(self._records):
+                self.next_offset = max(self.next_offset, self._batch_end)
+                if not self._next_batch():
+                    break
+                continue
+            wanted = max_records - len(out)
+            start = self._record_index
+            chunk = self._records[start : start + wanted]
+            self._record_index = start + len(chunk)
+            out += chunk
+            self.next_offset = chunk[-1].offset + 1
+        if self._record_index >= len(self._records):
+            self.next_offset = max(self.next_offset, self._batch_end)
+        return out
+
+    def _next_batch(self) -> bool:
+        """Decode the next batch worth returning; False when there is none."""
+        while self._batch_index < len(self._batches):
+            position, header = self._batches[self._batch_index]
+            self._batch_index += 1
+            if header.next_offset <= self.next_offset:
+                continue  # wholly before the position (the broker sends whole batches)
+            if self._read_committed and header.producer_id >= 0:
+                self._consume_aborted_up_to(header.last_offset)
+                if header.is_control:
+                    if self._is_abort_marker(position, header):
+                        self._aborted_producers.discard(header.producer_id)
+                elif header.is_transactional and header.producer_id in self._aborted_producers:
+                    self.next_offset = header.next_offset
+                    continue
+            if header.is_control:
+                self.next_offset = header.next_offset
+                continue
+            self._records = self._decode(position, header)
+            self._record_index = 0
+            self._batch_end = header.next_offset
+            return True
+        self._records = []
+        self._record_index = 0
+        return False
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][1] <= offset:
+            self._aborted_producers.add(self._aborted.pop(0)[0])
+
+    def _is_abort_marker(self, position: int, header: BatchHeader) -> bool:
+        _, records = decode_batch(
+            self._view[position : position + header.size], verify_crc=self._check_crcs
+        )
+        return bool(records) and decode_control_key(records[0].key).type == ControlType.ABORT
+
+    def _decode(self, position: int, header: BatchHeader) -> list[ConsumerRecord]:
+        topic, partition = self.tp
+        try:
+            records = decode_record_tuples(
+                self._view[position : position + header.size],
+                header,
+                ConsumerRecord,
+                topic,
+                partition,
+                min_offset=self.next_offset,
+                verify_crc=self._check_crcs,
+            )
+        except InvalidBatch as exc:
+            # Stay on this batch: every later poll raises until the application seeks.
+            self._batch_index -= 1
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"record batch of {topic}-{partition} at offset "
+                f"{header.base_offset} is invalid: {exc}",
+            ) from None
+        key_of, value_of = self._key, self._value
+        if key_of is None and value_of is None:
+            return records
+        return [
+            r._replace(
+                key=key_of(r.key) if key_of is not None else r.key,
+                value=value_of(r.value) if value_of is not None else r.value,
+            )
+            for r in records
+        ]
+
+
+class Fetcher:
+    """The background fetch task, the fetched data waiting for `poll()`, and offset
+    look-ups (ListOffsets). Owned by one consumer; used from its event loop only.
+
+    `start()` starts the task, `close()` stops it; `wake()` after anything that changes
+    what is fetchable (assignment, seek, resume); `data_ready` is set whenever `poll()`
+    has something to return or raise.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        subscriptions: SubscriptionState,
+        config: Mapping[str, Any],
+        *,
+        refresh_metadata: Callable[[Iterable[str]], Awaitable[None]],
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
+        self.cluster = cluster
+        self.subscriptions = subscriptions
+        self._refresh_metadata = refresh_metadata
+        self.max_wait_ms: int = config["fetch.max.wait.ms"]
+        self.min_bytes: int = config["fetch.min.bytes"]
+        self.max_bytes: int = config["fetch.max.bytes"]
+        self.partition_max_bytes: int = config["max.partition.fetch.bytes"]
+        self.isolation_level = (
+            READ_COMMITTED if config["isolation.level"] == "read_committed" else READ_UNCOMMITTED
+        )
+        self.check_crcs: bool = config["check.crcs"]
+        self.retry_backoff = config["retry.backoff.ms"] / 1000
+        self.reconnect_backoff = config["reconnect.backoff.ms"] / 1000
+        self.reconnect_backoff_max = config["reconnect.backoff.max.ms"] / 1000
+        self.rack: str = config["client.rack"]
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        self.data_ready = asyncio.Event()
+        self._buffered: dict[TopicPartition, CompletedFetch] = {}
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._node_retry_at: dict[int, float] = {}
+        self._node_failures: dict[int, int] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._metadata_task: asyncio.Task[None] | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="logbus-consumer-fetcher"
+            )
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, self._metadata_task) if t is not None]
+        tasks += list(self._in_flight.values())
+        self._task = self._metadata_task = None
+        self._in_flight.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._buffered.clear()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def clear(self, partitions: Any = None) -> None:
+        """Drop buffered data (of `partitions`, or all)."""
+        if partitions is None:
+            self._buffered.clear()
+        else:
+            for tp in partitions:
+                self._buffered.pop(tp, None)
+        self._wake.set()
+
+    def retain(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop buffered data of every partition but these."""
+        keep = set(partitions)
+        self.clear([tp for tp in self._buffered if tp not in keep])
+
+    # --- handing records to poll() ----------------------------------------------------
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to `max_records` buffered records, positions advanced past them. Raises a
+        partition's pending error (a reset policy of "none", a corrupt batch, ...)."""
+        self._raise_pending_error()
+        out: list[ConsumerRecord] = []
+        assignment = self.subscriptions.assignment
+        for tp in list(self._buffered):
+            if len(out) >= max_records:
+                break
+            fetch = self._buffered[tp]
+            state = assignment.get(tp)
+            if state is None or state.epoch != fetch.epoch or state.position != fetch.next_offset:
+                del self._buffered[tp]  # fetched for a position since left behind
+                continue
+            if state.paused:
+                continue
+            try:
+                records = fetch.take(max_records - len(out))
+            except KafkaError:
+                state.position = fetch.next_offset
+                if out:
+                    return out
+                raise
+            state.position = fetch.next_offset
+            out += records
+            # Put it last, so one busy partition cannot starve the others.
+            del self._buffered[tp]
+            if fetch.empty:
+                self._wake.set()
+            else:
+                self._buffered[tp] = fetch
+        return out
+
+    def _raise_pending_error(self) -> None:
+        for state in self.subscriptions.assignment.values():
+            error = state.error
+            if error is not None:
+                if not isinstance(error, OffsetOutOfRangeError):
+                    state.error = None  # raised once; a seek clears the others
+                raise error
+
+    # --- the fetch loop ---------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            delay = self._send_fetches()
+            if delay is None:
+                await self._wake.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+
+    def _send_fetches(self) -> float | None:
+        """Start a fetch to every idle leader with something to fetch; return how long
+        until a partition backing off may be tried again (None: nothing to wait for)."""
+        now = time.monotonic()
+        md = self.cluster.metadata
+        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        retry_in: float | None = None
+        stale = False
+        for tp, state in self.subscriptions.assignment.items():
+            if (
+                state.position is None
+                or state.paused
+                or state.error is not None
+                or tp in self._buffered
+            ):
+                continue
+            if state.retry_at > now:
+                retry_in = min(retry_in or 1e9, state.retry_at - now)
+                continue
+            leader = NO_LEADER
+            info = md.topics.get(tp.topic) if md is not None else None
+            if info is not None:
+                part = info.partitions.get(tp.partition)
+                if part is not None:
+                    leader = part.leader
+            if leader == NO_LEADER:
+                stale = True
+                continue
+            if leader in self._in_flight:
+                continue
+            node_retry = self._node_retry_at.get(leader, 0.0)
+            if node_retry > now:
+                retry_in = min(retry_in or 1e9, node_retry - now)
+                continue
+            by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
+        loop = asyncio.get_running_loop()
+        for node, partitions in by_node.items():
+            task = loop.create_task(self._fetch(node, partitions), name=f"logbus-fetch-{node}")
+            self._in_flight[node] = task
+            task.add_done_callback(functools.partial(self._fetch_done, node))
+        if stale:
+            self.request_metadata()
+        return retry_in
+
+    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(node) is task:
+            del self._in_flight[node]
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("fetch from broker %d failed: %r", node, task.exception())
+            self._back_off_node(node)
+        self._wake.set()
+
+    def _back_off_node(self, node: int) -> None:
+        """Wait before the next fetch from a failing broker: reconnect.backoff.ms,
+        doubling with each failure in a row up to reconnect.backoff.max.ms."""
+        failures = self._node_failures.get(node, 0) + 1
+        self._node_failures[node] = failures
+        delay = min(self.reconnect_backoff * 2 ** min(failures - 1, 30),
+                    self.reconnect_backoff_max)
+        self._node_retry_at[node] = time.monotonic() + delay
+
+    def request_metadata(self) -> None:
+        """Refresh metadata in the background (once at a time, then wake the loop)."""
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return
+
+        async def refresh() -> None:
+            try:
+                await self._refresh_metadata(())
+            except KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+            await asyncio.sleep(self.retry_backoff)
+            self._wake.set()
+
+        self._metadata_task = asyncio.get_running_loop().create_task(
+            refresh(), name="logbus-consumer-metadata"
+        )
+
+    def _fetch_body(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), (offset, _) in partitions.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": self.partition_max_bytes,
+                }
+            )
+        return {
+            "replica_id": -1,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "isolation_level": self.isolation_level,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": self.rack,
+        }
+
+    async def _fetch(self, node: int, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
+        try:
+            conn = await self.cluster.node(node)
+            version = conn.choose_version(ApiKey.FETCH, _FETCH_MAX_VERSION)
+            response = await conn.request(
+                ApiKey.FETCH,
+                self._fetch_body(partitions),
+                version,
+                response_timeout=conn.request_timeout + self.max_wait_ms / 1000,
+            )
+        except KafkaConnectionError as exc:
+            log.debug("fetch from broker %d failed: %s", node, exc)
+            self._back_off_node(node)
+            self.request_metadata()
+            return
+        except KafkaError as exc:
+            if exc.code in METADATA_ERRORS or exc.code == ErrorCode.BROKER_NOT_AVAILABLE:
+                self._back_off_node(node)
+                self.request_metadata()
+                return
+            raise
+        self._node_failures.pop(node, None)
+        top_error = response.get("error_code", ErrorCode.NONE)
+        if top_error != ErrorCode.NONE:
+            self._back_off_node(node)
+            self.request_metadata()
+            return
+        for t in response["responses"]:
+            for p in t["partitions"]:
+                self._handle_partition(TopicPartition(t["topic"], p["partition_index"]), p,
+                                       partitions)
+
+    def _handle_partition(
+        self,
+        tp: TopicPartition,
+        p: dict[str, Any],
+        asked: Mapping[TopicPartition, tuple[int, int]],
+    ) -> None:
+        request = asked.get(tp)
+        state = self.subscriptions.assignment.get(tp)
+        if request is None or state is None:
+            return
+        offset, epoch = request
+        if state.epoch != epoch or state.position != offset:
+            return  # the application seeked meanwhile
+        code = p["error_code"]
+        if code == ErrorCode.NONE:
+            state.high_watermark = p["high_watermark"]
+            state.last_stable_offset = p["last_stable_offset"]
+            state.log_start_offset = p["log_start_offset"]
+            records = p["records"]
+            if records:
+                aborted: list[tuple[int, int]] | None = None
+                if self.isolation_level == READ_COMMITTED:
+                    aborted = [
+                        (a["producer_id"], a["first_offset"])
+                        for a in p.get("aborted_transactions") or ()
+                    ]
+                fetch = CompletedFetch(
+                    tp,
+                    epoch,
+                    offset,
+                    memoryview(records),
+                    aborted=aborted,
+                    check_crcs=self.check_crcs,
+                    key_deserializer=self.key_deserializer,
+                    value_deserializer=self.value_deserializer,
+                )
+                if not fetch.empty:
+                    self._buffered[tp] = fetch
+                    self.data_ready.set()
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            strategy = self.subscriptions.default_reset
+            if strategy == "none":
+                state.error = OffsetOutOfRangeError({tp: offset})
+            else:
+                log.info("offset %d of %s-%d is out of range; resetting to %s",
+                         offset, tp.topic, tp.partition, strategy)
+                self.subscriptions.request_reset(tp, strategy)
+            self.data_ready.set()
+            return
+        if code in METADATA_ERRORS:
+            state.retry_at = time.monotonic() + self.retry_backoff
+            self.request_metadata()
+            return
+        state.error = KafkaError(code, f"fetching {tp.topic}-{tp.partition} at {offset}")
+        self.data_ready.set()
+
+    # --- offsets by time --------------------------------------------------------------
+
+    async def list_offsets(
+        self, requests: Mapping[TopicPartition, int], wait: float
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets for each partition (EARLIEST, LATEST or a timestamp in ms), from its
+        leader: (offset, timestamp), offset -1 when no record is that recent. Retries
+        retriable errors, refreshing metadata, for up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        pending = dict(requests)
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        while pending:
+            md = self.cluster.metadata
+            if md is None or any(tp.topic not in md.topics for tp in pending):
+                await self._refresh_metadata({tp.topic for tp in pending})
+                md = self.cluster.metadata
+            assert md is not None
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            failed: KafkaError | None = None
+            for tp, when in pending.items():
+                try:
+                    leader = md.leader(tp.topic, tp.partition)
+                except KafkaError as exc:
+                    if exc.code not in METADATA_ERRORS:
+                        raise
+                    failed = exc
+                    continue
+                by_node.setdefault(leader, {})[tp] = when
+            for node, asked in by_node.items():
+                try:
+                    found = await self._list_offsets_once(node, asked)
+                except KafkaConnectionError as exc:
+                    failed = exc
+                    continue
+                for tp, value in found.items():
+                    if isinstance(value, KafkaError):
+                        if not value.retriable and value.code not in METADATA_ERRORS:
+                            raise value
+                        failed = value
+                    else:
+                        out[tp] = value
+                        del pending[tp]
+            if pending:
+                if time.monotonic() >= deadline:
+                    raise failed or KafkaError(ErrorCode.REQUEST_TIMED_OUT, "ListOffsets")
+                await asyncio.sleep(self.retry_backoff)
+                await self._refresh_metadata({tp.topic for tp in pending})
+        return out
+
+    async def _list_offsets_once(
+        self, node: int, requests: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
+        conn = await self.cluster.node(node)
+        version = conn.choose_version(ApiKey.LIST_OFFSETS)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), timestamp in requests.items():
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "current_leader_epoch": -1,
+                 "timestamp": timestamp, "max_num_offsets": 1}
+            )
+        body = {
+            "replica_id": -1,
+            "isolation_level": self.isolation_level,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            "timeout_ms": int(conn.request_timeout * 1000),
+        }
+        response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
+        out: dict[TopicPartition, tuple[int, int] | KafkaError] = {}
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                if p["error_code"] != ErrorCode.NONE:
+                    out[tp] = KafkaError(p["error_code"], f"ListOffsets {tp.topic}-{tp.partition}")
+                elif version == 0:
+                    old = p["old_style_offsets"]
+                    out[tp] = (old[0] if old else -1, -1)
+                else:
+                    out[tp] = (p["offset"], p["timestamp"])
+        for tp in requests:
+            out.setdefault(
+                tp, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ListOffsets left out {tp}")
+            )
+        return out
