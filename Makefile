@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv lint typecheck gen clean system-deps
+.PHONY: run test venv lint typecheck gen clean system-deps bench bench-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,22 @@ system-deps:
 				|| echo "warning: could not install kcat; kcat tests will be skipped"; \
 		else echo "warning: kcat missing and not root; kcat tests will be skipped"; fi; \
 	fi
+
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+## Install what the bench needs: the bench extra, redis-server and iperf3 (apt, when missing
+## and root), nafka in bench/.venv-nafka (when a Python >= 3.12 is found).
+bench-deps: $(BENCH_STAMP)
+	@sh bench/deps.sh
+
+## Run every benchmark scenario with its peers (see bench/README.md); results in bench/results/.
+bench: bench-deps
+	$(BIN)/python -m bench --update-readme $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
-def test_large_fetches_are_served_by_the_cli_broker(broker_process: Any) -> None:
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_large_fetches_are_served_by_the_cli_broker(
+    broker_process: Any, monkeypatch: pytest.MonkeyPatch, event_loop: str
+) -> None:
+    """Under uvloop large slices are read and written; LOGBUS_EVENT_LOOP=asyncio sends them
+    with sendfile. Either way the bytes arrive intact."""
+    monkeypatch.setenv("LOGBUS_EVENT_LOOP", event_loop)
     proc = broker_process()
     producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
     values = [bytes([i]) * 900_000 for i in range(4)]

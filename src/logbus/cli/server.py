@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -49,12 +50,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"logbus: cannot read {args.properties}: {exc.strerror}", file=sys.stderr)
         return 1
-    try:
-        import uvloop
+    # LOGBUS_EVENT_LOOP=asyncio runs the standard loop instead (the bench compares them)
+    if os.environ.get("LOGBUS_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
 
-        uvloop.install()
-    except ImportError:
-        pass
+            uvloop.install()
+        except ImportError:
+            pass
     try:
         asyncio.run(serve(config))
     except OSError as exc:

@@ -1,0 +1,89 @@
+"""Runs the selected scenarios: every case `runs` times (median, min, max kept), a case
+whose system is missing is reported "not available", a case that fails is reported
+"failed" with its error, and the run goes on either way."""
+
+from __future__ import annotations
+
+import logging
+import re
+import traceback
+from dataclasses import dataclass
+
+from bench.core import Case, CaseResult, Context, Metrics, Scenario, Summary
+from bench.profile import Profiler, summarize
+from bench.systems import Unavailable
+
+log = logging.getLogger("bench")
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    cases: list[CaseResult]
+
+
+def run_case(ctx: Context, scenario: Scenario, case: Case) -> CaseResult:
+    result = CaseResult(scenario.name, case.variant, case.system, "ok", note=case.note)
+    runs: list[Metrics] = []
+    label = f"{scenario.name} {case.variant} [{case.system}]"
+    try:
+        if case.setup is not None:
+            case.setup(ctx)
+        for index in range(ctx.runs):
+            ctx.progress.note(f"{label} run {index + 1}/{ctx.runs}")
+            # the last run: one-time work (creating __consumer_offsets ...) is behind us
+            if ctx.profile_dir is not None and case.system == "logbus" and index == ctx.runs - 1:
+                runs.append(profiled_run(ctx, scenario, case, result))
+            else:
+                runs.append(case.run(ctx))
+    except Unavailable as exc:
+        result.status, result.reason = "not available", str(exc)
+    except Exception as exc:
+        result.status, result.reason = "failed", f"{type(exc).__name__}: {exc}"
+        log.debug("%s failed:\n%s", label, traceback.format_exc())
+        ctx.progress.note(f"{label} failed: {result.reason}", style="red")
+    finally:
+        if case.teardown is not None:
+            try:
+                case.teardown(ctx)
+            except Exception as exc:
+                ctx.progress.note(f"{label} teardown failed: {exc}")
+    if result.status == "ok":
+        for metric in runs[0]:
+            result.metrics[metric] = Summary.of([run[metric] for run in runs])
+        head = next(iter(scenario.metrics))
+        unit = scenario.metrics[head][0]
+        median = result.median(head)
+        ctx.progress.note(f"{label}: {median:,.2f} {unit}", style="green")
+    else:
+        ctx.progress.note(f"{label}: {result.status}: {result.reason}", style="yellow")
+    return result
+
+
+def profiled_run(ctx: Context, scenario: Scenario, case: Case, result: CaseResult) -> Metrics:
+    """A run of a logbus case under py-spy; its summary goes to the profile dir."""
+    assert ctx.profile_dir is not None
+    ctx.logbus()  # started before py-spy attaches
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{scenario.name}-{case.variant}").strip("-")
+    raw = ctx.workdir / "profiles" / f"{slug}.raw"
+    with Profiler(ctx.logbus().pid, raw):
+        metrics = case.run(ctx)
+    summary = summarize(raw)
+    ctx.profile_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.profile_dir / f"{slug}.txt").write_text(
+        f"py-spy of the logbus broker during {scenario.name} {case.variant}\n\n{summary}")
+    result.profile = summary
+    return metrics
+
+
+def run_scenarios(ctx: Context, scenarios: list[Scenario]) -> list[ScenarioResult]:
+    results = []
+    try:
+        for scenario in scenarios:
+            cases = [c for c in scenario.cases(ctx)
+                     if all(s in ctx.systems_wanted for s in c.servers)]
+            results.append(ScenarioResult(scenario, [run_case(ctx, scenario, c)
+                                                     for c in cases]))
+    finally:
+        ctx.stop_all()
+    return results

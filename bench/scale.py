@@ -1,0 +1,34 @@
+"""Volumes per scale. `full` keeps the issue's volumes where 20 minutes on 2 cores allow and
+reduces the rest (the reasons are in bench/README.md); `small` is for a quick look, `tiny`
+for the smoke test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    produce_bytes: int  # P1/C1 with 1 KiB values (logbus and Redis)
+    produce_small_bytes: int  # P1 with 100-byte values
+    p2_bytes: int  # P2 variants
+    nafka_bytes: int  # nafka is ~100x slower: a smaller volume, same value sizes
+    latency_seconds: float  # L1 per run
+    latency_rate: int  # L1 records/s
+    request_seconds: float  # R1 per run
+    client_records_1k: int  # CL, per client and direction
+    client_records_100: int
+    runs: int
+
+
+SCALES = {
+    "full": Scale("full", 2048 * MIB, 256 * MIB, 1024 * MIB, 16 * MIB, 20.0, 10_000, 8.0,
+                  50_000, 100_000, 3),
+    "small": Scale("small", 256 * MIB, 32 * MIB, 128 * MIB, 8 * MIB, 5.0, 10_000, 3.0,
+                   20_000, 40_000, 3),
+    "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
+                  1_000, 2_000, 1),
+}

@@ -1,0 +1,78 @@
+"""The issue's targets, as ratios of figures from the same run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.runner import ScenarioResult
+
+
+@dataclass
+class Target:
+    name: str
+    ours: str  # "scenario|variant|system|metric"
+    theirs: str
+    target: float
+    higher_is_better: bool = True
+    ratio: float | None = None
+    met: bool | None = None  # None: a figure is missing
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _figure(results: list[ScenarioResult], key: str) -> float | None:
+    scenario, variant, system, metric = key.split("|")
+    for result in results:
+        if result.scenario.name != scenario:
+            continue
+        for case in result.cases:
+            if case.variant == variant and case.system == system and case.status == "ok":
+                return case.median(metric)
+    return None
+
+
+def _definitions() -> list[Target]:
+    p1 = "P1|1 KiB|logbus|mb_s"
+    targets = [
+        Target("P1 MB/s >= 2x Redis XADD", p1, "P1|1 KiB|redis|mb_s", 2.0),
+        Target("P1 raw wire MB/s >= 2x Redis XADD (both clients resend encoded bytes)",
+               "P1|1 KiB raw wire|logbus|mb_s", "P1|1 KiB|redis|mb_s", 2.0),
+        Target("P1 MB/s >= 20x nafka", p1, "P1|1 KiB|nafka|mb_s", 20.0),
+        Target("P1 MB/s >= 25% of loopback TCP", p1,
+               "CEIL|loopback TCP (iperf3)|machine|mb_s", 0.25),
+        Target("C1 MB/s >= 2x Redis XRANGE", "C1|1 KiB from offset 0|logbus|mb_s",
+               "C1|1 KiB XRANGE|redis|mb_s", 2.0),
+        Target("L1 p99 <= 2x Redis p99", "L1|1 KiB acks=all|logbus|p99_ms",
+               "L1|1 KiB XADD/XREAD BLOCK|redis|p99_ms", 2.0, higher_is_better=False),
+        Target("R1 requests/s >= 0.5x Redis unpipelined XADD",
+               "R1|100 B, 1 in flight, raw wire|logbus|requests_s",
+               "R1|100 B XADD unpipelined|redis|requests_s", 0.5),
+    ]
+    for size in ("1 KiB", "100 B"):
+        for role in ("producer", "consumer"):
+            ours = f"CL|{role} {size}|logbus|records_s"
+            targets.append(Target(f"CL {role} {size} >= 3x kafka-python", ours,
+                                  f"CL|{role} {size}|kafka-python|records_s", 3.0))
+            targets.append(Target(f"CL {role} {size} >= aiokafka", ours,
+                                  f"CL|{role} {size}|aiokafka|records_s", 1.0))
+    targets.append(Target("CL send_batch 1 KiB >= confluent-kafka producer",
+                          "CL|producer 1 KiB|logbus send_batch|records_s",
+                          "CL|producer 1 KiB|confluent-kafka|records_s", 1.0))
+    return targets
+
+
+def evaluate(results: list[ScenarioResult]) -> list[Target]:
+    targets = []
+    ran = {r.scenario.name for r in results}
+    for target in _definitions():
+        if target.ours.split("|")[0] not in ran:
+            continue
+        ours, theirs = _figure(results, target.ours), _figure(results, target.theirs)
+        if ours is not None and theirs:
+            target.ratio = ours / theirs
+            target.met = (target.ratio >= target.target if target.higher_is_better
+                          else target.ratio <= target.target)
+        targets.append(target)
+    return targets

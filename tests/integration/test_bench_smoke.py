@@ -1,0 +1,66 @@
+"""The benchmark harness (bench/) end to end at --scale tiny against a real broker, so it
+cannot rot unnoticed: it must run, and its JSON must carry the figures the README table and
+the plots are made from. No speed is asserted here (speed is bench/'s business)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_bench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=110)
+
+
+def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = run_bench("C1", "R1", "--scale", "tiny", "--systems", "logbus", "--no-plots",
+                       "--no-progress", "--out", str(out), "--workdir", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [json_path] = out.glob("*.json")
+    [md_path] = out.glob("*.md")
+    assert json_path.stem == md_path.stem
+    data = json.loads(json_path.read_text())
+    assert data["scale"] == "tiny" and data["runs"] == 1 and data["event_loop"] == "uvloop"
+    assert {"date", "commit", "machine", "duration_s", "targets"} <= data.keys()
+    assert data["machine"]["cpus"] >= 1
+    assert [s["name"] for s in data["scenarios"]] == ["C1", "R1"]
+    c1, r1 = data["scenarios"]
+    # --systems logbus: only the logbus rows ran, and they ran to completion
+    assert [(c["system"], c["status"]) for c in c1["cases"]] == [("logbus", "ok")]
+    assert [(c["system"], c["status"]) for c in r1["cases"]] == [("logbus", "ok")] * 2
+    consume = c1["cases"][0]["metrics"]
+    assert {"mb_s", "records_s", "cpu_s_per_gib", "peak_rss_mb"} <= consume.keys()
+    # tiny: 8 MiB of 1 KiB values and the warm-up record, all read
+    assert consume["records"]["median"] == 8 * 1024 + 1
+    for summary in consume.values():
+        assert summary["min"] <= summary["median"] <= summary["max"]
+        assert len(summary["values"]) == 1
+    assert consume["mb_s"]["median"] > 0 and consume["peak_rss_mb"]["median"] > 0
+    requests = r1["cases"][0]["metrics"]
+    assert requests["requests_s"]["median"] > 0
+    assert 0 < requests["p50_ms"]["median"] <= requests["p99_ms"]["median"]
+    # the C1 and R1 targets are listed; their peers did not run, so they are undecided
+    names = [t["name"] for t in data["targets"]]
+    assert names == ["C1 MB/s >= 2x Redis XRANGE",
+                     "R1 requests/s >= 0.5x Redis unpipelined XADD"]
+    assert all(t["met"] is None for t in data["targets"])
+    table = md_path.read_text()
+    assert "| 1 KiB from offset 0 | logbus |" in table
+    assert "| 100 B, 1 in flight, raw wire | logbus |" in table
+    assert "| 100 B, 1 in flight, librdkafka | logbus |" in table
+
+
+def test_an_unknown_scenario_is_refused_with_the_known_names(tmp_path: Path) -> None:
+    result = run_bench("P9", "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert "unknown scenario 'P9'" in result.stderr
+    assert "P1" in result.stderr and "CL" in result.stderr
+    assert not list(tmp_path.iterdir())
