@@ -8,7 +8,7 @@ partition, which is the controller) is `logbus.client.cluster.Cluster`'s job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
@@ -17,7 +17,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
 from logbus.client.metadata import ZERO_UUID, BrokerInfo, ClusterMetadata, parse_metadata
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.records.batch import BatchHeader, InvalidBatch
+from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.reader import iter_record_set
 from logbus.records.record import Record
 
@@ -39,6 +39,7 @@ _LAST_FETCH_BY_NAME = 12
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,20 @@ class FetchedPartition:
     @property
     def records(self) -> list[Record]:
         return [record for _, records in self.batches for record in records]
+
+
+@dataclass(frozen=True, slots=True)
+class RawFetchedPartition:
+    """Like `FetchedPartition`, with each whole data batch left undecoded: a view of its
+    bytes in the response and its parsed header (control batches left out). The caller
+    decodes them (`records.reader.decode_record_tuples`) and drops records before the
+    fetch offset, which the first batch may hold."""
+
+    batches: list[tuple[memoryview, BatchHeader]]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
 
 
 def _require(conn: Connection, api_key: ApiKey, minimum: int, max_version: int | None) -> int:
@@ -584,6 +599,39 @@ async def fetch_many(
     min_bytes: int = 1,
 ) -> dict[TopicPartition, FetchedPartition | KafkaError]:
     """A sessionless Fetch for several partitions led by `conn`'s broker."""
+    return await _fetch(
+        conn, offsets, max_wait_ms, max_bytes, partition_max_bytes, topic_ids, min_bytes,
+        _fetched,
+    )
+
+
+async def fetch_many_raw(
+    conn: Connection,
+    offsets: Mapping[TopicPartition, int],
+    max_wait_ms: int = 500,
+    max_bytes: int = 50 * 1024 * 1024,
+    partition_max_bytes: int = 1024 * 1024,
+    *,
+    topic_ids: Mapping[str, UUID] | None = None,
+    min_bytes: int = 1,
+) -> dict[TopicPartition, RawFetchedPartition | KafkaError]:
+    """`fetch_many` leaving the batches undecoded (headers parsed, records not)."""
+    return await _fetch(
+        conn, offsets, max_wait_ms, max_bytes, partition_max_bytes, topic_ids, min_bytes,
+        _raw_fetched,
+    )
+
+
+async def _fetch(
+    conn: Connection,
+    offsets: Mapping[TopicPartition, int],
+    max_wait_ms: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    topic_ids: Mapping[str, UUID] | None,
+    min_bytes: int,
+    convert: Callable[[dict[str, Any], int], P],
+) -> dict[TopicPartition, P | KafkaError]:
     ids = dict(topic_ids or {})
     by_id = all(ids.get(topic, ZERO_UUID) != ZERO_UUID for topic, _ in offsets)
     version = _require(
@@ -615,7 +663,7 @@ async def fetch_many(
     response = await conn.request(ApiKey.FETCH, body, version, response_timeout=timeout)
     check(response["error_code"], "Fetch")
     names = {topic_id: name for name, topic_id in ids.items()}
-    out: dict[TopicPartition, FetchedPartition | KafkaError] = {}
+    out: dict[TopicPartition, P | KafkaError] = {}
     for t in response["responses"]:
         name = t["topic"] if version <= _LAST_FETCH_BY_NAME else names.get(t["topic_id"], "")
         for p in t["partitions"]:
@@ -626,7 +674,7 @@ async def fetch_many(
                 out[key] = KafkaError(p["error_code"], f"fetching {name}-{key[1]}")
             else:
                 try:
-                    out[key] = _fetched(p, offsets[key])
+                    out[key] = convert(p, offsets[key])
                 except InvalidBatch as exc:
                     out[key] = KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name}-{key[1]}: {exc}")
     _fill_missing(out, offsets, "Fetch")
@@ -648,6 +696,25 @@ def _fetched(p: dict[str, Any], offset: int) -> FetchedPartition:
             if kept:
                 batches.append((header, kept))
     return FetchedPartition(
+        batches=batches,
+        next_offset=next_offset,
+        high_watermark=p["high_watermark"],
+        last_stable_offset=p["last_stable_offset"],
+        log_start_offset=p["log_start_offset"],
+    )
+
+
+def _raw_fetched(p: dict[str, Any], offset: int) -> RawFetchedPartition:
+    batches: list[tuple[memoryview, BatchHeader]] = []
+    next_offset = offset
+    data = p["records"]
+    if data:
+        view = memoryview(data)
+        for position, header in split_batches(view):
+            next_offset = max(next_offset, header.next_offset)
+            if not header.is_control and header.next_offset > offset:
+                batches.append((view[position : position + header.size], header))
+    return RawFetchedPartition(
         batches=batches,
         next_offset=next_offset,
         high_watermark=p["high_watermark"],

@@ -19,11 +19,11 @@ from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.protocol import ErrorCode
-from logbus.records.batch import BatchHeader
-from logbus.records.record import Record
+from logbus.records.batch import InvalidBatch
+from logbus.records.reader import decode_record_tuples
 from logbus.spark.offset_range import OffsetRange
 from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
-from logbus.spark.schema import to_record_batch
+from logbus.spark.schema import RecordTuple, to_record_batch
 
 _MAX_RETRIES = 5
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
@@ -48,11 +48,11 @@ def read_range(
     reader = _RangeReader(settings, rng, fail_on_data_loss)
     try:
         while True:
-            batches = loop.run_until_complete(reader.next_batches())
-            if batches is None:
+            records = loop.run_until_complete(reader.next_records())
+            if records is None:
                 return
-            if batches:
-                yield to_record_batch(schema, rng.topic, rng.partition, batches)
+            if records:
+                yield to_record_batch(schema, records)
     finally:
         loop.run_until_complete(reader.close())
         loop.close()
@@ -73,8 +73,8 @@ class _RangeReader:
         if self.cluster is not None:
             await self.cluster.close()
 
-    async def next_batches(self) -> list[tuple[BatchHeader, list[Record]]] | None:
-        """Decoded batches of the next fetch (records in range only), or None when done."""
+    async def next_records(self) -> list[RecordTuple] | None:
+        """The records of the next fetch (in range only), or None when done."""
         rng = self.rng
         if self.position >= rng.end:
             return None
@@ -88,12 +88,20 @@ class _RangeReader:
         fetched = await self._fetch()
         if fetched is None:
             return None
-        kept: list[tuple[BatchHeader, list[Record]]] = []
-        for header, records in fetched.batches:
-            if records[-1].offset >= rng.end:
-                records = [r for r in records if r.offset < rng.end]
-            if records:
-                kept.append((header, records))
+        kept: list[RecordTuple] = []
+        try:
+            for view, header in fetched.batches:
+                records = decode_record_tuples(
+                    view, header, tuple, rng.topic, rng.partition, min_offset=self.position
+                )
+                if header.last_offset >= rng.end:
+                    records = [r for r in records if r[2] < rng.end]
+                kept.extend(records)
+        except InvalidBatch as exc:
+            raise LogbusSparkError(
+                f"cannot read partition {rng.topic}-{rng.partition} at offset "
+                f"{self.position}: {exc}"
+            ) from None
         if fetched.next_offset > self.position:
             self.position = fetched.next_offset
             self.empty_fetches = 0
@@ -115,14 +123,14 @@ class _RangeReader:
             )
         return []
 
-    async def _fetch(self) -> admin_ops.FetchedPartition | None:
+    async def _fetch(self) -> admin_ops.RawFetchedPartition | None:
         assert self.cluster is not None
         rng = self.rng
         tp = (rng.topic, rng.partition)
         for attempt in range(_MAX_RETRIES):
             try:
                 conn = await self.cluster.leader(*tp)
-                results = await admin_ops.fetch_many(
+                results = await admin_ops.fetch_many_raw(
                     conn,
                     {tp: self.position},
                     max_wait_ms=self.settings.fetch_max_wait_ms,
@@ -147,7 +155,7 @@ class _RangeReader:
                 await self.cluster.refresh([rng.topic])
         raise AssertionError("unreachable")
 
-    async def _out_of_range(self) -> admin_ops.FetchedPartition | None:
+    async def _out_of_range(self) -> admin_ops.RawFetchedPartition | None:
         """The position fell out of the log (retention): fail, or skip to what is left."""
         assert self.cluster is not None
         rng = self.rng
@@ -160,7 +168,7 @@ class _RangeReader:
             )
         if earliest <= self.position or earliest >= rng.end:
             return None
-        return admin_ops.FetchedPartition(
+        return admin_ops.RawFetchedPartition(
             batches=[],
             next_offset=earliest,
             high_watermark=earliest + 1,

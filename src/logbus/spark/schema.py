@@ -3,7 +3,8 @@ schema, and the column-wise conversion of decoded records into Arrow record batc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -18,9 +19,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from logbus.records.batch import BatchHeader
-from logbus.records.record import Record
-
+# A decoded record: (topic, partition, offset, timestamp ms, timestamp type, key, value,
+# headers), the layout of `records.reader.decode_record_tuples` with cls=tuple.
+RecordTuple = tuple[Any, ...]
+_MILLIS = pa.timestamp("ms", tz="UTC")
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
@@ -47,41 +49,24 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(source_schema(include_headers), timezone="UTC")
 
 
-def to_record_batch(
-    schema: pa.Schema,
-    topic: str,
-    partition: int,
-    batches: Iterable[tuple[BatchHeader, list[Record]]],
-) -> pa.RecordBatch:
-    """One Arrow batch from decoded record batches, built column by column."""
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
-    types: list[int] = []
-    headers: list[list[dict[str, object]]] | None = (
-        [] if "headers" in schema.names else None
+def to_record_batch(schema: pa.Schema, records: Sequence[RecordTuple]) -> pa.RecordBatch:
+    """One Arrow batch from record tuples as `records.reader.decode_record_tuples` makes
+    them (topic, partition, offset, timestamp, timestamp_type, key, value, headers): the
+    tuples are transposed into columns in one step and each column converted in one call.
+    """
+    (topics, partitions, offsets, stamps, types, keys, values, headers) = zip(
+        *records, strict=True
     )
-    for header, records in batches:
-        keys.extend([r.key for r in records])
-        values.extend([r.value for r in records])
-        offsets.extend([r.offset for r in records])
-        stamps.extend([r.timestamp * 1000 for r in records])
-        types.extend([1 if header.is_log_append_time else 0] * len(records))
-        if headers is not None:
-            headers.extend(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records]
-            )
-    n = len(offsets)
     columns = [
         pa.array(keys, pa.binary()),
         pa.array(values, pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
+        pa.array(topics, pa.string()),
+        pa.array(partitions, pa.int32()),
         pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.int64()).cast(schema.field("timestamp").type),
+        pa.array(stamps, _MILLIS).cast(schema.field("timestamp").type),
         pa.array(types, pa.int32()),
     ]
-    if headers is not None:
+    if "headers" in schema.names:
+        # Header pairs convert to the (key, value) structs as they are.
         columns.append(pa.array(headers, schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

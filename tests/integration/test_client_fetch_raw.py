@@ -1,0 +1,55 @@
+"""`admin_ops.fetch_many_raw` (undecoded batches, the Spark reader's fetch) against the
+decoded `fetch_many`, on a real broker."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from logbus.client import admin_ops
+from logbus.client.connection import Connection
+from logbus.records.builder import NewRecord, build_batch
+from logbus.records.reader import decode_record_tuples
+
+
+async def _compare(bootstrap: str) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    async with await Connection.connect(host, int(port)) as conn:
+        await admin_ops.create_topics(conn, "raw", 1, 1)
+        for first in (0, 5, 10):  # three batches of five records, one with headers
+            records = [
+                NewRecord(
+                    None if i == 1 else b"k%d" % (first + i),
+                    b"v%d" % (first + i),
+                    (("h", b"x"),) if first == 5 else (),
+                    timestamp=1_000 + first + i,
+                )
+                for i in range(5)
+            ]
+            await admin_ops.produce(conn, "raw", 0, build_batch(records))
+        for offset in (0, 7, 14, 15):
+            decoded = (await admin_ops.fetch_many(conn, {("raw", 0): offset}))[("raw", 0)]
+            raw = (await admin_ops.fetch_many_raw(conn, {("raw", 0): offset}))[("raw", 0)]
+            assert not isinstance(decoded, Exception) and not isinstance(raw, Exception)
+            assert (raw.next_offset, raw.high_watermark) == (
+                decoded.next_offset, decoded.high_watermark
+            )
+            # Batches wholly before the offset are left out; the first one kept may start
+            # before it (the broker sends whole batches).
+            assert [h.base_offset for _, h in raw.batches] == [
+                h.base_offset for h, _ in decoded.batches
+            ]
+            got = [
+                (r[2], r[3], r[4], r[5], r[6], r[7])
+                for view, header in raw.batches
+                for r in decode_record_tuples(view, header, tuple, "raw", 0, min_offset=offset)
+            ]
+            want = [
+                (r.offset, r.timestamp, 0, r.key, r.value, r.headers) for r in decoded.records
+            ]
+            assert got == want
+            assert [o for o, *_ in got] == list(range(offset, 15))
+
+
+def test_raw_fetch_matches_decoded_fetch(broker: Any) -> None:
+    asyncio.run(_compare(broker.bootstrap))
