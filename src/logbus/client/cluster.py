@@ -94,22 +94,17 @@ class Cluster(AsyncCloseable):
         return cluster
 
     @classmethod
-    async def from_config(
-        cls,
-        config: Mapping[str, Any],
-        *,
-        reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
-        reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
-    ) -> Cluster:
+    async def from_config(cls, config: Mapping[str, Any]) -> Cluster:
         """`connect()` with a client's parsed settings: bootstrap.servers, client.id,
-        socket.connection.setup.timeout.ms and request.timeout.ms."""
+        socket.connection.setup.timeout.ms, request.timeout.ms and
+        reconnect.backoff(.max).ms (every client's schema has them)."""
         return await cls.connect(
             ",".join(config["bootstrap.servers"]),
             client_id=config["client.id"],
             connect_timeout=config["socket.connection.setup.timeout.ms"] / 1000,
             request_timeout=config["request.timeout.ms"] / 1000,
-            reconnect_backoff=reconnect_backoff,
-            reconnect_backoff_max=reconnect_backoff_max,
+            reconnect_backoff=config["reconnect.backoff.ms"] / 1000,
+            reconnect_backoff_max=config["reconnect.backoff.max.ms"] / 1000,
         )
 
     async def _open(self, host: str, port: int) -> Connection:

@@ -118,11 +118,7 @@ class Producer(AsyncService):
         c = self.config
         loop = asyncio.get_running_loop()
         self._pool = BufferPool(c["buffer.memory"], loop)
-        cluster = await Cluster.from_config(
-            c,
-            reconnect_backoff=self._settings.reconnect_backoff,
-            reconnect_backoff_max=self._settings.reconnect_backoff_max,
-        )
+        cluster = await Cluster.from_config(c)
         try:
             accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
             sender = Sender(cluster, accumulator, self._pool, self._settings, self._topics)
