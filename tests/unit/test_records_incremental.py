@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from record_strategies import large_bytes
 
 from logbus.records.batch import BatchHeader, compute_crc
 from logbus.records.builder import (
@@ -20,7 +21,7 @@ from logbus.records.compression import CompressionType
 from logbus.records.reader import decode_batch
 from logbus.records.record import write_plain_record, write_record
 
-maybe_bytes = st.none() | st.binary(max_size=300) | st.binary(min_size=8190, max_size=8300)
+maybe_bytes = st.none() | st.binary(max_size=300) | large_bytes
 
 
 @given(

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_strategies import large_bytes
 
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
@@ -38,7 +39,7 @@ def fast(raw: bytes, min_offset: int = 0) -> list[Rec]:
 
 
 blobs = st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=60, max_size=70),
-                  st.binary(min_size=8200, max_size=8300))
+                  large_bytes)
 headers = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))),
                    max_size=2)
 records = st.lists(
