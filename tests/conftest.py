@@ -4,6 +4,7 @@ thread) or as a `logbus server start` subprocess."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import subprocess
@@ -17,15 +18,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
 
 # Property tests are judged on what they find, not on how fast each example runs: a
-# per-example deadline is a timed assertion that fails on a loaded machine.
-settings.register_profile("logbus", deadline=None)
+# per-example deadline (or the too_slow health check) is a timed assertion that fails on a
+# loaded machine.
+settings.register_profile("logbus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("logbus")
+
+
+def collect_leaks() -> None:
+    """Collect reference cycles as a broker test ends, so a client socket or file left
+    unclosed is reported (an error, by the warning filter) against the test that leaked it,
+    not whichever later test the collector happens to run in. Only broker tests pay for
+    the full collection."""
+    gc.collect()
 
 
 class LoopThread:
@@ -100,6 +110,7 @@ def broker_factory(tmp_path: Path) -> Iterator[Any]:
     yield make
     for running in started:
         running.stop()
+    collect_leaks()
 
 
 @pytest.fixture
@@ -178,3 +189,5 @@ def broker_process(tmp_path: Path) -> Iterator[Any]:
     for proc in procs:
         if proc.proc is not None and proc.proc.poll() is None:
             proc.kill()
+    collect_leaks()
+

@@ -22,17 +22,21 @@ def api_versions_request(correlation_id: int) -> bytes:
 
 def fill_until_blocked(sock: socket.socket) -> int:
     """Pipeline requests without reading answers until the broker stops taking them: a
-    send that cannot proceed for a whole second means the broker is stuck writing to us."""
+    send that cannot proceed for a whole second means the broker is stuck writing to us.
+    Requests go in pre-encoded blocks, so the kernel buffers fill fast even when the test
+    process is slow (tracing, a loaded machine)."""
     sock.setblocking(False)
+    block = b"".join(api_versions_request(i) for i in range(1, 257))
     sent = 0
     pending = b""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if not pending:
-            pending = api_versions_request(sent + 1)
-            sent += 1
+            pending = block
         try:
-            pending = pending[sock.send(pending) :]
+            n = sock.send(pending)
+            sent += n
+            pending = pending[n:]
         except BlockingIOError:
             _, writable, _ = select.select([], [sock], [], 1.0)
             if not writable:
@@ -56,6 +60,7 @@ def test_stop_drops_a_peer_that_does_not_read(broker_factory: Any) -> None:
     running = broker_factory(socket_send_buffer_bytes="4096")
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     sock.connect(split_bootstrap(running.bootstrap))
     try:
         assert fill_until_blocked(sock) > 0

@@ -66,8 +66,14 @@ class ClusterMetadata:
         info = self.topics.get(name)
         if info is None or info.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
+        if info.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+            raise KafkaError(
+                info.error_code,
+                f"'{name}' is not a valid topic name (1 to 249 characters among ASCII "
+                "letters, digits, '.', '_' and '-'; not '.' or '..')",
+            )
         if info.error_code != ErrorCode.NONE:
-            raise KafkaError(info.error_code, f"metadata for topic '{name}'")
+            raise KafkaError(info.error_code, f"no usable metadata for topic '{name}'")
         return info
 
     def leader(self, topic: str, partition: int) -> int:
