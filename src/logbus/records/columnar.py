@@ -1,0 +1,434 @@
+"""Decoding and encoding RecordBatch v2 records column-wise, with numpy and Arrow arrays.
+
+The entry points are `decode_columns` and `encode_columns`. `decode_columns` reads the
+records of several batches (one fetched record set) into columns without making a Python
+object per record. The bodies of the
+batches (decompressed when needed) are joined into one buffer; a tight loop follows the
+record length varints to find where each record starts (the only per-record Python
+work); every other field is decoded for all records at once with numpy; keys and values
+become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
+
+That path takes records without headers whose varints are short. A batch with anything
+else (headers, long varints, or malformed bytes) sends the whole call through
+`records.reader.decode_record_tuples`, which reads headers and names what is wrong with
+a bad batch, so both paths return the same columns and raise the same `InvalidBatch`.
+
+`encode_columns` writes one batch of header-less records from Arrow key and value
+arrays: the record fields around each key and value are computed for all records at
+once, and Arrow's `take` lays them and the keys and values out in one buffer, which is
+then checksummed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from logbus.records.batch import (
+    _HEADER,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+)
+from logbus.records.compression import CompressionType, compress
+from logbus.records.crc32c import crc32c
+from logbus.records.reader import (
+    _batch_data,
+    _check_crc,
+    _record_count,
+    decode_record_tuples,
+)
+from logbus.records.record import MIN_RECORD_BODY, Header
+from logbus.records.varint import Buffer
+
+Int64Array = npt.NDArray[np.int64]
+# Bytes appended after the joined bodies so that reading a varint's next bytes past the
+# end of the last record never indexes out of the buffer (the values read are discarded).
+_PAD = bytes(16)
+_INT32_LIMIT = 2**31
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """The records of a record set, one entry per record in offset order.
+
+    `timestamp_types` holds 0 (CreateTime) or 1 (LogAppendTime); `headers` is None when
+    no record has a header, else one tuple of (key, value) pairs per record."""
+
+    offsets: Int64Array
+    timestamps: Int64Array
+    timestamp_types: npt.NDArray[np.int32]
+    keys: pa.Array
+    values: pa.Array
+    headers: list[tuple[Header, ...]] | None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def decode_columns(
+    batches: Sequence[tuple[Buffer, BatchHeader]],
+    *,
+    min_offset: int = 0,
+    end_offset: int | None = None,
+    verify_crc: bool = True,
+) -> RecordColumns:
+    """The records of `batches` (each a whole batch and its parsed header) with offsets
+    in [min_offset, end_offset), as columns. Control batches are the caller's to leave
+    out. Raises InvalidBatch as `records.reader.decode_batch` does."""
+    bodies: list[Buffer] = []
+    counts: list[int] = []
+    headers: list[BatchHeader] = []
+    views: list[memoryview] = []
+    for batch, header in batches:
+        view = memoryview(batch)[: header.size]
+        if verify_crc:
+            _check_crc(view, header)
+        if _record_count(header) == 0:
+            continue
+        views.append(view)
+        headers.append(header)
+        counts.append(header.record_count)
+        if header.compression == CompressionType.NONE:
+            bodies.append(view[HEADER_SIZE:])
+        else:
+            bodies.append(_batch_data(view, header))
+    fast = _decode_fast(bodies, counts, headers, min_offset, end_offset)
+    if fast is not None:
+        return fast
+    return _decode_slow(views, headers, min_offset, end_offset)
+
+
+def _record_starts(data: bytes, bounds: list[tuple[int, int, int]]) -> list[int] | None:
+    """Where each record starts (its length varint), batch after batch; None when a
+    length takes more than two bytes or the records overrun their batch."""
+    starts: list[int] = []
+    append = starts.append
+    try:
+        for pos, end, count in bounds:
+            for _ in range(count):
+                append(pos)
+                b = data[pos]
+                if b < 0x80:
+                    pos += 1 + ((b >> 1) ^ -(b & 1))
+                else:
+                    b2 = data[pos + 1]
+                    if b2 >= 0x80:
+                        return None
+                    u = (b & 0x7F) | (b2 << 7)
+                    pos += 2 + ((u >> 1) ^ -(u & 1))
+            if pos != end:
+                return None
+    except IndexError:
+        return None
+    return starts
+
+
+def _varints(
+    buf: npt.NDArray[np.uint8], pos: Int64Array, max_bytes: int
+) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
+    """Zigzag varints at `pos`: (values, positions after them, which are well-formed
+    within `max_bytes` bytes). Positions may run past the data into the padding."""
+    limit = len(buf) - 1
+    b = buf[np.minimum(pos, limit)].astype(np.uint64)
+    raw = b & 0x7F
+    size = np.ones(len(pos), np.int64)
+    more = b >= 0x80
+    for k in range(1, max_bytes):
+        if not more.any():
+            break
+        b = buf[np.minimum(pos + k, limit)].astype(np.uint64)
+        raw |= np.where(more, (b & 0x7F) << np.uint64(7 * k), 0).astype(np.uint64)
+        size += more
+        more &= b >= 0x80
+    ok = ~more
+    if max_bytes == 5:
+        ok &= raw < 2**32
+    else:
+        # A ten-byte varlong may carry bits past 64; leave those to the exact decoder.
+        ok &= size < 10
+    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return values, pos + size, ok
+
+
+def _decode_fast(
+    bodies: list[Buffer],
+    counts: list[int],
+    headers: list[BatchHeader],
+    min_offset: int,
+    end_offset: int | None,
+) -> RecordColumns | None:
+    if not bodies:
+        return _empty()
+    bounds = []
+    pos = 0
+    for body, count in zip(bodies, counts, strict=True):
+        size = len(memoryview(body))
+        if count > size // (MIN_RECORD_BODY + 1):
+            return None  # more records than the bytes could hold: let the checks name it
+        bounds.append((pos, pos + size, count))
+        pos += size
+    data = b"".join([*bodies, _PAD])
+    found = _record_starts(data, bounds)
+    if found is None:
+        return None
+    buf = np.frombuffer(data, np.uint8)
+    starts = np.array(found, np.int64)
+    length, p, ok = _varints(buf, starts, 5)
+    end = p + length
+    ok &= length >= MIN_RECORD_BODY
+    p = p + 1  # attributes (unused in v2 records)
+    timestamp_delta, p, good = _varints(buf, p, 10)
+    ok &= good
+    offset_delta, p, good = _varints(buf, p, 5)
+    ok &= good
+    key_length, p, good = _varints(buf, p, 5)
+    ok &= good & (key_length >= -1)
+    key_start = p
+    p = p + np.maximum(key_length, 0)
+    value_length, p, good = _varints(buf, p, 5)
+    ok &= good & (value_length >= -1)
+    value_start = p
+    p = p + np.maximum(value_length, 0)
+    header_count, p, good = _varints(buf, p, 5)
+    ok &= good & (header_count == 0) & (p == end)
+    if not ok.all():
+        return None
+
+    per_batch = np.array(counts, np.int64)
+    base_offsets = np.repeat(np.array([h.base_offset for h in headers], np.int64), per_batch)
+    offsets = base_offsets + offset_delta
+    appended = np.repeat(np.array([h.is_log_append_time for h in headers]), per_batch)
+    timestamps = np.where(
+        appended,
+        np.repeat(np.array([h.max_timestamp for h in headers], np.int64), per_batch),
+        np.repeat(np.array([h.base_timestamp for h in headers], np.int64), per_batch)
+        + timestamp_delta,
+    )
+    keep = offsets >= min_offset
+    if end_offset is not None:
+        keep &= offsets < end_offset
+    if not keep.all():
+        offsets, timestamps, appended = offsets[keep], timestamps[keep], appended[keep]
+        key_start, key_length = key_start[keep], key_length[keep]
+        value_start, value_length = value_start[keep], value_length[keep]
+    return RecordColumns(
+        offsets=offsets,
+        timestamps=timestamps,
+        timestamp_types=appended.astype(np.int32),
+        keys=_gather(data, key_start, key_length),
+        values=_gather(data, value_start, value_length),
+        headers=None,
+    )
+
+
+def _gather(data: bytes, start: Int64Array, length: Int64Array) -> pa.Array:
+    """A BinaryArray of data[start:start+length] (null where length is -1), copied by
+    Arrow: an array alternating the wanted slices with the bytes between them is laid
+    over `data` without copying, then every other element is taken."""
+    n = len(start)
+    if n == 0:
+        return pa.array([], pa.binary())
+    stop = start + np.maximum(length, 0)
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = start
+    bounds[1::2] = stop
+    large = len(data) >= _INT32_LIMIT
+    offsets = bounds if large else bounds.astype(np.int32)
+    validity = None
+    nulls = length < 0
+    if nulls.any():
+        valid = np.ones(2 * n - 1, bool)
+        valid[0::2] = ~nulls
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    laid = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        2 * n - 1,
+        [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+    )
+    taken = laid.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    return taken.cast(pa.binary()) if large else taken
+
+
+def _decode_slow(
+    views: list[memoryview],
+    headers: list[BatchHeader],
+    min_offset: int,
+    end_offset: int | None,
+) -> RecordColumns:
+    records: list[tuple[Any, ...]] = []
+    for view, header in zip(views, headers, strict=True):
+        records.extend(
+            decode_record_tuples(view, header, tuple, "", 0, min_offset=min_offset,
+                                 verify_crc=False)
+        )
+    if end_offset is not None:
+        records = [r for r in records if r[2] < end_offset]
+    if not records:
+        return _empty()
+    _, _, offsets, stamps, kinds, keys, values, record_headers = zip(*records, strict=True)
+    return RecordColumns(
+        offsets=np.array(offsets, np.int64),
+        timestamps=np.array(stamps, np.int64),
+        timestamp_types=np.array(kinds, np.int32),
+        keys=pa.array(keys, pa.binary()),
+        values=pa.array(values, pa.binary()),
+        headers=list(record_headers) if any(record_headers) else None,
+    )
+
+
+def _empty() -> RecordColumns:
+    return RecordColumns(
+        offsets=np.empty(0, np.int64),
+        timestamps=np.empty(0, np.int64),
+        timestamp_types=np.empty(0, np.int32),
+        keys=pa.array([], pa.binary()),
+        values=pa.array([], pa.binary()),
+        headers=None,
+    )
+
+
+def _zigzag(values: Int64Array) -> npt.NDArray[np.uint64]:
+    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
+
+
+def _varint_sizes(raw: npt.NDArray[np.uint64]) -> Int64Array:
+    size = np.ones(len(raw), np.int64)
+    for bits in (7, 14, 21, 28):
+        size += raw >= np.uint64(1 << bits)
+    return size
+
+
+def _put_varints(
+    out: npt.NDArray[np.uint8], cursor: Int64Array, raw: npt.NDArray[np.uint64]
+) -> None:
+    """Write unsigned varints into row i of `out` at column cursor[i], advancing the
+    cursors."""
+    rows = np.arange(len(raw))
+    while True:
+        more = raw >= np.uint64(0x80)
+        out[rows, cursor[rows]] = (raw & np.uint64(0x7F)) | (
+            more.astype(np.uint64) << np.uint64(7)
+        )
+        cursor[rows] += 1
+        if not more.any():
+            return
+        rows, raw = rows[more], raw[more] >> np.uint64(7)
+
+
+def lengths_of(array: pa.Array) -> Int64Array:
+    """Byte length of each element of a binary array, -1 for a null."""
+    if len(array) == 0:
+        return np.empty(0, np.int64)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, len(array) + 1, array.offset * 4)
+    lengths = np.diff(offsets).astype(np.int64)
+    if array.null_count:
+        lengths[array.is_null().to_numpy(zero_copy_only=False)] = -1
+    return lengths
+
+
+def _record_bodies(key_lengths: Int64Array, value_lengths: Int64Array) -> Int64Array:
+    """The bytes each record's body takes (all but its length varint) as `encode_columns`
+    writes it: offset deltas from 0 by position, timestamp delta 0, no headers."""
+    return (
+        3  # attributes, timestamp delta 0, header count 0
+        + _varint_sizes(_zigzag(np.arange(len(key_lengths), dtype=np.int64)))
+        + _varint_sizes(_zigzag(key_lengths))
+        + np.maximum(key_lengths, 0)
+        + _varint_sizes(_zigzag(value_lengths))
+        + np.maximum(value_lengths, 0)
+    )
+
+
+def record_sizes(key_lengths: Int64Array, value_lengths: Int64Array) -> Int64Array:
+    """The bytes each record takes in a batch `encode_columns` writes (key and value
+    lengths as `lengths_of` gives them)."""
+    body = _record_bodies(key_lengths, value_lengths)
+    return body + _varint_sizes(_zigzag(body))
+
+
+def encode_columns(
+    keys: pa.Array,
+    values: pa.Array,
+    *,
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    compression: CompressionType | int = CompressionType.NONE,
+    compression_level: int | None = None,
+) -> bytes:
+    """One RecordBatch v2 (base offset 0, CRC filled in) holding a record per element of
+    `keys` and `values` (binary arrays of equal length, nulls allowed), all with
+    `timestamp` (CreateTime) and no headers: what `build_batch` writes for the same
+    records. The batch must stay below 2 GiB."""
+    n = len(values)
+    if n == 0 or len(keys) != n:
+        raise ValueError("a batch needs one key and one value per record, at least one")
+    key_lengths = lengths_of(keys)
+    value_lengths = lengths_of(values)
+    deltas = np.arange(n, dtype=np.int64)
+    body = _record_bodies(key_lengths, value_lengths)
+    # Before each key: [the previous record's header count 0], length, attributes,
+    # timestamp delta, offset delta, key length. Before each value: its length.
+    before_key = np.zeros((n, 18), np.uint8)
+    cursor = np.ones(n, np.int64)
+    cursor[0] = 0
+    _put_varints(before_key, cursor, _zigzag(body))
+    cursor += 2  # attributes 0, timestamp delta 0 (already zero)
+    _put_varints(before_key, cursor, _zigzag(deltas))
+    _put_varints(before_key, cursor, _zigzag(key_lengths))
+    before_value = np.zeros((n, 5), np.uint8)
+    value_cursor = np.zeros(n, np.int64)
+    _put_varints(before_value, value_cursor, _zigzag(value_lengths))
+    sizes = np.concatenate([cursor, value_cursor, [1]])
+    pieces_data = np.concatenate(
+        [
+            before_key[np.arange(18) < cursor[:, None]],
+            before_value[np.arange(5) < value_cursor[:, None]],
+            np.zeros(1, np.uint8),  # the last record's header count
+        ]
+    )
+    offsets = np.zeros(2 * n + 2, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] + int(np.maximum(key_lengths, 0).sum() + np.maximum(value_lengths, 0).sum()) \
+            >= _INT32_LIMIT:
+        raise ValueError("a record batch must stay below 2 GiB")
+    pieces = pa.Array.from_buffers(
+        pa.binary(), 2 * n + 1,
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(pieces_data)],
+    )
+    laid = pa.concat_arrays([pieces, keys.cast(pa.binary()), values.cast(pa.binary())])
+    order = np.empty((n, 4), np.int64)
+    order[:, 0] = deltas  # before_key[i]
+    order[:, 1] = 2 * n + 1 + deltas  # keys[i]
+    order[:, 2] = n + deltas  # before_value[i]
+    order[:, 3] = 3 * n + 1 + deltas  # values[i]
+    taken = laid.take(pa.array(np.append(order.ravel(), 2 * n)))
+    taken_offsets = np.frombuffer(taken.buffers()[1], np.int32, len(taken) + 1, taken.offset * 4)
+    start, end = int(taken_offsets[0]), int(taken_offsets[-1])
+    records = memoryview(taken.buffers()[2])[start:end]
+    codec = CompressionType(compression)
+    if codec != CompressionType.NONE:
+        records = memoryview(compress(codec, records, compression_level))
+    out = bytearray(HEADER_SIZE + len(records))
+    out[HEADER_SIZE:] = records
+    _HEADER.pack_into(
+        out, 0, 0, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0,
+        int(codec), n - 1, timestamp, timestamp, producer_id, producer_epoch,
+        base_sequence, n,
+    )
+    crc = crc32c(memoryview(out)[CRC_START:])
+    out[CRC_START - 4 : CRC_START] = crc.to_bytes(4, "big")
+    return bytes(out)
