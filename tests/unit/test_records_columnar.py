@@ -220,3 +220,19 @@ def test_encode_columns_writes_what_build_batch_writes(
 def test_encode_columns_needs_records() -> None:
     with pytest.raises(ValueError, match="at least one"):
         encode_columns(pa.array([], pa.binary()), pa.array([], pa.binary()), timestamp=0)
+
+
+@pytest.mark.parametrize("shape", ["equal", "alternating", "runs", "random"])
+def test_record_starts_with_equal_and_unequal_sizes(shape: str) -> None:
+    # Runs of equal-sized records (guessed and checked with numpy) mixed with records of
+    # other sizes (stepped over one by one), across the 64 and 8192 offset delta steps.
+    rng = random.Random(shape)
+    sizes = {
+        "equal": [100] * 9000,
+        "alternating": [100, 101] * 300,
+        "runs": [s for n in range(40) for s in [rng.randint(0, 200)] * rng.randint(1, 300)],
+        "random": [rng.randint(0, 300) for _ in range(3000)],
+    }[shape]
+    new = [NewRecord(None, b"v" * size) for size in sizes]
+    raws = [build_batch(new[i:i + 5000], base_offset=i) for i in range(0, len(new), 5000)]
+    assert columnar(raws) == expected(raws)

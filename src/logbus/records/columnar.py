@@ -2,11 +2,11 @@
 
 The entry points are `decode_columns` and `encode_columns`. `decode_columns` reads the
 records of several batches (one fetched record set) into columns without making a Python
-object per record. The bodies of the
-batches (decompressed when needed) are joined into one buffer; a tight loop follows the
-record length varints to find where each record starts (the only per-record Python
-work); every other field is decoded for all records at once with numpy; keys and values
-become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
+object per record. The bodies of the batches (decompressed when needed) are joined into
+one buffer; the record length varints are followed to find where each record starts
+(runs of equal-sized records are guessed and checked with numpy, other records take one
+Python step each); every other field is decoded for all records at once with numpy; keys
+and values become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
 
 That path takes records without headers whose varints are short. A batch with anything
 else (headers, long varints, or malformed bytes) sends the whole call through
@@ -110,29 +110,102 @@ def decode_columns(
     return _decode_slow(views, headers, min_offset, end_offset)
 
 
-def _record_starts(data: bytes, bounds: list[tuple[int, int, int]]) -> list[int] | None:
-    """Where each record starts (its length varint), batch after batch; None when a
-    length takes more than two bytes or the records overrun their batch."""
-    starts: list[int] = []
+def _record_size(data: bytes, pos: int) -> int | None:
+    """Bytes of the record at `pos` (length varint included), None past two-byte lengths.
+    May raise IndexError."""
+    b = data[pos]
+    if b < 0x80:
+        return 1 + ((b >> 1) ^ -(b & 1))
+    b2 = data[pos + 1]
+    if b2 >= 0x80:
+        return None
+    u = (b & 0x7F) | (b2 << 7)
+    return 2 + ((u >> 1) ^ -(u & 1))
+
+
+def _walk(data: bytes, pos: int, count: int, starts: list[int]) -> int | None:
+    """Step over `count` records from `pos`, noting where each starts; the position after
+    them, or None (a length past two bytes). May raise IndexError."""
     append = starts.append
+    for _ in range(count):
+        append(pos)
+        b = data[pos]
+        if b < 0x80:
+            pos += 1 + ((b >> 1) ^ -(b & 1))
+        else:
+            b2 = data[pos + 1]
+            if b2 >= 0x80:
+                return None
+            u = (b & 0x7F) | (b2 << 7)
+            pos += 2 + ((u >> 1) ^ -(u & 1))
+    return pos
+
+
+def _sizes_at(buf: npt.NDArray[np.uint8], positions: Int64Array) -> Int64Array:
+    """The sizes of records at `positions` as `_record_size` reads them (-1 for a longer
+    length varint)."""
+    limit = len(buf) - 2
+    b = buf[np.minimum(positions, limit)].astype(np.int64)
+    b2 = buf[np.minimum(positions + 1, limit + 1)].astype(np.int64)
+    wide = b >= 0x80
+    u = np.where(wide, (b & 0x7F) | (b2 << 7), b)
+    sizes = 1 + wide + ((u >> 1) ^ -(u & 1))
+    sizes[wide & (b2 >= 0x80)] = -1
+    return sizes
+
+
+def _record_starts(
+    data: bytes, buf: npt.NDArray[np.uint8], bounds: list[tuple[int, int, int]]
+) -> Int64Array | None:
+    """Where each record starts (its length varint), batch after batch; None when a
+    length takes more than two bytes or the records overrun their batch.
+
+    Records of one size are common (fixed-size payloads; offset deltas change size only
+    at 64 and 8192), so the next records are guessed to be the size of the one at hand and
+    the guess checked with numpy, taking the records up to the first that differs. When
+    guesses keep failing, records are stepped over one by one in Python, in runs that
+    double while guessing does not pay."""
+    pieces: list[Int64Array] = []
+    walked: list[int] = []
+    window = 64
+    run = 32
     try:
         for pos, end, count in bounds:
-            for _ in range(count):
-                append(pos)
-                b = data[pos]
-                if b < 0x80:
-                    pos += 1 + ((b >> 1) ^ -(b & 1))
-                else:
-                    b2 = data[pos + 1]
-                    if b2 >= 0x80:
+            done = 0
+            while done < count:
+                size = _record_size(data, pos)
+                if size is None:
+                    return None
+                k = min(count - done, window)
+                guess = pos + size * np.arange(k, dtype=np.int64)
+                ok = _sizes_at(buf, guess) == size
+                taken = k if ok.all() else int(np.argmin(ok))
+                if walked:
+                    pieces.append(np.array(walked, np.int64))
+                    walked.clear()
+                pieces.append(guess[:taken])
+                pos += taken * size
+                done += taken
+                if taken == k:
+                    window = min(window * 4, 1 << 16)
+                    run = 32
+                    continue
+                window = 64
+                if taken < 16:
+                    steps = min(run, count - done)
+                    after = _walk(data, pos, steps, walked)
+                    if after is None:
                         return None
-                    u = (b & 0x7F) | (b2 << 7)
-                    pos += 2 + ((u >> 1) ^ -(u & 1))
+                    pos = after
+                    done += steps
+                    run = min(run * 2, 4096)
             if pos != end:
                 return None
     except IndexError:
         return None
-    return starts
+    if walked:
+        pieces.append(np.array(walked, np.int64))
+    return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
 
 
 def _varints(
@@ -180,11 +253,10 @@ def _decode_fast(
         bounds.append((pos, pos + size, count))
         pos += size
     data = b"".join([*bodies, _PAD])
-    found = _record_starts(data, bounds)
-    if found is None:
-        return None
     buf = np.frombuffer(data, np.uint8)
-    starts = np.array(found, np.int64)
+    starts = _record_starts(data, buf, bounds)
+    if starts is None:
+        return None
     length, p, ok = _varints(buf, starts, 5)
     end = p + length
     ok &= length >= MIN_RECORD_BODY

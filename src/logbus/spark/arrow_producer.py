@@ -171,11 +171,18 @@ class ArrowProducer:
             order = np.argsort(chosen, kind="stable")
             cuts = np.flatnonzero(np.diff(chosen[order])) + 1
             for group in np.split(order, cuts):
-                if len(group):
-                    taken = pa.array(rows[group])
-                    self._queue(
-                        (topic, int(chosen[group[0]])), keys.take(taken), values.take(taken)
-                    )
+                if not len(group):
+                    continue
+                chosen_rows = rows[group]
+                first = int(chosen_rows[0])
+                tp = (topic, int(chosen[group[0]]))
+                if int(chosen_rows[-1]) - first == len(chosen_rows) - 1:
+                    # A run of consecutive rows (keyless rows stick to a partition).
+                    self._queue(tp, keys.slice(first, len(group)),
+                                values.slice(first, len(group)))
+                else:
+                    taken = pa.array(chosen_rows)
+                    self._queue(tp, keys.take(taken), values.take(taken))
         if self.queued_bytes >= self.config["buffer.memory"]:
             await self.flush()
 
@@ -326,23 +333,32 @@ class ArrowProducer:
                 size = 0
             groups[-1][tp] = batch
             size += len(batch)
-        for group in groups:
-            try:
-                conn = await self.cluster.node(node)
-                results = await admin_ops.produce_many(
-                    conn, group, self.config["acks"],
-                    timeout_ms=self.config["request.timeout.ms"],
-                )
-            except KafkaError as exc:
-                out.update(dict.fromkeys(group, exc))
-                continue
+        # One batch per partition per round: the requests of a round may all be in
+        # flight at once (up to max.in.flight.requests.per.connection) without any
+        # partition's batches overtaking each other.
+        gate = asyncio.Semaphore(self.config["max.in.flight.requests.per.connection"])
+
+        async def send(group: dict[TopicPartition, bytes]) -> None:
+            assert self.cluster is not None
+            async with gate:
+                try:
+                    conn = await self.cluster.node(node)
+                    results = await admin_ops.produce_many(
+                        conn, group, self.config["acks"],
+                        timeout_ms=self.config["request.timeout.ms"],
+                    )
+                except KafkaError as exc:
+                    out.update(dict.fromkeys(group, exc))
+                    return
             if results is None:  # acks=0
                 out.update(dict.fromkeys(group))
-                continue
+                return
             for tp, result in results.items():
                 duplicate = (
                     isinstance(result, KafkaError)
                     and result.code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
                 )
                 out[tp] = result if isinstance(result, KafkaError) and not duplicate else None
+
+        await asyncio.gather(*(send(group) for group in groups))
         return out
