@@ -16,6 +16,7 @@ from logbus.records.builder import NewRecord, build_batch
 from logbus.records.columnar import (
     RecordColumns,
     decode_columns,
+    encode_batches,
     encode_columns,
     lengths_of,
     record_sizes,
@@ -236,3 +237,23 @@ def test_record_starts_with_equal_and_unequal_sizes(shape: str) -> None:
     new = [NewRecord(None, b"v" * size) for size in sizes]
     raws = [build_batch(new[i:i + 5000], base_offset=i) for i in range(0, len(new), 5000)]
     assert columnar(raws) == expected(raws)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(blobs, blobs), min_size=1, max_size=80), min_size=1,
+                max_size=5),
+       st.sampled_from(list(CompressionType)))
+def test_encode_batches_writes_each_batch_as_build_batch_does(
+    groups: list[list[tuple[bytes | None, bytes | None]]], codec: CompressionType
+) -> None:
+    pairs = [pair for group in groups for pair in group]
+    got = encode_batches(pa.array([k for k, _ in pairs], pa.binary()),
+                         pa.array([v for _, v in pairs], pa.binary()),
+                         [len(group) for group in groups], timestamp=99, producer_id=5,
+                         producer_epoch=1, base_sequences=[10 * i for i in range(len(groups))],
+                         compression=codec)
+    assert len(got) == len(groups)
+    for index, (group, batch) in enumerate(zip(groups, got, strict=True)):
+        want = build_batch([NewRecord(k, v, (), 99) for k, v in group], compression=codec,
+                           producer_id=5, producer_epoch=1, base_sequence=10 * index)
+        assert decode_batch(batch) == decode_batch(want)

@@ -5,12 +5,14 @@ does for an application, without a Python object per record (but for keyed rows,
 murmur2 hash is computed one key at a time): rows are partitioned as Kafka's default
 partitioner does (the `partition` column, else murmur2 of the key, else sticky
 `batch.size` runs for keyless rows, KIP-480), each partition's rows are cut into batches
-of at most `batch.size` bytes and encoded with `records.columnar.encode_columns`, and the
-batches go in Produce requests (one batch per partition per request, as the Produce API
-requires), each answered before the next is sent, once buffer.memory bytes are queued
-and at `flush`. So a partition's batches are written in
-order; with idempotence (on by default, as in Kafka's producer) every batch carries the
-producer id and its sequence number, and a resent batch is never written twice.
+of at most `batch.size` bytes, and once buffer.memory bytes are queued (and at `flush`)
+all of them are encoded in one call to `records.columnar.encode_batches` and sent in
+rounds: each round sends the oldest unacknowledged batch of every partition (one batch
+per partition per Produce request, as the Produce API requires; up to
+max.in.flight.requests.per.connection requests at once) and waits for the answers. So a
+partition's batches are written in order; with idempotence (on by default, as in Kafka's
+producer) every batch carries the producer id and its sequence number, and a resent
+batch is never written twice.
 
 Owned by one task: one event loop, one Cluster, not shared between threads.
 """
@@ -42,15 +44,17 @@ from logbus.client.producer.idempotence import (
 from logbus.protocol import ErrorCode
 from logbus.records.batch import HEADER_SIZE
 from logbus.records.builder import now_ms
-from logbus.records.columnar import encode_columns, lengths_of, record_sizes
+from logbus.records.columnar import encode_batches, lengths_of, record_sizes
 from logbus.records.compression import CompressionType
 from logbus.spark.options import LogbusSparkError
 
 TopicPartition = tuple[str, int]
 Rows = npt.NDArray[np.int64]
+Lengths = npt.NDArray[np.int64]
 # What a keyless row counts for when the sticky partitioner fills a batch (its record's
 # fixed fields, roughly): the same measure as the producer's accumulator.
 _RECORD_OVERHEAD = 21
+_ENCODE_RECORDS = 8192
 
 
 @dataclass
@@ -58,9 +62,10 @@ class _Pending:
     """Batches of one partition waiting to be sent, oldest first, and the sequence
     number the first of them carries."""
 
-    chunks: list[tuple[pa.Array, pa.Array]] = field(default_factory=list)
+    # (keys, values, their lengths as `lengths_of` gives them)
+    chunks: list[tuple[pa.Array, pa.Array, Lengths, Lengths]] = field(default_factory=list)
     sequence: int = 0
-    encoded: bytes | None = None  # the first chunk once encoded, kept for resends
+    encoded: list[bytes] = field(default_factory=list)  # the first chunks' batches
 
 
 class ArrowProducer:
@@ -165,9 +170,12 @@ class ArrowProducer:
         """Queue rows (`keys` and `values` binary arrays; for each topic the rows going
         to it; the `partition` column if any), sending what is queued once it passes
         buffer.memory bytes. `flush` sends the rest."""
+        key_lengths, value_lengths = lengths_of(keys), lengths_of(values)
         for topic, rows in topics:
             count = await self.partition_count(topic)
-            chosen = self._partitions(topic, count, rows, keys, values, partitions)
+            chosen = self._partitions(
+                topic, count, rows, keys, key_lengths, value_lengths, partitions
+            )
             order = np.argsort(chosen, kind="stable")
             cuts = np.flatnonzero(np.diff(chosen[order])) + 1
             for group in np.split(order, cuts):
@@ -178,11 +186,13 @@ class ArrowProducer:
                 tp = (topic, int(chosen[group[0]]))
                 if int(chosen_rows[-1]) - first == len(chosen_rows) - 1:
                     # A run of consecutive rows (keyless rows stick to a partition).
-                    self._queue(tp, keys.slice(first, len(group)),
-                                values.slice(first, len(group)))
+                    n = len(group)
+                    self._queue(tp, keys.slice(first, n), values.slice(first, n),
+                                key_lengths[first:first + n], value_lengths[first:first + n])
                 else:
                     taken = pa.array(chosen_rows)
-                    self._queue(tp, keys.take(taken), values.take(taken))
+                    self._queue(tp, keys.take(taken), values.take(taken),
+                                key_lengths[chosen_rows], value_lengths[chosen_rows])
         if self.queued_bytes >= self.config["buffer.memory"]:
             await self.flush()
 
@@ -192,7 +202,8 @@ class ArrowProducer:
         count: int,
         rows: Rows,
         keys: pa.Array,
-        values: pa.Array,
+        all_key_lengths: Lengths,
+        all_value_lengths: Lengths,
         partitions: pa.Array | None,
     ) -> npt.NDArray[np.int64]:
         """The partition of each of `rows`, as Kafka's default partitioner picks it."""
@@ -208,7 +219,7 @@ class ArrowProducer:
                         f"Topic '{topic}' has no partition {number} (it has {count})"
                     )
                 chosen = numbers
-        key_lengths = lengths_of(keys.take(pa.array(rows)))
+        key_lengths = all_key_lengths[rows]
         if not self.config["partitioner.ignore.keys"]:
             keyed = np.flatnonzero((chosen < 0) & (key_lengths >= 0))
             if len(keyed):
@@ -218,7 +229,7 @@ class ArrowProducer:
         if len(free):
             sizes = (
                 np.maximum(key_lengths[free], 0)
-                + np.maximum(lengths_of(values.take(pa.array(rows[free]))), 0)
+                + np.maximum(all_value_lengths[rows[free]], 0)
                 + _RECORD_OVERHEAD
             )
             current, filled = self.sticky.get(topic, (random.randrange(count), 0))
@@ -230,9 +241,16 @@ class ArrowProducer:
             )
         return chosen
 
-    def _queue(self, tp: TopicPartition, keys: pa.Array, values: pa.Array) -> None:
+    def _queue(
+        self,
+        tp: TopicPartition,
+        keys: pa.Array,
+        values: pa.Array,
+        key_lengths: Lengths,
+        value_lengths: Lengths,
+    ) -> None:
         """Cut one partition's rows into batches of at most batch.size bytes."""
-        sizes = record_sizes(lengths_of(keys), lengths_of(values))
+        sizes = record_sizes(key_lengths, value_lengths)
         largest = int(sizes.max()) + HEADER_SIZE
         if largest > self.config["max.request.size"]:
             raise LogbusSparkError(
@@ -248,26 +266,53 @@ class ArrowProducer:
         while start < len(sizes):
             before = int(ends[start - 1]) if start else 0
             end = max(start + 1, int(np.searchsorted(ends, before + self.batch_size, "right")))
-            pending.chunks.append(
-                (keys.slice(start, end - start), values.slice(start, end - start))
-            )
+            n = end - start
+            pending.chunks.append((keys.slice(start, n), values.slice(start, n),
+                                   key_lengths[start:end], value_lengths[start:end]))
             start = end
 
-    def _encoded(self, pending: _Pending) -> bytes:
-        if pending.encoded is None:
-            keys, values = pending.chunks[0]
-            idempotent = self.producer.producer_id >= 0
-            pending.encoded = encode_columns(
-                keys,
-                values,
-                timestamp=now_ms(),
+    def _encode_pending(self) -> None:
+        """Encode every chunk not encoded yet, all in one call; a chunk keeps its bytes
+        (and so its sequence number) until acknowledged, for resends."""
+        todo = [
+            (pending, index)
+            for pending in self.pending.values()
+            for index in range(len(pending.encoded), len(pending.chunks))
+        ]
+        if not todo:
+            return
+        sequences = []
+        for pending, index in todo:
+            before = sum(len(chunk[0]) for chunk in pending.chunks[:index])
+            sequences.append((pending.sequence + before) % (1 << 31))
+        idempotent = self.producer.producer_id >= 0
+        timestamp = now_ms()
+        # Groups of about _ENCODE_RECORDS records: many small batches share the fixed
+        # cost of a call, and a group's arrays stay small enough to be cache-friendly.
+        start = 0
+        while start < len(todo):
+            end = start
+            records = 0
+            while end < len(todo) and (end == start or records < _ENCODE_RECORDS):
+                records += len(todo[end][0].chunks[todo[end][1]][0])
+                end += 1
+            chunks = [pending.chunks[index] for pending, index in todo[start:end]]
+            batches = encode_batches(
+                pa.concat_arrays([chunk[0] for chunk in chunks]),
+                pa.concat_arrays([chunk[1] for chunk in chunks]),
+                [len(chunk[0]) for chunk in chunks],
+                timestamp=timestamp,
                 producer_id=self.producer.producer_id,
                 producer_epoch=self.producer.epoch,
-                base_sequence=pending.sequence if idempotent else -1,
+                base_sequences=sequences[start:end] if idempotent else None,
                 compression=self.codec,
                 compression_level=self.level,
+                key_lengths=np.concatenate([chunk[2] for chunk in chunks]),
+                value_lengths=np.concatenate([chunk[3] for chunk in chunks]),
             )
-        return pending.encoded
+            for (pending, _), batch in zip(todo[start:end], batches, strict=True):
+                pending.encoded.append(batch)
+            start = end
 
     async def flush(self) -> None:
         """Send every pending batch and wait for their acknowledgement: rounds of one
@@ -277,6 +322,7 @@ class ArrowProducer:
         deadline = time.monotonic() + self.config["delivery.timeout.ms"] / 1000
         attempt = 0
         self.queued_bytes = 0
+        self._encode_pending()
         while self.pending:
             by_leader: dict[int, dict[TopicPartition, bytes]] = {}
             assert cluster.metadata is not None
@@ -287,7 +333,7 @@ class ArrowProducer:
                 except KafkaError as exc:  # no leader now (a broker is failing over)
                     failed.append(exc)
                     continue
-                by_leader.setdefault(leader, {})[tp] = self._encoded(pending)
+                by_leader.setdefault(leader, {})[tp] = pending.encoded[0]
             results = await asyncio.gather(
                 *(self._produce(node, batches) for node, batches in by_leader.items())
             )
@@ -309,9 +355,9 @@ class ArrowProducer:
 
     def _acknowledged(self, tp: TopicPartition) -> None:
         pending = self.pending[tp]
-        keys, _ = pending.chunks.pop(0)
+        keys = pending.chunks.pop(0)[0]
+        pending.encoded.pop(0)
         pending.sequence = (pending.sequence + len(keys)) % (1 << 31)
-        pending.encoded = None
         if not pending.chunks:
             # Keep the sequence for the partition's next batches.
             self.pending.pop(tp)
