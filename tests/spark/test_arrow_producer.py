@@ -137,6 +137,11 @@ def test_rows_a_producer_refuses(broker: Any) -> None:
     )
     with pytest.raises(LogbusSparkError, match=r"Topic 'strict' has no partition 7 \(it has 2\)"):
         write(b, [bad_partition], topic="strict")
+    negative = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"a", b"b"]), "partition": pa.array([None, -1], pa.int32())}
+    )
+    with pytest.raises(LogbusSparkError, match=r"Topic 'strict' has no partition -1"):
+        write(b, [negative], topic="strict")
     huge = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 5000])})
     with pytest.raises(LogbusSparkError, match=r"larger than max\.request\.size=4000"):
         write(b, [huge], topic="strict", kafka__max__request__size="4000")

@@ -211,14 +211,15 @@ class ArrowProducer:
         if partitions is not None:
             given = partitions.take(pa.array(rows))
             if given.null_count < len(given):
-                numbers = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-                bad = (numbers < -1) | (numbers >= count)
+                valid = given.is_valid().to_numpy(zero_copy_only=False)
+                numbers = given.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                bad = valid & ((numbers < 0) | (numbers >= count))
                 if bad.any():
                     number = int(numbers[bad][0])
                     raise LogbusSparkError(
                         f"Topic '{topic}' has no partition {number} (it has {count})"
                     )
-                chosen = numbers
+                chosen[valid] = numbers[valid]
         key_lengths = all_key_lengths[rows]
         if not self.config["partitioner.ignore.keys"]:
             keyed = np.flatnonzero((chosen < 0) & (key_lengths >= 0))
