@@ -6,8 +6,8 @@ murmur2 hash is computed one key at a time): rows are partitioned as Kafka's def
 partitioner does (the `partition` column, else murmur2 of the key, else sticky
 `batch.size` runs for keyless rows, KIP-480), each partition's rows are cut into batches
 of at most `batch.size` bytes, and once buffer.memory bytes are queued (and at `flush`)
-all of them are encoded in one call to `records.columnar.encode_batches` and sent in
-rounds: each round sends the oldest unacknowledged batch of every partition (one batch
+they are encoded by `records.columnar.encode_batches` (many batches per call) and sent
+in rounds: each round sends the oldest unacknowledged batch of every partition (one batch
 per partition per Produce request, as the Produce API requires; up to
 max.in.flight.requests.per.connection requests at once) and waits for the answers. So a
 partition's batches are written in order; with idempotence (on by default, as in Kafka's
@@ -35,6 +35,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.metadata import NO_LEADER
 from logbus.client.partitioner import partition_for_key
+from logbus.client.producer.accumulator import RECORD_OVERHEAD
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.idempotence import (
     NO_PRODUCER,
@@ -51,9 +52,8 @@ from logbus.spark.options import LogbusSparkError
 TopicPartition = tuple[str, int]
 Rows = npt.NDArray[np.int64]
 Lengths = npt.NDArray[np.int64]
-# What a keyless row counts for when the sticky partitioner fills a batch (its record's
-# fixed fields, roughly): the same measure as the producer's accumulator.
-_RECORD_OVERHEAD = 21
+# Records per `encode_batches` call, about: enough to share a call's fixed cost among many
+# small batches, few enough for the arrays of one call to stay in the CPU's caches.
 _ENCODE_RECORDS = 8192
 
 
@@ -69,8 +69,9 @@ class _Pending:
 
 
 class ArrowProducer:
-    """Partitions, encodes and sends Arrow rows; `send` returns once every row given so
-    far is acknowledged (with acks=0: written to the socket)."""
+    """Partitions, encodes and sends Arrow rows: `send` queues rows (sending once
+    buffer.memory bytes are queued), `flush` returns once every row given so far is
+    acknowledged (with acks=0: written to the socket); `close` closes its connections."""
 
     def __init__(self, producer_config: Mapping[str, str]) -> None:
         self.config: dict[str, Any] = parse_producer_config(producer_config, {})
@@ -231,7 +232,7 @@ class ArrowProducer:
             sizes = (
                 np.maximum(key_lengths[free], 0)
                 + np.maximum(all_value_lengths[rows[free]], 0)
-                + _RECORD_OVERHEAD
+                + RECORD_OVERHEAD
             )
             current, filled = self.sticky.get(topic, (random.randrange(count), 0))
             before = filled + np.cumsum(sizes) - sizes
