@@ -20,10 +20,10 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch
-from logbus.records.reader import decode_record_tuples
+from logbus.records.columnar import RecordColumns, decode_columns
 from logbus.spark.offset_range import OffsetRange
 from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
-from logbus.spark.schema import RecordTuple, to_record_batch
+from logbus.spark.schema import columns_to_record_batch
 
 _MAX_RETRIES = 5
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
@@ -48,11 +48,11 @@ def read_range(
     reader = _RangeReader(settings, rng, fail_on_data_loss)
     try:
         while True:
-            records = loop.run_until_complete(reader.next_records())
-            if records is None:
+            columns = loop.run_until_complete(reader.next_records())
+            if columns is None:
                 return
-            if records:
-                yield to_record_batch(schema, records)
+            if len(columns):
+                yield columns_to_record_batch(schema, rng.topic, rng.partition, columns)
     finally:
         loop.run_until_complete(reader.close())
         loop.close()
@@ -73,7 +73,7 @@ class _RangeReader:
         if self.cluster is not None:
             await self.cluster.close()
 
-    async def next_records(self) -> list[RecordTuple] | None:
+    async def next_records(self) -> RecordColumns | None:
         """The records of the next fetch (in range only), or None when done."""
         rng = self.rng
         if self.position >= rng.end:
@@ -88,15 +88,10 @@ class _RangeReader:
         fetched = await self._fetch()
         if fetched is None:
             return None
-        kept: list[RecordTuple] = []
         try:
-            for view, header in fetched.batches:
-                records = decode_record_tuples(
-                    view, header, tuple, rng.topic, rng.partition, min_offset=self.position
-                )
-                if header.last_offset >= rng.end:
-                    records = [r for r in records if r[2] < rng.end]
-                kept.extend(records)
+            columns = decode_columns(
+                fetched.batches, min_offset=self.position, end_offset=rng.end
+            )
         except InvalidBatch as exc:
             raise LogbusSparkError(
                 f"cannot read partition {rng.topic}-{rng.partition} at offset "
@@ -105,7 +100,7 @@ class _RangeReader:
         if fetched.next_offset > self.position:
             self.position = fetched.next_offset
             self.empty_fetches = 0
-            return kept
+            return columns
         # Nothing at or after the position was returned.
         if fetched.high_watermark <= self.position:
             if self.fail:
@@ -121,7 +116,7 @@ class _RangeReader:
                 f"partition {rng.topic}-{rng.partition}: no records returned at offset "
                 f"{self.position} below the high watermark {fetched.high_watermark}"
             )
-        return []
+        return decode_columns([])
 
     async def _fetch(self) -> admin_ops.RawFetchedPartition | None:
         assert self.cluster is not None

@@ -1,11 +1,9 @@
 """The row schema of Spark's Kafka source, as a Spark schema and as the matching Arrow
-schema, and the column-wise conversion of decoded records into Arrow record batches."""
+schema, and the conversion of decoded record columns into Arrow record batches."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -19,9 +17,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-# A decoded record: (topic, partition, offset, timestamp ms, timestamp type, key, value,
-# headers), the layout of `records.reader.decode_record_tuples` with cls=tuple.
-RecordTuple = tuple[Any, ...]
+from logbus.records.columnar import RecordColumns
+
 _MILLIS = pa.timestamp("ms", tz="UTC")
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -49,24 +46,32 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(source_schema(include_headers), timezone="UTC")
 
 
-def to_record_batch(schema: pa.Schema, records: Sequence[RecordTuple]) -> pa.RecordBatch:
-    """One Arrow batch from record tuples as `records.reader.decode_record_tuples` makes
-    them (topic, partition, offset, timestamp, timestamp_type, key, value, headers): the
-    tuples are transposed into columns in one step and each column converted in one call.
-    """
-    (topics, partitions, offsets, stamps, types, keys, values, headers) = zip(
-        *records, strict=True
-    )
-    columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array(topics, pa.string()),
-        pa.array(partitions, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, _MILLIS).cast(schema.field("timestamp").type),
-        pa.array(types, pa.int32()),
+def _repeated_string(text: str, n: int) -> pa.Array:
+    """A string array holding `text` n times, built from its buffers in one step."""
+    data = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    return pa.Array.from_buffers(
+        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
+    ).cast(pa.string())
+
+
+def columns_to_record_batch(
+    schema: pa.Schema, topic: str, partition: int, columns: RecordColumns
+) -> pa.RecordBatch:
+    """One Arrow batch from the decoded columns of one partition's records: numpy and
+    Arrow arrays throughout, no Python object per record (except headers, when asked for
+    and present)."""
+    n = len(columns)
+    arrays = [
+        columns.keys,
+        columns.values,
+        _repeated_string(topic, n),
+        pa.array(np.full(n, partition, np.int32)),
+        pa.array(columns.offsets),
+        pa.array(columns.timestamps, _MILLIS).cast(schema.field("timestamp").type),
+        pa.array(columns.timestamp_types),
     ]
     if "headers" in schema.names:
-        # Header pairs convert to the (key, value) structs as they are.
-        columns.append(pa.array(headers, schema.field("headers").type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        headers = columns.headers if columns.headers is not None else [()] * n
+        arrays.append(pa.array(headers, schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,0 +1,553 @@
+"""Decoding and encoding RecordBatch v2 records column-wise, with numpy and Arrow arrays.
+
+The entry points are `decode_columns` and `encode_batches` (`encode_columns` for one
+batch). `decode_columns` reads the
+records of several batches (one fetched record set) into columns without making a Python
+object per record. The bodies of the batches (decompressed when needed) are joined into
+one buffer; the record length varints are followed to find where each record starts
+(runs of equal-sized records are guessed and checked with numpy, other records take one
+Python step each); every other field is decoded for all records at once with numpy; keys
+and values become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
+
+That path takes records without headers whose varints are short. A batch with anything
+else (headers, long varints, or malformed bytes) sends the whole call through
+`records.reader.decode_record_tuples`, which reads headers and names what is wrong with
+a bad batch, so both paths return the same columns and raise the same `InvalidBatch`.
+
+`encode_batches` writes batches of header-less records from Arrow key and value arrays:
+the record fields around each key and value are computed for all records at once, and
+Arrow's `take` lays them and the keys and values out in one buffer, from which each batch
+is cut, given its header and checksummed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from logbus.records.batch import (
+    _HEADER,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+)
+from logbus.records.compression import CompressionType, compress
+from logbus.records.crc32c import crc32c
+from logbus.records.reader import (
+    _batch_data,
+    _check_crc,
+    _record_count,
+    decode_record_tuples,
+)
+from logbus.records.record import MIN_RECORD_BODY, Header
+from logbus.records.varint import Buffer
+
+Int64Array = npt.NDArray[np.int64]
+# Bytes appended after the joined bodies so that reading a varint's next bytes past the
+# end of the last record never indexes out of the buffer (the values read are discarded).
+_PAD = bytes(16)
+_INT32_LIMIT = 2**31
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """The records of a record set, one entry per record in offset order.
+
+    `timestamp_types` holds 0 (CreateTime) or 1 (LogAppendTime); `headers` is None when
+    no record has a header, else one tuple of (key, value) pairs per record."""
+
+    offsets: Int64Array
+    timestamps: Int64Array
+    timestamp_types: npt.NDArray[np.int32]
+    keys: pa.Array
+    values: pa.Array
+    headers: list[tuple[Header, ...]] | None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def decode_columns(
+    batches: Sequence[tuple[Buffer, BatchHeader]],
+    *,
+    min_offset: int = 0,
+    end_offset: int | None = None,
+    verify_crc: bool = True,
+) -> RecordColumns:
+    """The records of `batches` (each a whole batch and its parsed header) with offsets
+    in [min_offset, end_offset), as columns. Control batches are the caller's to leave
+    out. Raises InvalidBatch as `records.reader.decode_batch` does."""
+    bodies: list[Buffer] = []
+    counts: list[int] = []
+    headers: list[BatchHeader] = []
+    views: list[memoryview] = []
+    for batch, header in batches:
+        view = memoryview(batch)[: header.size]
+        if verify_crc:
+            _check_crc(view, header)
+        if _record_count(header) == 0:
+            continue
+        views.append(view)
+        headers.append(header)
+        counts.append(header.record_count)
+        if header.compression == CompressionType.NONE:
+            bodies.append(view[HEADER_SIZE:])
+        else:
+            bodies.append(_batch_data(view, header))
+    fast = _decode_fast(bodies, counts, headers, min_offset, end_offset)
+    if fast is not None:
+        return fast
+    return _decode_slow(views, headers, min_offset, end_offset)
+
+
+def _record_size(data: bytes, pos: int) -> int | None:
+    """Bytes of the record at `pos` (length varint included), None past two-byte lengths.
+    May raise IndexError."""
+    b = data[pos]
+    if b < 0x80:
+        return 1 + ((b >> 1) ^ -(b & 1))
+    b2 = data[pos + 1]
+    if b2 >= 0x80:
+        return None
+    u = (b & 0x7F) | (b2 << 7)
+    return 2 + ((u >> 1) ^ -(u & 1))
+
+
+def _walk(data: bytes, pos: int, count: int, starts: list[int]) -> int | None:
+    """Step over `count` records from `pos`, noting where each starts; the position after
+    them, or None (a length past two bytes). May raise IndexError."""
+    append = starts.append
+    for _ in range(count):
+        append(pos)
+        b = data[pos]
+        if b < 0x80:
+            pos += 1 + ((b >> 1) ^ -(b & 1))
+        else:
+            b2 = data[pos + 1]
+            if b2 >= 0x80:
+                return None
+            u = (b & 0x7F) | (b2 << 7)
+            pos += 2 + ((u >> 1) ^ -(u & 1))
+    return pos
+
+
+def _sizes_at(buf: npt.NDArray[np.uint8], positions: Int64Array) -> Int64Array:
+    """The sizes of records at `positions` as `_record_size` reads them (-1 for a longer
+    length varint)."""
+    limit = len(buf) - 2
+    b = buf[np.minimum(positions, limit)].astype(np.int64)
+    b2 = buf[np.minimum(positions + 1, limit + 1)].astype(np.int64)
+    wide = b >= 0x80
+    u = np.where(wide, (b & 0x7F) | (b2 << 7), b)
+    sizes = 1 + wide + ((u >> 1) ^ -(u & 1))
+    sizes[wide & (b2 >= 0x80)] = -1
+    return sizes
+
+
+def _record_starts(
+    data: bytes, buf: npt.NDArray[np.uint8], bounds: list[tuple[int, int, int]]
+) -> Int64Array | None:
+    """Where each record starts (its length varint), batch after batch; None when a
+    length takes more than two bytes or the records overrun their batch.
+
+    Records of one size are common (fixed-size payloads; offset deltas change size only
+    at 64 and 8192), so the next records are guessed to be the size of the one at hand and
+    the guess checked with numpy, taking the records up to the first that differs. When
+    guesses keep failing, records are stepped over one by one in Python, in runs that
+    double while guessing does not pay."""
+    pieces: list[Int64Array] = []
+    walked: list[int] = []
+    window = 64
+    run = 32
+    try:
+        for pos, end, count in bounds:
+            done = 0
+            while done < count:
+                size = _record_size(data, pos)
+                if size is None:
+                    return None
+                k = min(count - done, window)
+                guess = pos + size * np.arange(k, dtype=np.int64)
+                ok = _sizes_at(buf, guess) == size
+                taken = k if ok.all() else int(np.argmin(ok))
+                if walked:
+                    pieces.append(np.array(walked, np.int64))
+                    walked.clear()
+                pieces.append(guess[:taken])
+                pos += taken * size
+                done += taken
+                if taken == k:
+                    window = min(window * 4, 1 << 16)
+                    run = 32
+                    continue
+                window = 64
+                if taken < 16:
+                    steps = min(run, count - done)
+                    after = _walk(data, pos, steps, walked)
+                    if after is None:
+                        return None
+                    pos = after
+                    done += steps
+                    run = min(run * 2, 4096)
+            if pos != end:
+                return None
+    except IndexError:
+        return None
+    if walked:
+        pieces.append(np.array(walked, np.int64))
+    return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+
+
+def _varints(
+    buf: npt.NDArray[np.uint8], pos: Int64Array, max_bytes: int
+) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
+    """Zigzag varints at `pos`: (values, positions after them, which are well-formed
+    within `max_bytes` bytes). Positions may run past the data into the padding."""
+    limit = len(buf) - 1
+    b = buf[np.minimum(pos, limit)].astype(np.uint64)
+    raw = b & 0x7F
+    size = np.ones(len(pos), np.int64)
+    more = b >= 0x80
+    for k in range(1, max_bytes):
+        if not more.any():
+            break
+        b = buf[np.minimum(pos + k, limit)].astype(np.uint64)
+        raw |= np.where(more, (b & 0x7F) << np.uint64(7 * k), 0).astype(np.uint64)
+        size += more
+        more &= b >= 0x80
+    ok = ~more
+    if max_bytes == 5:
+        ok &= raw < 2**32
+    else:
+        # A ten-byte varlong may carry bits past 64; leave those to the exact decoder.
+        ok &= size < 10
+    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return values, pos + size, ok
+
+
+def _decode_fast(
+    bodies: list[Buffer],
+    counts: list[int],
+    headers: list[BatchHeader],
+    min_offset: int,
+    end_offset: int | None,
+) -> RecordColumns | None:
+    if not bodies:
+        return _empty()
+    bounds = []
+    pos = 0
+    for body, count in zip(bodies, counts, strict=True):
+        size = len(memoryview(body))
+        if count > size // (MIN_RECORD_BODY + 1):
+            return None  # more records than the bytes could hold: let the checks name it
+        bounds.append((pos, pos + size, count))
+        pos += size
+    data = b"".join([*bodies, _PAD])
+    buf = np.frombuffer(data, np.uint8)
+    starts = _record_starts(data, buf, bounds)
+    if starts is None:
+        return None
+    length, p, ok = _varints(buf, starts, 5)
+    end = p + length
+    ok &= length >= MIN_RECORD_BODY
+    p = p + 1  # attributes (unused in v2 records)
+    timestamp_delta, p, good = _varints(buf, p, 10)
+    ok &= good
+    offset_delta, p, good = _varints(buf, p, 5)
+    ok &= good
+    key_length, p, good = _varints(buf, p, 5)
+    ok &= good & (key_length >= -1)
+    key_start = p
+    p = p + np.maximum(key_length, 0)
+    value_length, p, good = _varints(buf, p, 5)
+    ok &= good & (value_length >= -1)
+    value_start = p
+    p = p + np.maximum(value_length, 0)
+    header_count, p, good = _varints(buf, p, 5)
+    ok &= good & (header_count == 0) & (p == end)
+    if not ok.all():
+        return None
+
+    per_batch = np.array(counts, np.int64)
+    base_offsets = np.repeat(np.array([h.base_offset for h in headers], np.int64), per_batch)
+    offsets = base_offsets + offset_delta
+    appended = np.repeat(np.array([h.is_log_append_time for h in headers]), per_batch)
+    timestamps = np.where(
+        appended,
+        np.repeat(np.array([h.max_timestamp for h in headers], np.int64), per_batch),
+        np.repeat(np.array([h.base_timestamp for h in headers], np.int64), per_batch)
+        + timestamp_delta,
+    )
+    keep = offsets >= min_offset
+    if end_offset is not None:
+        keep &= offsets < end_offset
+    if not keep.all():
+        offsets, timestamps, appended = offsets[keep], timestamps[keep], appended[keep]
+        key_start, key_length = key_start[keep], key_length[keep]
+        value_start, value_length = value_start[keep], value_length[keep]
+    return RecordColumns(
+        offsets=offsets,
+        timestamps=timestamps,
+        timestamp_types=appended.astype(np.int32),
+        keys=_gather(data, key_start, key_length),
+        values=_gather(data, value_start, value_length),
+        headers=None,
+    )
+
+
+def _gather(data: bytes, start: Int64Array, length: Int64Array) -> pa.Array:
+    """A BinaryArray of data[start:start+length] (null where length is -1), copied by
+    Arrow: an array alternating the wanted slices with the bytes between them is laid
+    over `data` without copying, then every other element is taken."""
+    n = len(start)
+    if n == 0:
+        return pa.array([], pa.binary())
+    stop = start + np.maximum(length, 0)
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = start
+    bounds[1::2] = stop
+    large = len(data) >= _INT32_LIMIT
+    offsets = bounds if large else bounds.astype(np.int32)
+    validity = None
+    nulls = length < 0
+    if nulls.any():
+        valid = np.ones(2 * n - 1, bool)
+        valid[0::2] = ~nulls
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    laid = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        2 * n - 1,
+        [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+    )
+    taken = laid.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    return taken.cast(pa.binary()) if large else taken
+
+
+def _decode_slow(
+    views: list[memoryview],
+    headers: list[BatchHeader],
+    min_offset: int,
+    end_offset: int | None,
+) -> RecordColumns:
+    records: list[tuple[Any, ...]] = []
+    for view, header in zip(views, headers, strict=True):
+        records.extend(
+            decode_record_tuples(view, header, tuple, "", 0, min_offset=min_offset,
+                                 verify_crc=False)
+        )
+    if end_offset is not None:
+        records = [r for r in records if r[2] < end_offset]
+    if not records:
+        return _empty()
+    _, _, offsets, stamps, kinds, keys, values, record_headers = zip(*records, strict=True)
+    return RecordColumns(
+        offsets=np.array(offsets, np.int64),
+        timestamps=np.array(stamps, np.int64),
+        timestamp_types=np.array(kinds, np.int32),
+        keys=pa.array(keys, pa.binary()),
+        values=pa.array(values, pa.binary()),
+        headers=list(record_headers) if any(record_headers) else None,
+    )
+
+
+def _empty() -> RecordColumns:
+    return RecordColumns(
+        offsets=np.empty(0, np.int64),
+        timestamps=np.empty(0, np.int64),
+        timestamp_types=np.empty(0, np.int32),
+        keys=pa.array([], pa.binary()),
+        values=pa.array([], pa.binary()),
+        headers=None,
+    )
+
+
+def _zigzag(values: Int64Array) -> npt.NDArray[np.uint64]:
+    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
+
+
+def _varint_sizes(raw: npt.NDArray[np.uint64]) -> Int64Array:
+    size = np.ones(len(raw), np.int64)
+    for bits in (7, 14, 21, 28):
+        size += raw >= np.uint64(1 << bits)
+    return size
+
+
+def _put_varints(
+    out: npt.NDArray[np.uint8], cursor: Int64Array, raw: npt.NDArray[np.uint64]
+) -> None:
+    """Write unsigned varints into row i of `out` at column cursor[i], advancing the
+    cursors."""
+    rows = np.arange(len(raw))
+    while True:
+        more = raw >= np.uint64(0x80)
+        out[rows, cursor[rows]] = (raw & np.uint64(0x7F)) | (
+            more.astype(np.uint64) << np.uint64(7)
+        )
+        cursor[rows] += 1
+        if not more.any():
+            return
+        rows, raw = rows[more], raw[more] >> np.uint64(7)
+
+
+def lengths_of(array: pa.Array) -> Int64Array:
+    """Byte length of each element of a binary array, -1 for a null."""
+    n = len(array)
+    if array.null_count == n:
+        return np.full(n, -1, np.int64)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4)
+    lengths = np.diff(offsets).astype(np.int64)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
+        lengths[bits[array.offset : array.offset + n] == 0] = -1
+    return lengths
+
+
+def _record_bodies(
+    key_lengths: Int64Array, value_lengths: Int64Array, deltas: Int64Array | None = None
+) -> Int64Array:
+    """The bytes each record's body takes (all but its length varint) as `encode_batches`
+    writes it: offset `deltas` (by default from 0 by position), timestamp delta 0, no
+    headers."""
+    if deltas is None:
+        deltas = np.arange(len(key_lengths), dtype=np.int64)
+    return (
+        3  # attributes, timestamp delta 0, header count 0
+        + _varint_sizes(_zigzag(deltas))
+        + _varint_sizes(_zigzag(key_lengths))
+        + np.maximum(key_lengths, 0)
+        + _varint_sizes(_zigzag(value_lengths))
+        + np.maximum(value_lengths, 0)
+    )
+
+
+def record_sizes(key_lengths: Int64Array, value_lengths: Int64Array) -> Int64Array:
+    """The bytes each record takes in a batch `encode_batches` writes (key and value
+    lengths as `lengths_of` gives them), at most: offset deltas counted from the first
+    of them."""
+    body = _record_bodies(key_lengths, value_lengths)
+    return body + _varint_sizes(_zigzag(body))
+
+
+def encode_columns(
+    keys: pa.Array,
+    values: pa.Array,
+    *,
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    compression: CompressionType | int = CompressionType.NONE,
+    compression_level: int | None = None,
+) -> bytes:
+    """One RecordBatch v2 (base offset 0, CRC filled in) holding a record per element of
+    `keys` and `values` (binary arrays of equal length, nulls allowed), all with
+    `timestamp` (CreateTime) and no headers: what `build_batch` writes for the same
+    records."""
+    return encode_batches(
+        keys, values, [len(values)], timestamp=timestamp, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequences=[base_sequence],
+        compression=compression, compression_level=compression_level,
+    )[0]
+
+
+def encode_batches(
+    keys: pa.Array,
+    values: pa.Array,
+    counts: Sequence[int],
+    *,
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequences: Sequence[int] | None = None,
+    compression: CompressionType | int = CompressionType.NONE,
+    compression_level: int | None = None,
+    key_lengths: Int64Array | None = None,
+    value_lengths: Int64Array | None = None,
+) -> list[bytes]:
+    """`encode_columns` for many batches at once, so the work per batch is only its
+    header, CRC and compression: the first counts[0] records make the first batch (with
+    base sequence base_sequences[0]), and so on. The records must stay below 2 GiB in
+    all. `key_lengths` and `value_lengths`, when the caller has them, are what
+    `lengths_of` gives for the arrays."""
+    n = len(values)
+    if len(keys) != n or sum(counts) != n or not all(c > 0 for c in counts):
+        raise ValueError("a batch needs one key and one value per record, at least one")
+    sequences = list(base_sequences) if base_sequences is not None else [NO_SEQUENCE] * len(
+        counts
+    )
+    if key_lengths is None:
+        key_lengths = lengths_of(keys)
+    if value_lengths is None:
+        value_lengths = lengths_of(values)
+    firsts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    records = np.arange(n, dtype=np.int64)
+    deltas = records - np.repeat(firsts[:-1], counts)
+    body = _record_bodies(key_lengths, value_lengths, deltas)
+    # Before each key: length, attributes, timestamp delta, offset delta, key length.
+    # Before each value: its length. After it: a header count of 0, one piece for all.
+    before_key = np.zeros((n, 17), np.uint8)
+    cursor = np.zeros(n, np.int64)
+    _put_varints(before_key, cursor, _zigzag(body))
+    cursor += 2  # attributes 0, timestamp delta 0 (already zero)
+    _put_varints(before_key, cursor, _zigzag(deltas))
+    _put_varints(before_key, cursor, _zigzag(key_lengths))
+    before_value = np.zeros((n, 5), np.uint8)
+    value_cursor = np.zeros(n, np.int64)
+    _put_varints(before_value, value_cursor, _zigzag(value_lengths))
+    pieces_data = np.concatenate(
+        [
+            before_key[np.arange(17) < cursor[:, None]],
+            before_value[np.arange(5) < value_cursor[:, None]],
+            np.zeros(1, np.uint8),
+        ]
+    )
+    offsets = np.zeros(2 * n + 2, np.int64)
+    np.cumsum(np.concatenate([cursor, value_cursor, [1]]), out=offsets[1:])
+    data_bytes = int(np.maximum(key_lengths, 0).sum() + np.maximum(value_lengths, 0).sum())
+    if offsets[-1] + n + data_bytes >= _INT32_LIMIT:
+        raise ValueError("record batches must stay below 2 GiB in all")
+    pieces = pa.Array.from_buffers(
+        pa.binary(), 2 * n + 1,
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(pieces_data)],
+    )
+    laid = pa.concat_arrays([pieces, keys.cast(pa.binary()), values.cast(pa.binary())])
+    order = np.empty((n, 5), np.int64)
+    order[:, 0] = records  # before_key[i]
+    order[:, 1] = 2 * n + 1 + records  # keys[i]
+    order[:, 2] = n + records  # before_value[i]
+    order[:, 3] = 3 * n + 1 + records  # values[i]
+    order[:, 4] = 2 * n  # the header count
+    taken = laid.take(pa.array(order.ravel()))
+    taken_offsets = np.frombuffer(taken.buffers()[1], np.int32, len(taken) + 1, taken.offset * 4)
+    laid_out = memoryview(taken.buffers()[2])
+    codec = CompressionType(compression)
+    out: list[bytes] = []
+    for index, count in enumerate(counts):
+        start = int(taken_offsets[5 * firsts[index]])
+        end = int(taken_offsets[5 * firsts[index + 1]])
+        part = laid_out[start:end]
+        if codec != CompressionType.NONE:
+            part = memoryview(compress(codec, part, compression_level))
+        batch = bytearray(HEADER_SIZE + len(part))
+        batch[HEADER_SIZE:] = part
+        _HEADER.pack_into(
+            batch, 0, 0, len(batch) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0,
+            int(codec), count - 1, timestamp, timestamp, producer_id, producer_epoch,
+            sequences[index], count,
+        )
+        crc = crc32c(memoryview(batch)[CRC_START:])
+        batch[CRC_START - 4 : CRC_START] = crc.to_bytes(4, "big")
+        out.append(bytes(batch))
+    return out

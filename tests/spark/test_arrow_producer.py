@@ -1,0 +1,166 @@
+"""The sink's fast path (`ArrowProducer`, through `sink.write_batches`): rows land where
+Kafka's default partitioner puts them, in order, once each, idempotent and compressed as
+configured; the errors a producer gives for impossible rows. Read back with confluent-kafka
+and, for the batch headers, with raw Fetch requests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from test_write import consume_all
+
+from conftest import create_topic
+from logbus.client import admin_ops
+from logbus.client.cluster import Cluster
+from logbus.records.batch import BatchHeader
+from logbus.records.compression import CompressionType
+from logbus.spark.options import LogbusSparkError, parse_write_options
+from logbus.spark.sink import write_batches
+
+
+def write(bootstrap: str, batches: list[pa.RecordBatch], **options: str) -> int:
+    raw = {"kafka.bootstrap.servers": bootstrap}
+    raw.update({k.replace("__", "."): v for k, v in options.items()})
+    return write_batches(parse_write_options(raw), iter(batches))
+
+
+def raw_batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]:
+    async def fetch() -> list[BatchHeader]:
+        async with await Cluster.connect(bootstrap) as cluster:
+            conn = await cluster.leader(topic, partition)
+            headers: list[BatchHeader] = []
+            offset = 0
+            while True:
+                result = (await admin_ops.fetch_many_raw(conn, {(topic, partition): offset},
+                                                         max_wait_ms=0))[(topic, partition)]
+                assert not isinstance(result, Exception)
+                if not result.batches:
+                    return headers
+                headers.extend(h for _, h in result.batches)
+                offset = result.next_offset
+
+    return asyncio.run(fetch())
+
+
+def kafka_partition(key: bytes, partitions: int) -> int:
+    """Kafka's Java client's choice for a keyed record, by kafka-python's murmur2."""
+    return (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_keys_partitions_and_topics_go_where_kafka_puts_them(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "left", 5)
+    create_topic(b, "right", 3)
+    n = 400
+    # Null keys, null values (never both: a row is told apart by its value or its key).
+    keys = [None if i % 7 == 0 and i % 11 else f"key-{i}".encode() for i in range(n)]
+    values = [None if i % 11 == 0 else f"value-{i}" for i in range(n)]  # strings
+    partitions = [i % 3 if i % 4 == 0 else None for i in range(n)]
+    topics = ["left" if i % 2 else "right" for i in range(n)]
+    batch = pa.RecordBatch.from_pydict(
+        {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.string()),
+         "topic": pa.array(topics), "partition": pa.array(partitions, pa.int32())}
+    )
+    assert write(b, [batch.slice(0, 150), batch.slice(150)]) == n
+    got = {}
+    for topic, count in (("left", 5), ("right", 3)):
+        for m in consume_all(b, topic, count, topics.count(topic)):
+            got[int(m.value().split(b"-")[1]) if m.value() else (topic, m.key())] = (
+                m.topic(), m.partition(), m.key(), m.value(), m.offset())
+    for i in range(n):
+        ident = i if values[i] is not None else (topics[i], keys[i])
+        topic, partition, key, value, _ = got[ident]
+        assert (topic, key, value) == (topics[i], keys[i], values[i] and values[i].encode())
+        if partitions[i] is not None:
+            assert partition == partitions[i]
+        elif keys[i] is not None:
+            assert partition == kafka_partition(keys[i], 5 if topic == "left" else 3)
+    # Within a partition, rows keep the order they were given in.
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for i in sorted(k for k in got if isinstance(k, int)):
+        topic, partition, _, _, offset = got[i]
+        by_partition.setdefault((topic, partition), []).append(offset)
+    assert all(offsets == sorted(offsets) for offsets in by_partition.values())
+
+
+def test_keyless_rows_fill_each_partition_in_turn_and_stay_in_order(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "spread", 4)
+    n = 3000
+    values = [b"%06d" % i + b"x" * 94 for i in range(n)]
+    batches = [pa.RecordBatch.from_pydict({"value": pa.array(values[i:i + 500], pa.binary())})
+               for i in range(0, n, 500)]
+    # Small batches and a small buffer: many batches per partition, several flushes.
+    assert write(b, batches, topic="spread", kafka__batch__size="4096",
+                 kafka__buffer__memory="50000") == n
+    records = consume_all(b, "spread", 4, n)
+    assert sorted(m.value() for m in records) == sorted(values)
+    per_partition: dict[int, list[bytes]] = {}
+    for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        per_partition.setdefault(m.partition(), []).append(m.value())
+    assert set(per_partition) == {0, 1, 2, 3}
+    assert all(v == sorted(v) for v in per_partition.values())
+    for partition in range(4):
+        headers = raw_batches(b, "spread", partition)
+        # Idempotent by default: one producer id, sequences following on from 0.
+        assert {h.producer_id for h in headers} != {-1}
+        assert len({h.producer_id for h in headers}) == 1
+        sequence = 0
+        for h in headers:
+            assert h.base_sequence == sequence and h.size <= 4096 + 200
+            sequence += h.record_count
+
+
+def test_compression_and_idempotence_off(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "packed", 1)
+    values = [b"v%d" % i * 20 for i in range(200)]
+    batch = pa.RecordBatch.from_pydict({"key": pa.array([b"k"] * 200),
+                                        "value": pa.array(values)})
+    write(b, [batch], topic="packed", kafka__compression__type="zstd",
+          kafka__enable__idempotence="false", kafka__acks="1")
+    assert [m.value() for m in consume_all(b, "packed", 1, 200)] == values
+    headers = raw_batches(b, "packed", 0)
+    assert {h.compression for h in headers} == {CompressionType.ZSTD}
+    assert {(h.producer_id, h.base_sequence) for h in headers} == {(-1, -1)}
+
+
+def test_rows_a_producer_refuses(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "strict", 2)
+    bad_partition = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"a", b"b"]), "partition": pa.array([1, 7], pa.int32())}
+    )
+    with pytest.raises(LogbusSparkError, match=r"Topic 'strict' has no partition 7 \(it has 2\)"):
+        write(b, [bad_partition], topic="strict")
+    negative = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"a", b"b"]), "partition": pa.array([None, -1], pa.int32())}
+    )
+    with pytest.raises(LogbusSparkError, match=r"Topic 'strict' has no partition -1"):
+        write(b, [negative], topic="strict")
+    huge = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 5000])})
+    with pytest.raises(LogbusSparkError, match=r"larger than max\.request\.size=4000"):
+        write(b, [huge], topic="strict", kafka__max__request__size="4000")
+    nulls = pa.RecordBatch.from_pydict({"value": pa.array([b"a"]),
+                                        "topic": pa.array([None], pa.string())})
+    with pytest.raises(LogbusSparkError, match="a row has a null 'topic'"):
+        write(b, [nulls])
+    # Nothing of the refused writes reached the log (the bad rows were checked first).
+    assert raw_batches(b, "strict", 0) == [] and raw_batches(b, "strict", 1) == []
+
+
+def test_a_new_topic_is_created_on_first_write(broker: Any) -> None:
+    b = broker.bootstrap
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"first", b"second"])})
+    assert write(b, [batch], topic="fresh") == 2
+    assert [m.value() for m in consume_all(b, "fresh", 1, 2)] == [b"first", b"second"]
+
+
+def test_nothing_to_write(broker: Any) -> None:
+    empty = pa.RecordBatch.from_pydict({"value": pa.array([], pa.binary())})
+    assert write(broker.bootstrap, [empty], topic="unused") == 0
+    assert write(broker.bootstrap, [], topic="unused") == 0
