@@ -1,13 +1,24 @@
 """Reading partitions from their leaders, ahead of `poll()` (Kafka's Fetcher).
 
-A background task keeps one Fetch request in flight to every leader that has a held
-partition with a known position, no paused flag and nothing already buffered. Each
-partition's response becomes a `CompletedFetch`: the raw record set and its batch
-headers, decoded a batch at a time as `poll()` takes records, so a response is never
-copied whole and records nobody reads are never built. Errors are handled where Kafka's
-consumer handles them: leadership and unknown-partition errors refresh metadata and
-retry, OFFSET_OUT_OF_RANGE asks for a reset (or is raised when the policy is "none"),
-anything else is raised by the next `poll()`.
+A background task fetches every held partition with a known position, no paused flag and
+nothing already buffered or being fetched, from its leader. Each partition's response
+becomes a `CompletedFetch`: the raw record set and its batch headers, decoded a batch at
+a time as `poll()` takes records, so a response is never copied whole and records nobody
+reads are never built. Errors are handled where Kafka's consumer handles them:
+leadership and unknown-partition errors refresh metadata and retry, OFFSET_OUT_OF_RANGE
+asks for a reset (or is raised when the policy is "none"), anything else is raised by the
+next `poll()`.
+
+The next fetch of a partition is sent by `drain()` itself, the moment `poll()` takes the
+last of its buffered records (Kafka's consumer, too, sends fetches before `poll()`
+returns), so the broker prepares it while the application works on what it got. A fetch
+that makes the broker wait for new data (fetch.max.wait.ms) is sent only when nothing of
+that leader is buffered or in flight, and it covers every partition fetchable there:
+partitions that become fetchable meanwhile wait for its answer. While some of a
+leader's partitions are still buffered or in flight, fetches to it do not wait
+(max_wait_ms 0) and may run side by side, and a partition whose last fetch found nothing
+new is only fetched along with one that may have news, so a partition at its log end
+never holds up the others.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from logbus.client.types import TopicPartition
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.control import ControlType, decode_control_key
-from logbus.records.reader import decode_batch, decode_record_tuples
+from logbus.records.reader import build_record_tuples, decode_batch, decode_record_columns
 
 log = logging.getLogger(__name__)
 
@@ -180,13 +191,9 @@ class CompletedFetch:
     def _decode(self, position: int, header: BatchHeader) -> list[ConsumerRecord]:
         topic, partition = self.tp
         try:
-            records = decode_record_tuples(
+            columns = decode_record_columns(
                 self._view[position : position + header.size],
                 header,
-                ConsumerRecord,
-                topic,
-                partition,
-                min_offset=self.next_offset,
                 verify_crc=self._check_crcs,
             )
         except InvalidBatch as exc:
@@ -198,15 +205,15 @@ class CompletedFetch:
                 f"{header.base_offset} is invalid: {exc}",
             ) from None
         key_of, value_of = self._key, self._value
-        if key_of is None and value_of is None:
-            return records
-        return [
-            r._replace(
-                key=key_of(r.key) if key_of is not None else r.key,
-                value=value_of(r.value) if value_of is not None else r.value,
-            )
-            for r in records
-        ]
+        return build_record_tuples(
+            ConsumerRecord,
+            topic,
+            partition,
+            columns,
+            keys=None if key_of is None else map(key_of, columns.keys),
+            values=None if value_of is None else map(value_of, columns.values),
+            min_offset=self.next_offset,
+        )
 
 
 class Fetcher:
@@ -247,7 +254,13 @@ class Fetcher:
         self.value_deserializer = value_deserializer
         self.data_ready = asyncio.Event()
         self._buffered: dict[TopicPartition, CompletedFetch] = {}
-        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        # Partitions whose last fetch found nothing new, and the offset it was at.
+        self._at_end: dict[TopicPartition, int] = {}
+        # Fetch tasks started by drain(), not yet run (poll() yields once to send them).
+        self.fetches_started = False
+        self._tasks: set[asyncio.Task[None]] = set()  # fetches in flight
+        self._fetching: set[TopicPartition] = set()  # partitions they fetch
+        self._long_polls: set[int] = set()  # leaders with a waiting fetch in flight
         self._node_retry_at: dict[int, float] = {}
         self._node_failures: dict[int, int] = {}
         self._wake = asyncio.Event()
@@ -264,9 +277,11 @@ class Fetcher:
 
     async def close(self) -> None:
         tasks = [t for t in (self._task, self._metadata_task) if t is not None]
-        tasks += list(self._in_flight.values())
+        tasks += list(self._tasks)
         self._task = self._metadata_task = None
-        self._in_flight.clear()
+        self._tasks.clear()
+        self._fetching.clear()
+        self._long_polls.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -289,6 +304,7 @@ class Fetcher:
     def retain(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop buffered data of every partition but these."""
         keep = set(partitions)
+        self._at_end = {tp: o for tp, o in self._at_end.items() if tp in keep}
         self.clear([tp for tp in self._buffered if tp not in keep])
 
     # --- handing records to poll() ----------------------------------------------------
@@ -299,6 +315,7 @@ class Fetcher:
         self._raise_pending_error()
         out: list[ConsumerRecord] = []
         assignment = self.subscriptions.assignment
+        emptied = False
         for tp in list(self._buffered):
             if len(out) >= max_records:
                 break
@@ -306,6 +323,7 @@ class Fetcher:
             state = assignment.get(tp)
             if state is None or state.epoch != fetch.epoch or state.position != fetch.next_offset:
                 del self._buffered[tp]  # fetched for a position since left behind
+                emptied = True
                 continue
             if state.paused:
                 continue
@@ -321,10 +339,23 @@ class Fetcher:
             # Put it last, so one busy partition cannot starve the others.
             del self._buffered[tp]
             if fetch.empty:
-                self._wake.set()
+                emptied = True
             else:
                 self._buffered[tp] = fetch
+        if emptied:
+            self._prefetch()
         return out
+
+    def _prefetch(self) -> None:
+        """Send the next fetches now, not when the application next lets the fetch task
+        run; `fetches_started` tells `poll()` to yield once so they go out."""
+        if self._task is None:
+            return
+        self._wake.set()  # the loop recomputes its backoff timer
+        before = len(self._tasks)
+        self._send_fetches()
+        if len(self._tasks) > before:
+            self.fetches_started = True
 
     def _raise_pending_error(self) -> None:
         for state in self.subscriptions.assignment.values():
@@ -348,23 +379,19 @@ class Fetcher:
                         await self._wake.wait()
 
     def _send_fetches(self) -> float | None:
-        """Start a fetch to every idle leader with something to fetch; return how long
-        until a partition backing off may be tried again (None: nothing to wait for)."""
+        """Start the fetches the module's doc describes; return how long until a partition
+        backing off may be tried again (None: nothing to wait for)."""
         now = time.monotonic()
         md = self.cluster.metadata
         by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        # Leaders with partitions that are buffered now and will want fetching soon, and
+        # leaders with a fetchable partition that may have something new.
+        busy: set[int] = set()
+        fresh: set[int] = set()
         retry_in: float | None = None
         stale = False
         for tp, state in self.subscriptions.assignment.items():
-            if (
-                state.position is None
-                or state.paused
-                or state.error is not None
-                or tp in self._buffered
-            ):
-                continue
-            if state.retry_at > now:
-                retry_in = min(retry_in or 1e9, state.retry_at - now)
+            if state.position is None or state.paused or state.error is not None:
                 continue
             leader = NO_LEADER
             info = md.topics.get(tp.topic) if md is not None else None
@@ -372,28 +399,59 @@ class Fetcher:
                 part = info.partitions.get(tp.partition)
                 if part is not None:
                     leader = part.leader
+            if tp in self._buffered or tp in self._fetching:
+                busy.add(leader)
+                continue
+            if state.retry_at > now:
+                retry_in = min(retry_in or 1e9, state.retry_at - now)
+                continue
             if leader == NO_LEADER:
                 stale = True
                 continue
-            if leader in self._in_flight:
-                continue
+            if leader in self._long_polls:
+                continue  # it answers when it has news; new partitions wait for it
             node_retry = self._node_retry_at.get(leader, 0.0)
             if node_retry > now:
                 retry_in = min(retry_in or 1e9, node_retry - now)
                 continue
             by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
+            if self._at_end.get(tp) != state.position:
+                fresh.add(leader)
         loop = asyncio.get_running_loop()
         for node, partitions in by_node.items():
-            task = loop.create_task(self._fetch(node, partitions), name=f"logbus-fetch-{node}")
-            self._in_flight[node] = task
-            task.add_done_callback(functools.partial(self._fetch_done, node))
+            if node in busy:
+                if node not in fresh:
+                    continue  # only partitions with nothing new: wait for the others
+                max_wait_ms = 0
+            else:
+                max_wait_ms = self.max_wait_ms
+            task = loop.create_task(
+                self._fetch(node, partitions, max_wait_ms), name=f"logbus-fetch-{node}"
+            )
+            self._tasks.add(task)
+            self._fetching.update(partitions)
+            if max_wait_ms > 0:
+                self._long_polls.add(node)
+            task.add_done_callback(
+                functools.partial(self._fetch_done, node, list(partitions), max_wait_ms > 0)
+            )
         if stale:
             self.request_metadata()
         return retry_in
 
-    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
-        if self._in_flight.get(node) is task:
-            del self._in_flight[node]
+    def _fetch_done(
+        self,
+        node: int,
+        partitions: list[TopicPartition],
+        long_poll: bool,
+        task: asyncio.Task[None],
+    ) -> None:
+        if task not in self._tasks:
+            return  # closed meanwhile
+        self._tasks.discard(task)
+        self._fetching.difference_update(partitions)
+        if long_poll:
+            self._long_polls.discard(node)
         if not task.cancelled() and task.exception() is not None:
             log.warning("fetch from broker %d failed: %r", node, task.exception())
             self._back_off_node(node)
@@ -425,7 +483,9 @@ class Fetcher:
             refresh(), name="logbus-consumer-metadata"
         )
 
-    def _fetch_body(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> dict[str, Any]:
+    def _fetch_body(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]], max_wait_ms: int
+    ) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), (offset, _) in partitions.items():
             topics.setdefault(topic, []).append(
@@ -440,7 +500,7 @@ class Fetcher:
             )
         return {
             "replica_id": -1,
-            "max_wait_ms": self.max_wait_ms,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "isolation_level": self.isolation_level,
@@ -451,15 +511,17 @@ class Fetcher:
             "rack_id": self.rack,
         }
 
-    async def _fetch(self, node: int, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
+    async def _fetch(
+        self, node: int, partitions: dict[TopicPartition, tuple[int, int]], max_wait_ms: int
+    ) -> None:
         try:
             conn = await self.cluster.node(node)
             version = conn.choose_version(ApiKey.FETCH, _FETCH_MAX_VERSION)
             response = await conn.request(
                 ApiKey.FETCH,
-                self._fetch_body(partitions),
+                self._fetch_body(partitions, max_wait_ms),
                 version,
-                response_timeout=conn.request_timeout + self.max_wait_ms / 1000,
+                response_timeout=conn.request_timeout + max_wait_ms / 1000,
             )
         except KafkaConnectionError as exc:
             log.debug("fetch from broker %d failed: %s", node, exc)
@@ -502,6 +564,7 @@ class Fetcher:
             state.last_stable_offset = p["last_stable_offset"]
             state.log_start_offset = p["log_start_offset"]
             records = p["records"]
+            self._at_end[tp] = offset  # until records say otherwise
             if records:
                 aborted: list[tuple[int, int]] | None = None
                 if self.isolation_level == READ_COMMITTED:
@@ -520,6 +583,7 @@ class Fetcher:
                     value_deserializer=self.value_deserializer,
                 )
                 if not fetch.empty:
+                    del self._at_end[tp]
                     self._buffered[tp] = fetch
                     self.data_ready.set()
             return
