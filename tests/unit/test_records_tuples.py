@@ -18,6 +18,7 @@ from logbus.records.reader import (
     decode_batch,
     decode_record_columns,
     decode_record_tuples,
+    drop_before,
 )
 
 
@@ -111,9 +112,11 @@ def test_columns_then_tuples_with_deserialized_keys_and_values() -> None:
     assert columns.values == [b"a", b"b", None]
     assert columns.headers == [(), (("h", None),), ()]
     assert columns.timestamp_type == 0 and len(columns.timestamps) == 3
-    out = build_record_tuples(Rec, "t", 3, columns,
-                              keys=(None if k is None else int(k) for k in columns.keys),
-                              values=(None if v is None else v.upper() for v in columns.values),
-                              min_offset=6)
+    out = build_record_tuples(Rec, "t", 3, drop_before(columns, 6),
+                              key_deserializer=lambda k: None if k is None else int(k),
+                              value_deserializer=lambda v: None if v is None else v.upper())
     assert [(r.offset, r.key, r.value, r.headers) for r in out] == [
         (6, None, b"B", (("h", None),)), (7, 3, None, ())]
+    part = build_record_tuples(Rec, "t", 3, columns, start=1, stop=2)
+    assert [(r.offset, r.key, r.headers) for r in part] == [(6, None, (("h", None),))]
+    assert drop_before(columns, 5) is columns

@@ -9,7 +9,7 @@ apart with `is_control_batch` and read them with `logbus.records.control`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from typing import Any, NamedTuple, TypeVar
 
@@ -288,35 +288,62 @@ def decode_record_columns(
     return RecordColumns(offsets, stamps, kind, keys, values, headers)
 
 
+def drop_before(columns: RecordColumns, min_offset: int) -> RecordColumns:
+    """`columns` without the records whose offset is below `min_offset` (a fetch starts
+    at the batch holding the position, which may be part-way into it)."""
+    offsets = columns.offsets
+    if not offsets or min(offsets) >= min_offset:
+        return columns
+    kept = [i for i, offset in enumerate(offsets) if offset >= min_offset]
+    headers = columns.headers
+    return RecordColumns(
+        [offsets[i] for i in kept],
+        [columns.timestamps[i] for i in kept],
+        columns.timestamp_type,
+        [columns.keys[i] for i in kept],
+        [columns.values[i] for i in kept],
+        None if headers is None else [headers[i] for i in kept],
+    )
+
+
 def build_record_tuples(
     cls: type[T],
     topic: str,
     partition: int,
     columns: RecordColumns,
     *,
-    keys: Iterable[Any] | None = None,
-    values: Iterable[Any] | None = None,
-    min_offset: int = 0,
+    start: int = 0,
+    stop: int | None = None,
+    key_deserializer: Callable[[bytes | None], Any] | None = None,
+    value_deserializer: Callable[[bytes | None], Any] | None = None,
 ) -> list[T]:
     """Record tuples of type `cls` (a NamedTuple of topic, partition, offset, timestamp,
-    timestamp_type, key, value, headers) from `columns`, built without a Python-level
-    loop; `keys`/`values` replace the columns' (deserialized ones). Records before
-    `min_offset` are left out."""
-    offsets = columns.offsets
+    timestamp_type, key, value, headers) for the records `start` to `stop` of `columns`,
+    built without a Python-level loop; the deserializers, when given, map keys and
+    values."""
+    whole = start == 0 and (stop is None or stop >= len(columns.offsets))
+    offsets = columns.offsets if whole else columns.offsets[start:stop]
+    timestamps = columns.timestamps if whole else columns.timestamps[start:stop]
+    keys: Iterable[Any] = columns.keys if whole else columns.keys[start:stop]
+    values: Iterable[Any] = columns.values if whole else columns.values[start:stop]
+    if key_deserializer is not None:
+        keys = map(key_deserializer, keys)
+    if value_deserializer is not None:
+        values = map(value_deserializer, values)
+    headers: Iterable[tuple[Header, ...]] = repeat(())
+    if columns.headers is not None:
+        headers = columns.headers if whole else columns.headers[start:stop]
     rows = zip(
         repeat(topic),
         repeat(partition),
         offsets,
-        columns.timestamps,
+        timestamps,
         repeat(columns.timestamp_type),
-        columns.keys if keys is None else keys,
-        columns.values if values is None else values,
-        repeat(()) if columns.headers is None else columns.headers,
+        keys,
+        values,
+        headers,
     )
-    records: list[T] = list(map(tuple.__new__, repeat(cls), rows))
-    if offsets and min(offsets) < min_offset:
-        records = [r for r in records if r[2] >= min_offset]
-    return records
+    return list(map(tuple.__new__, repeat(cls), rows))
 
 
 def decode_record_tuples(
@@ -333,7 +360,7 @@ def decode_record_tuples(
     topic, partition, offset, timestamp, timestamp_type, key, value, headers), leaving out
     records before `min_offset` (`decode_record_columns`, then `build_record_tuples`)."""
     columns = decode_record_columns(batch, header, verify_crc=verify_crc)
-    return build_record_tuples(cls, topic, partition, columns, min_offset=min_offset)
+    return build_record_tuples(cls, topic, partition, drop_before(columns, min_offset))
 
 
 class _Slow(Exception):

@@ -41,7 +41,13 @@ from logbus.client.types import TopicPartition
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.control import ControlType, decode_control_key
-from logbus.records.reader import build_record_tuples, decode_batch, decode_record_columns
+from logbus.records.reader import (
+    RecordColumns,
+    build_record_tuples,
+    decode_batch,
+    decode_record_columns,
+    drop_before,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +79,11 @@ METADATA_ERRORS = frozenset(
 class CompletedFetch:
     """One partition's part of a Fetch response, read out record by record.
 
+    Batches are decoded one at a time into columns; records are built from them only as
+    `take()` hands them out, so a record lives from `poll()` to the application's next
+    poll and no longer (records built a whole batch ahead would outlive the young garbage
+    collection generations and make the collector scan them again and again).
+
     `next_offset` is where the partition's position stands once everything taken so far
     is consumed; the fetch is valid only while the partition's position and seek epoch
     match what it was fetched for.
@@ -85,10 +96,11 @@ class CompletedFetch:
         "_batch_index",
         "_batches",
         "_check_crcs",
+        "_columns",
         "_key",
         "_read_committed",
+        "_record_count",
         "_record_index",
-        "_records",
         "_value",
         "_view",
         "epoch",
@@ -114,7 +126,8 @@ class CompletedFetch:
         self._view = records
         self._batches: list[tuple[int, BatchHeader]] = split_batches(records)
         self._batch_index = 0
-        self._records: list[ConsumerRecord] = []
+        self._columns: RecordColumns | None = None
+        self._record_count = 0
         self._record_index = 0
         self._batch_end = fetch_offset
         self._read_committed = aborted is not None
@@ -128,7 +141,7 @@ class CompletedFetch:
     @property
     def empty(self) -> bool:
         """Nothing left to read (and the position already at `next_offset`)."""
-        return self._record_index >= len(self._records) and self._batch_index >= len(
+        return self._record_index >= self._record_count and self._batch_index >= len(
             self._batches
         )
 
@@ -137,18 +150,29 @@ class CompletedFetch:
         control batches, aborted batches and compacted gaps on the way)."""
         out: list[ConsumerRecord] = []
         while len(out) < max_records:
-            if self._record_index >= len(self._records):
+            if self._record_index >= self._record_count:
                 self.next_offset = max(self.next_offset, self._batch_end)
                 if not self._next_batch():
                     break
                 continue
-            wanted = max_records - len(out)
+            columns = self._columns
+            assert columns is not None
             start = self._record_index
-            chunk = self._records[start : start + wanted]
-            self._record_index = start + len(chunk)
-            out += chunk
-            self.next_offset = chunk[-1].offset + 1
-        if self._record_index >= len(self._records):
+            stop = min(self._record_count, start + max_records - len(out))
+            topic, partition = self.tp
+            out += build_record_tuples(
+                ConsumerRecord,
+                topic,
+                partition,
+                columns,
+                start=start,
+                stop=stop,
+                key_deserializer=self._key,
+                value_deserializer=self._value,
+            )
+            self._record_index = stop
+            self.next_offset = columns.offsets[stop - 1] + 1
+        if self._record_index >= self._record_count:
             self.next_offset = max(self.next_offset, self._batch_end)
         return out
 
@@ -170,12 +194,14 @@ class CompletedFetch:
             if header.is_control:
                 self.next_offset = header.next_offset
                 continue
-            self._records = self._decode(position, header)
+            columns = self._decode(position, header)
+            self._columns = columns
+            self._record_count = len(columns.offsets)
             self._record_index = 0
             self._batch_end = header.next_offset
             return True
-        self._records = []
-        self._record_index = 0
+        self._columns = None
+        self._record_count = self._record_index = 0
         return False
 
     def _consume_aborted_up_to(self, offset: int) -> None:
@@ -188,8 +214,7 @@ class CompletedFetch:
         )
         return bool(records) and decode_control_key(records[0].key).type == ControlType.ABORT
 
-    def _decode(self, position: int, header: BatchHeader) -> list[ConsumerRecord]:
-        topic, partition = self.tp
+    def _decode(self, position: int, header: BatchHeader) -> RecordColumns:
         try:
             columns = decode_record_columns(
                 self._view[position : position + header.size],
@@ -199,21 +224,13 @@ class CompletedFetch:
         except InvalidBatch as exc:
             # Stay on this batch: every later poll raises until the application seeks.
             self._batch_index -= 1
+            topic, partition = self.tp
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
                 f"record batch of {topic}-{partition} at offset "
                 f"{header.base_offset} is invalid: {exc}",
             ) from None
-        key_of, value_of = self._key, self._value
-        return build_record_tuples(
-            ConsumerRecord,
-            topic,
-            partition,
-            columns,
-            keys=None if key_of is None else map(key_of, columns.keys),
-            values=None if value_of is None else map(value_of, columns.values),
-            min_offset=self.next_offset,
-        )
+        return drop_before(columns, self.next_offset)
 
 
 class Fetcher:
@@ -336,12 +353,15 @@ class Fetcher:
                 raise
             state.position = fetch.next_offset
             out += records
-            # Put it last, so one busy partition cannot starve the others.
-            del self._buffered[tp]
+            # As Kafka's consumer does, read one partition's fetched data to its end before
+            # the next's: the partitions then run dry one after another, and each is
+            # fetched again while the others are read (taking them in turn would empty
+            # them all at once, with nothing in flight). A fetch is bounded by
+            # max.partition.fetch.bytes and its successor queues last, so no partition
+            # starves the others.
             if fetch.empty:
+                del self._buffered[tp]
                 emptied = True
-            else:
-                self._buffered[tp] = fetch
         if emptied:
             self._prefetch()
         return out
