@@ -174,32 +174,28 @@ def decode_record_columns(
     slow_headers: dict[int, tuple[Header, ...]] = {}
     end_of_data = len(data)
     pos = 0
+    zz1, len1, len2 = _ZIGZAG_1, _LENGTH_1, _LENGTH_2
     for index in range(count):
         # Each column gets its item in turn, the value last: a record left to the slow
         # path below has its partial items dropped there.
         try:
             b = data[pos]  # length, then the attributes byte (ignored: no bits in use)
             if b < 0x80:
-                if b & 1:
-                    raise _Slow
-                end = pos + 1 + (b >> 1)
+                end = pos + 1 + len1[b]
                 p = pos + 2
             else:
-                b2 = data[pos + 1]
-                if b2 >= 0x80 or b & 1:
-                    raise _Slow
-                end = pos + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                end = pos + 2 + len2[(data[pos + 1] << 7) | (b & 0x7F)]
                 p = pos + 3
             b = data[p]  # timestamp delta
             if b < 0x80:
-                add_stamp(base_timestamp + ((b >> 1) ^ -(b & 1)))
+                add_stamp(base_timestamp + zz1[b])
                 p += 1
             else:
                 delta, p = decode_varlong(data, p)
                 add_stamp(base_timestamp + delta)
             b = data[p]  # offset delta
             if b < 0x80:
-                add_offset(base_offset + ((b >> 1) ^ -(b & 1)))
+                add_offset(base_offset + zz1[b])
                 p += 1
             else:
                 b2 = data[p + 1]
@@ -218,43 +214,36 @@ def decode_record_columns(
                 add_key(None)
                 p += 1
             elif b < 0x80:
-                if b & 1:
-                    raise _Slow
-                q = p + 1 + (b >> 1)
+                q = p + 1 + len1[b]
                 add_key(data[p + 1 : q])
                 p = q
             else:
                 raise _Slow
             b = data[p]  # value: it must end where the header count (0) starts
             if b < 0x80:
-                if b & 1:
-                    if b != 1:
-                        raise _Slow
-                    q = p + 1
-                    if q + 1 != end or data[q] != 0:
+                if b == 1:
+                    if p + 2 != end or data[p + 1] != 0:
                         raise _Slow
                     add_value(None)
                     pos = end
                     continue
-                q = p + 1 + (b >> 1)
-                if q + 1 != end or data[q] != 0:
-                    raise _Slow
-                add_value(data[p + 1 : q])
+                p += 1
+                q = p + len1[b]
             else:
                 b2 = data[p + 1]
                 if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
                     p += 2
+                    q = p + len2[(b2 << 7) | (b & 0x7F)]
                 else:
                     b3 = data[p + 2]
                     if b3 >= 0x80:
                         raise _Slow
                     u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
                     p += 3
-                q = p + (u >> 1)
-                if u & 1 or q + 1 != end or data[q] != 0:
-                    raise _Slow
-                add_value(data[p:q])
+                    q = p + (u >> 1 if not u & 1 else _NEGATIVE)
+            if q + 1 != end or data[q] != 0:
+                raise _Slow
+            add_value(data[p:q])
             pos = end
         except (_Slow, IndexError, VarintError):
             if pos >= end_of_data:
@@ -361,6 +350,15 @@ def decode_record_tuples(
     records before `min_offset` (`decode_record_columns`, then `build_record_tuples`)."""
     columns = decode_record_columns(batch, header, verify_crc=verify_crc)
     return build_record_tuples(cls, topic, partition, drop_before(columns, min_offset))
+
+
+# Lookup tables for the inline path: the zigzag value of a one-byte varint, and the
+# length a one- or two-byte varint encodes (a negative length becomes _NEGATIVE, which
+# makes the record's end check fail and sends it to the slow path).
+_NEGATIVE = -(1 << 62)
+_ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
+_LENGTH_1 = tuple(_NEGATIVE if u & 1 else u >> 1 for u in range(0x80))
+_LENGTH_2 = tuple(_NEGATIVE if u & 1 or u < 0x80 else u >> 1 for u in range(0x4000))
 
 
 class _Slow(Exception):
