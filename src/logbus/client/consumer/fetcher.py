@@ -159,22 +159,41 @@ class CompletedFetch:
             assert columns is not None
             start = self._record_index
             stop = min(self._record_count, start + max_records - len(out))
-            topic, partition = self.tp
-            out += build_record_tuples(
-                ConsumerRecord,
-                topic,
-                partition,
-                columns,
-                start=start,
-                stop=stop,
-                key_deserializer=self._key,
-                value_deserializer=self._value,
-            )
+            try:
+                out += self._build(columns, start, stop)
+            except Exception:
+                # A deserializer failed: hand out the records before the one it failed
+                # on; that one raises (now, or at the next poll) until the application
+                # seeks past it, as in Kafka's consumer.
+                end, stop = stop, start
+                while stop < end:
+                    try:
+                        out += self._build(columns, stop, stop + 1)
+                    except Exception:
+                        if stop == start and not out:
+                            raise
+                        break
+                    stop += 1
+                if stop == start:
+                    return out
             self._record_index = stop
             self.next_offset = columns.offsets[stop - 1] + 1
         if self._record_index >= self._record_count:
             self.next_offset = max(self.next_offset, self._batch_end)
         return out
+
+    def _build(self, columns: RecordColumns, start: int, stop: int) -> list[ConsumerRecord]:
+        topic, partition = self.tp
+        return build_record_tuples(
+            ConsumerRecord,
+            topic,
+            partition,
+            columns,
+            start=start,
+            stop=stop,
+            key_deserializer=self._key,
+            value_deserializer=self._value,
+        )
 
     def _next_batch(self) -> bool:
         """Decode the next batch worth returning; False when there is none."""
@@ -346,7 +365,7 @@ class Fetcher:
                 continue
             try:
                 records = fetch.take(max_records - len(out))
-            except KafkaError:
+            except Exception:  # a corrupt batch, a deserializer's error
                 state.position = fetch.next_offset
                 if out:
                     return out
