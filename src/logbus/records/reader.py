@@ -2,7 +2,9 @@
 
 `decode_records` decodes one whole batch (checking its CRC and decompressing it);
 `iter_record_set` walks the concatenated batches of a Fetch response or a log segment,
-ignoring a partial batch at the end. Every inconsistency raises `InvalidBatch`.
+ignoring a partial batch at the end. `decode_record_columns` (the consumer's hot path)
+decodes one batch into columns, `build_record_tuples` turns columns into record tuples,
+and `decode_record_tuples` does both. Every inconsistency raises `InvalidBatch`.
 Control batches (transaction markers) are returned like any other; callers tell them
 apart with `is_control_batch` and read them with `logbus.records.control`.
 """
