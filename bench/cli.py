@@ -48,6 +48,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="runs per figure (default: 3; 1 at --scale tiny)")
     parser.add_argument("--systems", default=",".join(SERVERS),
                         help="servers to run (default: %(default)s)")
+    parser.add_argument("--cases", default="",
+                        help="run only the cases whose 'variant [system]' label contains one "
+                        "of these comma-separated words, e.g. 'consumer' or "
+                        "'consumer 100 B [logbus]' (default: every case)")
     parser.add_argument("--event-loop", choices=["uvloop", "asyncio"], default="uvloop",
                         help="the logbus broker's event loop (default: uvloop)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results",
@@ -100,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         progress.note(f"bench: scale {scale.name}, {runs} runs, data in {workdir} "
                       f"({free / 1e9:.0f} GB free)")
         ctx = Context(scale, runs, workdir, progress, systems, args.event_loop,
-                      profile_dir=args.out.resolve() / "profiles" if args.profile else None)
+                      profile_dir=args.out.resolve() / "profiles" if args.profile else None,
+                      case_filter=[w.strip().lower() for w in args.cases.split(",")
+                                   if w.strip()])
         try:
             results = run_scenarios(ctx, scenarios)
         finally:

@@ -64,6 +64,7 @@ class Context:
     systems_wanted: set[str]
     event_loop: str = "uvloop"
     profile_dir: Path | None = None  # --profile: py-spy the logbus broker into this dir
+    case_filter: list[str] = field(default_factory=list)  # --cases: label substrings
     _servers: dict[str, Server] = field(default_factory=dict)
     # data left by one scenario for another (C1 reads what P1 wrote): key -> description
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)

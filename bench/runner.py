@@ -76,12 +76,32 @@ def profiled_run(ctx: Context, scenario: Scenario, case: Case, result: CaseResul
     return metrics
 
 
+def _selected(ctx: Context, cases: list[Case]) -> list[Case]:
+    """The cases --cases asks for; teardowns of the others move to the last one kept."""
+    if not ctx.case_filter:
+        return cases
+    kept = [c for c in cases
+            if any(w in f"{c.variant} [{c.system}]".lower() for w in ctx.case_filter)]
+    kept_ids = {id(c) for c in kept}
+    dropped = [c.teardown for c in cases if id(c) not in kept_ids and c.teardown is not None]
+    if kept and dropped:
+        last = kept[-1]
+        teardowns = [t for t in (last.teardown, *dropped) if t is not None]
+
+        def teardown(ctx: Context) -> None:
+            for t in teardowns:
+                t(ctx)
+
+        last.teardown = teardown
+    return kept
+
+
 def run_scenarios(ctx: Context, scenarios: list[Scenario]) -> list[ScenarioResult]:
     results = []
     try:
         for scenario in scenarios:
-            cases = [c for c in scenario.cases(ctx)
-                     if all(s in ctx.systems_wanted for s in c.servers)]
+            cases = _selected(ctx, [c for c in scenario.cases(ctx)
+                                    if all(s in ctx.systems_wanted for s in c.servers)])
             results.append(ScenarioResult(scenario, [run_case(ctx, scenario, c)
                                                      for c in cases]))
     finally:

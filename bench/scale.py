@@ -26,7 +26,7 @@ class Scale:
 
 SCALES = {
     "full": Scale("full", 2048 * MIB, 256 * MIB, 1024 * MIB, 16 * MIB, 20.0, 10_000, 8.0,
-                  50_000, 100_000, 3),
+                  200_000, 400_000, 3),
     "small": Scale("small", 256 * MIB, 32 * MIB, 128 * MIB, 8 * MIB, 5.0, 10_000, 3.0,
                    20_000, 40_000, 3),
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,

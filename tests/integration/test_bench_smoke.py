@@ -64,3 +64,16 @@ def test_an_unknown_scenario_is_refused_with_the_known_names(tmp_path: Path) -> 
     assert "unknown scenario 'P9'" in result.stderr
     assert "P1" in result.stderr and "CL" in result.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_cases_runs_only_the_matching_rows(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = run_bench("CL", "--scale", "tiny", "--systems", "logbus", "--cases",
+                       "consumer 100 B [logbus]", "--no-plots", "--no-progress",
+                       "--out", str(out), "--workdir", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [json_path] = out.glob("*.json")
+    [cl] = json.loads(json_path.read_text())["scenarios"]
+    assert [(c["variant"], c["system"], c["status"]) for c in cl["cases"]] == [
+        ("consumer 100 B", "logbus", "ok")]
+    assert cl["cases"][0]["metrics"]["records"]["median"] >= 2_000  # (+1 warm-up record)

@@ -99,3 +99,16 @@ def test_deserializers_and_record_fields() -> None:
     f = fetch(raw, offset=4, key_deserializer=bytes.decode, value_deserializer=int)
     (record,) = f.take(5)
     assert record == ("t", 0, 4, 9999, 1, "k", 5, (("h", b"v"),))
+
+
+def test_a_failing_deserializer_delivers_the_records_before_and_stops_at_its_record() -> None:
+    raw = data(0, b"1", b"2", b"x", b"4") + data(4, b"5")
+    f = fetch(raw, value_deserializer=int)
+    assert [r.value for r in f.take(10)] == [1, 2]  # what came before the bad record
+    assert f.next_offset == 2
+    for _ in range(2):  # it stays there: the application has to seek past it
+        with pytest.raises(ValueError):
+            f.take(10)
+        assert f.next_offset == 2
+    past = fetch(raw, offset=3, value_deserializer=int)
+    assert [r.value for r in past.take(10)] == [4, 5]

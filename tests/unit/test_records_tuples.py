@@ -13,7 +13,13 @@ from record_strategies import large_bytes
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.compression import CompressionType
-from logbus.records.reader import decode_batch, decode_record_tuples
+from logbus.records.reader import (
+    build_record_tuples,
+    decode_batch,
+    decode_record_columns,
+    decode_record_tuples,
+    drop_before,
+)
 
 
 class Rec(NamedTuple):
@@ -76,3 +82,41 @@ def test_corrupt_record_data_is_named() -> None:
                              verify_crc=False)
     with pytest.raises(InvalidBatch, match="CRC32C mismatch"):
         decode_record_tuples(bytes(raw), BatchHeader.parse(raw), Rec, "t", 0)
+
+
+def test_a_batch_of_more_than_8192_records_with_some_headers_between() -> None:
+    # Offset deltas past 8191 take three varint bytes; records with headers (or huge
+    # values, or empty keys) take the slow path in the middle of fast ones.
+    new = []
+    for i in range(9000):
+        if i % 1000 == 7:
+            new.append(NewRecord(b"k%d" % i, b"v", (("h", b"%d" % i),)))
+        elif i % 1000 == 9:
+            new.append(NewRecord(b"", b"x" * 20_000))
+        elif i % 3 == 0:
+            new.append(NewRecord(None, None))
+        else:
+            new.append(NewRecord(None, b"%d" % i))
+    for log_append in (False, True):
+        raw = build_batch(new, base_offset=40, log_append_time=log_append)
+        assert fast(raw) == expected(raw)
+        assert fast(raw, 8500) == expected(raw, 8500)
+
+
+def test_columns_then_tuples_with_deserialized_keys_and_values() -> None:
+    raw = build_batch([NewRecord(b"1", b"a"), NewRecord(None, b"b", (("h", None),)),
+                       NewRecord(b"3", None)], base_offset=5)
+    columns = decode_record_columns(raw, BatchHeader.parse(raw))
+    assert columns.offsets == [5, 6, 7]
+    assert columns.keys == [b"1", None, b"3"]
+    assert columns.values == [b"a", b"b", None]
+    assert columns.headers == [(), (("h", None),), ()]
+    assert columns.timestamp_type == 0 and len(columns.timestamps) == 3
+    out = build_record_tuples(Rec, "t", 3, drop_before(columns, 6),
+                              key_deserializer=lambda k: None if k is None else int(k),
+                              value_deserializer=lambda v: None if v is None else v.upper())
+    assert [(r.offset, r.key, r.value, r.headers) for r in out] == [
+        (6, None, b"B", (("h", None),)), (7, 3, None, ())]
+    part = build_record_tuples(Rec, "t", 3, columns, start=1, stop=2)
+    assert [(r.offset, r.key, r.headers) for r in part] == [(6, None, (("h", None),))]
+    assert drop_before(columns, 5) is columns

@@ -2,15 +2,18 @@
 
 `decode_records` decodes one whole batch (checking its CRC and decompressing it);
 `iter_record_set` walks the concatenated batches of a Fetch response or a log segment,
-ignoring a partial batch at the end. Every inconsistency raises `InvalidBatch`.
+ignoring a partial batch at the end. `decode_record_columns` (the consumer's hot path)
+decodes one batch into columns, `build_record_tuples` turns columns into record tuples,
+and `decode_record_tuples` does both. Every inconsistency raises `InvalidBatch`.
 Control batches (transaction markers) are returned like any other; callers tell them
 apart with `is_control_batch` and read them with `logbus.records.control`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
+from typing import Any, NamedTuple, TypeVar
 
 from logbus.records.batch import (
     HEADER_SIZE,
@@ -20,7 +23,7 @@ from logbus.records.batch import (
     split_batches,
 )
 from logbus.records.compression import CompressionError, CompressionType, decompress
-from logbus.records.record import MIN_RECORD_BODY, Record, decode_record
+from logbus.records.record import Header, Record, decode_record
 from logbus.records.varint import Buffer, VarintError, decode_varlong
 
 _KNOWN_CODECS = frozenset(int(codec) for codec in CompressionType)
@@ -129,6 +132,211 @@ def _decode_body(view: memoryview, header: BatchHeader, verify_crc: bool) -> lis
     return records
 
 
+class RecordColumns(NamedTuple):
+    """The records of one batch, column by column (`decode_record_columns`): item i of
+    each list belongs to record i. `timestamps` holds every record's timestamp (the
+    batch's maxTimestamp for LogAppendTime, `timestamp_type` 1); `headers` is None when
+    no record has any."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    timestamp_type: int
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[tuple[Header, ...]] | None
+
+
+def decode_record_columns(
+    batch: Buffer, header: BatchHeader, *, verify_crc: bool = True
+) -> RecordColumns:
+    """Decode one whole batch into columns: the consumer's hot path.
+
+    The batch is copied (or decompressed) once out of the response; each key and value
+    is then one slice of that. Records whose varints are short and that have no headers
+    (nearly all) are read inline, a handful of operations each; any other record goes
+    through `decode_record`, which also names what is wrong with a malformed one.
+    """
+    view = memoryview(batch)[: header.size]
+    if verify_crc:
+        _check_crc(view, header)
+    offsets: list[int] = []
+    stamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    log_append_time = header.max_timestamp if header.is_log_append_time else None
+    kind = 0 if log_append_time is None else 1
+    if _record_count(header) == 0:
+        return RecordColumns(offsets, stamps, kind, keys, values, None)
+    count = header.record_count
+    data = _batch_data(view, header)
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    add_offset, add_stamp = offsets.append, stamps.append
+    add_key, add_value = keys.append, values.append
+    slow_headers: dict[int, tuple[Header, ...]] = {}
+    end_of_data = len(data)
+    pos = 0
+    zz1, len1, len2 = _ZIGZAG_1, _LENGTH_1, _LENGTH_2
+    for index in range(count):
+        # Each column gets its item in turn, the value last: a record left to the slow
+        # path below has its partial items dropped there.
+        try:
+            b = data[pos]  # length, then the attributes byte (ignored: no bits in use)
+            if b < 0x80:
+                end = pos + 1 + len1[b]
+                p = pos + 2
+            else:
+                end = pos + 2 + len2[(data[pos + 1] << 7) | (b & 0x7F)]
+                p = pos + 3
+            b = data[p]  # timestamp delta
+            if b < 0x80:
+                add_stamp(base_timestamp + zz1[b])
+                p += 1
+            else:
+                delta, p = decode_varlong(data, p)
+                add_stamp(base_timestamp + delta)
+            b = data[p]  # offset delta
+            if b < 0x80:
+                add_offset(base_offset + zz1[b])
+                p += 1
+            else:
+                b2 = data[p + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    p += 2
+                else:
+                    b3 = data[p + 2]
+                    if b3 >= 0x80:
+                        raise _Slow
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    p += 3
+                add_offset(base_offset + ((u >> 1) ^ -(u & 1)))
+            b = data[p]  # key
+            if b == 1:
+                add_key(None)
+                p += 1
+            elif b < 0x80:
+                q = p + 1 + len1[b]
+                add_key(data[p + 1 : q])
+                p = q
+            else:
+                raise _Slow
+            b = data[p]  # value: it must end where the header count (0) starts
+            if b < 0x80:
+                if b == 1:
+                    if p + 2 != end or data[p + 1] != 0:
+                        raise _Slow
+                    add_value(None)
+                    pos = end
+                    continue
+                p += 1
+                q = p + len1[b]
+            else:
+                b2 = data[p + 1]
+                if b2 < 0x80:
+                    p += 2
+                    q = p + len2[(b2 << 7) | (b & 0x7F)]
+                else:
+                    b3 = data[p + 2]
+                    if b3 >= 0x80:
+                        raise _Slow
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    p += 3
+                    q = p + (u >> 1 if not u & 1 else _NEGATIVE)
+            if q + 1 != end or data[q] != 0:
+                raise _Slow
+            add_value(data[p:q])
+            pos = end
+        except (_Slow, IndexError, VarintError):
+            if pos >= end_of_data:
+                raise InvalidBatch(
+                    f"record batch at offset {base_offset}: header counts {count} records "
+                    f"but the data ends after {index}"
+                ) from None
+            try:
+                r, pos = decode_record(data, pos, base_offset, base_timestamp, log_append_time)
+            except InvalidBatch as exc:
+                raise InvalidBatch(f"record batch at offset {base_offset}: {exc}") from None
+            del offsets[index:], stamps[index:], keys[index:]
+            add_offset(r.offset)
+            add_stamp(r.timestamp)
+            add_key(r.key)
+            add_value(r.value)
+            if r.headers:
+                slow_headers[index] = r.headers
+    if pos != end_of_data:
+        raise InvalidBatch(
+            f"record batch at offset {base_offset}: {end_of_data - pos} bytes left over after "
+            f"the {count} records its header counts"
+        )
+    if log_append_time is not None:
+        stamps[:] = repeat(log_append_time, count)
+    headers: list[tuple[Header, ...]] | None = None
+    if slow_headers:
+        headers = [()] * count
+        for index, found in slow_headers.items():
+            headers[index] = found
+    return RecordColumns(offsets, stamps, kind, keys, values, headers)
+
+
+def drop_before(columns: RecordColumns, min_offset: int) -> RecordColumns:
+    """`columns` without the records whose offset is below `min_offset` (a fetch starts
+    at the batch holding the position, which may be part-way into it)."""
+    offsets = columns.offsets
+    if not offsets or min(offsets) >= min_offset:
+        return columns
+    kept = [i for i, offset in enumerate(offsets) if offset >= min_offset]
+    headers = columns.headers
+    return RecordColumns(
+        [offsets[i] for i in kept],
+        [columns.timestamps[i] for i in kept],
+        columns.timestamp_type,
+        [columns.keys[i] for i in kept],
+        [columns.values[i] for i in kept],
+        None if headers is None else [headers[i] for i in kept],
+    )
+
+
+def build_record_tuples(
+    cls: type[T],
+    topic: str,
+    partition: int,
+    columns: RecordColumns,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    key_deserializer: Callable[[bytes | None], Any] | None = None,
+    value_deserializer: Callable[[bytes | None], Any] | None = None,
+) -> list[T]:
+    """Record tuples of type `cls` (a NamedTuple of topic, partition, offset, timestamp,
+    timestamp_type, key, value, headers) for the records `start` to `stop` of `columns`,
+    built without a Python-level loop; the deserializers, when given, map keys and
+    values."""
+    whole = start == 0 and (stop is None or stop >= len(columns.offsets))
+    offsets = columns.offsets if whole else columns.offsets[start:stop]
+    timestamps = columns.timestamps if whole else columns.timestamps[start:stop]
+    keys: Iterable[Any] = columns.keys if whole else columns.keys[start:stop]
+    values: Iterable[Any] = columns.values if whole else columns.values[start:stop]
+    if key_deserializer is not None:
+        keys = map(key_deserializer, keys)
+    if value_deserializer is not None:
+        values = map(value_deserializer, values)
+    headers: Iterable[tuple[Header, ...]] = repeat(())
+    if columns.headers is not None:
+        headers = columns.headers if whole else columns.headers[start:stop]
+    rows = zip(
+        repeat(topic),
+        repeat(partition),
+        offsets,
+        timestamps,
+        repeat(columns.timestamp_type),
+        keys,
+        values,
+        headers,
+    )
+    return list(map(tuple.__new__, repeat(cls), rows))
+
+
 def decode_record_tuples(
     batch: Buffer,
     header: BatchHeader,
@@ -141,132 +349,18 @@ def decode_record_tuples(
 ) -> list[T]:
     """Decode one whole batch straight into record tuples of type `cls` (a NamedTuple of
     topic, partition, offset, timestamp, timestamp_type, key, value, headers), leaving out
-    records before `min_offset`: the consumer's hot path.
+    records before `min_offset` (`decode_record_columns`, then `build_record_tuples`)."""
+    columns = decode_record_columns(batch, header, verify_crc=verify_crc)
+    return build_record_tuples(cls, topic, partition, drop_before(columns, min_offset))
 
-    The batch is copied (or decompressed) once out of the response; each key and value
-    is then one slice of that. Records whose varints take one or two bytes and that have
-    no headers (nearly all) are read inline; any other record goes through
-    `decode_record`, which also names what is wrong with a malformed one.
-    """
-    view = memoryview(batch)[: header.size]
-    if verify_crc:
-        _check_crc(view, header)
-    if _record_count(header) == 0:
-        return []
-    count = header.record_count
-    data = _batch_data(view, header)
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
-    log_append_time = header.max_timestamp if header.is_log_append_time else None
-    kind = 0 if log_append_time is None else 1
-    out: list[T] = []
-    append = out.append
-    new = tuple.__new__
-    end_of_data = len(data)
-    pos = 0
-    for index in range(count):
-        start = pos
-        try:
-            b = data[pos]  # record length
-            if b < 0x80:
-                pos += 1
-                length = (b >> 1) ^ -(b & 1)
-            else:
-                b2 = data[pos + 1]
-                if b2 >= 0x80:
-                    raise _Slow
-                pos += 2
-                u = (b & 0x7F) | (b2 << 7)
-                length = (u >> 1) ^ -(u & 1)
-            end = pos + length
-            if length < MIN_RECORD_BODY or end > end_of_data:
-                raise _Slow
-            b = data[pos + 1]  # after the attributes: timestamp delta
-            if b < 0x80:
-                pos += 2
-                timestamp_delta = (b >> 1) ^ -(b & 1)
-            else:
-                timestamp_delta, pos = decode_varlong(data, pos + 1)
-            b = data[pos]  # offset delta
-            if b < 0x80:
-                pos += 1
-                offset_delta = (b >> 1) ^ -(b & 1)
-            else:
-                b2 = data[pos + 1]
-                if b2 >= 0x80:
-                    raise _Slow
-                pos += 2
-                u = (b & 0x7F) | (b2 << 7)
-                offset_delta = (u >> 1) ^ -(u & 1)
-            b = data[pos]  # key
-            if b == 1:
-                pos += 1
-                key = None
-            else:
-                if b < 0x80:
-                    pos += 1
-                    u = b
-                else:
-                    b2 = data[pos + 1]
-                    if b2 >= 0x80:
-                        raise _Slow
-                    pos += 2
-                    u = (b & 0x7F) | (b2 << 7)
-                if u & 1:
-                    raise _Slow
-                size = u >> 1
-                key = data[pos : pos + size]
-                pos += size
-            b = data[pos]  # value
-            if b == 1:
-                pos += 1
-                value = None
-            else:
-                if b < 0x80:
-                    pos += 1
-                    u = b
-                else:
-                    b2 = data[pos + 1]
-                    if b2 >= 0x80:
-                        raise _Slow
-                    pos += 2
-                    u = (b & 0x7F) | (b2 << 7)
-                if u & 1:
-                    raise _Slow
-                size = u >> 1
-                value = data[pos : pos + size]
-                pos += size
-            # No headers (a single 0), ending exactly where the length said.
-            if pos + 1 != end or data[pos] != 0:
-                raise _Slow
-            pos = end
-            offset = base_offset + offset_delta
-            if offset >= min_offset:
-                timestamp = (
-                    base_timestamp + timestamp_delta
-                    if log_append_time is None
-                    else log_append_time
-                )
-                append(new(cls, (topic, partition, offset, timestamp, kind, key, value, ())))
-        except (_Slow, IndexError, VarintError):
-            if start >= end_of_data:
-                raise InvalidBatch(
-                    f"record batch at offset {base_offset}: header counts {count} records "
-                    f"but the data ends after {index}"
-                ) from None
-            try:
-                r, pos = decode_record(data, start, base_offset, base_timestamp, log_append_time)
-            except InvalidBatch as exc:
-                raise InvalidBatch(f"record batch at offset {base_offset}: {exc}") from None
-            if r.offset >= min_offset:
-                append(new(cls, (topic, partition, r.offset, r.timestamp, kind, r.key, r.value,
-                                 r.headers)))
-    if pos != end_of_data:
-        raise InvalidBatch(
-            f"record batch at offset {base_offset}: {end_of_data - pos} bytes left over after "
-            f"the {count} records its header counts"
-        )
-    return out
+
+# Lookup tables for the inline path: the zigzag value of a one-byte varint, and the
+# length a one- or two-byte varint encodes (a negative length becomes _NEGATIVE, which
+# makes the record's end check fail and sends it to the slow path).
+_NEGATIVE = -(1 << 62)
+_ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
+_LENGTH_1 = tuple(_NEGATIVE if u & 1 else u >> 1 for u in range(0x80))
+_LENGTH_2 = tuple(_NEGATIVE if u & 1 or u < 0x80 else u >> 1 for u in range(0x4000))
 
 
 class _Slow(Exception):

@@ -290,6 +290,11 @@ class Consumer(AsyncService):
             fetcher.data_ready.clear()
             records = fetcher.drain(limit)
             if records:
+                if fetcher.fetches_started:
+                    # Let the fetches drain() just started go out before the application
+                    # gets back to work (they are tasks: they run when this one yields).
+                    fetcher.fetches_started = False
+                    await asyncio.sleep(0)
                 return records
             left = deadline - time.monotonic()
             if left <= 0:
@@ -415,6 +420,8 @@ class Consumer(AsyncService):
         """Stop returning (and fetching) records of these held partitions."""
         for tp in _partitions(partitions):
             self._subscriptions.state(tp).paused = True
+        if self._fetcher is not None:
+            self._fetcher.wake()  # buffered data it paused no longer holds fetches back
 
     def resume(self, *partitions: Any) -> None:
         """Undo pause()."""

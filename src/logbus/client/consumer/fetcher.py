@@ -1,13 +1,24 @@
 """Reading partitions from their leaders, ahead of `poll()` (Kafka's Fetcher).
 
-A background task keeps one Fetch request in flight to every leader that has a held
-partition with a known position, no paused flag and nothing already buffered. Each
-partition's response becomes a `CompletedFetch`: the raw record set and its batch
-headers, decoded a batch at a time as `poll()` takes records, so a response is never
-copied whole and records nobody reads are never built. Errors are handled where Kafka's
-consumer handles them: leadership and unknown-partition errors refresh metadata and
-retry, OFFSET_OUT_OF_RANGE asks for a reset (or is raised when the policy is "none"),
-anything else is raised by the next `poll()`.
+A background task fetches every held partition with a known position, no paused flag and
+nothing already buffered or being fetched, from its leader. Each partition's response
+becomes a `CompletedFetch`: the raw record set and its batch headers, decoded a batch at
+a time as `poll()` takes records, so a response is never copied whole and records nobody
+reads are never built. Errors are handled where Kafka's consumer handles them:
+leadership and unknown-partition errors refresh metadata and retry, OFFSET_OUT_OF_RANGE
+asks for a reset (or is raised when the policy is "none"), anything else is raised by the
+next `poll()`.
+
+The next fetch of a partition is sent by `drain()` itself, the moment `poll()` takes the
+last of its buffered records (Kafka's consumer, too, sends fetches before `poll()`
+returns), so the broker prepares it while the application works on what it got. A fetch
+that makes the broker wait for new data (fetch.max.wait.ms) is sent only when nothing of
+that leader is buffered or in flight, and it covers every partition fetchable there:
+partitions that become fetchable meanwhile wait for its answer. While some of a
+leader's partitions are still buffered or in flight, fetches to it do not wait
+(max_wait_ms 0) and may run side by side, and a partition whose last fetch found nothing
+new is only fetched along with one that may have news, so a partition at its log end
+never holds up the others.
 """
 
 from __future__ import annotations
@@ -30,7 +41,13 @@ from logbus.client.types import TopicPartition
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.control import ControlType, decode_control_key
-from logbus.records.reader import decode_batch, decode_record_tuples
+from logbus.records.reader import (
+    RecordColumns,
+    build_record_tuples,
+    decode_batch,
+    decode_record_columns,
+    drop_before,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +79,11 @@ METADATA_ERRORS = frozenset(
 class CompletedFetch:
     """One partition's part of a Fetch response, read out record by record.
 
+    Batches are decoded one at a time into columns; records are built from them only as
+    `take()` hands them out, so a record lives from `poll()` to the application's next
+    poll and no longer (records built a whole batch ahead would outlive the young garbage
+    collection generations and make the collector scan them again and again).
+
     `next_offset` is where the partition's position stands once everything taken so far
     is consumed; the fetch is valid only while the partition's position and seek epoch
     match what it was fetched for.
@@ -74,10 +96,11 @@ class CompletedFetch:
         "_batch_index",
         "_batches",
         "_check_crcs",
+        "_columns",
         "_key",
         "_read_committed",
+        "_record_count",
         "_record_index",
-        "_records",
         "_value",
         "_view",
         "epoch",
@@ -103,7 +126,8 @@ class CompletedFetch:
         self._view = records
         self._batches: list[tuple[int, BatchHeader]] = split_batches(records)
         self._batch_index = 0
-        self._records: list[ConsumerRecord] = []
+        self._columns: RecordColumns | None = None
+        self._record_count = 0
         self._record_index = 0
         self._batch_end = fetch_offset
         self._read_committed = aborted is not None
@@ -117,7 +141,7 @@ class CompletedFetch:
     @property
     def empty(self) -> bool:
         """Nothing left to read (and the position already at `next_offset`)."""
-        return self._record_index >= len(self._records) and self._batch_index >= len(
+        return self._record_index >= self._record_count and self._batch_index >= len(
             self._batches
         )
 
@@ -126,20 +150,50 @@ class CompletedFetch:
         control batches, aborted batches and compacted gaps on the way)."""
         out: list[ConsumerRecord] = []
         while len(out) < max_records:
-            if self._record_index >= len(self._records):
+            if self._record_index >= self._record_count:
                 self.next_offset = max(self.next_offset, self._batch_end)
                 if not self._next_batch():
                     break
                 continue
-            wanted = max_records - len(out)
+            columns = self._columns
+            assert columns is not None
             start = self._record_index
-            chunk = self._records[start : start + wanted]
-            self._record_index = start + len(chunk)
-            out += chunk
-            self.next_offset = chunk[-1].offset + 1
-        if self._record_index >= len(self._records):
+            stop = min(self._record_count, start + max_records - len(out))
+            try:
+                out += self._build(columns, start, stop)
+            except Exception:
+                # A deserializer failed: hand out the records before the one it failed
+                # on; that one raises (now, or at the next poll) until the application
+                # seeks past it, as in Kafka's consumer.
+                end, stop = stop, start
+                while stop < end:
+                    try:
+                        out += self._build(columns, stop, stop + 1)
+                    except Exception:
+                        if stop == start and not out:
+                            raise
+                        break
+                    stop += 1
+                if stop == start:
+                    return out
+            self._record_index = stop
+            self.next_offset = columns.offsets[stop - 1] + 1
+        if self._record_index >= self._record_count:
             self.next_offset = max(self.next_offset, self._batch_end)
         return out
+
+    def _build(self, columns: RecordColumns, start: int, stop: int) -> list[ConsumerRecord]:
+        topic, partition = self.tp
+        return build_record_tuples(
+            ConsumerRecord,
+            topic,
+            partition,
+            columns,
+            start=start,
+            stop=stop,
+            key_deserializer=self._key,
+            value_deserializer=self._value,
+        )
 
     def _next_batch(self) -> bool:
         """Decode the next batch worth returning; False when there is none."""
@@ -159,12 +213,14 @@ class CompletedFetch:
             if header.is_control:
                 self.next_offset = header.next_offset
                 continue
-            self._records = self._decode(position, header)
+            columns = self._decode(position, header)
+            self._columns = columns
+            self._record_count = len(columns.offsets)
             self._record_index = 0
             self._batch_end = header.next_offset
             return True
-        self._records = []
-        self._record_index = 0
+        self._columns = None
+        self._record_count = self._record_index = 0
         return False
 
     def _consume_aborted_up_to(self, offset: int) -> None:
@@ -177,36 +233,23 @@ class CompletedFetch:
         )
         return bool(records) and decode_control_key(records[0].key).type == ControlType.ABORT
 
-    def _decode(self, position: int, header: BatchHeader) -> list[ConsumerRecord]:
-        topic, partition = self.tp
+    def _decode(self, position: int, header: BatchHeader) -> RecordColumns:
         try:
-            records = decode_record_tuples(
+            columns = decode_record_columns(
                 self._view[position : position + header.size],
                 header,
-                ConsumerRecord,
-                topic,
-                partition,
-                min_offset=self.next_offset,
                 verify_crc=self._check_crcs,
             )
         except InvalidBatch as exc:
             # Stay on this batch: every later poll raises until the application seeks.
             self._batch_index -= 1
+            topic, partition = self.tp
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
                 f"record batch of {topic}-{partition} at offset "
                 f"{header.base_offset} is invalid: {exc}",
             ) from None
-        key_of, value_of = self._key, self._value
-        if key_of is None and value_of is None:
-            return records
-        return [
-            r._replace(
-                key=key_of(r.key) if key_of is not None else r.key,
-                value=value_of(r.value) if value_of is not None else r.value,
-            )
-            for r in records
-        ]
+        return drop_before(columns, self.next_offset)
 
 
 class Fetcher:
@@ -247,7 +290,13 @@ class Fetcher:
         self.value_deserializer = value_deserializer
         self.data_ready = asyncio.Event()
         self._buffered: dict[TopicPartition, CompletedFetch] = {}
-        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        # Partitions whose last fetch found nothing new, and the offset it was at.
+        self._at_end: dict[TopicPartition, int] = {}
+        # Fetch tasks started by drain(), not yet run (poll() yields once to send them).
+        self.fetches_started = False
+        self._tasks: set[asyncio.Task[None]] = set()  # fetches in flight
+        self._fetching: set[TopicPartition] = set()  # partitions they fetch
+        self._long_polls: set[int] = set()  # leaders with a waiting fetch in flight
         self._node_retry_at: dict[int, float] = {}
         self._node_failures: dict[int, int] = {}
         self._wake = asyncio.Event()
@@ -264,9 +313,11 @@ class Fetcher:
 
     async def close(self) -> None:
         tasks = [t for t in (self._task, self._metadata_task) if t is not None]
-        tasks += list(self._in_flight.values())
+        tasks += list(self._tasks)
         self._task = self._metadata_task = None
-        self._in_flight.clear()
+        self._tasks.clear()
+        self._fetching.clear()
+        self._long_polls.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -289,6 +340,7 @@ class Fetcher:
     def retain(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop buffered data of every partition but these."""
         keep = set(partitions)
+        self._at_end = {tp: o for tp, o in self._at_end.items() if tp in keep}
         self.clear([tp for tp in self._buffered if tp not in keep])
 
     # --- handing records to poll() ----------------------------------------------------
@@ -299,6 +351,7 @@ class Fetcher:
         self._raise_pending_error()
         out: list[ConsumerRecord] = []
         assignment = self.subscriptions.assignment
+        emptied = False
         for tp in list(self._buffered):
             if len(out) >= max_records:
                 break
@@ -306,25 +359,42 @@ class Fetcher:
             state = assignment.get(tp)
             if state is None or state.epoch != fetch.epoch or state.position != fetch.next_offset:
                 del self._buffered[tp]  # fetched for a position since left behind
+                emptied = True
                 continue
             if state.paused:
                 continue
             try:
                 records = fetch.take(max_records - len(out))
-            except KafkaError:
+            except Exception:  # a corrupt batch, a deserializer's error
                 state.position = fetch.next_offset
                 if out:
                     return out
                 raise
             state.position = fetch.next_offset
             out += records
-            # Put it last, so one busy partition cannot starve the others.
-            del self._buffered[tp]
+            # As Kafka's consumer does, read one partition's fetched data to its end before
+            # the next's: the partitions then run dry one after another, and each is
+            # fetched again while the others are read (taking them in turn would empty
+            # them all at once, with nothing in flight). A fetch is bounded by
+            # max.partition.fetch.bytes and its successor queues last, so no partition
+            # starves the others.
             if fetch.empty:
-                self._wake.set()
-            else:
-                self._buffered[tp] = fetch
+                del self._buffered[tp]
+                emptied = True
+        if emptied:
+            self._prefetch()
         return out
+
+    def _prefetch(self) -> None:
+        """Send the next fetches now, not when the application next lets the fetch task
+        run; `fetches_started` tells `poll()` to yield once so they go out."""
+        if self._task is None:
+            return
+        self._wake.set()  # the loop recomputes its backoff timer
+        before = len(self._tasks)
+        self._send_fetches()
+        if len(self._tasks) > before:
+            self.fetches_started = True
 
     def _raise_pending_error(self) -> None:
         for state in self.subscriptions.assignment.values():
@@ -348,23 +418,19 @@ class Fetcher:
                         await self._wake.wait()
 
     def _send_fetches(self) -> float | None:
-        """Start a fetch to every idle leader with something to fetch; return how long
-        until a partition backing off may be tried again (None: nothing to wait for)."""
+        """Start the fetches the module's doc describes; return how long until a partition
+        backing off may be tried again (None: nothing to wait for)."""
         now = time.monotonic()
         md = self.cluster.metadata
         by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        # Leaders with partitions that are buffered now and will want fetching soon, and
+        # leaders with a fetchable partition that may have something new.
+        busy: set[int] = set()
+        fresh: set[int] = set()
         retry_in: float | None = None
         stale = False
         for tp, state in self.subscriptions.assignment.items():
-            if (
-                state.position is None
-                or state.paused
-                or state.error is not None
-                or tp in self._buffered
-            ):
-                continue
-            if state.retry_at > now:
-                retry_in = min(retry_in or 1e9, state.retry_at - now)
+            if state.position is None or state.paused or state.error is not None:
                 continue
             leader = NO_LEADER
             info = md.topics.get(tp.topic) if md is not None else None
@@ -372,28 +438,59 @@ class Fetcher:
                 part = info.partitions.get(tp.partition)
                 if part is not None:
                     leader = part.leader
+            if tp in self._buffered or tp in self._fetching:
+                busy.add(leader)
+                continue
+            if state.retry_at > now:
+                retry_in = min(retry_in or 1e9, state.retry_at - now)
+                continue
             if leader == NO_LEADER:
                 stale = True
                 continue
-            if leader in self._in_flight:
-                continue
+            if leader in self._long_polls:
+                continue  # it answers when it has news; new partitions wait for it
             node_retry = self._node_retry_at.get(leader, 0.0)
             if node_retry > now:
                 retry_in = min(retry_in or 1e9, node_retry - now)
                 continue
             by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
+            if self._at_end.get(tp) != state.position:
+                fresh.add(leader)
         loop = asyncio.get_running_loop()
         for node, partitions in by_node.items():
-            task = loop.create_task(self._fetch(node, partitions), name=f"logbus-fetch-{node}")
-            self._in_flight[node] = task
-            task.add_done_callback(functools.partial(self._fetch_done, node))
+            if node in busy:
+                if node not in fresh:
+                    continue  # only partitions with nothing new: wait for the others
+                max_wait_ms = 0
+            else:
+                max_wait_ms = self.max_wait_ms
+            task = loop.create_task(
+                self._fetch(node, partitions, max_wait_ms), name=f"logbus-fetch-{node}"
+            )
+            self._tasks.add(task)
+            self._fetching.update(partitions)
+            if max_wait_ms > 0:
+                self._long_polls.add(node)
+            task.add_done_callback(
+                functools.partial(self._fetch_done, node, list(partitions), max_wait_ms > 0)
+            )
         if stale:
             self.request_metadata()
         return retry_in
 
-    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
-        if self._in_flight.get(node) is task:
-            del self._in_flight[node]
+    def _fetch_done(
+        self,
+        node: int,
+        partitions: list[TopicPartition],
+        long_poll: bool,
+        task: asyncio.Task[None],
+    ) -> None:
+        if task not in self._tasks:
+            return  # closed meanwhile
+        self._tasks.discard(task)
+        self._fetching.difference_update(partitions)
+        if long_poll:
+            self._long_polls.discard(node)
         if not task.cancelled() and task.exception() is not None:
             log.warning("fetch from broker %d failed: %r", node, task.exception())
             self._back_off_node(node)
@@ -425,7 +522,9 @@ class Fetcher:
             refresh(), name="logbus-consumer-metadata"
         )
 
-    def _fetch_body(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> dict[str, Any]:
+    def _fetch_body(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]], max_wait_ms: int
+    ) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), (offset, _) in partitions.items():
             topics.setdefault(topic, []).append(
@@ -440,7 +539,7 @@ class Fetcher:
             )
         return {
             "replica_id": -1,
-            "max_wait_ms": self.max_wait_ms,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "isolation_level": self.isolation_level,
@@ -451,15 +550,17 @@ class Fetcher:
             "rack_id": self.rack,
         }
 
-    async def _fetch(self, node: int, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
+    async def _fetch(
+        self, node: int, partitions: dict[TopicPartition, tuple[int, int]], max_wait_ms: int
+    ) -> None:
         try:
             conn = await self.cluster.node(node)
             version = conn.choose_version(ApiKey.FETCH, _FETCH_MAX_VERSION)
             response = await conn.request(
                 ApiKey.FETCH,
-                self._fetch_body(partitions),
+                self._fetch_body(partitions, max_wait_ms),
                 version,
-                response_timeout=conn.request_timeout + self.max_wait_ms / 1000,
+                response_timeout=conn.request_timeout + max_wait_ms / 1000,
             )
         except KafkaConnectionError as exc:
             log.debug("fetch from broker %d failed: %s", node, exc)
@@ -502,6 +603,7 @@ class Fetcher:
             state.last_stable_offset = p["last_stable_offset"]
             state.log_start_offset = p["log_start_offset"]
             records = p["records"]
+            self._at_end[tp] = offset  # until records say otherwise
             if records:
                 aborted: list[tuple[int, int]] | None = None
                 if self.isolation_level == READ_COMMITTED:
@@ -520,6 +622,7 @@ class Fetcher:
                     value_deserializer=self.value_deserializer,
                 )
                 if not fetch.empty:
+                    del self._at_end[tp]
                     self._buffered[tp] = fetch
                     self.data_ready.set()
             return
