@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections import deque
@@ -27,6 +28,8 @@ from logbus.client.errors import KafkaError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -122,15 +125,27 @@ class Consumer(AsyncService):
             )
         self._fetcher.start()
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Commit consumed offsets (with enable.auto.commit), revoke (listener), leave
-        the group and close every connection. Safe to call twice."""
+        the group and close every connection. Safe to call twice.
+
+        `timeout` (seconds; None: no limit) bounds the commit, listener and LeaveGroup
+        part, as Kafka's `close(Duration)` does: past it the connections are closed
+        anyway, uncommitted positions are not committed, and the group notices the
+        member is gone when its session times out."""
         if self._closed or self._closing:
             return
         self._closing = True  # the listener may still commit, until on_close() ends
         try:
             if self._coordinator is not None:
-                await self._coordinator.on_close()
+                try:
+                    await asyncio.wait_for(self._coordinator.on_close(), timeout)
+                except TimeoutError:
+                    log.warning(
+                        "consumer close: commit and LeaveGroup did not finish in %.3g s; "
+                        "closing the connections anyway",
+                        timeout,
+                    )
         finally:
             self._closed = True
             if self._fetcher is not None:

@@ -108,11 +108,12 @@ class Consumer(BlockingClient[AsyncConsumer]):
 
     def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), revoke, leave the group, close connections and
-        stop the background thread."""
+        stop the background thread; `timeout` seconds at most for the commit, listener
+        and LeaveGroup (see `logbus.aio.Consumer.close`)."""
         super().close(timeout)
 
     def _shutdown(self, timeout: float | None) -> None:
-        self._run_with_callbacks(self._aio.close())
+        self._run_with_callbacks(self._aio.close(timeout))
 
     # --- subscribing ------------------------------------------------------------------
 
