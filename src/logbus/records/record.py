@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from logbus.records.batch import InvalidBatch
 from logbus.records.varint import (
@@ -27,6 +28,7 @@ from logbus.records.varint import (
     encode_varlong,
     size_of_varint,
     size_of_varlong,
+    varint_bytes,
     write_varint,
     write_varlong,
 )
@@ -138,6 +140,145 @@ def write_plain_record(
     if value_size:
         out += value  # type: ignore[arg-type]
     out.append(0)  # no headers
+
+
+# Where a zigzag varint of a non-negative value grows by a byte: below 64 it takes one,
+# below 8192 two, and so on (offset deltas of one batch stay below 2**31).
+_VARINT_WIDTHS = ((64, 1), (1 << 13, 2), (1 << 20, 3), (1 << 27, 4), (1 << 31, 5))
+_NO_HEADERS = b"\x00"
+_NULL_KEY = b"\x01"
+# value length -> the byte before each keyless record (the previous record's header
+# count, 0) and its fields up to its value, indexed by offset delta, for timestamp delta 0:
+# what a producer writes for every record of a fresh batch.
+_PREFIX_CACHE: dict[int, list[bytes]] = {}
+_PREFIX_CACHE_LENGTHS = 16
+_PREFIX_CACHE_RECORDS = 1 << 15
+
+
+def _keyless_prefixes(length: int, timestamp_delta: int, start: int, stop: int) -> list[bytes]:
+    """For offset deltas start..stop-1: b"\\x00" (the previous record's header count),
+    then a keyless record of a `length`-byte value up to its value (length, attributes,
+    timestamp delta, offset delta, null key, value length)."""
+    if timestamp_delta != 0 or stop > _PREFIX_CACHE_RECORDS:
+        return _build_keyless_prefixes(length, timestamp_delta, start, stop)
+    cached = _PREFIX_CACHE.get(length)
+    if cached is None or len(cached) < stop:
+        size = min(max(stop, 1024, 2 * len(cached or ())), _PREFIX_CACHE_RECORDS)
+        cached = _build_keyless_prefixes(length, 0, 0, size)
+        if len(_PREFIX_CACHE) >= _PREFIX_CACHE_LENGTHS:
+            _PREFIX_CACHE.clear()
+        _PREFIX_CACHE[length] = cached
+    return cached[start:stop]
+
+
+def _build_keyless_prefixes(
+    length: int, timestamp_delta: int, start: int, stop: int
+) -> list[bytes]:
+    ts = (
+        NON_NEGATIVE_VARINTS[timestamp_delta]
+        if 0 <= timestamp_delta < CACHED_VARINT_LIMIT
+        else encode_varlong(timestamp_delta)
+    )
+    value_length = varint_bytes(length)
+    middle = _NULL_KEY + value_length
+    # attributes, timestamp delta, key length, value length, value, header count
+    fixed = 1 + len(ts) + 1 + len(value_length) + length + 1
+    prefixes: list[bytes] = []
+    low = start
+    for bound, width in _VARINT_WIDTHS:
+        if low >= stop:
+            break
+        if low >= bound:
+            continue
+        high = min(bound, stop)
+        head = _NO_HEADERS + encode_varint(fixed + width) + b"\x00" + ts
+        offsets = _offset_varints(low, high)
+        prefixes += map(head.__add__, map(bytes.__add__, offsets, repeat(middle)))
+        low = high
+    return prefixes
+
+
+def _offset_varints(start: int, stop: int) -> Sequence[bytes]:
+    if stop <= CACHED_VARINT_LIMIT:
+        return NON_NEGATIVE_VARINTS[start:stop]
+    cached = NON_NEGATIVE_VARINTS[start:stop] if start < CACHED_VARINT_LIMIT else ()
+    return [*cached, *map(encode_varint, range(max(start, CACHED_VARINT_LIMIT), stop))]
+
+
+def plain_record_parts(
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None = None,
+    *,
+    first_offset_delta: int = 0,
+    timestamp_delta: int = 0,
+) -> list[bytes]:
+    """Pieces whose concatenation is `write_plain_record` applied to each value in turn
+    (offset deltas from `first_offset_delta` on, one `timestamp_delta` for all): the
+    producer's bulk path. Keyless values of one length cost no Python work per record
+    (cached prefixes interleaved with the values, joined in C). `keys` is None (every key
+    null) or one key per value; values and keys are bytes, never None."""
+    count = len(values)
+    if not count:
+        return []
+    first_length = len(values[0])
+    if keys is None and list(map(len, values)).count(first_length) == count:
+        prefixes = _keyless_prefixes(
+            first_length, timestamp_delta, first_offset_delta, first_offset_delta + count
+        )
+        pieces: list[bytes] = [_NO_HEADERS] * (2 * count + 1)
+        pieces[0 : 2 * count : 2] = prefixes
+        pieces[1 : 2 * count : 2] = values
+        pieces[0] = prefixes[0][1:]  # nothing precedes the first record
+        return pieces
+    table = NON_NEGATIVE_VARINTS
+    limit = CACHED_VARINT_LIMIT
+    ts = (
+        table[timestamp_delta]
+        if 0 <= timestamp_delta < limit
+        else encode_varlong(timestamp_delta)
+    )
+    out = bytearray()
+    fixed = 2 + len(ts)  # attributes, timestamp delta, header count
+    null_key = keys is None
+    key = b""
+    key_size = 0
+    kl = _NULL_KEY
+    for index, value in enumerate(values, first_offset_delta):
+        od = table[index] if index < limit else encode_varint(index)
+        value_size = len(value)
+        vl = table[value_size] if value_size < limit else encode_varint(value_size)
+        if not null_key:
+            key = keys[index - first_offset_delta]  # type: ignore[index]
+            key_size = len(key)
+            kl = table[key_size] if key_size < limit else encode_varint(key_size)
+        body = fixed + len(od) + len(kl) + key_size + len(vl) + value_size
+        out += table[body] if body < limit else encode_varint(body)
+        out.append(0)  # attributes
+        out += ts
+        out += od
+        out += kl
+        if key_size:
+            out += key
+        out += vl
+        out += value
+        out.append(0)  # no headers
+    return [bytes(out)]
+
+
+def write_plain_records(
+    out: bytearray,
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None = None,
+    *,
+    first_offset_delta: int = 0,
+    timestamp_delta: int = 0,
+) -> None:
+    """Append `plain_record_parts(...)` to `out`."""
+    out += b"".join(
+        plain_record_parts(
+            values, keys, first_offset_delta=first_offset_delta, timestamp_delta=timestamp_delta
+        )
+    )
 
 
 def encode_record(

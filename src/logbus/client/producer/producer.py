@@ -9,6 +9,7 @@ RecordMetadata once the broker acknowledges its batch.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,16 @@ from logbus.client.producer.accumulator import (
     record_size,
 )
 from logbus.client.producer.buffer_pool import BufferPool
+from logbus.client.producer.bulk import (
+    PlainRecords,
+    Run,
+    cumulative,
+    group_by_partition,
+    metadata_of,
+    plain_records,
+    record_sizes,
+    unsort,
+)
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.sender import Sender, SenderSettings
@@ -260,9 +271,7 @@ class Producer(AsyncService):
         accumulator = self._accumulator
         assert accumulator is not None
         count = self._partition_counts[topic]
-        tps = self._tps.get(topic)
-        if tps is None or len(tps) != count:
-            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+        tps = self._topic_partitions(topic, count)
         if partition is None:
             partition = self._choose_partition(topic, key, count, tps, size)
         return accumulator.append(
@@ -296,6 +305,11 @@ class Producer(AsyncService):
                     cache.clear()
                 cache[key] = partition
             return partition
+        return self._sticky_partition(topic, count, tps, size)
+
+    def _sticky_partition(
+        self, topic: str, count: int, tps: list[TopicPartition], size: int
+    ) -> int:
         sticky = self._sticky.get(topic)
         if sticky is None or sticky.num_partitions != count:
             sticky = self._sticky[topic] = StickyPartitioner(count)
@@ -304,6 +318,12 @@ class Producer(AsyncService):
         if self._accumulator.is_full_for(tps[partition], size):
             partition = sticky.next_batch()
         return partition
+
+    def _topic_partitions(self, topic: str, count: int) -> list[TopicPartition]:
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+        return tps
 
     async def send(
         self,
@@ -375,12 +395,142 @@ class Producer(AsyncService):
         """Buffer many records (waiting only for metadata and buffer space, like `send`)
         and return one future of all their RecordMetadata, in order, which fails with
         the first error any of their batches met. `send_batch` is this, awaited; callers
-        streaming records use it to keep several groups in flight."""
+        streaming records use it to keep several groups in flight.
+
+        Records of one topic without partition, timestamp or headers, whose values (and
+        keys, unless all None) are `bytes`, take the bulk path (`bulk.py`): encoded a
+        batch at a time, each batch handed to the sender as soon as it is full."""
         sender = self._check_open()
+        if not isinstance(records, list | tuple):
+            records = list(records)
+        runs: list[Run] = []
+        batches: dict[int, ProducerBatch] = {}
+        order: list[int] | None = None
+        plain = plain_records(records, self._raw_keys, self._raw_values)
+        if plain is not None:
+            order = await self._append_plain(sender, plain, runs, batches)
+        else:
+            await self._append_each(sender, records, runs, batches)
+        sender.expedite.update(b.tp for b in batches.values())
+        sender.wakeup()
+        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
+
+        def settle(_: object = None) -> None:
+            if result.done():
+                return
+            for batch in batches.values():
+                if batch.error is not None:
+                    result.set_exception(batch.error)
+                    return
+            out = metadata_of(runs)
+            result.set_result(out if order is None else unsort(out, order))
+
+        waiters = [b.waiter() for b in batches.values() if not b.settled]
+        if waiters:
+            asyncio.gather(*waiters).add_done_callback(settle)
+        else:
+            settle()
+        return result
+
+    async def _append_plain(
+        self,
+        sender: Sender,
+        plain: PlainRecords,
+        runs: list[Run],
+        batches: dict[int, ProducerBatch],
+    ) -> list[int] | None:
+        """The bulk path: each partition's records encoded into its batch a batch at a
+        time, with the buffer space of each batch reserved at once. Returns the order
+        the records were placed in (None: as given)."""
+        pool, accumulator = self._pool, self._accumulator
+        assert pool is not None and accumulator is not None
+        topic, values, keys = plain
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = await self._partition_count(topic)
+        sizes = record_sizes(plain)
+        largest = max(sizes)
+        if largest > self._max_request_size:
+            self._check_size(largest)
+        tps = self._topic_partitions(topic, count)
+        order: list[int] | None = None
+        # (partition, or None for the sticky partitioner; first record; end)
+        segments: list[tuple[int | None, int, int]] = [(None, 0, len(values))]
+        if keys is not None and not self._ignore_keys:
+            cache = self._key_partitions.get(count)
+            if cache is None:
+                cache = self._key_partitions[count] = {}
+            order, per_partition = group_by_partition(keys, count, cache, _KEY_CACHE_SIZE)
+            values = list(map(values.__getitem__, order))
+            keys = list(map(keys.__getitem__, order))
+            sizes = list(map(sizes.__getitem__, order))
+            segments = []
+            low = 0
+            for partition, placed in enumerate(per_partition):
+                if placed:
+                    segments.append((partition, low, low + placed))
+                    low += placed
+        ends = cumulative(sizes)
+        batch_size = accumulator.batch_size
+        credit = 0  # buffer space reserved and not yet used
+        now = now_ms()
+        try:
+            for chosen, low, high in segments:
+                index = low
+                while index < high:
+                    size = sizes[index]
+                    partition = (
+                        self._sticky_partition(topic, count, tps, size)
+                        if chosen is None
+                        else chosen
+                    )
+                    tp = tps[partition]
+                    batch = accumulator.batch_with_room(tp, size, now)
+                    before = ends[index - 1] if index else 0
+                    room = min(batch_size - len(batch.buf), pool.limit)
+                    end = max(bisect.bisect_right(ends, before + room, index, high), index + 1)
+                    total = ends[end - 1] - before
+                    if total > credit:
+                        need = total - credit
+                        if not pool.try_reserve(need):
+                            sender.expedite.update(b.tp for b in batches.values())
+                            sender.wakeup()
+                            await pool.reserve(need, self._max_block)
+                            self._check_open()
+                            credit += need
+                            now = now_ms()
+                            continue  # the batches may have moved on while we waited
+                        credit += need
+                    credit -= total
+                    first = batch.append_values(
+                        values[index:end], None if keys is None else keys[index:end], now, total
+                    )
+                    runs.append(Run(batch, first, end - index))
+                    batches[id(batch)] = batch
+                    index = end
+                    if index < high and len(batch.buf) + sizes[index] > batch_size:
+                        # The batch is full: ship it while the next one is encoded, and
+                        # move keyless records on to the next partition (KIP-480).
+                        sender.expedite.add(tp)
+                        sender.wakeup()
+                        if chosen is None:
+                            self._sticky[topic].next_batch()
+                        await asyncio.sleep(0)
+        finally:
+            if credit:
+                pool.release(credit)
+        return order
+
+    async def _append_each(
+        self,
+        sender: Sender,
+        records: Sequence[ProducerRecord],
+        runs: list[Run],
+        batches: dict[int, ProducerBatch],
+    ) -> None:
+        """The general path: record by record, as `send` does."""
         pool = self._pool
         assert pool is not None
-        placed: list[tuple[ProducerBatch, int]] = []
-        batches: dict[int, ProducerBatch] = {}
         counts = self._partition_counts
         serialize = self._serialize
         append = self._append
@@ -389,6 +539,7 @@ class Producer(AsyncService):
         assert self._accumulator is not None
         append_plain = self._accumulator.append_plain
         last: ProducerBatch | None = None
+        run: Run | None = None
         now = now_ms()
         credit = 0  # buffer space reserved ahead, so that most records take no lock
         try:
@@ -440,16 +591,18 @@ class Producer(AsyncService):
                         size,
                     )
                 else:
-                    tps = self._tps.get(topic)
-                    if tps is None or len(tps) != count:
-                        tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+                    tps = self._topic_partitions(topic, count)
                     if partition is None:
                         partition = self._choose_partition(topic, key, count, tps, size)
                     batch = append_plain(
                         tps[partition], key, value, now if timestamp is None else timestamp, size
                     )
                     index = batch.count - 1
-                placed.append((batch, index))
+                if run is not None and run.batch is batch and run.first + run.count == index:
+                    run.count += 1
+                else:
+                    run = Run(batch, index, 1)
+                    runs.append(run)
                 if batch is not last:
                     batches[id(batch)] = last = batch
                     # A batch was started, so one may be full: let the sender ship it
@@ -458,31 +611,6 @@ class Producer(AsyncService):
         finally:
             if credit:
                 pool.release(credit)
-        sender.expedite.update(b.tp for b in batches.values())
-        sender.wakeup()
-        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
-
-        def settle(_: object = None) -> None:
-            if result.done():
-                return
-            for batch in batches.values():
-                if batch.error is not None:
-                    result.set_exception(batch.error)
-                    return
-            out = []
-            for batch, index in placed:
-                topic, part = batch.tp
-                base = batch.result_offset
-                offset = base + index if base >= 0 else -1
-                out.append(RecordMetadata(topic, part, offset, batch.timestamps[index]))
-            result.set_result(out)
-
-        waiters = [b.waiter() for b in batches.values() if not b.settled]
-        if waiters:
-            asyncio.gather(*waiters).add_done_callback(settle)
-        else:
-            settle()
-        return result
 
     async def _expedite_all(self) -> None:
         sender = self._check_open()
