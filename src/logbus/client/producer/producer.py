@@ -271,7 +271,9 @@ class Producer(AsyncService):
         accumulator = self._accumulator
         assert accumulator is not None
         count = self._partition_counts[topic]
-        tps = self._topic_partitions(topic, count)
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
         if partition is None:
             partition = self._choose_partition(topic, key, count, tps, size)
         return accumulator.append(
