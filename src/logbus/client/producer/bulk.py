@@ -12,10 +12,12 @@ compression, producer id and sequence) by the sender as usual.
 
 from __future__ import annotations
 
+import gc
 import operator
 from collections.abc import Sequence
 from functools import partial
 from itertools import accumulate, repeat
+from operator import countOf
 from typing import Any, NamedTuple, cast
 
 from logbus.client.partitioner import partition_for_key
@@ -55,29 +57,27 @@ def plain_records(
     count = len(records)
     if not raw_values or not count:
         return None
-    # Columns through itemgetter allocate nothing per record (zip(*records) would make
-    # an iterator per record, and wake the garbage collector over and over).
-    try:
-        if set(map(len, records)) != {_FIELDS}:
-            return None
-        topics, values, keys, partitions, timestamps, headers = (
-            list(map(field, records)) for field in _COLUMNS
-        )
-    except TypeError:  # not tuples: the general path says why
-        return None
-    topic = topics[0]
+    # One C pass per field, through itemgetter: nothing is allocated per record (zip(*records)
+    # would make an iterator per record, and wake the garbage collector over and over).
+    if countOf(map(type, records), ProducerRecord) != count:
+        return None  # tuples of other shapes: the general path says what is wrong
+    topic_of, value_of, key_of, partition_of, timestamp_of, headers_of = _COLUMNS
+    topic = records[0].topic
     if (
         type(topic) is not str
-        or topics.count(topic) != count
-        or partitions.count(None) != count
-        or timestamps.count(None) != count
-        or any(headers)
-        or set(map(type, values)) != {bytes}
+        or countOf(map(topic_of, records), topic) != count
+        or countOf(map(partition_of, records), None) != count
+        or countOf(map(timestamp_of, records), None) != count
+        or countOf(map(headers_of, records), None) != count
     ):
         return None
-    if keys.count(None) == count:
+    values = list(map(value_of, records))
+    if countOf(map(type, values), bytes) != count:
+        return None
+    keys = list(map(key_of, records))
+    if countOf(keys, None) == count:
         return PlainRecords(topic, values, None)
-    if raw_keys and set(map(type, keys)) == {bytes}:
+    if raw_keys and countOf(map(type, keys), bytes) == count:
         return PlainRecords(topic, values, keys)
     return None
 
@@ -117,22 +117,36 @@ def metadata_of(runs: list[Run]) -> list[RecordMetadata]:
     """The RecordMetadata of every record of `runs`, in order, once their batches are
     complete."""
     out: list[RecordMetadata] = []
-    for run in runs:
-        batch, first, count = run.batch, run.first, run.count
-        topic, partition = batch.tp
-        base = batch.result_offset
-        offsets = range(base + first, base + first + count) if base >= 0 else repeat(-1, count)
-        out += map(
-            _metadata,
-            zip(
-                repeat(topic, count),
-                repeat(partition, count),
-                offsets,
-                batch.timestamps[first : first + count],
-                strict=True,
-            ),
-        )
+    # RecordMetadata tuples cannot form cycles, but the collector tracks them (it stops
+    # tracking plain tuples only): made by the hundred thousand, they would set off
+    # several full collections of the whole heap, costing more than the tuples do.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        for run in runs:
+            _extend_metadata(out, run)
+    finally:
+        if paused:
+            gc.enable()
     return out
+
+
+def _extend_metadata(out: list[RecordMetadata], run: Run) -> None:
+    batch, first, count = run.batch, run.first, run.count
+    topic, partition = batch.tp
+    base = batch.result_offset
+    offsets = range(base + first, base + first + count) if base >= 0 else repeat(-1, count)
+    out += map(
+        _metadata,
+        zip(
+            repeat(topic, count),
+            repeat(partition, count),
+            offsets,
+            batch.timestamps[first : first + count],
+            strict=True,
+        ),
+    )
 
 
 def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata]:
