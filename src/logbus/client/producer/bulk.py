@@ -12,17 +12,27 @@ compression, producer id and sequence) by the sender as usual.
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import gc
 import operator
 from collections.abc import Sequence
 from functools import partial
 from itertools import accumulate, repeat
 from operator import countOf
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD, ProducerBatch
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.records.builder import now_ms
+
+if TYPE_CHECKING:
+    from logbus.client.producer.producer import Producer
+    from logbus.client.producer.sender import Sender
+
+# Keys whose partition is remembered, per partition count (murmur2 is costly in Python).
+KEY_CACHE_SIZE = 65536
 
 _FIELDS = len(ProducerRecord._fields)
 _COLUMNS = [operator.itemgetter(index) for index in range(_FIELDS)]
@@ -153,3 +163,96 @@ def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata
     """Undo `order` (items[i] belongs to the record at index order[i])."""
     inverse = sorted(range(len(order)), key=order.__getitem__)
     return list(map(items.__getitem__, inverse))
+
+
+async def append_plain(
+    producer: Producer,
+    sender: Sender,
+    plain: PlainRecords,
+    runs: list[Run],
+    batches: dict[int, ProducerBatch],
+) -> list[int] | None:
+    """Put `plain`'s records into their batches: each partition's records encoded a
+    batch at a time, the buffer space of each batch reserved at once, each full batch
+    handed to the sender before the next is encoded. Appends a Run per batch to `runs`
+    and the batches to `batches`; returns the order the records were placed in (None:
+    as given)."""
+    pool, accumulator = producer._pool, producer._accumulator
+    assert pool is not None and accumulator is not None
+    topic, values, keys = plain
+    count = producer._partition_counts.get(topic)
+    if count is None:
+        count = await producer._partition_count(topic)
+    sizes = record_sizes(plain)
+    largest = max(sizes)
+    if largest > producer._max_request_size:
+        producer._check_size(largest)
+    tps = producer._topic_partitions(topic, count)
+    order: list[int] | None = None
+    # (partition, or None for the sticky partitioner; first record; end)
+    segments: list[tuple[int | None, int, int]] = [(None, 0, len(values))]
+    if keys is not None and not producer._ignore_keys:
+        cache = producer._key_partitions.get(count)
+        if cache is None:
+            cache = producer._key_partitions[count] = {}
+        order, per_partition = group_by_partition(keys, count, cache, KEY_CACHE_SIZE)
+        values = list(map(values.__getitem__, order))
+        keys = list(map(keys.__getitem__, order))
+        sizes = list(map(sizes.__getitem__, order))
+        segments = []
+        low = 0
+        for partition, placed in enumerate(per_partition):
+            if placed:
+                segments.append((partition, low, low + placed))
+                low += placed
+    ends = cumulative(sizes)
+    batch_size = accumulator.batch_size
+    credit = 0  # buffer space reserved and not yet used
+    now = now_ms()
+    try:
+        for chosen, low, high in segments:
+            index = low
+            while index < high:
+                size = sizes[index]
+                partition = (
+                    producer._sticky_partition(topic, count, tps, size)
+                    if chosen is None
+                    else chosen
+                )
+                tp = tps[partition]
+                batch = accumulator.batch_with_room(tp, size, now)
+                before = ends[index - 1] if index else 0
+                room = min(batch_size - len(batch.buf), pool.limit)
+                end = max(bisect.bisect_right(ends, before + room, index, high), index + 1)
+                total = ends[end - 1] - before
+                if total > credit:
+                    need = total - credit
+                    if not pool.try_reserve(need):
+                        sender.expedite.update(b.tp for b in batches.values())
+                        sender.wakeup()
+                        await pool.reserve(need, producer._max_block)
+                        producer._check_open()
+                        credit += need
+                        now = now_ms()
+                        continue  # the batches may have moved on while we waited
+                    credit += need
+                credit -= total
+                first = batch.append_values(
+                    values[index:end], None if keys is None else keys[index:end], now, total
+                )
+                runs.append(Run(batch, first, end - index))
+                batches[id(batch)] = batch
+                index = end
+                if index < high and len(batch.buf) + sizes[index] > batch_size:
+                    # The batch is full: ship it while the next one is encoded, and
+                    # move keyless records on to the next partition (KIP-480).
+                    sender.expedite.add(tp)
+                    sender.wakeup()
+                    if chosen is None:
+                        producer._sticky[topic].next_batch()
+                    await asyncio.sleep(0)
+                    producer._check_open()
+    finally:
+        if credit:
+            pool.release(credit)
+    return order

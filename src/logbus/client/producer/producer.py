@@ -9,7 +9,6 @@ RecordMetadata once the broker acknowledges its batch.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -28,13 +27,11 @@ from logbus.client.producer.accumulator import (
 )
 from logbus.client.producer.buffer_pool import BufferPool
 from logbus.client.producer.bulk import (
-    PlainRecords,
+    KEY_CACHE_SIZE,
     Run,
-    cumulative,
-    group_by_partition,
+    append_plain,
     metadata_of,
     plain_records,
-    record_sizes,
     unsort,
 )
 from logbus.client.producer.config import parse_producer_config
@@ -49,7 +46,6 @@ from logbus.records.record import HeaderInput
 
 # Buffer space send_many takes at a time (and gives back what it did not use).
 _RESERVE_AHEAD = 256 * 1024
-_KEY_CACHE_SIZE = 65536
 
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
@@ -303,7 +299,7 @@ class Producer(AsyncService):
             partition = cache.get(key)
             if partition is None:
                 partition = partition_for_key(key, count)
-                if len(cache) >= _KEY_CACHE_SIZE:
+                if len(cache) >= KEY_CACHE_SIZE:
                     cache.clear()
                 cache[key] = partition
             return partition
@@ -410,7 +406,7 @@ class Producer(AsyncService):
         order: list[int] | None = None
         plain = plain_records(records, self._raw_keys, self._raw_values)
         if plain is not None:
-            order = await self._append_plain(sender, plain, runs, batches)
+            order = await append_plain(self, sender, plain, runs, batches)
         else:
             await self._append_each(sender, records, runs, batches)
         sender.expedite.update(b.tp for b in batches.values())
@@ -433,95 +429,6 @@ class Producer(AsyncService):
         else:
             settle()
         return result
-
-    async def _append_plain(
-        self,
-        sender: Sender,
-        plain: PlainRecords,
-        runs: list[Run],
-        batches: dict[int, ProducerBatch],
-    ) -> list[int] | None:
-        """The bulk path: each partition's records encoded into its batch a batch at a
-        time, with the buffer space of each batch reserved at once. Returns the order
-        the records were placed in (None: as given)."""
-        pool, accumulator = self._pool, self._accumulator
-        assert pool is not None and accumulator is not None
-        topic, values, keys = plain
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = await self._partition_count(topic)
-        sizes = record_sizes(plain)
-        largest = max(sizes)
-        if largest > self._max_request_size:
-            self._check_size(largest)
-        tps = self._topic_partitions(topic, count)
-        order: list[int] | None = None
-        # (partition, or None for the sticky partitioner; first record; end)
-        segments: list[tuple[int | None, int, int]] = [(None, 0, len(values))]
-        if keys is not None and not self._ignore_keys:
-            cache = self._key_partitions.get(count)
-            if cache is None:
-                cache = self._key_partitions[count] = {}
-            order, per_partition = group_by_partition(keys, count, cache, _KEY_CACHE_SIZE)
-            values = list(map(values.__getitem__, order))
-            keys = list(map(keys.__getitem__, order))
-            sizes = list(map(sizes.__getitem__, order))
-            segments = []
-            low = 0
-            for partition, placed in enumerate(per_partition):
-                if placed:
-                    segments.append((partition, low, low + placed))
-                    low += placed
-        ends = cumulative(sizes)
-        batch_size = accumulator.batch_size
-        credit = 0  # buffer space reserved and not yet used
-        now = now_ms()
-        try:
-            for chosen, low, high in segments:
-                index = low
-                while index < high:
-                    size = sizes[index]
-                    partition = (
-                        self._sticky_partition(topic, count, tps, size)
-                        if chosen is None
-                        else chosen
-                    )
-                    tp = tps[partition]
-                    batch = accumulator.batch_with_room(tp, size, now)
-                    before = ends[index - 1] if index else 0
-                    room = min(batch_size - len(batch.buf), pool.limit)
-                    end = max(bisect.bisect_right(ends, before + room, index, high), index + 1)
-                    total = ends[end - 1] - before
-                    if total > credit:
-                        need = total - credit
-                        if not pool.try_reserve(need):
-                            sender.expedite.update(b.tp for b in batches.values())
-                            sender.wakeup()
-                            await pool.reserve(need, self._max_block)
-                            self._check_open()
-                            credit += need
-                            now = now_ms()
-                            continue  # the batches may have moved on while we waited
-                        credit += need
-                    credit -= total
-                    first = batch.append_values(
-                        values[index:end], None if keys is None else keys[index:end], now, total
-                    )
-                    runs.append(Run(batch, first, end - index))
-                    batches[id(batch)] = batch
-                    index = end
-                    if index < high and len(batch.buf) + sizes[index] > batch_size:
-                        # The batch is full: ship it while the next one is encoded, and
-                        # move keyless records on to the next partition (KIP-480).
-                        sender.expedite.add(tp)
-                        sender.wakeup()
-                        if chosen is None:
-                            self._sticky[topic].next_batch()
-                        await asyncio.sleep(0)
-        finally:
-            if credit:
-                pool.release(credit)
-        return order
 
     async def _append_each(
         self,
