@@ -12,6 +12,7 @@ valid UTF-8 survive a decode/encode round trip byte for byte instead of failing 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -162,12 +163,13 @@ def _keyless_prefixes(length: int, timestamp_delta: int, start: int, stop: int) 
     if timestamp_delta != 0 or stop > _PREFIX_CACHE_RECORDS:
         return _build_keyless_prefixes(length, timestamp_delta, start, stop)
     cached = _PREFIX_CACHE.get(length)
-    if cached is None or len(cached) < stop:
-        size = min(max(stop, 1024, 2 * len(cached or ())), _PREFIX_CACHE_RECORDS)
-        cached = _build_keyless_prefixes(length, 0, 0, size)
+    if cached is None:
         if len(_PREFIX_CACHE) >= _PREFIX_CACHE_LENGTHS:
             _PREFIX_CACHE.clear()
-        _PREFIX_CACHE[length] = cached
+        cached = _PREFIX_CACHE[length] = []
+    if len(cached) < stop:
+        size = min(max(stop, 1024, 2 * len(cached)), _PREFIX_CACHE_RECORDS)
+        cached += _build_keyless_prefixes(length, 0, len(cached), size)
     return cached[start:stop]
 
 
@@ -230,39 +232,47 @@ def plain_record_parts(
         pieces[1 : 2 * count : 2] = values
         pieces[0] = prefixes[0][1:]  # nothing precedes the first record
         return pieces
-    table = NON_NEGATIVE_VARINTS
-    limit = CACHED_VARINT_LIMIT
     ts = (
-        table[timestamp_delta]
-        if 0 <= timestamp_delta < limit
+        NON_NEGATIVE_VARINTS[timestamp_delta]
+        if 0 <= timestamp_delta < CACHED_VARINT_LIMIT
         else encode_varlong(timestamp_delta)
     )
-    out = bytearray()
-    fixed = 2 + len(ts)  # attributes, timestamp delta, header count
-    null_key = keys is None
-    key = b""
-    key_size = 0
-    kl = _NULL_KEY
-    for index, value in enumerate(values, first_offset_delta):
-        od = table[index] if index < limit else encode_varint(index)
-        value_size = len(value)
-        vl = table[value_size] if value_size < limit else encode_varint(value_size)
-        if not null_key:
-            key = keys[index - first_offset_delta]  # type: ignore[index]
-            key_size = len(key)
-            kl = table[key_size] if key_size < limit else encode_varint(key_size)
-        body = fixed + len(od) + len(kl) + key_size + len(vl) + value_size
-        out += table[body] if body < limit else encode_varint(body)
-        out.append(0)  # attributes
-        out += ts
-        out += od
-        out += kl
-        if key_size:
-            out += key
-        out += vl
-        out += value
-        out.append(0)  # no headers
-    return [bytes(out)]
+    # Records of differing lengths, or keyed: each field a column computed by C loops
+    # (map, table lookups), the columns interleaved by slice assignment.
+    lengths = list(map(len, values))
+    value_lengths = _varints(lengths)
+    offsets = _offset_varints(first_offset_delta, first_offset_delta + count)
+    bodies = list(map(operator.add, lengths, map(len, value_lengths)))
+    bodies = list(map(operator.add, bodies, map(len, offsets)))
+    columns: list[Sequence[bytes]]
+    if keys is None:
+        # attributes, timestamp delta, null key, header count
+        bodies = list(map((3 + len(ts)).__add__, bodies))
+        columns = [_varints(bodies), offsets, value_lengths, values]
+        constants = {1: b"\x00" + ts, 3: _NULL_KEY, 6: _NO_HEADERS}
+    else:
+        key_sizes = list(map(len, keys))
+        key_lengths = _varints(key_sizes)
+        bodies = list(map(operator.add, bodies, key_sizes))
+        bodies = list(map(operator.add, bodies, map(len, key_lengths)))
+        bodies = list(map((2 + len(ts)).__add__, bodies))  # attributes, timestamp, headers
+        columns = [_varints(bodies), offsets, key_lengths, keys, value_lengths, values]
+        constants = {1: b"\x00" + ts, 7: _NO_HEADERS}
+    width = len(columns) + len(constants)
+    pieces = [_NO_HEADERS] * (width * count)
+    variable = (n for n in range(width) if n not in constants)
+    for n, column in zip(variable, columns, strict=True):
+        pieces[n::width] = column
+    for n, constant in constants.items():
+        pieces[n::width] = [constant] * count
+    return pieces
+
+
+def _varints(numbers: list[int]) -> Sequence[bytes]:
+    """The varints of non-negative numbers, from the table when they are all in it."""
+    if max(numbers) < CACHED_VARINT_LIMIT:
+        return list(map(NON_NEGATIVE_VARINTS.__getitem__, numbers))
+    return list(map(varint_bytes, numbers))
 
 
 def write_plain_records(
