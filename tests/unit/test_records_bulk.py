@@ -11,7 +11,7 @@ from record_strategies import large_bytes
 
 from logbus.client.producer.accumulator import ProducerBatch
 from logbus.client.types import TopicPartition
-from logbus.records.builder import NewRecord, build_batch
+from logbus.records.builder import NewRecord, build_batch, build_plain_batch
 from logbus.records.compression import CompressionType
 from logbus.records.record import plain_record_parts, write_plain_record, write_plain_records
 
@@ -103,3 +103,25 @@ def test_batch_filled_in_bulk_seals_like_build_batch(codec: CompressionType) -> 
     assert bytes(batch.data) == build_batch(
         expected, compression=codec, producer_id=42, producer_epoch=3, base_sequence=17
     )
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+@pytest.mark.parametrize("keyed", [False, True])
+def test_build_plain_batch_equals_build_batch(codec: CompressionType, keyed: bool) -> None:
+    values = [b"value %d " % i * (i % 9) for i in range(300)]
+    keys = [b"key-%d" % (i % 17) for i in range(300)] if keyed else None
+    records = [
+        NewRecord(None if keys is None else keys[i], v, (), 1_700_000_000_000)
+        for i, v in enumerate(values)
+    ]
+    fields = {"compression": codec, "producer_id": 9, "producer_epoch": 1, "base_sequence": 5}
+    assert build_plain_batch(
+        values, keys, timestamp=1_700_000_000_000, **fields  # type: ignore[arg-type]
+    ) == build_batch(records, **fields)  # type: ignore[arg-type]
+
+
+def test_build_plain_batch_refuses_no_records_and_mismatched_keys() -> None:
+    with pytest.raises(ValueError, match="at least one record"):
+        build_plain_batch([], timestamp=0)
+    with pytest.raises(ValueError, match="2 keys for 1 values"):
+        build_plain_batch([b"v"], [b"a", b"b"], timestamp=0)
