@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import ProducerBatch, record_size
 from logbus.client.producer.bulk import (
     PlainRecords,
     Run,
+    encoded_overhead,
     group_by_partition,
     metadata_of,
     plain_records,
@@ -20,6 +23,7 @@ from logbus.client.producer.bulk import (
 )
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.types import TopicPartition
+from logbus.records.record import size_of_record
 
 
 def test_keyless_records_of_one_topic_are_plain() -> None:
@@ -104,3 +108,25 @@ def test_metadata_follows_runs_and_unsort_restores_the_callers_order() -> None:
     assert all(type(md) is RecordMetadata for md in mds)
     # mds[i] belongs to the caller's record order[i]
     assert unsort(mds, [2, 0, 3, 1]) == [mds[1], mds[3], mds[0], mds[2]]
+
+
+@given(
+    st.integers(0, 70_000),
+    st.data(),
+    st.booleans(),
+    st.integers(0, 1 << 21),
+    st.integers(-(2**40), 2**40),
+)
+def test_encoded_overhead_bounds_every_record_it_covers(
+    largest: int, data: st.DataObject, keyed: bool, last_offset_delta: int, timestamp_delta: int
+) -> None:
+    key_size = data.draw(st.integers(0, largest)) if keyed else 0
+    value_size = data.draw(st.integers(0, largest - key_size))
+    offset_delta = data.draw(st.integers(0, last_offset_delta))
+    key = b"k" * key_size if keyed else None
+    encoded = size_of_record(offset_delta, timestamp_delta, key, b"v" * value_size)
+    bound = encoded_overhead(largest, keyed, last_offset_delta, timestamp_delta)
+    assert encoded - key_size - value_size <= bound
+    if not keyed:  # ...and tight for the largest keyless record at the last offset
+        top = size_of_record(last_offset_delta, timestamp_delta, None, b"v" * largest)
+        assert top - largest == bound

@@ -26,6 +26,7 @@ from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD, ProducerBatch
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.records.builder import now_ms
+from logbus.records.varint import size_of_varint, size_of_varlong
 
 if TYPE_CHECKING:
     from logbus.client.producer.producer import Producer
@@ -102,6 +103,62 @@ def record_sizes(plain: PlainRecords) -> list[int]:
 
 def cumulative(sizes: list[int]) -> list[int]:
     return list(accumulate(sizes))
+
+
+def encoded_overhead(
+    largest: int, keyed: bool, last_offset_delta: int, timestamp_delta: int
+) -> int:
+    """At most the bytes a record takes once encoded beyond its key and value (length
+    prefix, attributes, deltas, key and value lengths, header count), for records whose
+    key and value together take at most `largest` bytes. Tighter than RECORD_OVERHEAD,
+    so that a batch is filled to batch.size in one go."""
+    width = size_of_varint(largest)
+    body = (
+        2  # attributes, header count
+        + size_of_varlong(timestamp_delta)
+        + size_of_varint(last_offset_delta)
+        + (width if keyed else 1)
+        + width
+        + largest
+    )
+    return size_of_varint(body) + body - largest
+
+
+def _fitting(
+    ends: list[int],
+    index: int,
+    high: int,
+    before: int,
+    room: int,
+    largest: int,
+    keyed: bool,
+    batch: ProducerBatch,
+    now: int,
+) -> tuple[int, int]:
+    """How many records from `index` on fit in `room` bytes of `batch` once encoded, and
+    the slack used (accounted size less encoded size, at least). The offset deltas'
+    width is first bounded by the records left, then by the records found to fit: the
+    tighter fit is kept unless it would widen the last offset delta's varint."""
+
+    def fit(last_offset_delta: int) -> tuple[int, int]:
+        overhead = encoded_overhead(
+            largest - RECORD_OVERHEAD, keyed, last_offset_delta, now - batch.base_timestamp
+        )
+        slack = max(RECORD_OVERHEAD - overhead, 0)
+        count = bisect.bisect_right(
+            range(index + 1, high + 1),
+            room,
+            key=lambda end: ends[end - 1] - before - slack * (end - index),
+        )
+        return count, slack
+
+    loose, loose_slack = fit(batch.count + high - index)
+    if not loose:
+        return loose, loose_slack
+    tight, tight_slack = fit(batch.count + loose - 1)
+    if size_of_varint(batch.count + tight - 1) > size_of_varint(batch.count + loose - 1):
+        return loose, loose_slack
+    return tight, tight_slack
 
 
 def group_by_partition(
@@ -222,8 +279,14 @@ async def append_plain(
                 tp = tps[partition]
                 batch = accumulator.batch_with_room(tp, size, now)
                 before = ends[index - 1] if index else 0
-                room = min(batch_size - len(batch.buf), pool.limit)
-                end = max(bisect.bisect_right(ends, before + room, index, high), index + 1)
+                # As many records as fit in the batch once encoded (each takes its
+                # accounted size less `slack`) and in buffer.memory (accounted).
+                room = batch_size - len(batch.buf)
+                fitting, slack = _fitting(
+                    ends, index, high, before, room, largest, keys is not None, batch, now
+                )
+                end = bisect.bisect_right(ends, before + pool.limit, index, index + fitting)
+                end = max(end, index + 1)
                 total = ends[end - 1] - before
                 if total > credit:
                     need = total - credit
@@ -243,7 +306,7 @@ async def append_plain(
                 runs.append(Run(batch, first, end - index))
                 batches[id(batch)] = batch
                 index = end
-                if index < high and len(batch.buf) + sizes[index] > batch_size:
+                if index < high and len(batch.buf) + sizes[index] - slack > batch_size:
                     # The batch is full: ship it while the next one is encoded, and
                     # move keyless records on to the next partition (KIP-480).
                     sender.expedite.add(tp)
