@@ -63,13 +63,20 @@ def test_nothing_or_a_value_serializer_means_the_general_path() -> None:
     assert plain_records([ProducerRecord("t", b"v")], True, False) is None
 
 
-def test_record_sizes_are_the_accounted_sizes() -> None:
+def test_record_sizes_are_the_accounted_sizes_and_their_running_totals() -> None:
     plain = PlainRecords("t", [b"a" * 10, b""], [b"k", b"key"])
-    assert record_sizes(plain) == [
-        record_size(b"k", b"a" * 10, ()),
-        record_size(b"key", b"", ()),
-    ]
-    assert record_sizes(PlainRecords("t", [b"abc"], None)) == [record_size(None, b"abc", ())]
+    sizes, ends, same_length = record_sizes(plain)
+    assert list(sizes) == [record_size(b"k", b"a" * 10, ()), record_size(b"key", b"", ())]
+    assert list(ends) == [sizes[0], sizes[0] + sizes[1]]
+    assert not same_length
+    # Keyless values of one length: computed, not listed.
+    sizes, ends, same_length = record_sizes(PlainRecords("t", [b"abc"] * 4, None))
+    assert same_length
+    assert list(sizes) == [record_size(None, b"abc", ())] * 4
+    assert list(ends) == [sizes[0] * n for n in range(1, 5)]
+    sizes, ends, same_length = record_sizes(PlainRecords("t", [b"abc", b"ab"], None))
+    assert not same_length
+    assert list(ends) == [sizes[0], sizes[0] + sizes[1]]
 
 
 def test_group_by_partition_uses_murmur2_and_keeps_each_keys_order() -> None:

@@ -61,6 +61,10 @@ def test_keyless_values_of_one_length_across_varint_widths(
     out = bytearray(b"before")
     write_plain_records(out, values, first_offset_delta=first, timestamp_delta=timestamp_delta)
     assert bytes(out) == b"before" + one_by_one(values, None, first, timestamp_delta)
+    told = plain_record_parts(
+        values, first_offset_delta=first, timestamp_delta=timestamp_delta, same_length=True
+    )
+    assert b"".join(told) == bytes(out)[len(b"before") :]
 
 
 def test_many_records_past_the_prefix_cache() -> None:

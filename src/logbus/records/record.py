@@ -213,17 +213,21 @@ def plain_record_parts(
     *,
     first_offset_delta: int = 0,
     timestamp_delta: int = 0,
+    same_length: bool = False,
 ) -> list[bytes]:
     """Pieces whose concatenation is `write_plain_record` applied to each value in turn
     (offset deltas from `first_offset_delta` on, one `timestamp_delta` for all): the
     producer's bulk path. Keyless values of one length cost no Python work per record
     (cached prefixes interleaved with the values, joined in C). `keys` is None (every key
-    null) or one key per value; values and keys are bytes, never None."""
+    null) or one key per value; values and keys are bytes, never None. `same_length`:
+    the caller knows the values are of one length (saves checking)."""
     count = len(values)
     if not count:
         return []
     first_length = len(values[0])
-    if keys is None and list(map(len, values)).count(first_length) == count:
+    if keys is None and (
+        same_length or list(map(len, values)).count(first_length) == count
+    ):
         prefixes = _keyless_prefixes(
             first_length, timestamp_delta, first_offset_delta, first_offset_delta + count
         )

@@ -125,15 +125,19 @@ class ProducerBatch:
         keys: Sequence[bytes] | None,
         timestamp: int,
         size: int,
+        *,
+        same_length: bool = False,
     ) -> int:
         """Encode many header-less records of one timestamp (`size`: their accounted
-        bytes) in one go; returns the first one's index."""
+        bytes) in one go; returns the first one's index. `same_length`: the caller
+        knows the values are of one length."""
         first = self.count
         parts = plain_record_parts(
             values,
             keys,
             first_offset_delta=first,
             timestamp_delta=timestamp - self.base_timestamp,
+            same_length=same_length,
         )
         if len(self.buf) == HEADER_SIZE:
             parts.insert(0, _EMPTY_HEADER)  # a fresh batch: one copy of the records

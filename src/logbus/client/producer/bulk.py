@@ -93,16 +93,19 @@ def plain_records(
     return None
 
 
-def record_sizes(plain: PlainRecords) -> list[int]:
-    """Each record's accounted size (see `accumulator.record_size`)."""
-    sizes = map(RECORD_OVERHEAD.__add__, map(len, plain.values))
+def record_sizes(plain: PlainRecords) -> tuple[Sequence[int], Sequence[int], bool]:
+    """Each record's accounted size (see `accumulator.record_size`), the running totals
+    of those sizes, and whether the records are keyless values of one length (then both
+    are computed, not listed one by one)."""
+    count = len(plain.values)
+    lengths = list(map(len, plain.values))
+    if plain.keys is None and lengths.count(lengths[0]) == count:
+        size = RECORD_OVERHEAD + lengths[0]
+        return [size] * count, range(size, size * count + 1, size), True
+    sizes = list(map(RECORD_OVERHEAD.__add__, lengths))
     if plain.keys is not None:
-        sizes = map(operator.add, sizes, map(len, plain.keys))
-    return list(sizes)
-
-
-def cumulative(sizes: list[int]) -> list[int]:
-    return list(accumulate(sizes))
+        sizes = list(map(operator.add, sizes, map(len, plain.keys)))
+    return sizes, list(accumulate(sizes)), False
 
 
 def encoded_overhead(
@@ -125,7 +128,7 @@ def encoded_overhead(
 
 
 def _fitting(
-    ends: list[int],
+    ends: Sequence[int],
     index: int,
     high: int,
     before: int,
@@ -240,7 +243,7 @@ async def append_plain(
     count = producer._partition_counts.get(topic)
     if count is None:
         count = await producer._partition_count(topic)
-    sizes = record_sizes(plain)
+    sizes, ends, same_length = record_sizes(plain)
     largest = max(sizes)
     if largest > producer._max_request_size:
         producer._check_size(largest)
@@ -256,13 +259,13 @@ async def append_plain(
         values = list(map(values.__getitem__, order))
         keys = list(map(keys.__getitem__, order))
         sizes = list(map(sizes.__getitem__, order))
+        ends = list(accumulate(sizes))
         segments = []
         low = 0
         for partition, placed in enumerate(per_partition):
             if placed:
                 segments.append((partition, low, low + placed))
                 low += placed
-    ends = cumulative(sizes)
     batch_size = accumulator.batch_size
     credit = 0  # buffer space reserved and not yet used
     now = now_ms()
@@ -301,7 +304,11 @@ async def append_plain(
                     credit += need
                 credit -= total
                 first = batch.append_values(
-                    values[index:end], None if keys is None else keys[index:end], now, total
+                    values[index:end],
+                    None if keys is None else keys[index:end],
+                    now,
+                    total,
+                    same_length=same_length,
                 )
                 runs.append(Run(batch, first, end - index))
                 batches[id(batch)] = batch
