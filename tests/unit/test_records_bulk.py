@@ -70,9 +70,9 @@ def test_keyless_values_of_one_length_across_varint_widths(
 def test_many_records_past_the_prefix_cache() -> None:
     values = [b"v"] * 40_000  # offset deltas past the cache and past 3-byte varints' start
     assert b"".join(plain_record_parts(values)) == one_by_one(values, None, 0, 0)
-    assert b"".join(plain_record_parts(values[:50], first_offset_delta=1 << 20)) == one_by_one(
-        values[:50], None, 1 << 20, 0
-    )
+    for first in ((1 << 20) - 25, 1 << 20):  # across and past 3-byte offset deltas
+        parts = plain_record_parts(values[:50], first_offset_delta=first)
+        assert b"".join(parts) == one_by_one(values[:50], None, first, 0)
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))

@@ -154,6 +154,7 @@ _NULL_KEY = b"\x01"
 _PREFIX_CACHE: dict[int, list[bytes]] = {}
 _PREFIX_CACHE_LENGTHS = 16
 _PREFIX_CACHE_RECORDS = 1 << 15
+_THREE_BYTES = 1 << 20
 
 
 def _keyless_prefixes(length: int, timestamp_delta: int, start: int, stop: int) -> list[bytes]:
@@ -201,10 +202,19 @@ def _build_keyless_prefixes(
 
 
 def _offset_varints(start: int, stop: int) -> Sequence[bytes]:
+    """The varints of start..stop-1 (non-negative)."""
     if stop <= CACHED_VARINT_LIMIT:
         return NON_NEGATIVE_VARINTS[start:stop]
-    cached = NON_NEGATIVE_VARINTS[start:stop] if start < CACHED_VARINT_LIMIT else ()
-    return [*cached, *map(encode_varint, range(max(start, CACHED_VARINT_LIMIT), stop))]
+    out = list(NON_NEGATIVE_VARINTS[start:stop]) if start < CACHED_VARINT_LIMIT else []
+    # Three bytes cover 8192 <= n < 2**20 (zigzag 2n below 2**21): spelled out, since
+    # a batch of small records reaches past the table.
+    low, high = max(start, CACHED_VARINT_LIMIT), min(stop, _THREE_BYTES)
+    out += [
+        bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80, z >> 14))
+        for z in range(2 * low, 2 * high, 2)
+    ]
+    out += map(encode_varint, range(max(start, _THREE_BYTES), stop))
+    return out
 
 
 def plain_record_parts(
