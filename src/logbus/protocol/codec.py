@@ -95,8 +95,10 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
     if header_version >= 2:
         w.uvarint(0)
     schema.request(header.api_key).writer(header.api_version)(w, body)
-    data = w.getvalue()
-    return t.INT32.pack(len(data)) + data
+    # The size prefix joins the body's chunks, so a Produce's batches are copied once.
+    size = w.size()
+    chunks = [c.read() if hasattr(c, "read") else c for c in w.chunks()]
+    return b"".join([t.INT32.pack(size), *chunks])
 
 
 def _write_client_id(w: t.Writer, client_id: str | None) -> None:

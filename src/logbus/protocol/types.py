@@ -194,10 +194,9 @@ class Writer:
 
     def getvalue(self) -> bytes:
         """All the output as one bytes object (file slices are read)."""
-        parts = []
-        for chunk in self.chunks():
-            parts.append(chunk.read() if hasattr(chunk, "read") else bytes(chunk))
-        return b"".join(parts)
+        # join takes bytearrays and memoryviews as they are: a record batch is copied
+        # once, into the result, not first into a bytes of its own.
+        return b"".join([c.read() if hasattr(c, "read") else c for c in self.chunks()])
 
 
 def write_length(w: Writer, n: int, compact: bool, wide: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
 from logbus.records.batch import (
@@ -28,7 +28,7 @@ from logbus.records.batch import (
     compute_crc,
 )
 from logbus.records.compression import CompressionType, compress
-from logbus.records.record import HeaderInput, Record, write_record
+from logbus.records.record import HeaderInput, Record, plain_record_parts, write_record
 
 NO_TIMESTAMP: Final = -1
 
@@ -246,6 +246,41 @@ def seal_batch(
         count=count,
     )
     return out
+
+
+def build_plain_batch(
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None = None,
+    *,
+    timestamp: int,
+    compression: CompressionType | int = CompressionType.NONE,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """`build_batch` for columns: header-less records of one `timestamp`, `bytes` values,
+    keys all null (`keys` None) or all `bytes`, based at offset 0, encoded in bulk
+    (`record.plain_record_parts`). Byte-identical to
+    `build_batch([NewRecord(key, value, (), timestamp), ...])` with the same arguments."""
+    if not values:
+        raise ValueError("a batch built from columns needs at least one record")
+    if keys is not None and len(keys) != len(values):
+        raise ValueError(f"{len(keys)} keys for {len(values)} values")
+    parts = plain_record_parts(values, keys)
+    parts.insert(0, bytes(HEADER_SIZE))
+    out = seal_batch(
+        bytearray().join(parts),
+        count=len(values),
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        compression=compression,
+        compression_level=compression_level,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+    return bytes(out)
 
 
 def new_batch_buffer() -> bytearray:

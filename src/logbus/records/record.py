@@ -12,8 +12,10 @@ valid UTF-8 survive a decode/encode round trip byte for byte instead of failing 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from logbus.records.batch import InvalidBatch
 from logbus.records.varint import (
@@ -27,6 +29,7 @@ from logbus.records.varint import (
     encode_varlong,
     size_of_varint,
     size_of_varlong,
+    varint_bytes,
     write_varint,
     write_varlong,
 )
@@ -138,6 +141,168 @@ def write_plain_record(
     if value_size:
         out += value  # type: ignore[arg-type]
     out.append(0)  # no headers
+
+
+# Where a zigzag varint of a non-negative value grows by a byte: below 64 it takes one,
+# below 8192 two, and so on (offset deltas of one batch stay below 2**31).
+_VARINT_WIDTHS = ((64, 1), (1 << 13, 2), (1 << 20, 3), (1 << 27, 4), (1 << 31, 5))
+_NO_HEADERS = b"\x00"
+_NULL_KEY = b"\x01"
+# value length -> the byte before each keyless record (the previous record's header
+# count, 0) and its fields up to its value, indexed by offset delta, for timestamp delta 0:
+# what a producer writes for every record of a fresh batch.
+_PREFIX_CACHE: dict[int, list[bytes]] = {}
+_PREFIX_CACHE_LENGTHS = 16
+_PREFIX_CACHE_RECORDS = 1 << 15
+_THREE_BYTES = 1 << 20
+
+
+def _keyless_prefixes(length: int, timestamp_delta: int, start: int, stop: int) -> list[bytes]:
+    """For offset deltas start..stop-1: b"\\x00" (the previous record's header count),
+    then a keyless record of a `length`-byte value up to its value (length, attributes,
+    timestamp delta, offset delta, null key, value length)."""
+    if timestamp_delta != 0 or stop > _PREFIX_CACHE_RECORDS:
+        return _build_keyless_prefixes(length, timestamp_delta, start, stop)
+    cached = _PREFIX_CACHE.get(length)
+    if cached is None:
+        if len(_PREFIX_CACHE) >= _PREFIX_CACHE_LENGTHS:
+            _PREFIX_CACHE.clear()
+        cached = _PREFIX_CACHE[length] = []
+    if len(cached) < stop:
+        size = min(max(stop, 1024, 2 * len(cached)), _PREFIX_CACHE_RECORDS)
+        cached += _build_keyless_prefixes(length, 0, len(cached), size)
+    return cached[start:stop]
+
+
+def _build_keyless_prefixes(
+    length: int, timestamp_delta: int, start: int, stop: int
+) -> list[bytes]:
+    ts = (
+        NON_NEGATIVE_VARINTS[timestamp_delta]
+        if 0 <= timestamp_delta < CACHED_VARINT_LIMIT
+        else encode_varlong(timestamp_delta)
+    )
+    value_length = varint_bytes(length)
+    middle = _NULL_KEY + value_length
+    # attributes, timestamp delta, key length, value length, value, header count
+    fixed = 1 + len(ts) + 1 + len(value_length) + length + 1
+    prefixes: list[bytes] = []
+    low = start
+    for bound, width in _VARINT_WIDTHS:
+        if low >= stop:
+            break
+        if low >= bound:
+            continue
+        high = min(bound, stop)
+        head = _NO_HEADERS + encode_varint(fixed + width) + b"\x00" + ts
+        offsets = _offset_varints(low, high)
+        prefixes += map(head.__add__, map(bytes.__add__, offsets, repeat(middle)))
+        low = high
+    return prefixes
+
+
+def _offset_varints(start: int, stop: int) -> Sequence[bytes]:
+    """The varints of start..stop-1 (non-negative)."""
+    if stop <= CACHED_VARINT_LIMIT:
+        return NON_NEGATIVE_VARINTS[start:stop]
+    out = list(NON_NEGATIVE_VARINTS[start:stop]) if start < CACHED_VARINT_LIMIT else []
+    # Three bytes cover 8192 <= n < 2**20 (zigzag 2n below 2**21): spelled out, since
+    # a batch of small records reaches past the table.
+    low, high = max(start, CACHED_VARINT_LIMIT), min(stop, _THREE_BYTES)
+    out += [
+        bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80, z >> 14))
+        for z in range(2 * low, 2 * high, 2)
+    ]
+    out += map(encode_varint, range(max(start, _THREE_BYTES), stop))
+    return out
+
+
+def plain_record_parts(
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None = None,
+    *,
+    first_offset_delta: int = 0,
+    timestamp_delta: int = 0,
+    same_length: bool = False,
+) -> list[bytes]:
+    """Pieces whose concatenation is `write_plain_record` applied to each value in turn
+    (offset deltas from `first_offset_delta` on, one `timestamp_delta` for all): the
+    producer's bulk path. Keyless values of one length cost no Python work per record
+    (cached prefixes interleaved with the values, joined in C). `keys` is None (every key
+    null) or one key per value; values and keys are bytes, never None. `same_length`:
+    the caller knows the values are of one length (saves checking)."""
+    count = len(values)
+    if not count:
+        return []
+    first_length = len(values[0])
+    if keys is None and (
+        same_length or list(map(len, values)).count(first_length) == count
+    ):
+        prefixes = _keyless_prefixes(
+            first_length, timestamp_delta, first_offset_delta, first_offset_delta + count
+        )
+        pieces: list[bytes] = [_NO_HEADERS] * (2 * count + 1)
+        pieces[0 : 2 * count : 2] = prefixes
+        pieces[1 : 2 * count : 2] = values
+        pieces[0] = prefixes[0][1:]  # nothing precedes the first record
+        return pieces
+    ts = (
+        NON_NEGATIVE_VARINTS[timestamp_delta]
+        if 0 <= timestamp_delta < CACHED_VARINT_LIMIT
+        else encode_varlong(timestamp_delta)
+    )
+    # Records of differing lengths, or keyed: each field a column computed by C loops
+    # (map, table lookups), the columns interleaved by slice assignment.
+    lengths = list(map(len, values))
+    value_lengths = _varints(lengths)
+    offsets = _offset_varints(first_offset_delta, first_offset_delta + count)
+    bodies = list(map(operator.add, lengths, map(len, value_lengths)))
+    bodies = list(map(operator.add, bodies, map(len, offsets)))
+    columns: list[Sequence[bytes]]
+    if keys is None:
+        # attributes, timestamp delta, null key, header count
+        bodies = list(map((3 + len(ts)).__add__, bodies))
+        columns = [_varints(bodies), offsets, value_lengths, values]
+        constants = {1: b"\x00" + ts, 3: _NULL_KEY, 6: _NO_HEADERS}
+    else:
+        key_sizes = list(map(len, keys))
+        key_lengths = _varints(key_sizes)
+        bodies = list(map(operator.add, bodies, key_sizes))
+        bodies = list(map(operator.add, bodies, map(len, key_lengths)))
+        bodies = list(map((2 + len(ts)).__add__, bodies))  # attributes, timestamp, headers
+        columns = [_varints(bodies), offsets, key_lengths, keys, value_lengths, values]
+        constants = {1: b"\x00" + ts, 7: _NO_HEADERS}
+    width = len(columns) + len(constants)
+    pieces = [_NO_HEADERS] * (width * count)
+    variable = (n for n in range(width) if n not in constants)
+    for n, column in zip(variable, columns, strict=True):
+        pieces[n::width] = column
+    for n, constant in constants.items():
+        pieces[n::width] = [constant] * count
+    return pieces
+
+
+def _varints(numbers: list[int]) -> Sequence[bytes]:
+    """The varints of non-negative numbers, from the table when they are all in it."""
+    if max(numbers) < CACHED_VARINT_LIMIT:
+        return list(map(NON_NEGATIVE_VARINTS.__getitem__, numbers))
+    return list(map(varint_bytes, numbers))
+
+
+def write_plain_records(
+    out: bytearray,
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None = None,
+    *,
+    first_offset_delta: int = 0,
+    timestamp_delta: int = 0,
+) -> None:
+    """Append `plain_record_parts(...)` to `out`."""
+    out += b"".join(
+        plain_record_parts(
+            values, keys, first_offset_delta=first_offset_delta, timestamp_delta=timestamp_delta
+        )
+    )
 
 
 def encode_record(

@@ -10,22 +10,30 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future as ThreadFuture
+from itertools import repeat
 from typing import Any
 
 from logbus.client.producer.records import RecordMetadata
 from logbus.client.types import TopicPartition
-from logbus.records.batch import NO_SEQUENCE
+from logbus.records.batch import HEADER_SIZE, NO_SEQUENCE
 from logbus.records.builder import new_batch_buffer, seal_batch
 from logbus.records.compression import CompressionType
-from logbus.records.record import HeaderInput, write_plain_record, write_record
+from logbus.records.record import (
+    HeaderInput,
+    plain_record_parts,
+    write_plain_record,
+    write_record,
+)
 
 # Bytes a record costs beyond its key, value and headers, counted against
 # buffer.memory and batch.size (its varints and attributes at their largest).
 RECORD_OVERHEAD = 21
 
 RecordFuture = asyncio.Future[RecordMetadata] | ThreadFuture[RecordMetadata]
+
+_EMPTY_HEADER = bytes(HEADER_SIZE)
 
 
 def record_size(
@@ -110,6 +118,39 @@ class ProducerBatch:
         self.reserved += size
         self.count = index + 1
         return index
+
+    def append_values(
+        self,
+        values: Sequence[bytes],
+        keys: Sequence[bytes] | None,
+        timestamp: int,
+        size: int,
+        *,
+        same_length: bool = False,
+    ) -> int:
+        """Encode many header-less records of one timestamp (`size`: their accounted
+        bytes) in one go; returns the first one's index. `same_length`: the caller
+        knows the values are of one length."""
+        first = self.count
+        parts = plain_record_parts(
+            values,
+            keys,
+            first_offset_delta=first,
+            timestamp_delta=timestamp - self.base_timestamp,
+            same_length=same_length,
+        )
+        if len(self.buf) == HEADER_SIZE:
+            parts.insert(0, _EMPTY_HEADER)  # a fresh batch: one copy of the records
+            self.buf = bytearray().join(parts)
+        else:
+            self.buf += b"".join(parts)
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        added = len(values)
+        self.timestamps.extend(repeat(timestamp, added))
+        self.reserved += size
+        self.count = first + added
+        return first
 
     @property
     def size(self) -> int:
@@ -244,6 +285,20 @@ class RecordAccumulator:
         batch.count = index + 1
         if len(buf) >= self.batch_size:
             self._on_ready()
+        return batch
+
+    def batch_with_room(self, tp: TopicPartition, size: int, timestamp: int) -> ProducerBatch:
+        """The partition's open batch if a record of `size` fits in it, else a new one."""
+        queue = self.batches.get(tp)
+        if queue:
+            batch = queue[-1]
+            if not batch.count or len(batch.buf) + size <= self.batch_size:
+                return batch
+        elif queue is None:
+            queue = self.batches[tp] = deque()
+        batch = ProducerBatch(tp, timestamp, time.monotonic())
+        queue.append(batch)
+        self._on_ready()  # the previous batch is full, or a new linger deadline
         return batch
 
     def is_full_for(self, tp: TopicPartition, size: int) -> bool:

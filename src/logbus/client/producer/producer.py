@@ -26,6 +26,14 @@ from logbus.client.producer.accumulator import (
     record_size,
 )
 from logbus.client.producer.buffer_pool import BufferPool
+from logbus.client.producer.bulk import (
+    KEY_CACHE_SIZE,
+    Run,
+    append_plain,
+    metadata_of,
+    plain_records,
+    unsort,
+)
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.sender import Sender, SenderSettings
@@ -38,7 +46,6 @@ from logbus.records.record import HeaderInput
 
 # Buffer space send_many takes at a time (and gives back what it did not use).
 _RESERVE_AHEAD = 256 * 1024
-_KEY_CACHE_SIZE = 65536
 
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
@@ -292,10 +299,15 @@ class Producer(AsyncService):
             partition = cache.get(key)
             if partition is None:
                 partition = partition_for_key(key, count)
-                if len(cache) >= _KEY_CACHE_SIZE:
+                if len(cache) >= KEY_CACHE_SIZE:
                     cache.clear()
                 cache[key] = partition
             return partition
+        return self._sticky_partition(topic, count, tps, size)
+
+    def _sticky_partition(
+        self, topic: str, count: int, tps: list[TopicPartition], size: int
+    ) -> int:
         sticky = self._sticky.get(topic)
         if sticky is None or sticky.num_partitions != count:
             sticky = self._sticky[topic] = StickyPartitioner(count)
@@ -304,6 +316,12 @@ class Producer(AsyncService):
         if self._accumulator.is_full_for(tps[partition], size):
             partition = sticky.next_batch()
         return partition
+
+    def _topic_partitions(self, topic: str, count: int) -> list[TopicPartition]:
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+        return tps
 
     async def send(
         self,
@@ -375,12 +393,53 @@ class Producer(AsyncService):
         """Buffer many records (waiting only for metadata and buffer space, like `send`)
         and return one future of all their RecordMetadata, in order, which fails with
         the first error any of their batches met. `send_batch` is this, awaited; callers
-        streaming records use it to keep several groups in flight."""
+        streaming records use it to keep several groups in flight.
+
+        Records of one topic without partition, timestamp or headers, whose values (and
+        keys, unless all None) are `bytes`, take the bulk path (`bulk.py`): encoded a
+        batch at a time, each batch handed to the sender as soon as it is full."""
         sender = self._check_open()
+        if not isinstance(records, list | tuple):
+            records = list(records)
+        runs: list[Run] = []
+        batches: dict[int, ProducerBatch] = {}
+        order: list[int] | None = None
+        plain = plain_records(records, self._raw_keys, self._raw_values)
+        if plain is not None:
+            order = await append_plain(self, sender, plain, runs, batches)
+        else:
+            await self._append_each(sender, records, runs, batches)
+        sender.expedite.update(b.tp for b in batches.values())
+        sender.wakeup()
+        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
+
+        def settle(_: object = None) -> None:
+            if result.done():
+                return
+            for batch in batches.values():
+                if batch.error is not None:
+                    result.set_exception(batch.error)
+                    return
+            out = metadata_of(runs)
+            result.set_result(out if order is None else unsort(out, order))
+
+        waiters = [b.waiter() for b in batches.values() if not b.settled]
+        if waiters:
+            asyncio.gather(*waiters).add_done_callback(settle)
+        else:
+            settle()
+        return result
+
+    async def _append_each(
+        self,
+        sender: Sender,
+        records: Sequence[ProducerRecord],
+        runs: list[Run],
+        batches: dict[int, ProducerBatch],
+    ) -> None:
+        """The general path: record by record, as `send` does."""
         pool = self._pool
         assert pool is not None
-        placed: list[tuple[ProducerBatch, int]] = []
-        batches: dict[int, ProducerBatch] = {}
         counts = self._partition_counts
         serialize = self._serialize
         append = self._append
@@ -389,6 +448,7 @@ class Producer(AsyncService):
         assert self._accumulator is not None
         append_plain = self._accumulator.append_plain
         last: ProducerBatch | None = None
+        run: Run | None = None
         now = now_ms()
         credit = 0  # buffer space reserved ahead, so that most records take no lock
         try:
@@ -440,16 +500,18 @@ class Producer(AsyncService):
                         size,
                     )
                 else:
-                    tps = self._tps.get(topic)
-                    if tps is None or len(tps) != count:
-                        tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
+                    tps = self._topic_partitions(topic, count)
                     if partition is None:
                         partition = self._choose_partition(topic, key, count, tps, size)
                     batch = append_plain(
                         tps[partition], key, value, now if timestamp is None else timestamp, size
                     )
                     index = batch.count - 1
-                placed.append((batch, index))
+                if run is not None and run.batch is batch and run.first + run.count == index:
+                    run.count += 1
+                else:
+                    run = Run(batch, index, 1)
+                    runs.append(run)
                 if batch is not last:
                     batches[id(batch)] = last = batch
                     # A batch was started, so one may be full: let the sender ship it
@@ -458,31 +520,6 @@ class Producer(AsyncService):
         finally:
             if credit:
                 pool.release(credit)
-        sender.expedite.update(b.tp for b in batches.values())
-        sender.wakeup()
-        result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
-
-        def settle(_: object = None) -> None:
-            if result.done():
-                return
-            for batch in batches.values():
-                if batch.error is not None:
-                    result.set_exception(batch.error)
-                    return
-            out = []
-            for batch, index in placed:
-                topic, part = batch.tp
-                base = batch.result_offset
-                offset = base + index if base >= 0 else -1
-                out.append(RecordMetadata(topic, part, offset, batch.timestamps[index]))
-            result.set_result(out)
-
-        waiters = [b.waiter() for b in batches.values() if not b.settled]
-        if waiters:
-            asyncio.gather(*waiters).add_done_callback(settle)
-        else:
-            settle()
-        return result
 
     async def _expedite_all(self) -> None:
         sender = self._check_open()

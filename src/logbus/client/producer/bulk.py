@@ -1,0 +1,328 @@
+"""`send_many`'s bulk path: many records handled as columns rather than one by one.
+
+Records that need no decision of their own (one topic, no explicit partition, timestamp
+or headers, `bytes` values and keys that are all null or all `bytes`, with the identity
+serializers) are sized, partitioned and encoded in bulk: a record's share of the work is
+C code (transposing, summing lengths, joining bytes), and Python runs once per batch.
+Keyless records follow the sticky partitioner, keyed ones murmur2 as `send` does; each
+partition's run of records is encoded into its batch with one call
+(`records.record.plain_record_parts`), and the batches are sealed (header, CRC32C,
+compression, producer id and sequence) by the sender as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import gc
+import operator
+from collections.abc import Sequence
+from functools import partial
+from itertools import accumulate, repeat
+from operator import countOf
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+from logbus.client.partitioner import partition_for_key
+from logbus.client.producer.accumulator import RECORD_OVERHEAD, ProducerBatch
+from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.records.builder import now_ms
+from logbus.records.varint import size_of_varint, size_of_varlong
+
+if TYPE_CHECKING:
+    from logbus.client.producer.producer import Producer
+    from logbus.client.producer.sender import Sender
+
+# Keys whose partition is remembered, per partition count (murmur2 is costly in Python).
+KEY_CACHE_SIZE = 65536
+
+_FIELDS = len(ProducerRecord._fields)
+_COLUMNS = [operator.itemgetter(index) for index in range(_FIELDS)]
+# A RecordMetadata from a (topic, partition, offset, timestamp) tuple, made in C.
+_metadata = cast(Any, partial(tuple.__new__, RecordMetadata))
+
+
+class PlainRecords(NamedTuple):
+    """The columns of records eligible for the bulk path."""
+
+    topic: str
+    values: Sequence[bytes]
+    keys: Sequence[bytes] | None  # None: every key is null
+
+
+class Run:
+    """Consecutive records of one send_many call that went into one batch, from index
+    `first` of the batch on."""
+
+    __slots__ = ("batch", "count", "first")
+
+    def __init__(self, batch: ProducerBatch, first: int, count: int) -> None:
+        self.batch = batch
+        self.first = first
+        self.count = count
+
+
+def plain_records(
+    records: Sequence[ProducerRecord], raw_keys: bool, raw_values: bool
+) -> PlainRecords | None:
+    """The records as columns when all of them qualify for the bulk path, else None."""
+    count = len(records)
+    if not raw_values or not count:
+        return None
+    # One C pass per field, through itemgetter: nothing is allocated per record (zip(*records)
+    # would make an iterator per record, and wake the garbage collector over and over).
+    if countOf(map(type, records), ProducerRecord) != count:
+        return None  # tuples of other shapes: the general path says what is wrong
+    topic_of, value_of, key_of, partition_of, timestamp_of, headers_of = _COLUMNS
+    topic = records[0].topic
+    if (
+        type(topic) is not str
+        or countOf(map(topic_of, records), topic) != count
+        or countOf(map(partition_of, records), None) != count
+        or countOf(map(timestamp_of, records), None) != count
+        or countOf(map(headers_of, records), None) != count
+    ):
+        return None
+    values = list(map(value_of, records))
+    if countOf(map(type, values), bytes) != count:
+        return None
+    keys = list(map(key_of, records))
+    if countOf(keys, None) == count:
+        return PlainRecords(topic, values, None)
+    if raw_keys and countOf(map(type, keys), bytes) == count:
+        return PlainRecords(topic, values, keys)
+    return None
+
+
+def record_sizes(plain: PlainRecords) -> tuple[Sequence[int], Sequence[int], bool]:
+    """Each record's accounted size (see `accumulator.record_size`), the running totals
+    of those sizes, and whether the records are keyless values of one length (then both
+    are computed, not listed one by one)."""
+    count = len(plain.values)
+    lengths = list(map(len, plain.values))
+    if plain.keys is None and lengths.count(lengths[0]) == count:
+        size = RECORD_OVERHEAD + lengths[0]
+        return [size] * count, range(size, size * count + 1, size), True
+    sizes = list(map(RECORD_OVERHEAD.__add__, lengths))
+    if plain.keys is not None:
+        sizes = list(map(operator.add, sizes, map(len, plain.keys)))
+    return sizes, list(accumulate(sizes)), False
+
+
+def encoded_overhead(
+    largest: int, keyed: bool, last_offset_delta: int, timestamp_delta: int
+) -> int:
+    """At most the bytes a record takes once encoded beyond its key and value (length
+    prefix, attributes, deltas, key and value lengths, header count), for records whose
+    key and value together take at most `largest` bytes. Tighter than RECORD_OVERHEAD,
+    so that a batch is filled to batch.size in one go."""
+    width = size_of_varint(largest)
+    body = (
+        2  # attributes, header count
+        + size_of_varlong(timestamp_delta)
+        + size_of_varint(last_offset_delta)
+        + (width if keyed else 1)
+        + width
+        + largest
+    )
+    return size_of_varint(body) + body - largest
+
+
+def _fitting(
+    ends: Sequence[int],
+    index: int,
+    high: int,
+    before: int,
+    room: int,
+    largest: int,
+    keyed: bool,
+    batch: ProducerBatch,
+    now: int,
+) -> tuple[int, int]:
+    """How many records from `index` on fit in `room` bytes of `batch` once encoded, and
+    the slack used (accounted size less encoded size, at least). The offset deltas'
+    width is first bounded by the records left, then by the records found to fit: the
+    tighter fit is kept unless it would widen the last offset delta's varint."""
+
+    def fit(last_offset_delta: int) -> tuple[int, int]:
+        overhead = encoded_overhead(
+            largest - RECORD_OVERHEAD, keyed, last_offset_delta, now - batch.base_timestamp
+        )
+        slack = max(RECORD_OVERHEAD - overhead, 0)
+        count = bisect.bisect_right(
+            range(index + 1, high + 1),
+            room,
+            key=lambda end: ends[end - 1] - before - slack * (end - index),
+        )
+        return count, slack
+
+    loose, loose_slack = fit(batch.count + high - index)
+    if not loose:
+        return loose, loose_slack
+    tight, tight_slack = fit(batch.count + loose - 1)
+    if size_of_varint(batch.count + tight - 1) > size_of_varint(batch.count + loose - 1):
+        return loose, loose_slack
+    return tight, tight_slack
+
+
+def group_by_partition(
+    keys: Sequence[bytes], partitions: int, cache: dict[bytes, int], cache_size: int
+) -> tuple[list[int], list[int]]:
+    """murmur2 partitioning of many keys: the record indexes ordered by partition (stable,
+    so each key's records keep their order) and how many records each partition got."""
+    found = list(map(cache.get, keys))
+    if None in found:
+        for index, (key, partition) in enumerate(zip(keys, found, strict=True)):
+            if partition is None:
+                partition = partition_for_key(key, partitions)
+                if len(cache) >= cache_size:
+                    cache.clear()
+                cache[key] = partition
+                found[index] = partition
+    chosen = cast(list[int], found)
+    order = sorted(range(len(keys)), key=chosen.__getitem__)
+    return order, [chosen.count(p) for p in range(partitions)]
+
+
+def metadata_of(runs: list[Run]) -> list[RecordMetadata]:
+    """The RecordMetadata of every record of `runs`, in order, once their batches are
+    complete."""
+    out: list[RecordMetadata] = []
+    # RecordMetadata tuples cannot form cycles, but the collector tracks them (it stops
+    # tracking plain tuples only): made by the hundred thousand, they would set off
+    # several full collections of the whole heap, costing more than the tuples do.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        for run in runs:
+            _extend_metadata(out, run)
+    finally:
+        if paused:
+            gc.enable()
+    return out
+
+
+def _extend_metadata(out: list[RecordMetadata], run: Run) -> None:
+    batch, first, count = run.batch, run.first, run.count
+    topic, partition = batch.tp
+    base = batch.result_offset
+    offsets = range(base + first, base + first + count) if base >= 0 else repeat(-1, count)
+    out += map(
+        _metadata,
+        zip(
+            repeat(topic, count),
+            repeat(partition, count),
+            offsets,
+            batch.timestamps[first : first + count],
+            strict=True,
+        ),
+    )
+
+
+def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata]:
+    """Undo `order` (items[i] belongs to the record at index order[i])."""
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return list(map(items.__getitem__, inverse))
+
+
+async def append_plain(
+    producer: Producer,
+    sender: Sender,
+    plain: PlainRecords,
+    runs: list[Run],
+    batches: dict[int, ProducerBatch],
+) -> list[int] | None:
+    """Put `plain`'s records into their batches: each partition's records encoded a
+    batch at a time, the buffer space of each batch reserved at once, each full batch
+    handed to the sender before the next is encoded. Appends a Run per batch to `runs`
+    and the batches to `batches`; returns the order the records were placed in (None:
+    as given)."""
+    pool, accumulator = producer._pool, producer._accumulator
+    assert pool is not None and accumulator is not None
+    topic, values, keys = plain
+    count = producer._partition_counts.get(topic)
+    if count is None:
+        count = await producer._partition_count(topic)
+    sizes, ends, same_length = record_sizes(plain)
+    largest = max(sizes)
+    if largest > producer._max_request_size:
+        producer._check_size(largest)
+    tps = producer._topic_partitions(topic, count)
+    order: list[int] | None = None
+    # (partition, or None for the sticky partitioner; first record; end)
+    segments: list[tuple[int | None, int, int]] = [(None, 0, len(values))]
+    if keys is not None and not producer._ignore_keys:
+        cache = producer._key_partitions.get(count)
+        if cache is None:
+            cache = producer._key_partitions[count] = {}
+        order, per_partition = group_by_partition(keys, count, cache, KEY_CACHE_SIZE)
+        values = list(map(values.__getitem__, order))
+        keys = list(map(keys.__getitem__, order))
+        sizes = list(map(sizes.__getitem__, order))
+        ends = list(accumulate(sizes))
+        segments = []
+        low = 0
+        for partition, placed in enumerate(per_partition):
+            if placed:
+                segments.append((partition, low, low + placed))
+                low += placed
+    batch_size = accumulator.batch_size
+    credit = 0  # buffer space reserved and not yet used
+    now = now_ms()
+    try:
+        for chosen, low, high in segments:
+            index = low
+            while index < high:
+                size = sizes[index]
+                partition = (
+                    producer._sticky_partition(topic, count, tps, size)
+                    if chosen is None
+                    else chosen
+                )
+                tp = tps[partition]
+                batch = accumulator.batch_with_room(tp, size, now)
+                before = ends[index - 1] if index else 0
+                # As many records as fit in the batch once encoded (each takes its
+                # accounted size less `slack`) and in buffer.memory (accounted).
+                room = batch_size - len(batch.buf)
+                fitting, slack = _fitting(
+                    ends, index, high, before, room, largest, keys is not None, batch, now
+                )
+                end = bisect.bisect_right(ends, before + pool.limit, index, index + fitting)
+                end = max(end, index + 1)
+                total = ends[end - 1] - before
+                if total > credit:
+                    need = total - credit
+                    if not pool.try_reserve(need):
+                        sender.expedite.update(b.tp for b in batches.values())
+                        sender.wakeup()
+                        await pool.reserve(need, producer._max_block)
+                        producer._check_open()
+                        credit += need
+                        now = now_ms()
+                        continue  # the batches may have moved on while we waited
+                    credit += need
+                credit -= total
+                first = batch.append_values(
+                    values[index:end],
+                    None if keys is None else keys[index:end],
+                    now,
+                    total,
+                    same_length=same_length,
+                )
+                runs.append(Run(batch, first, end - index))
+                batches[id(batch)] = batch
+                index = end
+                if index < high and len(batch.buf) + sizes[index] - slack > batch_size:
+                    # The batch is full: ship it while the next one is encoded, and
+                    # move keyless records on to the next partition (KIP-480).
+                    sender.expedite.add(tp)
+                    sender.wakeup()
+                    if chosen is None:
+                        producer._sticky[topic].next_batch()
+                    await asyncio.sleep(0)
+                    producer._check_open()
+    finally:
+        if credit:
+            pool.release(credit)
+    return order
