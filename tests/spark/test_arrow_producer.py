@@ -149,6 +149,10 @@ def test_rows_a_producer_refuses(broker: Any) -> None:
                                         "topic": pa.array([None], pa.string())})
     with pytest.raises(LogbusSparkError, match="a row has a null 'topic'"):
         write(b, [nulls])
+    named = pa.RecordBatch.from_pydict({"value": pa.array([b"a"])})
+    with pytest.raises(LogbusSparkError,
+                       match=r"cannot write to topic 'bad name!'.*not a valid topic name"):
+        write(b, [named], topic="bad name!")
     # Nothing of the refused writes reached the log (the bad rows were checked first).
     assert raw_batches(b, "strict", 0) == [] and raw_batches(b, "strict", 1) == []
 

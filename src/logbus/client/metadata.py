@@ -12,6 +12,8 @@ from logbus.client.errors import KafkaError
 from logbus.protocol import ErrorCode
 
 NO_LEADER = -1
+# Topic errors that mean "not there yet": auto-creation or leader election under way.
+_NOT_YET = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE})
 ZERO_UUID = UUID(int=0)
 
 
@@ -75,6 +77,19 @@ class ClusterMetadata:
         if info.error_code != ErrorCode.NONE:
             raise KafkaError(info.error_code, f"no usable metadata for topic '{name}'")
         return info
+
+    def ready_partition_count(self, topic: str) -> int | None:
+        """The topic's partition count once every partition has a leader; None while it
+        is missing or being created (the caller waits and asks again); KafkaError for any
+        other error the broker reported for it (e.g. INVALID_TOPIC_EXCEPTION)."""
+        info = self.topics.get(topic)
+        if info is None or info.error_code in _NOT_YET:
+            return None
+        if info.error_code != ErrorCode.NONE:
+            self.topic(topic)  # raises the topic's error
+        if info.partitions and all(p.leader != NO_LEADER for p in info.partitions.values()):
+            return len(info.partitions)
+        return None
 
     def leader(self, topic: str, partition: int) -> int:
         info = self.topic(topic)

@@ -33,7 +33,6 @@ import pyarrow as pa
 from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
-from logbus.client.metadata import NO_LEADER
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD
 from logbus.client.producer.config import parse_producer_config
@@ -140,19 +139,13 @@ class ArrowProducer:
             md = await cluster.refresh(
                 sorted({topic, *self.partition_counts}), allow_auto_topic_creation=True
             )
-            info = md.topics.get(topic)
-            if info is not None and info.error_code == ErrorCode.NONE and info.partitions:
-                if all(p.leader != NO_LEADER for p in info.partitions.values()):
-                    self.partition_counts[topic] = len(info.partitions)
-                    return len(info.partitions)
-            elif info is not None and info.error_code not in (
-                ErrorCode.NONE,
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                ErrorCode.LEADER_NOT_AVAILABLE,
-            ):
-                raise LogbusSparkError(
-                    f"cannot write to topic {topic!r}: {KafkaError(info.error_code)}"
-                )
+            try:
+                count = md.ready_partition_count(topic)
+            except KafkaError as exc:
+                raise LogbusSparkError(f"cannot write to topic {topic!r}: {exc}") from None
+            if count is not None:
+                self.partition_counts[topic] = count
+                return count
             if time.monotonic() >= deadline:
                 raise LogbusSparkError(
                     f"topic {topic!r} not present in metadata after "

@@ -16,7 +16,7 @@ from typing import Any
 from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
-from logbus.client.metadata import NO_LEADER, ClusterMetadata
+from logbus.client.metadata import ClusterMetadata
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
@@ -203,18 +203,10 @@ class Producer(AsyncService):
                 md = await self._cluster.refresh(
                     sorted(self._topics), allow_auto_topic_creation=True
                 )
-                info = md.topics.get(topic)
-                if info is not None and info.error_code == ErrorCode.NONE and info.partitions:
-                    if all(p.leader != NO_LEADER for p in info.partitions.values()):
-                        self._partition_counts[topic] = len(info.partitions)
-                        return len(info.partitions)
-                elif info is not None and info.error_code not in (
-                    ErrorCode.NONE,
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    ErrorCode.LEADER_NOT_AVAILABLE,
-                ):
-                    self._topics.discard(topic)
-                    md.topic(topic)  # raises the topic's error (e.g. INVALID_TOPIC_EXCEPTION)
+                count = md.ready_partition_count(topic)
+                if count is not None:
+                    self._partition_counts[topic] = count
+                    return count
             except KafkaError as exc:
                 if not exc.retriable:
                     self._topics.discard(topic)
