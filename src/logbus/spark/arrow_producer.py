@@ -35,7 +35,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD
-from logbus.client.producer.config import parse_producer_config
+from logbus.client.producer.config import compression_of, parse_producer_config
 from logbus.client.producer.idempotence import (
     NO_PRODUCER,
     ProducerIdAndEpoch,
@@ -45,7 +45,6 @@ from logbus.protocol import ErrorCode
 from logbus.records.batch import HEADER_SIZE
 from logbus.records.builder import now_ms
 from logbus.records.columnar import encode_batches, lengths_of, record_sizes
-from logbus.records.compression import CompressionType
 from logbus.spark.options import LogbusSparkError
 
 TopicPartition = tuple[str, int]
@@ -75,12 +74,7 @@ class ArrowProducer:
     def __init__(self, producer_config: Mapping[str, str]) -> None:
         self.config: dict[str, Any] = parse_producer_config(producer_config, {})
         c = self.config
-        self.codec = CompressionType.from_name(c["compression.type"])
-        self.level: int | None = None
-        if self.codec == CompressionType.GZIP and c["compression.gzip.level"] >= 0:
-            self.level = c["compression.gzip.level"]
-        elif self.codec == CompressionType.ZSTD:
-            self.level = c["compression.zstd.level"]
+        self.codec, self.level = compression_of(c)
         self.batch_size = max(1, min(c["batch.size"], c["max.request.size"]) - HEADER_SIZE)
         self.cluster: Cluster | None = None
         self.producer = NO_PRODUCER

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
+from logbus.records.compression import CompressionType
 
 # acks as users write it -> as the Produce request carries it.
 ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1, -1: -1, 0: 0, 1: 1}
@@ -77,3 +78,14 @@ def parse_producer_config(
             "linger.ms + request.timeout.ms"
         )
     return values
+
+
+def compression_of(values: Mapping[str, Any]) -> tuple[CompressionType, int | None]:
+    """The codec and level a parsed producer configuration asks for (None: the codec's
+    default level; compression.gzip.level -1 means that too)."""
+    codec = CompressionType.from_name(values["compression.type"])
+    if codec == CompressionType.GZIP and values["compression.gzip.level"] >= 0:
+        return codec, values["compression.gzip.level"]
+    if codec == CompressionType.ZSTD:
+        return codec, values["compression.zstd.level"]
+    return codec, None

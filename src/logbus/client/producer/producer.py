@@ -34,14 +34,13 @@ from logbus.client.producer.bulk import (
     plain_records,
     unsort,
 )
-from logbus.client.producer.config import parse_producer_config
+from logbus.client.producer.config import compression_of, parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.sender import Sender, SenderSettings
 from logbus.client.producer.serializers import Serializer, is_identity, serializer
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 from logbus.records.builder import now_ms
-from logbus.records.compression import CompressionType
 from logbus.records.record import HeaderInput
 
 # Buffer space send_many takes at a time (and gives back what it did not use).
@@ -74,12 +73,7 @@ class Producer(AsyncService):
         )
         self._raw_keys = is_identity(self._key_serializer)
         self._raw_values = is_identity(self._value_serializer)
-        codec = CompressionType.from_name(c["compression.type"])
-        level: int | None = None
-        if codec == CompressionType.GZIP and c["compression.gzip.level"] >= 0:
-            level = c["compression.gzip.level"]
-        elif codec == CompressionType.ZSTD:
-            level = c["compression.zstd.level"]
+        codec, level = compression_of(c)
         self._settings = SenderSettings(
             acks=c["acks"],
             idempotent=c["enable.idempotence"],
