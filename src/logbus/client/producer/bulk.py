@@ -16,7 +16,7 @@ import asyncio
 import bisect
 import gc
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from itertools import accumulate, repeat
 from operator import countOf
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD, ProducerBatch
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.producer.serializers import Serializer
 from logbus.records.builder import now_ms
 from logbus.records.varint import size_of_varint, size_of_varlong
 
@@ -47,6 +48,15 @@ class PlainRecords(NamedTuple):
     topic: str
     values: Sequence[bytes]
     keys: Sequence[bytes] | None  # None: every key is null
+
+
+class Columns(NamedTuple):
+    """send_many's columnar form: the values of records for one topic, and their keys
+    (None: every key is null)."""
+
+    topic: str
+    values: Sequence[Any]
+    keys: Sequence[Any] | None
 
 
 class Run:
@@ -91,6 +101,78 @@ def plain_records(
     if raw_keys and countOf(map(type, keys), bytes) == count:
         return PlainRecords(topic, values, keys)
     return None
+
+
+def batch_input(
+    records: Iterable[ProducerRecord] | None,
+    topic: str | None,
+    values: Iterable[Any] | None,
+    keys: Iterable[Any] | None,
+) -> Sequence[ProducerRecord] | Columns:
+    """What `send_many` was given, checked: its records as a sequence, or its columns
+    (values and keys as lists of equal length). TypeError or ValueError, saying what is
+    wrong, when the two forms are mixed or a column is missing or malformed."""
+    if records is not None:
+        if topic is not None or values is not None or keys is not None:
+            raise TypeError(
+                "give either records or topic=, values= (and keys=), not both"
+            )
+        return records if isinstance(records, list | tuple) else list(records)
+    if topic is None or values is None:
+        missing = " and ".join(
+            name for name, given in (("topic=", topic), ("values=", values)) if given is None
+        )
+        raise TypeError(f"give records, or topic= and values= (and keys=): {missing} missing")
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    values = _column("values", values)
+    if keys is None:
+        return Columns(topic, values, None)
+    keys = _column("keys", keys)
+    if len(keys) != len(values):
+        raise ValueError(f"{len(keys)} keys for {len(values)} values: give one key per value")
+    return Columns(topic, values, keys)
+
+
+def _column(name: str, column: Iterable[Any]) -> Sequence[Any]:
+    if isinstance(column, str | bytes | bytearray | memoryview):
+        # Iterating would give characters or ints: one value where a list was meant.
+        raise TypeError(f"{name} must be a list of {name}, not one {type(column).__name__}")
+    if isinstance(column, list | tuple):
+        return column
+    try:
+        return list(column)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a list of {name}, not {type(column).__name__}"
+        ) from None
+
+
+def plain_columns(
+    columns: Columns,
+    key_serializer: Serializer,
+    value_serializer: Serializer,
+    raw_keys: bool,
+    raw_values: bool,
+) -> PlainRecords | Columns:
+    """The columns serialized: as PlainRecords when they qualify for the bulk path (every
+    value bytes, keys all null or all bytes), else as serialized Columns (some null values,
+    or a mix of null and non-null keys) for the general path. Values that are already
+    `bytes` skip the identity serializer, as in `send`; SerializationError as `send`."""
+    topic, values, keys = columns
+    count = len(values)
+    if not (raw_values and countOf(map(type, values), bytes) == count):
+        values = list(map(value_serializer, values))
+    if keys is not None:
+        if countOf(keys, None) == count:
+            keys = None
+        elif not (raw_keys and countOf(map(type, keys), bytes) == count):
+            keys = list(map(key_serializer, keys))
+    if count and countOf(map(type, values), bytes) == count and (
+        keys is None or countOf(map(type, keys), bytes) == count
+    ):
+        return PlainRecords(topic, values, keys)
+    return Columns(topic, values, keys)
 
 
 def record_sizes(plain: PlainRecords) -> tuple[Sequence[int], Sequence[int], bool]:

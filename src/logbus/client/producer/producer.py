@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from logbus.client.cluster import Cluster
@@ -28,9 +29,13 @@ from logbus.client.producer.accumulator import (
 from logbus.client.producer.buffer_pool import BufferPool
 from logbus.client.producer.bulk import (
     KEY_CACHE_SIZE,
+    Columns,
+    PlainRecords,
     Run,
     append_plain,
+    batch_input,
     metadata_of,
+    plain_columns,
     plain_records,
     unsort,
 )
@@ -366,35 +371,74 @@ class Producer(AsyncService):
         await self._expedite_all()
         return await future
 
-    async def send_batch(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata]:
+    async def send_batch(
+        self,
+        records: Iterable[ProducerRecord] | None = None,
+        *,
+        topic: str | None = None,
+        values: Iterable[Any] | None = None,
+        keys: Iterable[Any] | None = None,
+    ) -> list[RecordMetadata]:
         """Send many records and wait until all are acknowledged; their RecordMetadata
         in the order given. Raises the first error any of their batches met (the others
         may have been written). The fast path for callers holding many records: no
-        future per record, and the batches go as soon as they are complete."""
-        return await (await self.send_many(records))
+        future per record, and the batches go as soon as they are complete.
+
+        The records are `ProducerRecord`s, or, in columnar form, `topic=` and a list of
+        `values=` (and optionally `keys=`, one per value) for records of one topic, which
+        spares the caller making a ProducerRecord per record::
+
+            await producer.send_batch(topic="events", values=[b"a", b"b"], keys=[b"k", None])
+        """
+        return await (await self.send_many(records, topic=topic, values=values, keys=keys))
 
     async def send_many(
-        self, records: Iterable[ProducerRecord]
+        self,
+        records: Iterable[ProducerRecord] | None = None,
+        *,
+        topic: str | None = None,
+        values: Iterable[Any] | None = None,
+        keys: Iterable[Any] | None = None,
     ) -> asyncio.Future[list[RecordMetadata]]:
         """Buffer many records (waiting only for metadata and buffer space, like `send`)
         and return one future of all their RecordMetadata, in order, which fails with
-        the first error any of their batches met. `send_batch` is this, awaited; callers
+        the first error any of their batches met. `send_batch` is this, awaited (and
+        takes the same two forms: records, or `topic=`, `values=` and `keys=`); callers
         streaming records use it to keep several groups in flight.
 
         Records of one topic without partition, timestamp or headers, whose values (and
         keys, unless all None) are `bytes`, take the bulk path (`bulk.py`): encoded a
-        batch at a time, each batch handed to the sender as soon as it is full."""
+        batch at a time, each batch handed to the sender as soon as it is full. So do
+        columns whose values (and keys, unless all None) serialize to `bytes`."""
         sender = self._check_open()
-        if not isinstance(records, list | tuple):
-            records = list(records)
+        given = batch_input(records, topic, values, keys)
         runs: list[Run] = []
         batches: dict[int, ProducerBatch] = {}
         order: list[int] | None = None
-        plain = plain_records(records, self._raw_keys, self._raw_values)
-        if plain is not None:
-            order = await append_plain(self, sender, plain, runs, batches)
+        plain: PlainRecords | Columns | None
+        if isinstance(given, Columns):
+            plain = plain_columns(
+                given,
+                self._key_serializer,
+                self._value_serializer,
+                self._raw_keys,
+                self._raw_values,
+            )
         else:
-            await self._append_each(sender, records, runs, batches)
+            plain = plain_records(given, self._raw_keys, self._raw_values)
+        if isinstance(plain, PlainRecords):
+            order = await append_plain(self, sender, plain, runs, batches)
+        elif isinstance(plain, Columns):
+            # Serialized columns with null values, or null keys mixed with others.
+            column = repeat(None) if plain.keys is None else plain.keys
+            records = [
+                ProducerRecord(plain.topic, v, k)
+                for v, k in zip(plain.values, column, strict=False)
+            ]
+            await self._append_each(sender, records, runs, batches, serialized=True)
+        else:
+            assert not isinstance(given, Columns)
+            await self._append_each(sender, given, runs, batches)
         sender.expedite.update(b.tp for b in batches.values())
         sender.wakeup()
         result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
@@ -422,8 +466,10 @@ class Producer(AsyncService):
         records: Sequence[ProducerRecord],
         runs: list[Run],
         batches: dict[int, ProducerBatch],
+        serialized: bool = False,
     ) -> None:
-        """The general path: record by record, as `send` does."""
+        """The general path: record by record, as `send` does (`serialized`: keys and
+        values are bytes or None already, and go as they are)."""
         pool = self._pool
         assert pool is not None
         counts = self._partition_counts
@@ -441,10 +487,13 @@ class Producer(AsyncService):
             for record in records:
                 topic, value, key, partition, timestamp, headers = record
                 if not (
-                    raw_keys
-                    and raw_values
-                    and (key is None or type(key) is bytes)
-                    and (value is None or type(value) is bytes)
+                    serialized
+                    or (
+                        raw_keys
+                        and raw_values
+                        and (key is None or type(key) is bytes)
+                        and (value is None or type(value) is bytes)
+                    )
                 ):
                     key, value = serialize(key, value)
                 count = counts.get(topic)

@@ -134,16 +134,32 @@ class Producer(BlockingClient[AsyncProducer]):
             self._aio.send_and_wait(topic, value, key, partition, timestamp, headers), timeout
         )
 
-    def send_batch(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata]:
+    def send_batch(
+        self,
+        records: Iterable[ProducerRecord] | None = None,
+        *,
+        topic: str | None = None,
+        values: Iterable[Any] | None = None,
+        keys: Iterable[Any] | None = None,
+    ) -> list[RecordMetadata]:
         """Send many records, wait until all are acknowledged and return their
-        RecordMetadata in order (raises the first error)."""
+        RecordMetadata in order (raises the first error). The records are
+        `ProducerRecord`s, or in columnar form `topic=` and lists of `values=` (and
+        `keys=`, one per value), as for `logbus.aio.Producer.send_batch`."""
         self._check_open()
-        records = records if isinstance(records, list) else list(records)
-        return self._run(self._send_batch(records))
+        if records is not None and not isinstance(records, list):
+            records = list(records)
+        return self._run(self._send_batch(records, topic, values, keys))
 
-    async def _send_batch(self, records: list[ProducerRecord]) -> list[RecordMetadata]:
+    async def _send_batch(
+        self,
+        records: list[ProducerRecord] | None,
+        topic: str | None,
+        values: Iterable[Any] | None,
+        keys: Iterable[Any] | None,
+    ) -> list[RecordMetadata]:
         self._drain_pending()
-        return await self._aio.send_batch(records)
+        return await self._aio.send_batch(records, topic=topic, values=values, keys=keys)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait until it is acknowledged or has failed;
