@@ -2,14 +2,19 @@
 100-byte and 1 KiB records, producer and consumer, for logbus's own client (asyncio
 Producer.send and Producer.send_batch, asyncio Consumer), confluent-kafka, kafka-python and
 aiokafka. Every producer gets the same tuning (acks=1, linger 5 ms, 1 MB batches, no
-compression); every consumer reads the same topic (written by librdkafka) from offset 0."""
+compression); every consumer reads the same topic (written by librdkafka) from offset 0. Each run of
+each case is a fresh Python process (`in_subprocess`); the broker and the consumers' topic
+are shared, made once by the parent."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from bench import load_kafka
@@ -159,7 +164,11 @@ def logbus_produce(bootstrap: str, topic: str, values: list[bytes], count: int,
 
 
 def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: int,
-                      progress: Progress) -> Metrics:
+                      progress: Progress, form: str = "columns") -> Metrics:
+    """send_many in chunks of CHUNK records, two in flight. `form` "columns" hands each
+    chunk over as a list of values (`send_many(topic=..., values=...)`, what a caller
+    holding values writes, as the confluent case's values list); "records" builds a
+    ProducerRecord per record (on the clock), for comparison."""
     aio = _logbus_aio()
     producer_cls = _need(aio, "Producer")
     record_cls = _need(aio, "ProducerRecord")
@@ -174,8 +183,12 @@ def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: in
             pending: Any = None
             for first in range(0, count, CHUNK):
                 last = min(count, first + CHUNK)
-                sent = await producer.send_many(
-                    [record_cls(topic, values[i & mask]) for i in range(first, last)])
+                if form == "columns":
+                    chunk = [values[i & mask] for i in range(first, last)]
+                    sent = await producer.send_many(topic=topic, values=chunk)
+                else:
+                    sent = await producer.send_many(
+                        [record_cls(topic, values[i & mask]) for i in range(first, last)])
                 if pending is not None:
                     await pending
                 pending = sent
@@ -184,7 +197,7 @@ def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: in
                 await pending
             return time.perf_counter() - start
 
-    progress.begin(f"logbus Producer.send_batch {count:,}", count)
+    progress.begin(f"logbus Producer.send_batch ({form}) {count:,}", count)
     try:
         return _metrics(count, len(values[0]), asyncio.run(run()))
     finally:
@@ -302,21 +315,56 @@ CONSUMERS: dict[str, Consume] = {
 }
 
 
+class _Quiet(Progress):
+    """A child process's progress: silent (the parent shows the case begin and end)."""
+
+    def __init__(self) -> None:
+        super().__init__(live=False)
+
+    def note(self, message: str, style: str | None = None) -> None:
+        pass
+
+    def begin(self, label: str, total: int | None) -> None:
+        pass
+
+
+def _child(fn: Callable[..., Metrics], args: tuple[Any, ...]) -> Metrics:
+    return fn(*args, _Quiet())
+
+
+def in_subprocess(progress: Progress, label: str, fn: Callable[..., Metrics],
+                  *args: Any) -> Metrics:
+    """`fn(*args, progress)` run in a fresh Python process (spawned, not forked: no
+    thread, event loop, heap or GC state of an earlier case comes along), its metrics
+    returned. An exception in the child is raised here with the child's type and message
+    (its traceback attached as the cause); a child that dies is a RuntimeError."""
+    progress.begin(f"{label} (in a subprocess)", None)
+    try:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            try:
+                return pool.submit(_child, fn, args).result()
+            except BrokenProcessPool as exc:
+                raise RuntimeError(f"the {label} subprocess died: {exc}") from exc
+    finally:
+        progress.end()
+
+
 def _produce_case(client: str, produce: Produce, size: int, count: int) -> Any:
     def run(ctx: Context) -> Metrics:
         server = ctx.logbus()
         topic = load_kafka.unique_name(f"CL-{client.replace(' ', '-')}")
         load_kafka.create_topic(server.bootstrap, topic, PARTITIONS)
         try:
-            return produce(server.bootstrap, topic, load_kafka.make_values(size), count,
-                           ctx.progress)
+            return in_subprocess(ctx.progress, f"{client} produce {count:,}", produce,
+                                 server.bootstrap, topic, load_kafka.make_values(size), count)
         finally:
             load_kafka.delete_topic(server.bootstrap, topic)
 
     return run
 
 
-def _consume_case(consume: Consume, size: int, count: int) -> Any:
+def _consume_case(client: str, consume: Consume, size: int, count: int) -> Any:
     def run(ctx: Context) -> Metrics:
         server = ctx.logbus()
         name = f"CL/read/{size}"
@@ -326,7 +374,8 @@ def _consume_case(consume: Consume, size: int, count: int) -> Any:
             load_kafka.create_topic(server.bootstrap, topic, PARTITIONS)
             load_kafka.produce(server.bootstrap, topic, size, count * size, ctx.progress)
             data = ctx.datasets[name] = {"system": "logbus", "topic": topic}
-        return consume(server.bootstrap, data["topic"], count, size, ctx.progress)
+        return in_subprocess(ctx.progress, f"{client} consume {count:,}", consume,
+                             server.bootstrap, data["topic"], count, size)
 
     return run
 
@@ -346,7 +395,8 @@ def _cases(ctx: Context) -> list[Case]:
                                                                             size, count),
                               note=f"{count:,} records", requires=("logbus",)))
         for client, consume in CONSUMERS.items():
-            cases.append(Case(f"consumer {label}", client, _consume_case(consume, size, count),
+            cases.append(Case(f"consumer {label}", client,
+                              _consume_case(client, consume, size, count),
                               note=f"{count:,} records", requires=("logbus",)))
     cases[-1].teardown = _teardown
     return cases

@@ -9,6 +9,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,3 +80,23 @@ def test_cases_runs_only_the_matching_rows(tmp_path: Path) -> None:
     assert [(c["variant"], c["system"], c["status"]) for c in cl["cases"]] == [
         ("consumer 100 B", "logbus", "ok")]
     assert cl["cases"][0]["metrics"]["records"]["median"] >= 2_000  # (+1 warm-up record)
+
+
+def test_cl_cases_run_in_a_fresh_spawned_process_whose_errors_surface(
+        monkeypatch: Any) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+    import bench_children
+    from bench.progress import Progress
+    from bench.scenarios.clients import in_subprocess
+
+    monkeypatch.setattr(bench_children, "MARK", "changed by the parent")
+    progress = Progress(live=False)
+    metrics = in_subprocess(progress, "demo", bench_children.report, 2.5)
+    assert metrics["value"] == 2.5
+    assert metrics["pid"] != os.getpid()
+    assert metrics["inherited"] == 0.0  # spawned: nothing of the parent's state came along
+    with pytest.raises(LookupError, match=r"^the child's reason$") as failed:
+        in_subprocess(progress, "demo", bench_children.fail, "the child's reason")
+    assert "bench_children.py" in str(failed.value.__cause__)  # the child's traceback
+    with pytest.raises(RuntimeError, match="the demo subprocess died"):
+        in_subprocess(progress, "demo", bench_children.die)
