@@ -2,8 +2,10 @@
 
 Records that need no decision of their own (one topic, no explicit partition, timestamp
 or headers, `bytes` values and keys that are all null or all `bytes`, with the identity
-serializers) are sized, partitioned and encoded in bulk: a record's share of the work is
-C code (transposing, summing lengths, joining bytes), and Python runs once per batch.
+serializers), and the columns of send_many's columnar form (`topic=`, `values=`,
+`keys=`) once serialized, are sized, partitioned and encoded in bulk: a record's share
+of the work is C code (transposing, summing lengths, joining bytes), and Python runs once
+per batch.
 Keyless records follow the sticky partitioner, keyed ones murmur2 as `send` does; each
 partition's run of records is encoded into its batch with one call
 (`records.record.plain_record_parts`), and the batches are sealed (header, CRC32C,
