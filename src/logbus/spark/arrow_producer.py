@@ -44,7 +44,7 @@ from logbus.client.producer.idempotence import (
 from logbus.protocol import ErrorCode
 from logbus.records.batch import HEADER_SIZE
 from logbus.records.builder import now_ms
-from logbus.records.columnar import encode_batches, lengths_of, record_sizes
+from logbus.records.columnar_encode import encode_batches, lengths_of, record_sizes
 from logbus.spark.options import LogbusSparkError
 
 TopicPartition = tuple[str, int]
@@ -63,7 +63,7 @@ class _Pending:
     # (keys, values, their lengths as `lengths_of` gives them)
     chunks: list[tuple[pa.Array, pa.Array, Lengths, Lengths]] = field(default_factory=list)
     sequence: int = 0
-    encoded: list[bytes] = field(default_factory=list)  # the first chunks' batches
+    encoded: list[memoryview] = field(default_factory=list)  # the first chunks' batches
 
 
 class ArrowProducer:
@@ -313,7 +313,7 @@ class ArrowProducer:
         self.queued_bytes = 0
         self._encode_pending()
         while self.pending:
-            by_leader: dict[int, dict[TopicPartition, bytes]] = {}
+            by_leader: dict[int, dict[TopicPartition, memoryview]] = {}
             assert cluster.metadata is not None
             failed: list[KafkaError] = []
             for tp, pending in self.pending.items():
@@ -353,14 +353,14 @@ class ArrowProducer:
             self.sequences[tp] = pending.sequence
 
     async def _produce(
-        self, node: int, batches: dict[TopicPartition, bytes]
+        self, node: int, batches: dict[TopicPartition, memoryview]
     ) -> dict[TopicPartition, KafkaError | None]:
         """One Produce request per max.request.size of batches to one broker; per
         partition, None when written, else the error."""
         assert self.cluster is not None
         out: dict[TopicPartition, KafkaError | None] = {}
         limit = self.config["max.request.size"]
-        groups: list[dict[TopicPartition, bytes]] = [{}]
+        groups: list[dict[TopicPartition, memoryview]] = [{}]
         size = 0
         for tp, batch in batches.items():
             if groups[-1] and size + len(batch) > limit:
@@ -373,7 +373,7 @@ class ArrowProducer:
         # partition's batches overtaking each other.
         gate = asyncio.Semaphore(self.config["max.in.flight.requests.per.connection"])
 
-        async def send(group: dict[TopicPartition, bytes]) -> None:
+        async def send(group: dict[TopicPartition, memoryview]) -> None:
             assert self.cluster is not None
             async with gate:
                 try:
