@@ -109,11 +109,14 @@ def _record_bodies(
     )
 
 
-def record_sizes(key_lengths: Int64Array, value_lengths: Int64Array) -> Int64Array:
+def record_sizes(
+    key_lengths: Int64Array, value_lengths: Int64Array, *, first_delta: int = 0
+) -> Int64Array:
     """The bytes each record takes in a batch `encode_batches` writes (key and value
-    lengths as `lengths_of` gives them), at most: offset deltas counted from the first
-    of them."""
-    body = _record_bodies(key_lengths, value_lengths)
+    lengths as `lengths_of` gives them) when their offset deltas are first_delta,
+    first_delta + 1, ... (and at most that when they are smaller)."""
+    deltas = np.arange(first_delta, first_delta + len(key_lengths), dtype=np.int64)
+    body = _record_bodies(key_lengths, value_lengths, deltas)
     return body + _varint_sizes(_zigzag(body))
 
 
