@@ -17,8 +17,9 @@ producer) every batch carries the producer id and its sequence number, and a res
 batch is never written twice. When more than buffer.memory bytes wait for
 acknowledgement, `send` waits.
 
-Owned by one task: one event loop, one Cluster, not shared between threads. The loop
-runs only while `send` or `flush` runs; requests sent meanwhile wait in the socket.
+Owned by one task: one event loop, one Cluster; every call is made on that loop. The
+sink runs the loop in a thread of its own, so requests go out and answers come in while
+the task waits for its next rows.
 """
 
 from __future__ import annotations
