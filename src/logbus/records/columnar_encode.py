@@ -175,12 +175,10 @@ def _data(array: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]
     return (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)), offsets
 
 
-def _spans_match(array: pa.Array, offsets: npt.NDArray[np.int32]) -> bool:
-    """Whether every null slot of `array` spans no bytes (Arrow allows it not to)."""
-    if not array.null_count:
-        return True
-    nulls = np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))
-    return bool((offsets[nulls + 1] == offsets[nulls]).all())
+def _spans_match(offsets: npt.NDArray[np.int32], lengths: Int64Array) -> bool:
+    """Whether every null slot spans no bytes (Arrow allows it to): the slots span no
+    more bytes in all than the values that are not null."""
+    return int(offsets[-1]) - int(offsets[0]) == int(np.maximum(lengths, 0).sum())
 
 
 def _delta_columns(run: npt.NDArray[np.uint8], column: int, first_delta: int,
@@ -244,7 +242,7 @@ def _lay_out_runs(
         return None
     key_data, key_offsets = _data(keys)
     value_data, value_offsets = _data(values)
-    if not (_spans_match(keys, key_offsets) and _spans_match(values, value_offsets)):
+    if not (_spans_match(key_offsets, key_lengths) and _spans_match(value_offsets, value_lengths)):
         return None
     run_firsts = np.unique(np.concatenate([firsts, changes, *steps])).tolist()
     batch_starts: list[int] = []
