@@ -6,6 +6,7 @@ and, for the batch headers, with raw Fetch requests."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -168,3 +169,57 @@ def test_nothing_to_write(broker: Any) -> None:
     empty = pa.RecordBatch.from_pydict({"value": pa.array([], pa.binary())})
     assert write(broker.bootstrap, [empty], topic="unused") == 0
     assert write(broker.bootstrap, [], topic="unused") == 0
+
+
+def test_a_broker_restarted_mid_write_loses_and_repeats_nothing(broker_process: Any) -> None:
+    # Batches in flight when the broker dies are resent to the restarted broker, which
+    # knows (from the producer state it recovered) the ones it had already written.
+    proc = broker_process()
+    create_topic(proc.bootstrap, "restart", 3)
+    n, per_call = 6000, 500
+    values = [b"%06d" % i + b"r" * 60 for i in range(n)]
+
+    def calls() -> Iterator[pa.RecordBatch]:
+        for start in range(0, n, per_call):
+            if start == n // 2:
+                proc.kill()
+                proc.start()
+            yield pa.RecordBatch.from_pydict(
+                {"value": pa.array(values[start:start + per_call], pa.binary())}
+            )
+
+    options = parse_write_options({"kafka.bootstrap.servers": proc.bootstrap,
+                                   "topic": "restart", "kafka.batch.size": "3000",
+                                   "kafka.retry.backoff.ms": "20"})
+    assert write_batches(options, calls()) == n
+    records = consume_all(proc.bootstrap, "restart", 3, n)
+    assert sorted(m.value() for m in records) == values
+    for partition in range(3):
+        mine = [m.value() for m in sorted(records, key=lambda m: m.offset())
+                if m.partition() == partition]
+        assert mine == sorted(mine)
+
+
+def test_a_batch_the_broker_refuses_fails_the_write(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "small", 1, **{"max.message.bytes": "2000"})
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"v" * 100] * 100)})
+    with pytest.raises(LogbusSparkError, match=r"writing to logbus failed: .*max\.message\.bytes"):
+        write(b, [batch], topic="small")
+
+
+def test_a_buffer_smaller_than_the_open_batches(broker: Any) -> None:
+    # buffer.memory below one batch per partition: the open batches are sent as they are.
+    b = broker.bootstrap
+    create_topic(b, "tight", 4)
+    keys = [b"k%d" % (i % 13) for i in range(2000)]
+    values = [b"%05d" % i for i in range(2000)]
+    batches = [pa.RecordBatch.from_pydict({"key": pa.array(keys[i:i + 100]),
+                                           "value": pa.array(values[i:i + 100])})
+               for i in range(0, 2000, 100)]
+    assert write(b, batches, topic="tight", kafka__batch__size="65536",
+                 kafka__buffer__memory="1000") == 2000
+    records = consume_all(b, "tight", 4, 2000)
+    for key in set(keys):
+        mine = [m.value() for m in sorted(records, key=lambda m: m.offset()) if m.key() == key]
+        assert mine == sorted(mine) and len(mine) == keys.count(key)

@@ -13,9 +13,8 @@ from record_strategies import large_bytes
 
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
-from logbus.records.columnar import (
-    RecordColumns,
-    decode_columns,
+from logbus.records.columnar import RecordColumns, decode_columns
+from logbus.records.columnar_encode import (
     encode_batches,
     encode_columns,
     lengths_of,

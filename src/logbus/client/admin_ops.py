@@ -523,7 +523,7 @@ async def produce(
 
 async def produce_many(
     conn: Connection,
-    batches: Mapping[TopicPartition, bytes | bytearray],
+    batches: Mapping[TopicPartition, bytes | bytearray | memoryview],
     acks: int = -1,
     *,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,

@@ -1,7 +1,6 @@
-"""Decoding and encoding RecordBatch v2 records column-wise, with numpy and Arrow arrays.
+"""Decoding RecordBatch v2 records column-wise, with numpy and Arrow arrays.
 
-The entry points are `decode_columns` and `encode_batches` (`encode_columns` for one
-batch). `decode_columns` reads the
+The entry point is `decode_columns` (encoding is `records.columnar_encode`). It reads the
 records of several batches (one fetched record set) into columns without making a Python
 object per record. The bodies of the batches (decompressed when needed) are joined into
 one buffer; the record length varints are followed to find where each record starts
@@ -13,11 +12,6 @@ That path takes records without headers whose varints are short. A batch with an
 else (headers, long varints, or malformed bytes) sends the whole call through
 `records.reader.decode_record_tuples`, which reads headers and names what is wrong with
 a bad batch, so both paths return the same columns and raise the same `InvalidBatch`.
-
-`encode_batches` writes batches of header-less records from Arrow key and value arrays:
-the record fields around each key and value are computed for all records at once, and
-Arrow's `take` lays them and the keys and values out in one buffer, from which each batch
-is cut, given its header and checksummed once.
 """
 
 from __future__ import annotations
@@ -31,19 +25,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from logbus.records.batch import (
-    _HEADER,
-    CRC_START,
     HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
     BatchHeader,
 )
-from logbus.records.compression import CompressionType, compress
-from logbus.records.crc32c import crc32c
+from logbus.records.compression import CompressionType
 from logbus.records.reader import (
     _batch_data,
     _check_crc,
@@ -370,184 +355,3 @@ def _empty() -> RecordColumns:
         values=pa.array([], pa.binary()),
         headers=None,
     )
-
-
-def _zigzag(values: Int64Array) -> npt.NDArray[np.uint64]:
-    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
-
-
-def _varint_sizes(raw: npt.NDArray[np.uint64]) -> Int64Array:
-    size = np.ones(len(raw), np.int64)
-    for bits in (7, 14, 21, 28):
-        size += raw >= np.uint64(1 << bits)
-    return size
-
-
-def _put_varints(
-    out: npt.NDArray[np.uint8], cursor: Int64Array, raw: npt.NDArray[np.uint64]
-) -> None:
-    """Write unsigned varints into row i of `out` at column cursor[i], advancing the
-    cursors."""
-    rows = np.arange(len(raw))
-    while True:
-        more = raw >= np.uint64(0x80)
-        out[rows, cursor[rows]] = (raw & np.uint64(0x7F)) | (
-            more.astype(np.uint64) << np.uint64(7)
-        )
-        cursor[rows] += 1
-        if not more.any():
-            return
-        rows, raw = rows[more], raw[more] >> np.uint64(7)
-
-
-def lengths_of(array: pa.Array) -> Int64Array:
-    """Byte length of each element of a binary array, -1 for a null."""
-    n = len(array)
-    if array.null_count == n:
-        return np.full(n, -1, np.int64)
-    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4)
-    lengths = np.diff(offsets).astype(np.int64)
-    if array.null_count:
-        bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
-        lengths[bits[array.offset : array.offset + n] == 0] = -1
-    return lengths
-
-
-def _record_bodies(
-    key_lengths: Int64Array, value_lengths: Int64Array, deltas: Int64Array | None = None
-) -> Int64Array:
-    """The bytes each record's body takes (all but its length varint) as `encode_batches`
-    writes it: offset `deltas` (by default from 0 by position), timestamp delta 0, no
-    headers."""
-    if deltas is None:
-        deltas = np.arange(len(key_lengths), dtype=np.int64)
-    return (
-        3  # attributes, timestamp delta 0, header count 0
-        + _varint_sizes(_zigzag(deltas))
-        + _varint_sizes(_zigzag(key_lengths))
-        + np.maximum(key_lengths, 0)
-        + _varint_sizes(_zigzag(value_lengths))
-        + np.maximum(value_lengths, 0)
-    )
-
-
-def record_sizes(key_lengths: Int64Array, value_lengths: Int64Array) -> Int64Array:
-    """The bytes each record takes in a batch `encode_batches` writes (key and value
-    lengths as `lengths_of` gives them), at most: offset deltas counted from the first
-    of them."""
-    body = _record_bodies(key_lengths, value_lengths)
-    return body + _varint_sizes(_zigzag(body))
-
-
-def encode_columns(
-    keys: pa.Array,
-    values: pa.Array,
-    *,
-    timestamp: int,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequence: int = NO_SEQUENCE,
-    compression: CompressionType | int = CompressionType.NONE,
-    compression_level: int | None = None,
-) -> bytes:
-    """One RecordBatch v2 (base offset 0, CRC filled in) holding a record per element of
-    `keys` and `values` (binary arrays of equal length, nulls allowed), all with
-    `timestamp` (CreateTime) and no headers: what `build_batch` writes for the same
-    records."""
-    return encode_batches(
-        keys, values, [len(values)], timestamp=timestamp, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequences=[base_sequence],
-        compression=compression, compression_level=compression_level,
-    )[0]
-
-
-def encode_batches(
-    keys: pa.Array,
-    values: pa.Array,
-    counts: Sequence[int],
-    *,
-    timestamp: int,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequences: Sequence[int] | None = None,
-    compression: CompressionType | int = CompressionType.NONE,
-    compression_level: int | None = None,
-    key_lengths: Int64Array | None = None,
-    value_lengths: Int64Array | None = None,
-) -> list[bytes]:
-    """`encode_columns` for many batches at once, so the work per batch is only its
-    header, CRC and compression: the first counts[0] records make the first batch (with
-    base sequence base_sequences[0]), and so on. The records must stay below 2 GiB in
-    all. `key_lengths` and `value_lengths`, when the caller has them, are what
-    `lengths_of` gives for the arrays."""
-    n = len(values)
-    if len(keys) != n or sum(counts) != n or not all(c > 0 for c in counts):
-        raise ValueError("a batch needs one key and one value per record, at least one")
-    sequences = list(base_sequences) if base_sequences is not None else [NO_SEQUENCE] * len(
-        counts
-    )
-    if key_lengths is None:
-        key_lengths = lengths_of(keys)
-    if value_lengths is None:
-        value_lengths = lengths_of(values)
-    firsts = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=firsts[1:])
-    records = np.arange(n, dtype=np.int64)
-    deltas = records - np.repeat(firsts[:-1], counts)
-    body = _record_bodies(key_lengths, value_lengths, deltas)
-    # Before each key: length, attributes, timestamp delta, offset delta, key length.
-    # Before each value: its length. After it: a header count of 0, one piece for all.
-    before_key = np.zeros((n, 17), np.uint8)
-    cursor = np.zeros(n, np.int64)
-    _put_varints(before_key, cursor, _zigzag(body))
-    cursor += 2  # attributes 0, timestamp delta 0 (already zero)
-    _put_varints(before_key, cursor, _zigzag(deltas))
-    _put_varints(before_key, cursor, _zigzag(key_lengths))
-    before_value = np.zeros((n, 5), np.uint8)
-    value_cursor = np.zeros(n, np.int64)
-    _put_varints(before_value, value_cursor, _zigzag(value_lengths))
-    pieces_data = np.concatenate(
-        [
-            before_key[np.arange(17) < cursor[:, None]],
-            before_value[np.arange(5) < value_cursor[:, None]],
-            np.zeros(1, np.uint8),
-        ]
-    )
-    offsets = np.zeros(2 * n + 2, np.int64)
-    np.cumsum(np.concatenate([cursor, value_cursor, [1]]), out=offsets[1:])
-    data_bytes = int(np.maximum(key_lengths, 0).sum() + np.maximum(value_lengths, 0).sum())
-    if offsets[-1] + n + data_bytes >= _INT32_LIMIT:
-        raise ValueError("record batches must stay below 2 GiB in all")
-    pieces = pa.Array.from_buffers(
-        pa.binary(), 2 * n + 1,
-        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(pieces_data)],
-    )
-    laid = pa.concat_arrays([pieces, keys.cast(pa.binary()), values.cast(pa.binary())])
-    order = np.empty((n, 5), np.int64)
-    order[:, 0] = records  # before_key[i]
-    order[:, 1] = 2 * n + 1 + records  # keys[i]
-    order[:, 2] = n + records  # before_value[i]
-    order[:, 3] = 3 * n + 1 + records  # values[i]
-    order[:, 4] = 2 * n  # the header count
-    taken = laid.take(pa.array(order.ravel()))
-    taken_offsets = np.frombuffer(taken.buffers()[1], np.int32, len(taken) + 1, taken.offset * 4)
-    laid_out = memoryview(taken.buffers()[2])
-    codec = CompressionType(compression)
-    out: list[bytes] = []
-    for index, count in enumerate(counts):
-        start = int(taken_offsets[5 * firsts[index]])
-        end = int(taken_offsets[5 * firsts[index + 1]])
-        part = laid_out[start:end]
-        if codec != CompressionType.NONE:
-            part = memoryview(compress(codec, part, compression_level))
-        batch = bytearray(HEADER_SIZE + len(part))
-        batch[HEADER_SIZE:] = part
-        _HEADER.pack_into(
-            batch, 0, 0, len(batch) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0,
-            int(codec), count - 1, timestamp, timestamp, producer_id, producer_epoch,
-            sequences[index], count,
-        )
-        crc = crc32c(memoryview(batch)[CRC_START:])
-        batch[CRC_START - 4 : CRC_START] = crc.to_bytes(4, "big")
-        out.append(bytes(batch))
-    return out

@@ -4,22 +4,29 @@ The entry point is `ArrowProducer`. It does for a Spark task what logbus's `Prod
 does for an application, without a Python object per record (but for keyed rows, whose
 murmur2 hash is computed one key at a time): rows are partitioned as Kafka's default
 partitioner does (the `partition` column, else murmur2 of the key, else sticky
-`batch.size` runs for keyless rows, KIP-480), each partition's rows are cut into batches
-of at most `batch.size` bytes, and once buffer.memory bytes are queued (and at `flush`)
-they are encoded by `records.columnar.encode_batches` (many batches per call) and sent
-in rounds: each round sends the oldest unacknowledged batch of every partition (one batch
-per partition per Produce request, as the Produce API requires; up to
-max.in.flight.requests.per.connection requests at once) and waits for the answers. So a
-partition's batches are written in order; with idempotence (on by default, as in Kafka's
+`batch.size` runs for keyless rows, KIP-480) and appended to their partition's open
+batch, which closes at `batch.size` bytes. Closed batches are encoded at once by
+`records.columnar_encode.encode_batches` (many per call) and sent while the task goes on
+reading rows: each partition has at most one batch in flight, the oldest it has not had
+acknowledged, so its batches are written in order; a Produce request carries the
+batches of every partition of one leader that are ready (up to max.request.size), and up
+to max.in.flight.requests.per.connection requests are in flight per broker. A failed
+batch is resent (the same bytes) after a backoff and a metadata refresh, while
+`retries` and delivery.timeout.ms allow. With idempotence (on by default, as in Kafka's
 producer) every batch carries the producer id and its sequence number, and a resent
-batch is never written twice.
+batch is never written twice. When more than buffer.memory bytes wait for
+acknowledgement, `send` waits.
 
-Owned by one task: one event loop, one Cluster, not shared between threads.
+Owned by one task: one event loop, one Cluster; every call is made on that loop. The
+sink runs the loop in a thread of its own, so requests go out and answers come in while
+the task waits for its next rows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import random
 import time
 from collections.abc import Mapping
@@ -44,7 +51,7 @@ from logbus.client.producer.idempotence import (
 from logbus.protocol import ErrorCode
 from logbus.records.batch import HEADER_SIZE
 from logbus.records.builder import now_ms
-from logbus.records.columnar import encode_batches, lengths_of, record_sizes
+from logbus.records.columnar_encode import encode_batches, lengths_of, record_sizes
 from logbus.spark.options import LogbusSparkError
 
 TopicPartition = tuple[str, int]
@@ -56,14 +63,30 @@ _ENCODE_RECORDS = 8192
 
 
 @dataclass
-class _Pending:
-    """Batches of one partition waiting to be sent, oldest first, and the sequence
-    number the first of them carries."""
+class _Batch:
+    """Rows of one partition, at most batch.size bytes of records, and their encoded
+    bytes once closed and encoded (kept, with their sequence number, until
+    acknowledged)."""
 
     # (keys, values, their lengths as `lengths_of` gives them)
-    chunks: list[tuple[pa.Array, pa.Array, Lengths, Lengths]] = field(default_factory=list)
+    pieces: list[tuple[pa.Array, pa.Array, Lengths, Lengths]] = field(default_factory=list)
+    records: int = 0
+    size: int = 0  # bytes of its records, at most
+    encoded: memoryview | None = None
+    attempts: int = 0  # sends that failed
+    created: float = field(default_factory=time.monotonic)  # for delivery.timeout.ms
+    retry_at: float = 0.0  # monotonic time before which it is not resent
+
+
+@dataclass
+class _Partition:
+    """One partition's batches: the open one being filled, the closed ones oldest first
+    (the first may be in flight), and the sequence number of the next batch encoded."""
+
+    open: _Batch = field(default_factory=_Batch)
+    closed: collections.deque[_Batch] = field(default_factory=collections.deque)
     sequence: int = 0
-    encoded: list[bytes] = field(default_factory=list)  # the first chunks' batches
+    busy: bool = False  # its oldest batch is in a request in flight
 
 
 class ArrowProducer:
@@ -80,12 +103,23 @@ class ArrowProducer:
         self.producer = NO_PRODUCER
         self.partition_counts: dict[str, int] = {}
         self.sticky: dict[str, tuple[int, int]] = {}  # topic -> (partition, bytes in it)
-        self.pending: dict[TopicPartition, _Pending] = {}
-        # The next sequence number of each partition with nothing pending.
-        self.sequences: dict[TopicPartition, int] = {}
-        self.queued_bytes = 0
+        self.partitions: dict[TopicPartition, _Partition] = {}
+        self.unacknowledged_bytes = 0  # of every batch, open or closed
+        self.requests: set[asyncio.Task[None]] = set()
+        self.in_flight: collections.Counter[int] = collections.Counter()  # per broker
+        self.progress = asyncio.Event()  # set when a request ends
+        self.refreshing: asyncio.Task[None] | None = None
+        self.error: LogbusSparkError | None = None
 
     async def close(self) -> None:
+        """Stop sending (requests still in flight are abandoned: a task that failed
+        is retried by Spark) and close the connections."""
+        for request in self.requests:
+            request.cancel()
+        if self.refreshing is not None:
+            self.refreshing.cancel()
+        await asyncio.gather(*self.requests, *filter(None, [self.refreshing]),
+                             return_exceptions=True)
         if self.cluster is not None:
             await self.cluster.close()
             self.cluster = None
@@ -156,8 +190,9 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> None:
         """Queue rows (`keys` and `values` binary arrays; for each topic the rows going
-        to it; the `partition` column if any), sending what is queued once it passes
-        buffer.memory bytes. `flush` sends the rest."""
+        to it; the `partition` column if any) and send the batches they fill, waiting
+        while more than buffer.memory bytes are unacknowledged. `flush` sends the rest."""
+        self._raise_error()
         key_lengths, value_lengths = lengths_of(keys), lengths_of(values)
         for topic, rows in topics:
             count = await self.partition_count(topic)
@@ -181,8 +216,16 @@ class ArrowProducer:
                     taken = pa.array(chosen_rows)
                     self._queue(tp, keys.take(taken), values.take(taken),
                                 key_lengths[chosen_rows], value_lengths[chosen_rows])
-        if self.queued_bytes >= self.config["buffer.memory"]:
-            await self.flush()
+        self._encode_closed()
+        self._dispatch()
+        while self.unacknowledged_bytes > self.config["buffer.memory"]:
+            if not self.requests and self.refreshing is None:
+                # Only open batches hold the bytes (buffer.memory is below a batch per
+                # partition): send them as they are.
+                self._encode_closed(close_open=True)
+                self._dispatch()
+            await self._wait_for_progress()
+        self._raise_error()
 
     def _partitions(
         self,
@@ -238,8 +281,14 @@ class ArrowProducer:
         key_lengths: Lengths,
         value_lengths: Lengths,
     ) -> None:
-        """Cut one partition's rows into batches of at most batch.size bytes."""
-        sizes = record_sizes(key_lengths, value_lengths)
+        """Append one partition's rows to its open batch, closing it (and opening the
+        next) at batch.size bytes."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            partition = self.partitions[tp] = _Partition()
+        # Sizes as if every row went to the open batch: exact for those that do, more
+        # than enough for the rest (a later batch counts its offset deltas from 0).
+        sizes = record_sizes(key_lengths, value_lengths, first_delta=partition.open.records)
         largest = int(sizes.max()) + HEADER_SIZE
         if largest > self.config["max.request.size"]:
             raise LogbusSparkError(
@@ -247,153 +296,225 @@ class ArrowProducer:
                 f"max.request.size={self.config['max.request.size']}"
             )
         ends = np.cumsum(sizes)
-        self.queued_bytes += int(ends[-1])
-        pending = self.pending.get(tp)
-        if pending is None:
-            pending = self.pending[tp] = _Pending(sequence=self.sequences.get(tp, 0))
+        self.unacknowledged_bytes += int(ends[-1])
         start = 0
         while start < len(sizes):
+            batch = partition.open
             before = int(ends[start - 1]) if start else 0
-            end = max(start + 1, int(np.searchsorted(ends, before + self.batch_size, "right")))
-            n = end - start
-            pending.chunks.append((keys.slice(start, n), values.slice(start, n),
-                                   key_lengths[start:end], value_lengths[start:end]))
+            room = before + self.batch_size - batch.size
+            end = int(np.searchsorted(ends, room, "right"))
+            if end == start and not batch.records:
+                end = start + 1  # a record larger than batch.size goes alone
+            if end > start:
+                n = end - start
+                batch.pieces.append((keys.slice(start, n), values.slice(start, n),
+                                     key_lengths[start:end], value_lengths[start:end]))
+                batch.records += n
+                batch.size += int(ends[end - 1]) - before
+            if end < len(sizes):
+                partition.closed.append(batch)
+                partition.open = _Batch()
             start = end
 
-    def _encode_pending(self) -> None:
-        """Encode every chunk not encoded yet, all in one call; a chunk keeps its bytes
-        (and so its sequence number) until acknowledged, for resends."""
-        todo = [
-            (pending, index)
-            for pending in self.pending.values()
-            for index in range(len(pending.encoded), len(pending.chunks))
-        ]
+    def _encode_closed(self, *, close_open: bool = False) -> None:
+        """Encode every closed batch not encoded yet (with `close_open`, close the open
+        batches first), in calls of about _ENCODE_RECORDS records."""
+        todo: list[tuple[_Partition, _Batch]] = []
+        for partition in self.partitions.values():
+            if close_open and partition.open.records:
+                partition.closed.append(partition.open)
+                partition.open = _Batch()
+            for batch in reversed(partition.closed):
+                if batch.encoded is not None:
+                    break
+                todo.append((partition, batch))
         if not todo:
             return
-        sequences = []
-        for pending, index in todo:
-            before = sum(len(chunk[0]) for chunk in pending.chunks[:index])
-            sequences.append((pending.sequence + before) % (1 << 31))
+        todo.reverse()  # each partition's batches oldest first, for their sequences
         idempotent = self.producer.producer_id >= 0
+        sequences = []
+        for partition, batch in todo:
+            sequences.append(partition.sequence)
+            partition.sequence = (partition.sequence + batch.records) % (1 << 31)
         timestamp = now_ms()
-        # Groups of about _ENCODE_RECORDS records: many small batches share the fixed
-        # cost of a call, and a group's arrays stay small enough to be cache-friendly.
         start = 0
         while start < len(todo):
             end = start
             records = 0
             while end < len(todo) and (end == start or records < _ENCODE_RECORDS):
-                records += len(todo[end][0].chunks[todo[end][1]][0])
+                records += todo[end][1].records
                 end += 1
-            chunks = [pending.chunks[index] for pending, index in todo[start:end]]
-            batches = encode_batches(
-                pa.concat_arrays([chunk[0] for chunk in chunks]),
-                pa.concat_arrays([chunk[1] for chunk in chunks]),
-                [len(chunk[0]) for chunk in chunks],
+            pieces = [piece for _, batch in todo[start:end] for piece in batch.pieces]
+            encoded = encode_batches(
+                pa.concat_arrays([piece[0] for piece in pieces]),
+                pa.concat_arrays([piece[1] for piece in pieces]),
+                [batch.records for _, batch in todo[start:end]],
                 timestamp=timestamp,
                 producer_id=self.producer.producer_id,
                 producer_epoch=self.producer.epoch,
                 base_sequences=sequences[start:end] if idempotent else None,
                 compression=self.codec,
                 compression_level=self.level,
-                key_lengths=np.concatenate([chunk[2] for chunk in chunks]),
-                value_lengths=np.concatenate([chunk[3] for chunk in chunks]),
+                key_lengths=np.concatenate([piece[2] for piece in pieces]),
+                value_lengths=np.concatenate([piece[3] for piece in pieces]),
             )
-            for (pending, _), batch in zip(todo[start:end], batches, strict=True):
-                pending.encoded.append(batch)
+            for (_, batch), data in zip(todo[start:end], encoded, strict=True):
+                batch.encoded = data
+                batch.pieces = []  # the rows are in the bytes now
             start = end
 
-    async def flush(self) -> None:
-        """Send every pending batch and wait for their acknowledgement: rounds of one
-        Produce request per leader carrying the oldest batch of each of its partitions,
-        until none is left."""
-        cluster = await self._connect()
-        deadline = time.monotonic() + self.config["delivery.timeout.ms"] / 1000
-        attempt = 0
-        self.queued_bytes = 0
-        self._encode_pending()
-        while self.pending:
-            by_leader: dict[int, dict[TopicPartition, bytes]] = {}
-            assert cluster.metadata is not None
-            failed: list[KafkaError] = []
-            for tp, pending in self.pending.items():
-                try:
-                    leader = cluster.metadata.leader(*tp)
-                except KafkaError as exc:  # no leader now (a broker is failing over)
-                    failed.append(exc)
-                    continue
-                by_leader.setdefault(leader, {})[tp] = pending.encoded[0]
-            results = await asyncio.gather(
-                *(self._produce(node, batches) for node, batches in by_leader.items())
-            )
-            for outcome in results:
-                for tp, error in outcome.items():
-                    if error is None:
-                        self._acknowledged(tp)
-                    else:
-                        failed.append(error)
-            if not failed:
-                attempt = 0
+    def _dispatch(self) -> None:
+        """Send the oldest batch of every partition that has none in flight, in Produce
+        requests of up to max.request.size per leader, while its broker has fewer than
+        max.in.flight.requests.per.connection requests in flight."""
+        if self.error is not None or self.cluster is None or self.cluster.metadata is None:
+            return  # failed, or nothing queued yet
+        metadata = self.cluster.metadata
+        now = time.monotonic()
+        by_leader: dict[int, list[tuple[TopicPartition, _Partition]]] = {}
+        for tp, partition in self.partitions.items():
+            if partition.busy or not partition.closed:
                 continue
-            fatal = [e for e in failed if not e.retriable]
-            if fatal or time.monotonic() >= deadline or attempt >= self.config["retries"]:
-                raise LogbusSparkError(f"writing to logbus failed: {(fatal or failed)[0]}")
-            await asyncio.sleep(self._backoff(attempt))
-            attempt += 1
-            await cluster.refresh(sorted(self.partition_counts))
+            batch = partition.closed[0]
+            if batch.encoded is None or batch.retry_at > now:
+                continue
+            try:
+                leader = metadata.leader(*tp)
+            except KafkaError as exc:  # no leader now (a broker is failing over)
+                if self._give_up(batch, exc):
+                    return
+                self._refresh_later(batch)
+                continue
+            by_leader.setdefault(leader, []).append((tp, partition))
+        limit = self.config["max.request.size"]
+        cap = self.config["max.in.flight.requests.per.connection"]
+        for node, ready in by_leader.items():
+            group: dict[TopicPartition, _Batch] = {}
+            size = 0
+            for tp, partition in ready:
+                batch = partition.closed[0]
+                assert batch.encoded is not None
+                if group and size + len(batch.encoded) > limit:
+                    if not self._send(node, group, cap):
+                        break
+                    group, size = {}, 0
+                group[tp] = batch
+                size += len(batch.encoded)
+                partition.busy = True
+            else:
+                if group:
+                    self._send(node, group, cap)
+                continue
+            # The broker has all the requests it may: give back the batches not sent.
+            for tp, _ in ready:
+                if tp in group:
+                    self.partitions[tp].busy = False
+
+    def _send(self, node: int, group: dict[TopicPartition, _Batch], cap: int) -> bool:
+        """Start one Produce request; False (nothing started) when `node` has `cap`."""
+        if self.in_flight[node] >= cap:
+            return False
+        self.in_flight[node] += 1
+        request = asyncio.get_running_loop().create_task(self._produce(node, group))
+        self.requests.add(request)
+        request.add_done_callback(self.requests.discard)
+        return True
+
+    def _give_up(self, batch: _Batch, exc: KafkaError) -> bool:
+        """Whether `batch` failed for good (a fatal error, or retries or
+        delivery.timeout.ms exhausted); if so the producer fails with `exc`."""
+        c = self.config
+        batch.attempts += 1
+        if (
+            exc.retriable
+            and batch.attempts <= c["retries"]
+            and time.monotonic() < batch.created + c["delivery.timeout.ms"] / 1000
+        ):
+            return False
+        if self.error is None:
+            self.error = LogbusSparkError(f"writing to logbus failed: {exc}")
+        self.progress.set()
+        return True
+
+    def _refresh_later(self, batch: _Batch) -> None:
+        """Hold `batch` back for a backoff, refreshing metadata meanwhile, then send."""
+        delay = self._backoff(batch.attempts - 1)
+        batch.retry_at = time.monotonic() + delay
+        if self.refreshing is None:
+            self.refreshing = asyncio.get_running_loop().create_task(self._refresh(delay))
+
+    async def _refresh(self, delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+            assert self.cluster is not None
+            with contextlib.suppress(KafkaError):  # the batches' next attempts decide
+                await self.cluster.refresh(sorted(self.partition_counts))
+        finally:
+            self.refreshing = None
+        # Every batch held back is due by now (each waits at most its own backoff).
+        for partition in self.partitions.values():
+            if partition.closed:
+                partition.closed[0].retry_at = 0.0
+        self._dispatch()
+        self.progress.set()
+
+    async def _produce(self, node: int, group: dict[TopicPartition, _Batch]) -> None:
+        """One Produce request to `node` carrying `group`; acknowledged batches leave
+        their partition, failed ones are resent later or fail the producer."""
+        assert self.cluster is not None
+        outcome: dict[TopicPartition, Any]
+        try:
+            conn = await self.cluster.node(node)
+            encoded = {tp: batch.encoded for tp, batch in group.items()}
+            results = await admin_ops.produce_many(
+                conn, encoded,  # type: ignore[arg-type]  # every batch is encoded
+                self.config["acks"], timeout_ms=self.config["request.timeout.ms"],
+            )
+            outcome = dict.fromkeys(group) if results is None else dict(results)
+        except KafkaError as exc:
+            outcome = dict.fromkeys(group, exc)
+        except Exception as exc:  # a bug or the loop closing: fail the task, not hang it
+            if self.error is None:
+                self.error = LogbusSparkError(f"writing to logbus failed: {exc!r}")
+            raise
+        finally:
+            self.in_flight[node] -= 1
+            self.progress.set()
+        for tp, result in outcome.items():
+            partition = self.partitions[tp]
+            partition.busy = False
+            failed = isinstance(result, KafkaError) and (
+                result.code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+            )
+            if not failed:
+                self._acknowledged(tp)
+            elif not self._give_up(group[tp], result):
+                self._refresh_later(group[tp])
+        self._dispatch()
 
     def _acknowledged(self, tp: TopicPartition) -> None:
-        pending = self.pending[tp]
-        keys = pending.chunks.pop(0)[0]
-        pending.encoded.pop(0)
-        pending.sequence = (pending.sequence + len(keys)) % (1 << 31)
-        if not pending.chunks:
-            # Keep the sequence for the partition's next batches.
-            self.pending.pop(tp)
-            self.sequences[tp] = pending.sequence
+        partition = self.partitions[tp]
+        batch = partition.closed.popleft()
+        self.unacknowledged_bytes -= batch.size
 
-    async def _produce(
-        self, node: int, batches: dict[TopicPartition, bytes]
-    ) -> dict[TopicPartition, KafkaError | None]:
-        """One Produce request per max.request.size of batches to one broker; per
-        partition, None when written, else the error."""
-        assert self.cluster is not None
-        out: dict[TopicPartition, KafkaError | None] = {}
-        limit = self.config["max.request.size"]
-        groups: list[dict[TopicPartition, bytes]] = [{}]
-        size = 0
-        for tp, batch in batches.items():
-            if groups[-1] and size + len(batch) > limit:
-                groups.append({})
-                size = 0
-            groups[-1][tp] = batch
-            size += len(batch)
-        # One batch per partition per round: the requests of a round may all be in
-        # flight at once (up to max.in.flight.requests.per.connection) without any
-        # partition's batches overtaking each other.
-        gate = asyncio.Semaphore(self.config["max.in.flight.requests.per.connection"])
+    async def _wait_for_progress(self) -> None:
+        """Wait until a request ends (or the producer fails)."""
+        self._raise_error()
+        if not self.requests and self.refreshing is None:
+            raise LogbusSparkError("writing to logbus failed: nothing left in flight")
+        self.progress.clear()
+        await self.progress.wait()
+        self._raise_error()
 
-        async def send(group: dict[TopicPartition, bytes]) -> None:
-            assert self.cluster is not None
-            async with gate:
-                try:
-                    conn = await self.cluster.node(node)
-                    results = await admin_ops.produce_many(
-                        conn, group, self.config["acks"],
-                        timeout_ms=self.config["request.timeout.ms"],
-                    )
-                except KafkaError as exc:
-                    out.update(dict.fromkeys(group, exc))
-                    return
-            if results is None:  # acks=0
-                out.update(dict.fromkeys(group))
-                return
-            for tp, result in results.items():
-                duplicate = (
-                    isinstance(result, KafkaError)
-                    and result.code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-                )
-                out[tp] = result if isinstance(result, KafkaError) and not duplicate else None
+    def _raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
 
-        await asyncio.gather(*(send(group) for group in groups))
-        return out
+    async def flush(self) -> None:
+        """Send every batch, open ones too, and return once all are acknowledged."""
+        await self._connect()
+        self._encode_closed(close_open=True)
+        self._dispatch()
+        while any(partition.closed for partition in self.partitions.values()):
+            await self._wait_for_progress()
+        self._raise_error()

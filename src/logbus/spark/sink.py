@@ -12,7 +12,6 @@ may write its rows again (at-least-once).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pyspark.sql.types import (
 )
 
 from logbus.client.config import ConfigError
+from logbus.client.loop_thread import LoopThread
 from logbus.client.producer import ProducerRecord
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.sync import Producer
@@ -119,9 +119,11 @@ def _topic_rows(options: WriteOptions, batch: pa.RecordBatch) -> list[tuple[str,
 
 
 def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """The fast path: Arrow columns to encoded record batches, no object per row."""
+    """The fast path: Arrow columns to encoded record batches, no object per row. The
+    producer lives on its own event loop thread, so requests go out and answers come in
+    while this thread waits for Spark's next rows."""
     written = 0
-    loop = asyncio.new_event_loop()
+    thread = LoopThread("logbus-spark-sink")
     producer = ArrowProducer(options.producer_config)
     try:
         for batch in batches:
@@ -132,14 +134,14 @@ def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> 
             values = _binary(batch.column("value"))
             keys = _binary(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
             partitions = batch.column("partition") if "partition" in names else None
-            loop.run_until_complete(
-                producer.send(keys, values, _topic_rows(options, batch), partitions)
-            )
+            thread.run(producer.send(keys, values, _topic_rows(options, batch), partitions))
             written += n
-        loop.run_until_complete(producer.flush())
+        thread.run(producer.flush())
     finally:
-        loop.run_until_complete(producer.close())
-        loop.close()
+        try:
+            thread.run(producer.close())
+        finally:
+            thread.close()
     return written
 
 
