@@ -42,7 +42,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if schema.response(api_key).is_flexible(api_version) else 0
 
 
-def peek_request_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a request frame, before anything else."""
     if len(frame) < _REQUEST_HEAD.size:
         raise ProtocolError("request shorter than its header")
@@ -50,7 +50,7 @@ def peek_request_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
-def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Decode the request header; return it and the position where the body starts.
 
     Raises UnsupportedVersion for an API key or version the codec has no table for (the
@@ -74,7 +74,7 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict[str, Any]]:
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, dict[str, Any]]:
     """Decode a request frame (without its size prefix). Trailing bytes are tolerated."""
     view = memoryview(frame)
     header, pos = parse_request_header(view)
@@ -133,7 +133,7 @@ def encode_response(
 
 
 def decode_response(
-    api_key: int, api_version: int, frame: bytes | memoryview
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, dict[str, Any]]:
     """Decode a response frame (without size prefix): (correlation_id, body)."""
     view = memoryview(frame)
