@@ -54,8 +54,9 @@ class FrameAssembler:
 
     Call `get_buffer()`, receive at most its length of bytes into it, then call
     `buffer_updated(nbytes)`, which returns the frames completed so far. A bad size prefix
-    raises ProtocolError (FrameTooLarge above `max_frame_size`); the assembler is then
-    unusable. Not safe to share between tasks: one per connection.
+    sets `error` to a ProtocolError (FrameTooLarge above `max_frame_size`): the frames
+    before it are still returned, and no frame after it. Not safe to share between tasks:
+    one per connection.
     """
 
     __slots__ = (
@@ -67,6 +68,7 @@ class FrameAssembler:
         "_small_frame",
         "_spares",
         "_start",
+        "error",
         "max_frame_size",
         "min_frame_size",
     )
@@ -89,6 +91,7 @@ class FrameAssembler:
         self._frame: memoryview | None = None
         self._filled = 0
         self._spares: list[bytearray] = []
+        self.error: ProtocolError | None = None
 
     @property
     def pending(self) -> int:
@@ -107,6 +110,8 @@ class FrameAssembler:
         """`nbytes` were written at the start of the last `get_buffer()`: the frames they
         complete, oldest first."""
         frame = self._frame
+        if self.error is not None:
+            return []
         if frame is not None:
             self._filled += nbytes
             if self._filled < len(frame):
@@ -123,7 +128,10 @@ class FrameAssembler:
         need = SIZE_PREFIX  # bytes from `start` that the next step waits for
         while end - start >= SIZE_PREFIX:
             (size,) = _SIZE.unpack_from(scratch, start)
-            self._check(size)
+            self.error = self._check(size)
+            if self.error is not None:
+                start = end = 0
+                break
             body = start + SIZE_PREFIX
             if end - body >= size:
                 frames.append(memoryview(scratch[body : body + size]))
@@ -165,14 +173,15 @@ class FrameAssembler:
                     spares.append(buf)
         return memoryview(buf)[:size]
 
-    def _check(self, size: int) -> None:
+    def _check(self, size: int) -> ProtocolError | None:
         if size < 0:
-            raise ProtocolError(f"negative frame size {size}")
+            return ProtocolError(f"negative frame size {size}")
         if size > self.max_frame_size:
-            raise FrameTooLarge(
+            return FrameTooLarge(
                 f"frame of {size} bytes is larger than the maximum of {self.max_frame_size}"
             )
         if size < self.min_frame_size:
-            raise ProtocolError(
+            return ProtocolError(
                 f"frame of {size} bytes is shorter than the minimum of {self.min_frame_size}"
             )
+        return None

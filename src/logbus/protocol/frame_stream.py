@@ -14,7 +14,6 @@ import collections
 import socket
 from typing import Any, cast
 
-from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame, FrameAssembler
 
 
@@ -55,23 +54,19 @@ class FrameStream(asyncio.BufferedProtocol):
         return self._assembler.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._error is not None:
-            return  # bytes after a bad frame (read before the pause took effect)
-        try:
-            frames = self._assembler.buffer_updated(nbytes)
-        except ProtocolError as exc:
-            self._error = exc
+        assembler = self._assembler
+        frames = assembler.buffer_updated(nbytes)
+        if frames:
+            for frame in frames:
+                self._queued_bytes += len(frame)
+            self._frames.extend(frames)
+            if self._queued_bytes >= self.max_queued_bytes:
+                self._pause_reading()
+            self._wake_reader()
+        if assembler.error is not None and self._error is None:
+            self._error = assembler.error  # raised once the frames before it are read
             self._pause_reading()
             self._wake_reader()
-            return
-        if not frames:
-            return
-        for frame in frames:
-            self._queued_bytes += len(frame)
-        self._frames.extend(frames)
-        if self._queued_bytes >= self.max_queued_bytes:
-            self._pause_reading()
-        self._wake_reader()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -104,6 +99,11 @@ class FrameStream(asyncio.BufferedProtocol):
         self._drain_waiters.clear()
 
     # --- reading ------------------------------------------------------------------------
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of complete frames waiting for `read_frame()`."""
+        return self._queued_bytes
 
     async def read_frame(self) -> Frame | None:
         """The next frame (without its size prefix); None once the peer has closed its
