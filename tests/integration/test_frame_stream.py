@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 import uvloop
+from consumer_data import wait_until
 
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import FrameTooLarge
 from logbus.protocol.frame_stream import FrameStream, accept_frame_stream, open_frame_stream
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
-DEADLINE = 30.0
 
 
 def framed(*bodies: bytes) -> bytes:
@@ -47,13 +47,6 @@ async def connected(
         sock, _ = await loop.sock_accept(server)
     stream = await accept_frame_stream(sock, max_frame_size, max_queued_bytes=max_queued_bytes)
     return stream, peer
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(DEADLINE):
-        while not condition():
-            await asyncio.sleep(0.01)
-    assert condition(), what
 
 
 async def closed(stream: FrameStream, peer: socket.socket) -> None:
@@ -93,8 +86,8 @@ def test_reading_pauses_while_frames_wait_and_resumes_as_they_are_read(run: Any)
         loop = asyncio.get_running_loop()
         sender = asyncio.create_task(loop.sock_sendall(peer, framed(*bodies)))
         # Nobody reads: the stream stops reading once `bound` bytes of frames wait.
-        await until(lambda: stream.queued_bytes >= bound, "frames were not queued")
-        await until(lambda: not stream.transport.is_reading(), "reading was not paused")
+        await wait_until(lambda: stream.queued_bytes >= bound)
+        await wait_until(lambda: not stream.transport.is_reading())
         assert stream.queued_bytes < bound + body_size
         got = []
         for _ in bodies:
