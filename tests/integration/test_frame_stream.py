@@ -198,3 +198,28 @@ def test_client_side_open_frame_stream(run: Any) -> None:
         await closed(stream, peer)
 
     run(main())
+
+
+def test_written_chunks_arrive_in_order_even_if_the_caller_changes_them(run: Any) -> None:
+    small = [b"head", bytearray(b"tiny"), memoryview(b"view")]
+    large = bytearray(range(256)) * 40_000  # 10 MB: the socket cannot take it at once
+    large_view = memoryview(bytearray(b"v" * 100_000))
+    chunks = [*small, large, b"mid" * 10, large_view, bytes(70_000), b"end"]
+    expected = b"".join(bytes(c) for c in chunks)
+
+    async def main() -> None:
+        stream, peer = await connected()
+        loop = asyncio.get_running_loop()
+        stream.write_chunks(chunks)
+        large[:] = bytes(len(large))  # a producer may reuse its buffers once written
+        large_view[:] = bytes(len(large_view))
+        received = bytearray()
+        while len(received) < len(expected):
+            chunk = await loop.sock_recv(peer, 1 << 20)
+            assert chunk, "the stream closed early"
+            received += chunk
+        await stream.drain()
+        assert received == expected
+        await closed(stream, peer)
+
+    run(main())

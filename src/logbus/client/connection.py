@@ -20,7 +20,7 @@ from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.protocol import ApiKey, ErrorCode, schema
-from logbus.protocol.codec import RequestHeader, decode_response, encode_request
+from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream, open_frame_stream
@@ -236,12 +236,12 @@ class Connection(AsyncCloseable):
             correlation_id = self._next_correlation_id
             self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
             header = RequestHeader(api_key, version, correlation_id, self.client_id)
-            frame = encode_request(header, body)
+            chunks = encode_request_chunks(header, body)
             future: asyncio.Future[dict[str, Any]] | None = None
             if expects_response:
                 future = asyncio.get_running_loop().create_future()
                 self._in_flight[correlation_id] = _InFlight(api_key, version, future)
-            self._stream.write(frame)
+            self._stream.write_chunks(chunks)
             try:
                 await self._stream.drain()
             except OSError as exc:

@@ -86,6 +86,12 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 
 def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
     """A complete request frame, size prefix included."""
+    return b"".join(encode_request_chunks(header, body))
+
+
+def encode_request_chunks(header: RequestHeader, body: dict[str, Any]) -> list[Any]:
+    """A complete request frame as bytes-like chunks, so that a Produce's batches can be
+    written as they are instead of copied into one frame."""
     header_version = request_header_version(header.api_key, header.api_version)
     head = _REQUEST_HEAD.pack(header.api_key, header.api_version, header.correlation_id)
     w = t.Writer()
@@ -95,10 +101,10 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
     if header_version >= 2:
         w.uvarint(0)
     schema.request(header.api_key).writer(header.api_version)(w, body)
-    # The size prefix joins the body's chunks, so a Produce's batches are copied once.
     size = w.size()
     chunks = [c.read() if hasattr(c, "read") else c for c in w.chunks()]
-    return b"".join([t.INT32.pack(size), *chunks])
+    chunks[0] = t.INT32.pack(size) + chunks[0]  # the head is always the first chunk
+    return chunks
 
 
 def _write_client_id(w: t.Writer, client_id: str | None) -> None:

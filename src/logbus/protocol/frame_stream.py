@@ -12,9 +12,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import socket
+from collections.abc import Iterable
 from typing import Any, cast
 
 from logbus.protocol.frame import Frame, FrameAssembler
+
+# Chunks smaller than this are joined with their neighbours into one write: a system call
+# costs more than copying them.
+COALESCE_BELOW = 64 * 1024
 
 
 class FrameStream(asyncio.BufferedProtocol):
@@ -44,6 +49,9 @@ class FrameStream(asyncio.BufferedProtocol):
         self._write_paused = False
         self._drain_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed: asyncio.Future[None] = self._loop.create_future()
+        # asyncio's own transports copy whatever the socket did not take at once, so a
+        # caller may change a buffer it wrote; other loops' (uvloop) may keep a reference.
+        self._write_copies = isinstance(self._loop, asyncio.SelectorEventLoop)
 
     # --- asyncio.BufferedProtocol -------------------------------------------------------
 
@@ -150,8 +158,26 @@ class FrameStream(asyncio.BufferedProtocol):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.transport.write(data)
 
-    def writelines(self, chunks: list[Any]) -> None:
-        self.transport.writelines(chunks)
+    def write_chunks(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
+        """Write chunks in order: small ones joined into one write, large ones written as
+        they are (a Produce's batches, a Fetch's records) unless the transport could keep
+        a reference to a buffer the caller may change, which is copied then."""
+        write = self.transport.write
+        pending: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if len(chunk) >= COALESCE_BELOW and (
+                self._write_copies
+                or type(chunk) is bytes
+                or (isinstance(chunk, memoryview) and chunk.readonly)
+            ):
+                if pending:
+                    write(b"".join(pending))
+                    pending = []
+                write(chunk)
+            else:
+                pending.append(chunk)
+        if pending:
+            write(b"".join(pending))
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark; raises

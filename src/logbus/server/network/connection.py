@@ -74,28 +74,20 @@ class Connection:
             self.stream.abort()
 
     async def send(self, chunks: list[Any]) -> None:
-        writer = self.stream
-        pending = bytearray()
+        stream = self.stream
+        run: list[Any] = []  # chunks written together
         for chunk in chunks:
-            if isinstance(chunk, FileSlice):
-                if chunk.size < SENDFILE_THRESHOLD:
-                    pending += os.pread(chunk.file.fileno(), chunk.size, chunk.position)
-                    continue
-                if pending:
-                    writer.write(pending)
-                    pending = bytearray()
-                await writer.drain()
-                await _send_slice(writer, chunk)
-            elif len(chunk) < SENDFILE_THRESHOLD:
-                pending += chunk
+            if not isinstance(chunk, FileSlice):
+                run.append(chunk)
+            elif chunk.size < SENDFILE_THRESHOLD:
+                run.append(os.pread(chunk.file.fileno(), chunk.size, chunk.position))
             else:
-                if pending:
-                    writer.write(pending)
-                    pending = bytearray()
-                writer.write(chunk)
-        if pending:
-            writer.write(pending)
-        await writer.drain()
+                stream.write_chunks(run)
+                run = []
+                await stream.drain()
+                await _send_slice(stream, chunk)
+        stream.write_chunks(run)
+        await stream.drain()
 
 
 _sendfile_supported = True
