@@ -25,8 +25,8 @@ COALESCE_BELOW = 64 * 1024
 class FrameStream(asyncio.BufferedProtocol):
     """One connection's frames in and bytes out.
 
-    Made by `open_frame_stream` / `connect_frame_stream` (or as the protocol factory of
-    `loop.connect_accepted_socket`); lives until `close()`/`abort()` or the peer goes.
+    Made by `open_frame_stream` (a client) or `accept_frame_stream` (a broker's accepted
+    socket); lives until `close()`/`abort()` or the peer goes.
     `read_frame()` is for one task at a time; `write()` and `drain()` may be called from
     any task of the loop. A bad size prefix stops reading: `read_frame()` returns the
     frames that came before it, then raises the ProtocolError.
