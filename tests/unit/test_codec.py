@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from logbus.protocol import ApiKey, codec, schema
 from logbus.protocol.errors import ProtocolError, UnsupportedVersion
-from logbus.protocol.frame import FrameBuffer, FrameTooLarge
 from logbus.protocol.messages import MESSAGES
 
 ALL = [
@@ -152,14 +151,3 @@ def test_fuzz_decoder_raises_only_protocol_errors(data: bytes, key: ApiKey, vers
     frame = struct.pack(">hhi", key, version, 1) + data
     with contextlib.suppress(ProtocolError):
         codec.decode_request(frame)
-
-
-def test_frame_buffer_splits_and_limits() -> None:
-    buf = FrameBuffer(max_frame_size=10)
-    buf.feed(b"\x00\x00\x00\x03abc\x00\x00")
-    assert list(buf) == [b"abc"]
-    buf.feed(b"\x00\x01z")
-    assert list(buf) == [b"z"]
-    buf.feed(b"\x00\x00\x00\x0b")
-    with pytest.raises(FrameTooLarge):
-        list(buf)

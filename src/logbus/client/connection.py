@@ -20,10 +20,12 @@ from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.protocol import ApiKey, ErrorCode, schema
-from logbus.protocol.codec import RequestHeader, decode_response, encode_request
+from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
+from logbus.protocol.frame import Frame
+from logbus.protocol.frame_stream import FrameStream, open_frame_stream
 
-_SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_AND_ERROR = struct.Struct(">ih")
 # The newest ApiVersions request that every Kafka broker since 2.4 understands; brokers
 # that do not answer with a v0 response naming their own range (KIP-511).
@@ -34,6 +36,9 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_MAX_IN_FLIGHT = 100
 DEFAULT_MAX_RESPONSE_SIZE = 256 * 1024 * 1024
+# Responses are handled as they arrive; reading pauses only if this many bytes of them
+# pile up (a consumer's callbacks hold the loop).
+QUEUED_RESPONSE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -71,8 +76,7 @@ class Connection(AsyncCloseable):
         self,
         host: str,
         port: int,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: FrameStream,
         *,
         client_id: str | None,
         request_timeout: float,
@@ -86,8 +90,7 @@ class Connection(AsyncCloseable):
         self.max_response_size = max_response_size
         # api_key -> (min_version, max_version) the broker supports
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._reader = reader
-        self._writer = writer
+        self._stream = stream
         self._slots = asyncio.Semaphore(max_in_flight)
         self._in_flight: dict[int, _InFlight] = {}
         self._next_correlation_id = 0
@@ -112,7 +115,13 @@ class Connection(AsyncCloseable):
         address = format_address(host, port)
         try:
             async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(host, port)
+                stream = await open_frame_stream(
+                    host,
+                    port,
+                    max_response_size,
+                    min_frame_size=_CORRELATION_ID.size,
+                    max_queued_bytes=QUEUED_RESPONSE_BYTES,
+                )
         except TimeoutError:
             raise KafkaConnectionError(
                 f"cannot connect to {address}: timed out after {connect_timeout:g}s"
@@ -124,8 +133,7 @@ class Connection(AsyncCloseable):
         conn = cls(
             host,
             port,
-            reader,
-            writer,
+            stream,
             client_id=client_id,
             request_timeout=request_timeout,
             max_in_flight=max_in_flight,
@@ -228,14 +236,14 @@ class Connection(AsyncCloseable):
             correlation_id = self._next_correlation_id
             self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
             header = RequestHeader(api_key, version, correlation_id, self.client_id)
-            frame = encode_request(header, body)
+            chunks = encode_request_chunks(header, body)
             future: asyncio.Future[dict[str, Any]] | None = None
             if expects_response:
                 future = asyncio.get_running_loop().create_future()
                 self._in_flight[correlation_id] = _InFlight(api_key, version, future)
-            self._writer.write(frame)
+            self._stream.write_chunks(chunks)
             try:
-                await self._writer.drain()
+                await self._stream.drain()
             except OSError as exc:
                 reason = KafkaConnectionError(
                     f"connection to {self.address} failed: {describe_os_error(exc)}"
@@ -264,14 +272,9 @@ class Connection(AsyncCloseable):
 
     async def _read_responses(self) -> None:
         try:
-            while True:
-                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-                if size < 4 or size > self.max_response_size:
-                    raise ProtocolError(
-                        f"response frame of {size} bytes is impossible or over the limit of "
-                        f"{self.max_response_size} (is this a Kafka broker?)"
-                    )
-                self._dispatch(await self._reader.readexactly(size))
+            while (frame := await self._stream.read_frame()) is not None:
+                self._dispatch(frame)
+            reason = KafkaConnectionError(f"connection to {self.address} closed by the broker")
         except asyncio.IncompleteReadError:
             reason = KafkaConnectionError(f"connection to {self.address} closed by the broker")
         except OSError as exc:
@@ -279,15 +282,18 @@ class Connection(AsyncCloseable):
                 f"connection to {self.address} failed: {describe_os_error(exc)}"
             )
         except ProtocolError as exc:
-            reason = KafkaConnectionError(f"bad response from {self.address}: {exc}")
+            reason = KafkaConnectionError(
+                f"bad response from {self.address}: {exc} (is this a Kafka broker?)"
+            )
         except Exception as exc:  # never leave requests waiting on a dead reader
             reason = KafkaConnectionError(f"connection to {self.address} failed: {exc!r}")
         self._shutdown(reason)
 
-    def _dispatch(self, frame: bytes) -> None:
-        correlation_id, leading_error = _CORRELATION_AND_ERROR.unpack_from(
-            frame.ljust(_CORRELATION_AND_ERROR.size, b"\0")
-        )
+    def _dispatch(self, frame: Frame) -> None:
+        if len(frame) >= _CORRELATION_AND_ERROR.size:
+            correlation_id, leading_error = _CORRELATION_AND_ERROR.unpack_from(frame)
+        else:  # too short to carry an error code: the decoder will say what is wrong
+            (correlation_id,), leading_error = _CORRELATION_ID.unpack_from(frame), 0
         entry = self._in_flight.pop(correlation_id, None)
         if entry is None:
             raise ProtocolError(f"response with unknown correlation id {correlation_id}")
@@ -325,7 +331,7 @@ class Connection(AsyncCloseable):
                 entry.future.set_exception(
                     KafkaConnectionError(str(reason), reason.code)
                 )
-        self._writer.close()
+        self._stream.close()
         if self._reader_task is not asyncio.current_task():
             self._reader_task.cancel()
 
@@ -340,7 +346,7 @@ class Connection(AsyncCloseable):
                 if current is not None and current.cancelling():
                     raise
         with contextlib.suppress(OSError):
-            await self._writer.wait_closed()
+            await self._stream.wait_closed()
 
 
 def format_address(host: str, port: int) -> str:

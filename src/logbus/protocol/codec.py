@@ -42,7 +42,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if schema.response(api_key).is_flexible(api_version) else 0
 
 
-def peek_request_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a request frame, before anything else."""
     if len(frame) < _REQUEST_HEAD.size:
         raise ProtocolError("request shorter than its header")
@@ -50,7 +50,7 @@ def peek_request_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
-def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Decode the request header; return it and the position where the body starts.
 
     Raises UnsupportedVersion for an API key or version the codec has no table for (the
@@ -74,7 +74,7 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict[str, Any]]:
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, dict[str, Any]]:
     """Decode a request frame (without its size prefix). Trailing bytes are tolerated."""
     view = memoryview(frame)
     header, pos = parse_request_header(view)
@@ -86,6 +86,12 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict[str, 
 
 def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
     """A complete request frame, size prefix included."""
+    return b"".join(encode_request_chunks(header, body))
+
+
+def encode_request_chunks(header: RequestHeader, body: dict[str, Any]) -> list[Any]:
+    """A complete request frame as bytes-like chunks, so that a Produce's batches can be
+    written as they are instead of copied into one frame."""
     header_version = request_header_version(header.api_key, header.api_version)
     head = _REQUEST_HEAD.pack(header.api_key, header.api_version, header.correlation_id)
     w = t.Writer()
@@ -95,10 +101,10 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
     if header_version >= 2:
         w.uvarint(0)
     schema.request(header.api_key).writer(header.api_version)(w, body)
-    # The size prefix joins the body's chunks, so a Produce's batches are copied once.
     size = w.size()
     chunks = [c.read() if hasattr(c, "read") else c for c in w.chunks()]
-    return b"".join([t.INT32.pack(size), *chunks])
+    chunks[0] = t.INT32.pack(size) + chunks[0]  # the head is always the first chunk
+    return chunks
 
 
 def _write_client_id(w: t.Writer, client_id: str | None) -> None:
@@ -133,7 +139,7 @@ def encode_response(
 
 
 def decode_response(
-    api_key: int, api_version: int, frame: bytes | memoryview
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, dict[str, Any]]:
     """Decode a response frame (without size prefix): (correlation_id, body)."""
     view = memoryview(frame)

@@ -1,55 +1,187 @@
 """Size-prefixed framing: every Kafka request and response is an int32 length and a body.
 
-`FrameBuffer` is fed bytes as they arrive and yields complete frames; it never touches a
-socket (the shape of h2's frame buffer).
+`FrameAssembler` hands out the buffer the next received bytes should go into and returns
+the frames they complete; it never touches a socket (the shape of h2's frame buffer, in
+the get_buffer / buffer_updated form of `asyncio.BufferedProtocol`, so that a socket's
+bytes land where they will stay). `logbus.protocol.frame_stream` drives it from a socket.
+
+Theory of operation: bytes are received into a scratch buffer, where several small frames
+arriving together are split off in one go (each copied out, which is cheap for small
+frames and costs no extra system call). A frame too large for that gets a buffer of its
+own as soon as its size is known: the bytes already received are moved into it and the
+rest of the frame is received straight into it, never copied again. Those buffers are
+recycled: a buffer is reused for a later frame once nothing refers to it any more (no
+frame, no view of one), which spares the allocator and the kernel a fresh megabyte of
+zeroed pages per request.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+import sys
 
 from logbus.protocol.errors import ProtocolError
 
 _SIZE = struct.Struct(">i")
+SIZE_PREFIX = _SIZE.size
+
+# Scratch space for receiving: large enough that a batch of small requests (or a whole
+# small response) arrives in one system call, small enough to stay in cache.
+SCRATCH_SIZE = 64 * 1024
+# Frames up to this size are assembled in the scratch buffer (and copied out of it once);
+# larger ones are received into a buffer of their own.
+SMALL_FRAME = 16 * 1024
+# Buffers kept for reuse per assembler, and the largest kept: an idle connection holds at
+# most SPARE_BUFFERS * MAX_SPARE_SIZE bytes.
+SPARE_BUFFERS = 2
+MAX_SPARE_SIZE = 16 * 1024 * 1024
+
+# A frame: its bytes, writable, valid for as long as the caller keeps it (or any slice).
+Frame = memoryview
+
+# References to a pooled buffer while nobody else holds it: the pool's list and
+# getrefcount's argument. (A frame, or any view of one, holds one more.)
+_UNSHARED = 2
 
 
 class FrameTooLarge(ProtocolError):
     """A frame announces more bytes than the receiver accepts (socket.request.max.bytes)."""
 
 
-class FrameBuffer:
-    """Accumulates received bytes and splits them into frames (without the size prefix).
+class FrameAssembler:
+    """Turns received bytes into frames (without their size prefix), each a memoryview of
+    memory that nothing else uses while the frame (or a view of it) is alive.
 
-    Not safe to share between tasks: one per connection.
+    Call `get_buffer()`, receive at most its length of bytes into it, then call
+    `buffer_updated(nbytes)`, which returns the frames completed so far. A bad size prefix
+    sets `error` to a ProtocolError (FrameTooLarge above `max_frame_size`): the frames
+    before it are still returned, and no frame after it. Not safe to share between tasks:
+    one per connection.
     """
 
-    __slots__ = ("_buf", "max_frame_size")
+    __slots__ = (
+        "_end",
+        "_filled",
+        "_frame",
+        "_scratch",
+        "_scratch_view",
+        "_small_frame",
+        "_spares",
+        "_start",
+        "error",
+        "max_frame_size",
+        "min_frame_size",
+    )
 
-    def __init__(self, max_frame_size: int) -> None:
-        self._buf = bytearray()
+    def __init__(
+        self, max_frame_size: int, *, min_frame_size: int = 0, scratch_size: int = SCRATCH_SIZE
+    ) -> None:
+        if scratch_size < 2 * SIZE_PREFIX:
+            raise ValueError(f"scratch_size {scratch_size} is too small")
         self.max_frame_size = max_frame_size
+        self.min_frame_size = min_frame_size
+        self._scratch = bytearray(scratch_size)
+        self._scratch_view = memoryview(self._scratch)
+        # A small frame and its size prefix always fit in the scratch buffer.
+        self._small_frame = min(SMALL_FRAME, scratch_size - SIZE_PREFIX)
+        # Received bytes not yet split into frames are scratch[_start:_end].
+        self._start = 0
+        self._end = 0
+        # A large frame being received into its own buffer, and how much of it has arrived.
+        self._frame: memoryview | None = None
+        self._filled = 0
+        self._spares: list[bytearray] = []
+        self.error: ProtocolError | None = None
 
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet make a complete frame (0 at a frame boundary)."""
+        if self._frame is not None:
+            return SIZE_PREFIX + self._filled
+        return self._end - self._start
 
-    def __iter__(self) -> Iterator[bytes]:
-        return self
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes go (never empty)."""
+        if self._frame is not None:
+            return self._frame[self._filled :]
+        return self._scratch_view[self._end :]
 
-    def __next__(self) -> bytes:
-        buf = self._buf
-        if len(buf) < 4:
-            raise StopIteration
-        (size,) = _SIZE.unpack_from(buf, 0)
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
+        """`nbytes` were written at the start of the last `get_buffer()`: the frames they
+        complete, oldest first."""
+        frame = self._frame
+        if self.error is not None:
+            return []
+        if frame is not None:
+            self._filled += nbytes
+            if self._filled < len(frame):
+                return []
+            self._frame = None
+            return [frame]
+        self._end += nbytes
+        return self._split()
+
+    def _split(self) -> list[Frame]:
+        scratch = self._scratch
+        start, end = self._start, self._end
+        frames: list[Frame] = []
+        need = SIZE_PREFIX  # bytes from `start` that the next step waits for
+        while end - start >= SIZE_PREFIX:
+            (size,) = _SIZE.unpack_from(scratch, start)
+            self.error = self._check(size)
+            if self.error is not None:
+                start = end = 0
+                break
+            body = start + SIZE_PREFIX
+            if end - body >= size:
+                frames.append(memoryview(scratch[body : body + size]))
+                start = body + size
+                continue
+            if size > self._small_frame:
+                frame = self._buffer(size)
+                got = end - body
+                frame[:got] = self._scratch_view[body:end]
+                self._frame, self._filled = frame, got
+                start = end
+            else:
+                need = SIZE_PREFIX + size
+            break
+        if start == end:
+            start = end = 0
+        elif start + need > len(scratch):
+            # The rest of a small frame would run past the scratch buffer: move what we
+            # have of it (at most a small frame) to the front.
+            scratch[: end - start] = self._scratch_view[start:end]
+            start, end = 0, end - start
+        self._start, self._end = start, end
+        return frames
+
+    def _buffer(self, size: int) -> memoryview:
+        """Memory for a large frame: a spare buffer nobody holds any more, or a new one."""
+        spares = self._spares
+        for i in range(len(spares)):
+            if len(spares[i]) >= size and sys.getrefcount(spares[i]) == _UNSHARED:
+                return memoryview(spares[i])[:size]
+        buf = bytearray(size + (size >> 3))  # room for the next, slightly larger frame
+        if len(buf) <= MAX_SPARE_SIZE:
+            for i in range(len(spares)):
+                if sys.getrefcount(spares[i]) == _UNSHARED:
+                    spares[i] = buf
+                    break
+            else:
+                if len(spares) < SPARE_BUFFERS:
+                    spares.append(buf)
+        return memoryview(buf)[:size]
+
+    def _check(self, size: int) -> ProtocolError | None:
         if size < 0:
-            raise ProtocolError(f"negative frame size {size}")
+            return ProtocolError(f"negative frame size {size}")
         if size > self.max_frame_size:
-            raise FrameTooLarge(
+            return FrameTooLarge(
                 f"frame of {size} bytes is larger than the maximum of {self.max_frame_size}"
             )
-        end = 4 + size
-        if len(buf) < end:
-            raise StopIteration
-        frame = bytes(buf[4:end])
-        del buf[:end]
-        return frame
+        if size < self.min_frame_size:
+            return ProtocolError(
+                f"frame of {size} bytes is shorter than the minimum of {self.min_frame_size}"
+            )
+        return None

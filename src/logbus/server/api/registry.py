@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from logbus.protocol import ApiKey, codec, schema
 from logbus.protocol.errors import ProtocolError
+from logbus.protocol.frame import Frame
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
 from logbus.server.network.connection import CloseConnection, Connection
@@ -59,7 +60,7 @@ class Apis:
         self.broker = broker
         self.handlers = build_registry()
 
-    async def handle_frame(self, conn: Connection, frame: bytes) -> list[Any] | None:
+    async def handle_frame(self, conn: Connection, frame: Frame) -> list[Any] | None:
         try:
             api_key, version, correlation_id = codec.peek_request_header(frame)
         except ProtocolError as exc:

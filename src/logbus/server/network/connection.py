@@ -15,7 +15,8 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from logbus.protocol.frame import FrameBuffer
+from logbus.protocol.frame import Frame
+from logbus.protocol.frame_stream import FrameStream
 from logbus.storage.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,11 @@ log = logging.getLogger(__name__)
 SENDFILE_THRESHOLD = 64 * 1024
 READ_SIZE = 256 * 1024
 CLOSE_TIMEOUT = 5.0
+# Reading pauses while this many bytes of requests wait to be handled (at least one
+# request always waits: Kafka mutes a channel while it handles a request from it).
+QUEUED_REQUEST_BYTES = 1 << 20
 
-Handler = Callable[["Connection", bytes], Awaitable[list[Any] | None]]
+Handler = Callable[["Connection", Frame], Awaitable[list[Any] | None]]
 
 
 class CloseConnection(Exception):
@@ -38,31 +42,19 @@ class Connection:
     """Owns one client socket. Created by the listener; lives until the peer closes, a
     protocol error closes it, or the broker shuts down."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        handler: Handler,
-        max_request_size: int,
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, stream: FrameStream, handler: Handler) -> None:
+        self.stream = stream
         self.handler = handler
-        self.frames = FrameBuffer(max_request_size)
-        peer = writer.get_extra_info("peername")
+        peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
     async def serve(self) -> None:
         try:
-            while True:
-                data = await self.reader.read(READ_SIZE)
-                if not data:
-                    return
-                self.frames.feed(data)
-                for frame in self.frames:
-                    chunks = await self.handler(self, frame)
-                    if chunks is not None:
-                        await self.send(chunks)
+            while (frame := await self.stream.read_frame()) is not None:
+                chunks = await self.handler(self, frame)
+                del frame  # a produce request's records may be large: let them go
+                if chunks is not None:
+                    await self.send(chunks)
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -75,41 +67,33 @@ class Connection:
     async def close(self) -> None:
         """Flush what is queued and close; a peer that does not take its bytes within
         CLOSE_TIMEOUT seconds has the socket dropped."""
-        self.writer.close()
+        self.stream.close()
         try:
-            await asyncio.wait_for(self.writer.wait_closed(), CLOSE_TIMEOUT)
+            await asyncio.wait_for(self.stream.wait_closed(), CLOSE_TIMEOUT)
         except OSError:  # ConnectionError and TimeoutError too
-            self.writer.transport.abort()
+            self.stream.abort()
 
     async def send(self, chunks: list[Any]) -> None:
-        writer = self.writer
-        pending = bytearray()
+        stream = self.stream
+        run: list[Any] = []  # chunks written together
         for chunk in chunks:
-            if isinstance(chunk, FileSlice):
-                if chunk.size < SENDFILE_THRESHOLD:
-                    pending += os.pread(chunk.file.fileno(), chunk.size, chunk.position)
-                    continue
-                if pending:
-                    writer.write(pending)
-                    pending = bytearray()
-                await writer.drain()
-                await _send_slice(writer, chunk)
-            elif len(chunk) < SENDFILE_THRESHOLD:
-                pending += chunk
+            if not isinstance(chunk, FileSlice):
+                run.append(chunk)
+            elif chunk.size < SENDFILE_THRESHOLD:
+                run.append(os.pread(chunk.file.fileno(), chunk.size, chunk.position))
             else:
-                if pending:
-                    writer.write(pending)
-                    pending = bytearray()
-                writer.write(chunk)
-        if pending:
-            writer.write(pending)
-        await writer.drain()
+                stream.write_chunks(run)
+                run = []
+                await stream.drain()
+                await _send_slice(stream, chunk)
+        stream.write_chunks(run)
+        await stream.drain()
 
 
 _sendfile_supported = True
 
 
-async def _send_slice(writer: asyncio.StreamWriter, chunk: FileSlice) -> None:
+async def _send_slice(writer: FrameStream, chunk: FileSlice) -> None:
     """Send a file slice with sendfile(2) where the event loop can (the standard loop),
     else read it in pieces and write them (uvloop has no sendfile)."""
     global _sendfile_supported

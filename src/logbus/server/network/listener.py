@@ -13,12 +13,12 @@ import contextlib
 import logging
 import socket
 
-from logbus.server.network.connection import Connection, Handler
+from logbus.protocol.frame_stream import FrameStream, accept_frame_stream
+from logbus.server.network.connection import QUEUED_REQUEST_BYTES, Connection, Handler
 
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
-STREAM_LIMIT = 1 << 20
 
 
 class Listener:
@@ -43,7 +43,7 @@ class Listener:
         self._sockets: list[socket.socket] = []
         self._accepted: set[socket.socket] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._streams: set[FrameStream] = set()
 
     async def start(self) -> None:
         """Bind every address the host resolves to (all interfaces for an empty host), as
@@ -99,18 +99,20 @@ class Listener:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-            reader, writer = await asyncio.open_connection(sock=sock, limit=STREAM_LIMIT)
+            stream = await accept_frame_stream(
+                sock, self.max_request_size, max_queued_bytes=QUEUED_REQUEST_BYTES
+            )
         except BaseException:
             self._accepted.discard(sock)
             sock.close()
             raise
-        self._writers.add(writer)
+        self._streams.add(stream)
         try:
-            await Connection(reader, writer, self.handler, self.max_request_size).serve()
+            await Connection(stream, self.handler).serve()
         except asyncio.CancelledError:
             pass  # broker shutdown; stop() has already dropped the socket
         finally:
-            self._writers.discard(writer)
+            self._streams.discard(stream)
             self._accepted.discard(sock)
 
     async def stop(self) -> None:
@@ -118,8 +120,8 @@ class Listener:
         otherwise wait for a peer that is not reading to take its unsent bytes) and wait
         for the connection tasks to end."""
         self._close_sockets()
-        for writer in list(self._writers):
-            writer.transport.abort()
+        for stream in list(self._streams):
+            stream.abort()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
