@@ -24,6 +24,7 @@ from logbus.records.batch import (
 )
 from logbus.records.compression import CompressionError, CompressionType, decompress
 from logbus.records.record import Header, Record, decode_record
+from logbus.records.stride import MIN_RUN, decode_run
 from logbus.records.varint import Buffer, VarintError, decode_varlong
 
 _KNOWN_CODECS = frozenset(int(codec) for codec in CompressionType)
@@ -152,9 +153,13 @@ def decode_record_columns(
     """Decode one whole batch into columns: the consumer's hot path.
 
     The batch is copied (or decompressed) once out of the response; each key and value
-    is then one slice of that. Records whose varints are short and that have no headers
-    (nearly all) are read inline, a handful of operations each; any other record goes
-    through `decode_record`, which also names what is wrong with a malformed one.
+    is then one slice of that. Runs of identically laid-out records (what clients
+    write) are read a whole run at a time with strided slices (`logbus.records.stride`);
+    other records whose varints are short and that have no headers are read inline, a
+    handful of operations each; any other record goes through `decode_record`, which
+    also names what is wrong with a malformed one. After a run cut short the next try
+    is short, and the per-record loop takes more records after each failed try, so an
+    irregular batch spends little on trying.
     """
     view = memoryview(batch)[: header.size]
     if verify_crc:
@@ -173,97 +178,122 @@ def decode_record_columns(
     base_timestamp = header.base_timestamp
     add_offset, add_stamp = offsets.append, stamps.append
     add_key, add_value = keys.append, values.append
+    add_offsets, add_stamps = offsets.extend, stamps.extend
+    add_keys, add_values = keys.extend, values.extend
     slow_headers: dict[int, tuple[Header, ...]] = {}
     end_of_data = len(data)
     pos = 0
     zz1, len1, len2 = _ZIGZAG_1, _LENGTH_1, _LENGTH_2
-    for index in range(count):
-        # Each column gets its item in turn, the value last: a record left to the slow
-        # path below has its partial items dropped there.
-        try:
-            b = data[pos]  # length, then the attributes byte (ignored: no bits in use)
-            if b < 0x80:
-                end = pos + 1 + len1[b]
-                p = pos + 2
-            else:
-                end = pos + 2 + len2[(data[pos + 1] << 7) | (b & 0x7F)]
-                p = pos + 3
-            b = data[p]  # timestamp delta
-            if b < 0x80:
-                add_stamp(base_timestamp + zz1[b])
-                p += 1
-            else:
-                delta, p = decode_varlong(data, p)
-                add_stamp(base_timestamp + delta)
-            b = data[p]  # offset delta
-            if b < 0x80:
-                add_offset(base_offset + zz1[b])
-                p += 1
-            else:
-                b2 = data[p + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    p += 2
-                else:
-                    b3 = data[p + 2]
-                    if b3 >= 0x80:
-                        raise _Slow
-                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                    p += 3
-                add_offset(base_offset + ((u >> 1) ^ -(u & 1)))
-            b = data[p]  # key
-            if b == 1:
-                add_key(None)
-                p += 1
-            elif b < 0x80:
-                q = p + 1 + len1[b]
-                add_key(data[p + 1 : q])
-                p = q
-            else:
-                raise _Slow
-            b = data[p]  # value: it must end where the header count (0) starts
-            if b < 0x80:
-                if b == 1:
-                    if p + 2 != end or data[p + 1] != 0:
-                        raise _Slow
-                    add_value(None)
-                    pos = end
-                    continue
-                p += 1
-                q = p + len1[b]
-            else:
-                b2 = data[p + 1]
-                if b2 < 0x80:
-                    p += 2
-                    q = p + len2[(b2 << 7) | (b & 0x7F)]
-                else:
-                    b3 = data[p + 2]
-                    if b3 >= 0x80:
-                        raise _Slow
-                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                    p += 3
-                    q = p + (u >> 1 if not u & 1 else _NEGATIVE)
-            if q + 1 != end or data[q] != 0:
-                raise _Slow
-            add_value(data[p:q])
-            pos = end
-        except (_Slow, IndexError, VarintError):
-            if pos >= end_of_data:
-                raise InvalidBatch(
-                    f"record batch at offset {base_offset}: header counts {count} records "
-                    f"but the data ends after {index}"
-                ) from None
+    index = 0
+    run_limit = count  # the longest run to try next (see below)
+    per_record = 1  # how many records the per-record loop takes after a failed run
+    while index < count:
+        if count - index >= MIN_RUN:
+            run = decode_run(data, pos, index, min(run_limit, count - index), base_timestamp)
+            if run is not None:
+                part, pos = run
+                add_offsets(range(base_offset + index, base_offset + index + part.length))
+                add_stamps(part.timestamps)
+                add_keys(part.keys)
+                add_values(part.values)
+                index += part.length
+                # A run cut short by an irregular record makes the next try short, so
+                # batches that are mostly irregular waste little on trying; every
+                # success lengthens the next.
+                run_limit = MIN_RUN * 4 if part.cut else run_limit * 4
+                per_record = 1
+                continue
+            run_limit = MIN_RUN * 4
+        span_end = min(count, index + per_record)
+        per_record = min(per_record * 2, _MAX_PER_RECORD)
+        for index in range(index, span_end):  # noqa: B020 (the loop resumes at index)
+            # Each column gets its item in turn, the value last: a record left to the slow
+            # path below has its partial items dropped there.
             try:
-                r, pos = decode_record(data, pos, base_offset, base_timestamp, log_append_time)
-            except InvalidBatch as exc:
-                raise InvalidBatch(f"record batch at offset {base_offset}: {exc}") from None
-            del offsets[index:], stamps[index:], keys[index:]
-            add_offset(r.offset)
-            add_stamp(r.timestamp)
-            add_key(r.key)
-            add_value(r.value)
-            if r.headers:
-                slow_headers[index] = r.headers
+                b = data[pos]  # length, then the attributes byte (ignored: no bits in use)
+                if b < 0x80:
+                    end = pos + 1 + len1[b]
+                    p = pos + 2
+                else:
+                    end = pos + 2 + len2[(data[pos + 1] << 7) | (b & 0x7F)]
+                    p = pos + 3
+                b = data[p]  # timestamp delta
+                if b < 0x80:
+                    add_stamp(base_timestamp + zz1[b])
+                    p += 1
+                else:
+                    delta, p = decode_varlong(data, p)
+                    add_stamp(base_timestamp + delta)
+                b = data[p]  # offset delta
+                if b < 0x80:
+                    add_offset(base_offset + zz1[b])
+                    p += 1
+                else:
+                    b2 = data[p + 1]
+                    if b2 < 0x80:
+                        u = (b & 0x7F) | (b2 << 7)
+                        p += 2
+                    else:
+                        b3 = data[p + 2]
+                        if b3 >= 0x80:
+                            raise _Slow
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        p += 3
+                    add_offset(base_offset + ((u >> 1) ^ -(u & 1)))
+                b = data[p]  # key
+                if b == 1:
+                    add_key(None)
+                    p += 1
+                elif b < 0x80:
+                    q = p + 1 + len1[b]
+                    add_key(data[p + 1 : q])
+                    p = q
+                else:
+                    raise _Slow
+                b = data[p]  # value: it must end where the header count (0) starts
+                if b < 0x80:
+                    if b == 1:
+                        if p + 2 != end or data[p + 1] != 0:
+                            raise _Slow
+                        add_value(None)
+                        pos = end
+                        continue
+                    p += 1
+                    q = p + len1[b]
+                else:
+                    b2 = data[p + 1]
+                    if b2 < 0x80:
+                        p += 2
+                        q = p + len2[(b2 << 7) | (b & 0x7F)]
+                    else:
+                        b3 = data[p + 2]
+                        if b3 >= 0x80:
+                            raise _Slow
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        p += 3
+                        q = p + (u >> 1 if not u & 1 else _NEGATIVE)
+                if q + 1 != end or data[q] != 0:
+                    raise _Slow
+                add_value(data[p:q])
+                pos = end
+            except (_Slow, IndexError, VarintError):
+                if pos >= end_of_data:
+                    raise InvalidBatch(
+                        f"record batch at offset {base_offset}: header counts {count} records "
+                        f"but the data ends after {index}"
+                    ) from None
+                try:
+                    r, pos = decode_record(data, pos, base_offset, base_timestamp, log_append_time)
+                except InvalidBatch as exc:
+                    raise InvalidBatch(f"record batch at offset {base_offset}: {exc}") from None
+                del offsets[index:], stamps[index:], keys[index:]
+                add_offset(r.offset)
+                add_stamp(r.timestamp)
+                add_key(r.key)
+                add_value(r.value)
+                if r.headers:
+                    slow_headers[index] = r.headers
+        index = span_end
     if pos != end_of_data:
         raise InvalidBatch(
             f"record batch at offset {base_offset}: {end_of_data - pos} bytes left over after "
@@ -358,6 +388,8 @@ def decode_record_tuples(
 # length a one- or two-byte varint encodes (a negative length becomes _NEGATIVE, which
 # makes the record's end check fail and sends it to the slow path).
 _NEGATIVE = -(1 << 62)
+# The most records the per-record loop takes in a row before trying a run again.
+_MAX_PER_RECORD = 64
 _ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
 _LENGTH_1 = tuple(_NEGATIVE if u & 1 else u >> 1 for u in range(0x80))
 _LENGTH_2 = tuple(_NEGATIVE if u & 1 or u < 0x80 else u >> 1 for u in range(0x4000))
