@@ -93,8 +93,12 @@ def test_columns_write_the_batches_and_partitions_of_the_record_form(
     by_records, by_columns = f"records-{n}", f"columns-{n}"
 
     async def main() -> tuple[list[RecordMetadata], list[RecordMetadata]]:
+        # A linger far beyond the test: only a full batch is cut early, so both forms cut
+        # the same batches however slowly a loaded machine runs the loop (send_batch sends
+        # the rest at once).
         async with AioProducer(bootstrap_servers=shared_broker.bootstrap,
-                               batch_size=batch_size, enable_idempotence=idempotent) as p:
+                               batch_size=batch_size, enable_idempotence=idempotent,
+                               linger_ms=60_000) as p:
             for topic in (by_records, by_columns):
                 # Keyless records start on the same partition in both topics (the sticky
                 # partitioner's start is otherwise random).
