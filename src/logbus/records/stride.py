@@ -53,6 +53,17 @@ class RunColumns(NamedTuple):
 _Layout = tuple[int, list[int], int, int, int, int, int, int, int, int]
 
 
+def _length_field(data: bytes, pos: int) -> tuple[int, int] | None:
+    """(length, width) of the key or value length varint at `pos` (length -1: null), or
+    None when it is longer than `_MAX_VARINT_BYTES` or negative other than -1 (left to
+    the per-record decoder, which names the fault). Raises IndexError past the end."""
+    b = data[pos]
+    u, width = (b, 1) if b < 0x80 else _varint(data, pos)
+    if width == 0 or (u & 1 and u != 1):
+        return None
+    return (-1 if u & 1 else u >> 1), width
+
+
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """(unsigned value, width) of the varint at `pos`; width 0 if it is longer than
     `_MAX_VARINT_BYTES`. Raises IndexError past the data's end."""
@@ -91,22 +102,20 @@ def _layout(data: bytes, pos: int) -> _Layout | None:
         if ow == 0:
             return None
         p += ow
-        b = data[pos + p]
-        u, kw = (b, 1) if b < 0x80 else _varint(data, pos + p)
-        if kw == 0 or (u & 1 and u != 1):
+        field = _length_field(data, pos + p)
+        if field is None:
             return None
+        key_size, kw = field
         constant.extend(range(p, p + kw))
         key_at = p = p + kw
-        key_size = -1 if u & 1 else u >> 1
         if key_size > 0:
             p += key_size
-        b = data[pos + p]
-        u, vw = (b, 1) if b < 0x80 else _varint(data, pos + p)
-        if vw == 0 or (u & 1 and u != 1):
+        field = _length_field(data, pos + p)
+        if field is None:
             return None
+        value_size, vw = field
         constant.extend(range(p, p + vw))
         value_at = p = p + vw
-        value_size = -1 if u & 1 else u >> 1
         if value_size > 0:
             p += value_size
         if p + 1 != size:
