@@ -118,6 +118,10 @@ def test_create_topics_reports_each_topic(broker: Any) -> None:
 
         with pytest.raises(ValueError, match="listed twice"):
             await admin.create_topics([NewTopic(checked), NewTopic(checked)])
+        # A name or a dict where NewTopic objects belong: told so, nothing created.
+        with pytest.raises(TypeError, match="takes NewTopic objects, not str"):
+            await admin.create_topics({checked: 3})  # type: ignore[arg-type]
+        assert checked not in await admin.list_topics()
 
     run(broker, action)
 

@@ -121,6 +121,11 @@ class Admin(AsyncService):
         INVALID_REPLICATION_FACTOR, INVALID_CONFIG, ...) raise AdminBatchError."""
         bodies: dict[str, dict[str, Any]] = {}
         for topic in new_topics:
+            if not isinstance(topic, NewTopic):
+                raise TypeError(
+                    f"create_topics takes NewTopic objects, not {type(topic).__name__} "
+                    f"({topic!r}): e.g. NewTopic('events', num_partitions=3)"
+                )
             if topic.name in bodies:
                 raise ValueError(f"topic {topic.name!r} is listed twice")
             by_assignment = topic.replica_assignment is not None
