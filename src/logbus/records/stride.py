@@ -102,22 +102,18 @@ def _layout(data: bytes, pos: int) -> _Layout | None:
         if ow == 0:
             return None
         p += ow
-        field = _length_field(data, pos + p)
-        if field is None:
-            return None
-        key_size, kw = field
-        constant.extend(range(p, p + kw))
-        key_at = p = p + kw
-        if key_size > 0:
-            p += key_size
-        field = _length_field(data, pos + p)
-        if field is None:
-            return None
-        value_size, vw = field
-        constant.extend(range(p, p + vw))
-        value_at = p = p + vw
-        if value_size > 0:
-            p += value_size
+        fields: list[tuple[int, int]] = []  # (position, size) of the key, then the value
+        for _ in range(2):
+            field = _length_field(data, pos + p)
+            if field is None:
+                return None
+            field_size, width = field
+            constant.extend(range(p, p + width))
+            p += width
+            fields.append((p, field_size))
+            if field_size > 0:
+                p += field_size
+        (key_at, key_size), (value_at, value_size) = fields
         if p + 1 != size:
             return None
     except IndexError:
