@@ -222,11 +222,12 @@ def test_deleted_segments_stay_readable_until_the_delay_passes(fast_retention: A
         assert b"first" in expected
 
         set_topic_configs(client, topic, retention_ms="3600000")
-        wait_for(lambda: f"{first_log}.deleted" in files(directory, ".deleted"))
+        # The broker renames the segment's files one after the other on its own thread:
+        # wait for all three, not for the first rename only.
+        renamed = {f"{first_log}.deleted", f"{0:020d}.index.deleted",
+                   f"{0:020d}.timeindex.deleted"}
+        wait_for(lambda: renamed <= set(files(directory, ".deleted")))
         assert first_log not in files(directory, ".log")
-        assert {f"{0:020d}.index.deleted", f"{0:020d}.timeindex.deleted"} <= set(
-            files(directory, ".deleted")
-        )
         # The renamed file still serves the read in flight.
         assert in_flight.read() == expected
         fetched = client.fetch(topic, 0, 0)
