@@ -1,14 +1,16 @@
 """Spark throughput: the `logbus` data source against Parquet on local disk.
 
-    python -m bench.spark_bench [--rows N] [--partitions P]
+    python -m bench.spark_bench [--rows N] [--partitions P] [--out DIR]
 
 Starts a `logbus server start` subprocess on loopback with its data in a temp directory
 and a local SparkSession (`local[2]`), then times, for N records of 100-byte values:
 
-- batch write: `df.write.format("logbus")` and `df.write.parquet(...)`. The logbus write
-  sets `kafka.batch.size` to 1 MiB, as one tunes Kafka's producer for a bulk load; a
-  second write with the producer's default settings (16 KiB batches) to another topic
-  shows what the tuning buys (the reads read the first topic only);
+- batch write: `df.write.format("logbus")` and `df.write.parquet(...)`, both compressed
+  with snappy (Parquet's default codec; `kafka.compression.type=snappy` for logbus), then
+  both uncompressed (`compression=none`; the topic the reads read). The logbus writes set
+  `kafka.batch.size` to 1 MiB, as one tunes Kafka's producer for a bulk load; one more
+  write with the producer's default settings (16 KiB batches, no compression) shows what
+  the tuning buys;
 - batch read into a count: `spark.read.format("logbus").load().count()` and
   `spark.read.parquet(...).count()` (Parquet answers from its footers), and a full scan
   (`sum(length(value))`) of each, which makes Parquet read the values too.
@@ -22,7 +24,8 @@ batches already built, and a sink that drops what it is handed) give the most an
 data source can reach in the same run: Spark's own cost of moving rows between the JVM
 and its Python workers.
 
-Writes `bench/results/spark-<date>-<commit>.json` and a Markdown table beside it (`.md`).
+Writes `bench/results/spark-<date>-<commit>.json` and a Markdown table beside it (`.md`)
+(`--out` writes them elsewhere).
 Targets (issue 7): logbus read >= 50% of the Parquet read rate, write >= 50% of Parquet's.
 Figures move with the machine's load; the ratios within one run are what count.
 """
@@ -159,6 +162,11 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
                 writer.mode("append").save()
             return run
 
+        def parquet_write(path: str, compression: str) -> Callable[[], None]:
+            def run() -> None:
+                source.write.mode("overwrite").option("compression", compression).parquet(path)
+            return run
+
         # Warm up every write before timing any, as the reads are warmed up below: the
         # first large job of a session pays for the JVM compiling its row-to-Arrow
         # transfer to Python workers (which the ceiling and the logbus sink share) and its
@@ -170,12 +178,22 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
             F.col("id").cast("string").cast("binary").alias("value")
         ).write.format("logbus").option("kafka.bootstrap.servers", bootstrap).option(
             "topic", "warm-up"
-        ).mode("append").save()
+        ).option("kafka.compression.type", "snappy").mode("append").save()
 
-        seconds, _ = _timed(lambda: source.write.mode("overwrite").parquet(parquet))
-        record("batch write", "parquet", seconds)
-        seconds, _ = _timed(write("bench", **{"kafka.batch.size": str(BULK_BATCH_SIZE)}))
-        record("batch write", "logbus", seconds, f"kafka.batch.size={BULK_BATCH_SIZE}")
+        # Parquet compresses with snappy unless told otherwise; so does the first logbus
+        # write. The second pair writes both uncompressed (the topic the reads read).
+        bulk = {"kafka.batch.size": str(BULK_BATCH_SIZE)}
+        seconds, _ = _timed(parquet_write(parquet, "snappy"))
+        record("batch write", "parquet", seconds, "snappy (Spark's default)")
+        _create_topic(bootstrap, "bench-snappy", partitions)
+        seconds, _ = _timed(write("bench-snappy", **bulk, **{"kafka.compression.type": "snappy"}))
+        record("batch write", "logbus", seconds,
+               f"kafka.batch.size={BULK_BATCH_SIZE}, kafka.compression.type=snappy")
+        seconds, _ = _timed(parquet_write(str(work / "parquet-none"), "none"))
+        record("batch write, uncompressed", "parquet", seconds, "compression=none")
+        seconds, _ = _timed(write("bench", **bulk))
+        record("batch write, uncompressed", "logbus", seconds,
+               f"kafka.batch.size={BULK_BATCH_SIZE}")
         _create_topic(bootstrap, "bench-defaults", partitions)
         seconds, _ = _timed(write("bench-defaults"))
         record("batch write, default producer settings", "logbus", seconds)
@@ -191,9 +209,9 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
                 .load()
             )
 
-        def ceiling_df() -> Any:
+        def ceiling_df(schema: str = "kafka") -> Any:
             return (spark.read.format("ceiling").option("rows", str(rows))
-                    .option("partitions", str(partitions))
+                    .option("partitions", str(partitions)).option("schema", schema)
                     .option("valueBytes", str(VALUE_BYTES)).load())
 
         def scan(df: Any) -> int:
@@ -203,6 +221,7 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         logbus_df().limit(10).collect()
         spark.read.parquet(parquet).limit(10).collect()
         ceiling_df().limit(10).collect()
+        ceiling_df("value").limit(10).collect()
 
         seconds, count = _timed(lambda: spark.read.parquet(parquet).count())
         assert count == rows, count
@@ -213,6 +232,9 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         seconds, count = _timed(lambda: ceiling_df().count())
         assert count == rows, count
         record("batch read: count", "ceiling", seconds)
+        seconds, count = _timed(lambda: ceiling_df("value").count())
+        assert count == rows, count
+        record("batch read: count", "ceiling-value", seconds)
         seconds, total = _timed(lambda: scan(spark.read.parquet(parquet)))
         assert total == rows * VALUE_BYTES
         record("batch read: full scan", "parquet", seconds)
@@ -222,6 +244,9 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         seconds, total = _timed(lambda: scan(ceiling_df()))
         assert total == rows * VALUE_BYTES
         record("batch read: full scan", "ceiling", seconds)
+        seconds, total = _timed(lambda: scan(ceiling_df("value")))
+        assert total == rows * VALUE_BYTES
+        record("batch read: full scan", "ceiling-value", seconds)
     finally:
         spark.stop()
         broker.terminate()
@@ -240,36 +265,63 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
     }
 
 
+_ROWS = (
+    # (row, Parquet's row to compare with, target)
+    ("batch write", "batch write", ">= 50%"),
+    ("batch write, uncompressed", "batch write, uncompressed", "-"),
+    ("batch write, default producer settings", "batch write", "-"),
+    ("batch read: count", "batch read: count", ">= 50%"),
+    ("batch read: full scan", "batch read: full scan", "-"),
+)
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:,.0f}" if value else "-"
+
+
+def _ratio(top: float | None, bottom: float | None) -> str:
+    return f"{top / bottom:.0%}" if top and bottom else "-"
+
+
 def markdown(report: dict[str, Any]) -> str:
     rate = {(r["name"], r["system"]): r["rows_per_s"] for r in report["results"]}
+    notes = {(r["name"], r["system"]): r["note"] for r in report["results"]}
     lines = [
         f"Spark, {report['rows']:,} records of {report['value_bytes']} bytes, "
         f"{report['partitions']} partitions, local[2] (commit {report['commit']}, "
         f"load average {report['machine']['load_avg_1m']:.1f})",
         "",
         "| operation | logbus rows/s | Parquet rows/s | logbus / Parquet | target "
-        "| Python source ceiling rows/s | logbus / ceiling |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| Python source ceiling rows/s | ceiling / Parquet | logbus / ceiling |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name in ("batch write", "batch write, default producer settings",
-                 "batch read: count", "batch read: full scan"):
+    for name, parquet_name, target in _ROWS:
         ours = rate.get((name, "logbus"))
-        theirs = rate.get((name.split(",")[0], "parquet"))
-        ratio = f"{ours / theirs:.0%}" if ours and theirs else "-"
-        target = ">= 50%" if name in ("batch write", "batch read: count") else "-"
+        theirs = rate.get((parquet_name, "parquet"))
         ceiling = rate.get((name.split(",")[0], "ceiling"))
-        of_ceiling = f"{ours / ceiling:.0%}" if ours and ceiling else "-"
         lines.append(
-            f"| {name} | {f'{ours:,.0f}' if ours else 'not run'} | "
-            f"{f'{theirs:,.0f}' if theirs else '-'} | {ratio} | {target} | "
-            f"{f'{ceiling:,.0f}' if ceiling else '-'} | {of_ceiling} |"
+            f"| {name} | {_rate(ours) if ours else 'not run'} | {_rate(theirs)} | "
+            f"{_ratio(ours, theirs)} | {target} | {_rate(ceiling)} | "
+            f"{_ratio(ceiling, theirs)} | {_ratio(ours, ceiling)} |"
         )
+    lines += ["", "Settings:"]
+    for (name, system), note in notes.items():
+        if note:
+            lines.append(f"- {name}, {system}: {note}")
     lines += [
         "",
-        "The ceiling is a Python data source that yields Arrow batches already built (reads)",
-        "or drops the batches it is handed (writes): Spark's own cost of moving rows between",
-        "the JVM and its Python workers, the most any Python data source can reach here.",
+        "The ceiling is a Python data source that yields Arrow batches already built (reads:",
+        "the rows of Kafka's schema, as the logbus source yields them) or drops the batches",
+        "it is handed (writes): Spark's own cost of moving rows between the JVM and its",
+        "Python workers, the most any Python data source can reach here.",
     ]
+    for name in ("batch read: count", "batch read: full scan"):
+        value_only = rate.get((name, "ceiling-value"))
+        if value_only:
+            lines.append(
+                f"The same with a `value` column only ({name}): {_rate(value_only)} rows/s, "
+                f"{_ratio(value_only, rate.get((name, 'parquet')))} of Parquet."
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -277,13 +329,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="directory for the results (default: bench/results)")
     args = parser.parse_args(argv)
     report = run(args.rows, args.partitions)
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     stem = f"spark-{report['date'][:10]}-{report['commit']}"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
     table = markdown(report)
-    (RESULTS / f"{stem}.md").write_text(table)
+    (args.out / f"{stem}.md").write_text(table)
     print(table)
 
 
