@@ -5,17 +5,18 @@ This is the numpy counterpart of `records.stride`. In a run of records whose var
 all have the same widths and whose keys and values have one length each, every record
 has the same size S, so the run is a (count, S) array laid over the batch's bytes
 without copying and each field is a column of it. A run is checked with a few column
-comparisons: the bytes every record of the run shares (length, key and value lengths,
-header count) equal the first record's, the offset deltas are exactly the records'
-indexes in the batch (written minimally) and the timestamp deltas have the first
-record's width. The records before the first that fails form the run; the next run
-starts there. Such records are read the same way by the per-record decoder
-(`records.reader.decode_record_tuples`), which takes whatever no run holds.
+comparisons, on eight-byte words of each record read as uint64 columns: the bytes every
+record of the run shares (length, key and value lengths, header count) equal the first
+record's, the offset deltas are exactly the records' indexes in the batch (written
+minimally) and the timestamp deltas have the first record's width. The records before
+the first that fails form the run; the next run starts there. The per-record decoder
+(`records.reader.decode_record_tuples`) reads such records the same way; records that
+no run holds are left to `records.columnar`'s other paths.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,8 @@ Int64Array = npt.NDArray[np.int64]
 Bytes2D = npt.NDArray[np.uint8]
 # Shorter runs are left to the other decoders: checking a run costs a few numpy calls.
 MIN_RUN = 8
+_WORD = 8
+_WORD_TYPE = np.dtype("<u8")
 # The zigzag value of every one- and two-byte varint's low 15 bits (a timestamp delta).
 _ZIGZAG = np.arange(1 << 15, dtype=np.int64)
 _ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
@@ -80,39 +83,70 @@ def _run_at(
     n = min(limit, high - index, (len(buf) - pos) // size)
     if n < MIN_RUN:
         return None
+    if size < _WORD:
+        return None  # records this small are left to the generic path
     rows = buf[pos : pos + n * size].reshape(n, size)
-    first = rows[0]
-    ok = rows[:, constant[0]] == first[constant[0]]
-    for k in constant[1:]:
-        ok &= rows[:, k] == first[k]
-    for j, expected in enumerate(_offset_delta_bytes(offset_width)):
-        ok &= rows[:, offset_at + j] == expected[index - low : index - low + n]
-    last = rows[:, ts_at + ts_width - 1]
-    ok &= last < 0x80
-    raw: npt.NDArray[np.integer[Any]] = last
+    # Every byte to check is in some eight-byte word of each record, read as one strided
+    # (unaligned) uint64 column: the offset delta in the first, whole.
+    checks = dict.fromkeys(constant, 0xFF)
+    checks[ts_at + ts_width - 1] = 0x80  # the timestamp delta's last byte: bit 7 clear
     if ts_width == 2:
-        head = rows[:, ts_at]
-        ok &= head >= 0x80
-        raw = (head & 0x7F) | (last.astype(np.uint16) << 7)
+        checks[ts_at] = 0x80  # its first: bit 7 set
+    first_word = max(0, offset_at + offset_width - _WORD)
+    words = [first_word]
+    for at in sorted(checks):
+        if not any(start <= at < start + _WORD for start in words):
+            words.append(min(at, size - _WORD))
+    expected_offsets = _offset_delta_words(offset_width)[index - low : index - low + n]
+    ok: npt.NDArray[np.bool_] | None = None
+    for start in words:
+        # Copied once: numpy is several times slower on the unaligned view.
+        word = np.ndarray((n,), _WORD_TYPE, buf, pos + start, (size,)).copy()
+        mask = 0
+        for at, bits in checks.items():
+            if start <= at < start + _WORD:
+                mask |= bits << (8 * (at - start))
+        same = (word & np.uint64(mask)) == (word[0] & np.uint64(mask))
+        if start == first_word:
+            shift = np.uint64(8 * (offset_at - start))
+            offset_deltas = (word >> shift) & np.uint64((1 << (8 * offset_width)) - 1)
+            same &= offset_deltas == expected_offsets
+            ts_word = word >> np.uint64(8 * (ts_at - start))
+        ok = same if ok is None else ok & same
+    assert ok is not None
     taken = n if ok.all() else int(np.argmin(ok))
     if taken < MIN_RUN:
         return None
-    deltas = _ZIGZAG[raw[:taken]]
-    return Run(rows[:taken], index, deltas, key_at, key_size, value_at, value_size)
+    raw = ts_word[:taken] & np.uint64(0x7F if ts_width == 1 else 0x7F7F)
+    timestamp_deltas: Int64Array
+    if (raw == raw[0]).all():  # one timestamp for all (what producers mostly write)
+        timestamp_deltas = np.full(taken, _ZIGZAG[_low_bits(int(raw[0]))], np.int64)
+    else:
+        if ts_width == 2:
+            raw = (raw & np.uint64(0x7F)) | ((raw >> np.uint64(1)) & np.uint64(0x7F << 7))
+        timestamp_deltas = _ZIGZAG[raw]
+    return Run(rows[:taken], index, timestamp_deltas, key_at, key_size, value_at, value_size)
 
 
-_OFFSET_DELTAS: dict[int, tuple[npt.NDArray[np.uint8], ...]] = {}
+def _low_bits(raw: int) -> int:
+    """The value of a varint of up to two bytes from its bytes (little-endian)."""
+    return (raw & 0x7F) | ((raw >> 1) & (0x7F << 7))
 
 
-def _offset_delta_bytes(width: int) -> tuple[npt.NDArray[np.uint8], ...]:
-    """Byte j of the zigzag varint of every offset delta written in `width` bytes, from
-    the smallest such delta on (made once per width)."""
+_OFFSET_DELTAS: dict[int, npt.NDArray[np.uint64]] = {}
+
+
+def _offset_delta_words(width: int) -> npt.NDArray[np.uint64]:
+    """The zigzag varint of every offset delta written in `width` bytes (as the bytes of
+    a little-endian integer), from the smallest such delta on (made once per width)."""
     found = _OFFSET_DELTAS.get(width)
     if found is None:
         low = WIDTH_LIMITS[width - 2] if width > 1 else 0
-        zigzag = 2 * np.arange(low, WIDTH_LIMITS[width - 1], dtype=np.int64)
-        found = _OFFSET_DELTAS[width] = tuple(
-            (((zigzag >> (7 * j)) & 0x7F) | (0x80 if j < width - 1 else 0)).astype(np.uint8)
-            for j in range(width)
-        )
+        zigzag = 2 * np.arange(low, WIDTH_LIMITS[width - 1], dtype=np.uint64)
+        found = np.zeros(len(zigzag), np.uint64)
+        for j in range(width):
+            more = 0x80 if j < width - 1 else 0
+            byte = ((zigzag >> np.uint64(7 * j)) & np.uint64(0x7F)) | np.uint64(more)
+            found |= byte << np.uint64(8 * j)
+        _OFFSET_DELTAS[width] = found
     return found
