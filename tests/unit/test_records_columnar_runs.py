@@ -182,6 +182,12 @@ def test_regular_batches_are_read_in_runs() -> None:
     got = decode_columns([(raw, BatchHeader.parse(raw))] * 1, min_offset=60, end_offset=9040)
     assert rows_of(got) == reference([raw], 60, 9040)
     assert got.keys.null_count == len(got) == 8980
+    # A longer batch after it: the runs' tables of expected offset deltas grow.
+    new = [NewRecord(None, blob(10, i), (), BASE_TIME) for i in range(30_000)]
+    raw = build_batch(new)
+    runs, done, pos = find_runs(memoryview(raw)[61:], 30_000)
+    assert [len(run.rows) for run in runs] == [64, 8192 - 64, 30_000 - 8192]
+    assert rows_of(decode_columns([(raw, BatchHeader.parse(raw))])) == reference([raw], 0, None)
 
 
 def test_runs_need_enough_records() -> None:

@@ -97,7 +97,7 @@ def _run_at(
     for at in sorted(checks):
         if not any(start <= at < start + _WORD for start in words):
             words.append(min(at, size - _WORD))
-    expected_offsets = _offset_delta_words(offset_width)[index - low : index - low + n]
+    expected = _offset_delta_words(offset_width, index + n)[index - low : index - low + n]
     ok: npt.NDArray[np.bool_] | None = None
     for start in words:
         # Copied once: numpy is several times slower on the unaligned view.
@@ -110,7 +110,7 @@ def _run_at(
         if start == first_word:
             shift = np.uint64(8 * (offset_at - start))
             offset_deltas = (word >> shift) & np.uint64((1 << (8 * offset_width)) - 1)
-            same &= offset_deltas == expected_offsets
+            same &= offset_deltas == expected
             ts_word = word >> np.uint64(8 * (ts_at - start))
         ok = same if ok is None else ok & same
     assert ok is not None
@@ -136,13 +136,16 @@ def _low_bits(raw: int) -> int:
 _OFFSET_DELTAS: dict[int, npt.NDArray[np.uint64]] = {}
 
 
-def _offset_delta_words(width: int) -> npt.NDArray[np.uint64]:
+def _offset_delta_words(width: int, stop: int) -> npt.NDArray[np.uint64]:
     """The zigzag varint of every offset delta written in `width` bytes (as the bytes of
-    a little-endian integer), from the smallest such delta on (made once per width)."""
+    a little-endian integer), from the smallest such delta on to below `stop` at least
+    (kept, and grown as longer runs need it)."""
+    low = WIDTH_LIMITS[width - 2] if width > 1 else 0
     found = _OFFSET_DELTAS.get(width)
-    if found is None:
-        low = WIDTH_LIMITS[width - 2] if width > 1 else 0
-        zigzag = 2 * np.arange(low, WIDTH_LIMITS[width - 1], dtype=np.uint64)
+    if found is None or low + len(found) < stop:
+        have = 0 if found is None else len(found)
+        high = min(WIDTH_LIMITS[width - 1], max(stop, low + 2 * have, 1 << 13))
+        zigzag = 2 * np.arange(low, high, dtype=np.uint64)
         found = np.zeros(len(zigzag), np.uint64)
         for j in range(width):
             more = 0x80 if j < width - 1 else 0
