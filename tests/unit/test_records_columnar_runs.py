@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_records_columnar import Row, rows_of
 
+from logbus.records import columnar
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.columnar import decode_columns
@@ -50,12 +51,21 @@ def reference(
 def columns(
     raws: list[bytes], start: int, end: int | None, verify_crc: bool = True
 ) -> list[Row] | str:
-    batches = [(raw, BatchHeader.parse(raw)) for raw in raws]
-    try:
-        return rows_of(decode_columns(batches, min_offset=start, end_offset=end,
-                                      verify_crc=verify_crc))
-    except InvalidBatch as exc:
-        return str(exc)
+    """The rows `decode_columns` reads, or its error: the same whether runs are looked
+    for in batches of any size (as here) or only in long ones (as by default)."""
+    results = []
+    for min_run_batch in (0, columnar._MIN_RUN_BATCH):
+        batches = [(raw, BatchHeader.parse(raw)) for raw in raws]
+        default, columnar._MIN_RUN_BATCH = columnar._MIN_RUN_BATCH, min_run_batch
+        try:
+            results.append(rows_of(decode_columns(batches, min_offset=start, end_offset=end,
+                                                  verify_crc=verify_crc)))
+        except InvalidBatch as exc:
+            results.append(str(exc))
+        finally:
+            columnar._MIN_RUN_BATCH = default
+    assert results[0] == results[1]
+    return results[0]
 
 
 def blob(length: int | None, seed: int) -> bytes | None:

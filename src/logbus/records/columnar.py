@@ -44,9 +44,9 @@ Int64Array = npt.NDArray[np.int64]
 # end of the last record never indexes out of the buffer (the values read are discarded).
 _PAD = bytes(16)
 _INT32_LIMIT = 2**31
-# Batches with fewer records go straight to the generic path, all in one pass: looking
-# for runs costs some numpy calls per batch.
-_MIN_RUN_BATCH = 64
+# Batches with fewer records go straight to the generic path, all in one pass: checking
+# a run costs a few dozen numpy calls, more than that path spends on a few hundred records.
+_MIN_RUN_BATCH = 512
 
 
 @dataclass(frozen=True)

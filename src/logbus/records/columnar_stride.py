@@ -85,6 +85,12 @@ def _run_at(
         return None
     if size < _WORD:
         return None  # records this small are left to the generic path
+    # The shared bytes of the first records looked at in Python first: records of
+    # varying sizes fail here, for much less than the numpy checks cost.
+    for at in constant:
+        column = pos + at
+        if data[column : column + MIN_RUN * size : size] != bytes((data[column],)) * MIN_RUN:
+            return None
     rows = buf[pos : pos + n * size].reshape(n, size)
     # Every byte to check is in some eight-byte word of each record, read as one strided
     # (unaligned) uint64 column: the offset delta in the first, whole.
