@@ -2,16 +2,23 @@
 
 The entry point is `decode_columns` (encoding is `records.columnar_encode`). It reads the
 records of several batches (one fetched record set) into columns without making a Python
-object per record. The bodies of the batches (decompressed when needed) are joined into
-one buffer; the record length varints are followed to find where each record starts
-(runs of equal-sized records are guessed and checked with numpy, other records take one
-Python step each); every other field is decoded for all records at once with numpy; keys
-and values become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
+object per record, by three paths with the same results:
 
-That path takes records without headers whose varints are short. A batch with anything
-else (headers, long varints, or malformed bytes) sends the whole call through
-`records.reader.decode_record_tuples`, which reads headers and names what is wrong with
-a bad batch, so both paths return the same columns and raise the same `InvalidBatch`.
+- Runs: in a long batch, runs of records laid out alike (keys and values of one length
+  each, the offset deltas the records' indexes: what producers write) are found and
+  decoded with strided numpy views over the batch's bytes (`records.columnar_stride`);
+  their values are copied once, straight into the result's binary column.
+- Generic: the records no run holds, of all batches at once. Their bytes (decompressed
+  when needed) are joined into one buffer; the record length varints are followed to
+  find where each record starts (runs of equal-sized records are guessed and checked
+  with numpy, other records take one Python step each); every other field is decoded
+  for all records at once with numpy; keys and values become Arrow `BinaryArray`s
+  gathered by Arrow itself from that one buffer. It takes records without headers whose
+  varints are short.
+- Exact: a batch with anything else (headers, long varints, or malformed bytes) goes
+  through `records.reader.decode_record_tuples`, which reads headers and names what is
+  wrong with a bad batch, so every path returns the same columns and the same
+  `InvalidBatch` is raised.
 """
 
 from __future__ import annotations
