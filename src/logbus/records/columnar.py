@@ -2,23 +2,30 @@
 
 The entry point is `decode_columns` (encoding is `records.columnar_encode`). It reads the
 records of several batches (one fetched record set) into columns without making a Python
-object per record. The bodies of the batches (decompressed when needed) are joined into
-one buffer; the record length varints are followed to find where each record starts
-(runs of equal-sized records are guessed and checked with numpy, other records take one
-Python step each); every other field is decoded for all records at once with numpy; keys
-and values become Arrow `BinaryArray`s gathered by Arrow itself from that one buffer.
+object per record, by three paths with the same results:
 
-That path takes records without headers whose varints are short. A batch with anything
-else (headers, long varints, or malformed bytes) sends the whole call through
-`records.reader.decode_record_tuples`, which reads headers and names what is wrong with
-a bad batch, so both paths return the same columns and raise the same `InvalidBatch`.
+- Runs: in a long batch, runs of records laid out alike (keys and values of one length
+  each, the offset deltas the records' indexes: what producers write) are found and
+  decoded with strided numpy views over the batch's bytes (`records.columnar_stride`);
+  their values are copied once, straight into the result's binary column.
+- Generic: the records no run holds, of all batches at once. Their bytes (decompressed
+  when needed) are joined into one buffer; the record length varints are followed to
+  find where each record starts (runs of equal-sized records are guessed and checked
+  with numpy, other records take one Python step each); every other field is decoded
+  for all records at once with numpy; keys and values become Arrow `BinaryArray`s
+  gathered by Arrow itself from that one buffer. It takes records without headers whose
+  varints are short.
+- Exact: a batch with anything else (headers, long varints, or malformed bytes) goes
+  through `records.reader.decode_record_tuples`, which reads headers and names what is
+  wrong with a bad batch, so every path returns the same columns and the same
+  `InvalidBatch` is raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +35,7 @@ from logbus.records.batch import (
     HEADER_SIZE,
     BatchHeader,
 )
+from logbus.records.columnar_stride import Run, find_runs
 from logbus.records.compression import CompressionType
 from logbus.records.reader import (
     _batch_data,
@@ -43,6 +51,9 @@ Int64Array = npt.NDArray[np.int64]
 # end of the last record never indexes out of the buffer (the values read are discarded).
 _PAD = bytes(16)
 _INT32_LIMIT = 2**31
+# Batches with fewer records go straight to the generic path, all in one pass: checking
+# a run costs a few dozen numpy calls, more than that path spends on a few hundred records.
+_MIN_RUN_BATCH = 512
 
 
 @dataclass(frozen=True)
@@ -73,27 +84,64 @@ def decode_columns(
     """The records of `batches` (each a whole batch and its parsed header) with offsets
     in [min_offset, end_offset), as columns. Control batches are the caller's to leave
     out. Raises InvalidBatch as `records.reader.decode_batch` does."""
-    bodies: list[Buffer] = []
-    counts: list[int] = []
-    headers: list[BatchHeader] = []
-    views: list[memoryview] = []
+    found: list[_Batch] = []
     for batch, header in batches:
         view = memoryview(batch)[: header.size]
         if verify_crc:
             _check_crc(view, header)
         if _record_count(header) == 0:
             continue
-        views.append(view)
-        headers.append(header)
-        counts.append(header.record_count)
         if header.compression == CompressionType.NONE:
-            bodies.append(view[HEADER_SIZE:])
+            body: Buffer = view[HEADER_SIZE:]
         else:
-            bodies.append(_batch_data(view, header))
-    fast = _decode_fast(bodies, counts, headers, min_offset, end_offset)
-    if fast is not None:
-        return fast
-    return _decode_slow(views, headers, min_offset, end_offset)
+            body = _batch_data(view, header)
+        found.append(_Batch(view, header, body))
+    window = (min_offset, end_offset)
+    rest: list[_Batch] = []  # batches whose records (after their runs) no run holds
+    for item in found:
+        count = item.header.record_count
+        if count < _MIN_RUN_BATCH:
+            item.rest_count = count
+            rest.append(item)
+            continue
+        runs, done, pos = find_runs(item.body, count)
+        item.parts.extend(_run_part(run, item.header, window) for run in runs)
+        if done < count:
+            item.rest_at, item.rest_count = pos, count - done
+            rest.append(item)
+        elif pos != len(item.body):
+            item.slow = True  # bytes after the records: the exact decoder names them
+    if rest:
+        generic = _decode_generic(rest, window)
+        if generic is None:
+            for item in rest:
+                item.slow = True
+        elif len(rest) == len(found) and not any(item.parts for item in rest):
+            return generic  # every record took the generic path: nothing to join
+        else:
+            for item, part in zip(rest, _split(generic, [b.kept for b in rest]), strict=True):
+                item.parts.append(part)
+    for item in found:
+        if item.slow:
+            item.parts = [_decode_slow(item.view, item.header, window)]
+    return _join([part for item in found for part in item.parts])
+
+
+@dataclass
+class _Batch:
+    """One batch with records being decoded: its bytes, header and records part; the
+    columns decoded so far; where the records no run holds start (and how many there
+    are, and how many of them are in the offset window) or whether the whole batch
+    goes to the exact decoder."""
+
+    view: memoryview
+    header: BatchHeader
+    body: Buffer
+    parts: list[_Part] = field(default_factory=list)
+    rest_at: int = 0
+    rest_count: int = 0
+    kept: int = 0
+    slow: bool = False
 
 
 def _record_size(data: bytes, pos: int) -> int | None:
@@ -221,24 +269,21 @@ def _varints(
     return values, pos + size, ok
 
 
-def _decode_fast(
-    bodies: list[Buffer],
-    counts: list[int],
-    headers: list[BatchHeader],
-    min_offset: int,
-    end_offset: int | None,
+def _decode_generic(
+    items: list[_Batch], window: tuple[int, int | None]
 ) -> RecordColumns | None:
-    if not bodies:
-        return _empty()
+    """The records of `items` that no run holds, all at once over their joined bytes;
+    notes in each item how many of its records are in the window. None when a record
+    is beyond this path (headers, long varints, malformed)."""
     bounds = []
     pos = 0
-    for body, count in zip(bodies, counts, strict=True):
-        size = len(memoryview(body))
-        if count > size // (MIN_RECORD_BODY + 1):
+    for item in items:
+        size = len(item.body) - item.rest_at
+        if item.rest_count > size // (MIN_RECORD_BODY + 1):
             return None  # more records than the bytes could hold: let the checks name it
-        bounds.append((pos, pos + size, count))
+        bounds.append((pos, pos + size, item.rest_count))
         pos += size
-    data = b"".join([*bodies, _PAD])
+    data = b"".join([*(memoryview(item.body)[item.rest_at :] for item in items), _PAD])
     buf = np.frombuffer(data, np.uint8)
     starts = _record_starts(data, buf, bounds)
     if starts is None:
@@ -264,7 +309,8 @@ def _decode_fast(
     if not ok.all():
         return None
 
-    per_batch = np.array(counts, np.int64)
+    headers = [item.header for item in items]
+    per_batch = np.array([item.rest_count for item in items], np.int64)
     base_offsets = np.repeat(np.array([h.base_offset for h in headers], np.int64), per_batch)
     offsets = base_offsets + offset_delta
     appended = np.repeat(np.array([h.is_log_append_time for h in headers]), per_batch)
@@ -274,13 +320,19 @@ def _decode_fast(
         np.repeat(np.array([h.base_timestamp for h in headers], np.int64), per_batch)
         + timestamp_delta,
     )
+    min_offset, end_offset = window
     keep = offsets >= min_offset
     if end_offset is not None:
         keep &= offsets < end_offset
-    if not keep.all():
+    if keep.all():
+        kept = per_batch
+    else:
+        kept = np.add.reduceat(keep, np.cumsum(per_batch) - per_batch)
         offsets, timestamps, appended = offsets[keep], timestamps[keep], appended[keep]
         key_start, key_length = key_start[keep], key_length[keep]
         value_start, value_length = value_start[keep], value_length[keep]
+    for item, count in zip(items, kept.tolist(), strict=True):
+        item.kept = count
     return RecordColumns(
         offsets=offsets,
         timestamps=timestamps,
@@ -320,23 +372,21 @@ def _gather(data: bytes, start: Int64Array, length: Int64Array) -> pa.Array:
 
 
 def _decode_slow(
-    views: list[memoryview],
-    headers: list[BatchHeader],
-    min_offset: int,
-    end_offset: int | None,
-) -> RecordColumns:
-    records: list[tuple[Any, ...]] = []
-    for view, header in zip(views, headers, strict=True):
-        records.extend(
-            decode_record_tuples(view, header, tuple, "", 0, min_offset=min_offset,
-                                 verify_crc=False)
-        )
+    view: memoryview, header: BatchHeader, window: tuple[int, int | None]
+) -> _Part:
+    """One batch's records in the window, by the exact decoder (which names faults)."""
+    min_offset, end_offset = window
+    records: list[tuple[Any, ...]] = decode_record_tuples(
+        view, header, tuple, "", 0, min_offset=min_offset, verify_crc=False
+    )
     if end_offset is not None:
         records = [r for r in records if r[2] < end_offset]
     if not records:
-        return _empty()
+        empty = _empty()
+        return _Part(empty.offsets, empty.timestamps, empty.timestamp_types, empty.keys,
+                     empty.values, None)
     _, _, offsets, stamps, kinds, keys, values, record_headers = zip(*records, strict=True)
-    return RecordColumns(
+    return _Part(
         offsets=np.array(offsets, np.int64),
         timestamps=np.array(stamps, np.int64),
         timestamp_types=np.array(kinds, np.int32),
@@ -344,6 +394,161 @@ def _decode_slow(
         values=pa.array(values, pa.binary()),
         headers=list(record_headers) if any(record_headers) else None,
     )
+
+
+class _Strided(NamedTuple):
+    """A binary column of equal-sized items: `rows[:, at:at + size]` (all null when
+    size is -1), `rows` being a run's (count, record size) view."""
+
+    rows: npt.NDArray[np.uint8]
+    at: int
+    size: int
+
+
+class _Part(NamedTuple):
+    """Some consecutive records: `RecordColumns` whose keys and values may be left
+    strided until the columns of all parts are joined."""
+
+    offsets: Int64Array
+    timestamps: Int64Array
+    timestamp_types: npt.NDArray[np.int32]
+    keys: pa.Array | _Strided
+    values: pa.Array | _Strided
+    headers: list[tuple[Header, ...]] | None
+
+
+def _run_part(run: Run, header: BatchHeader, window: tuple[int, int | None]) -> _Part:
+    """The records of `run` in the window."""
+    first = header.base_offset + run.first_index
+    n = len(run.rows)
+    min_offset, end_offset = window
+    low = min(max(min_offset - first, 0), n)
+    high = n if end_offset is None else min(max(end_offset - first, low), n)
+    rows = run.rows[low:high]
+    if header.is_log_append_time:
+        timestamps = np.full(high - low, header.max_timestamp, np.int64)
+    else:
+        timestamps = run.timestamp_deltas[low:high] + header.base_timestamp
+    return _Part(
+        offsets=np.arange(first + low, first + high, dtype=np.int64),
+        timestamps=timestamps,
+        timestamp_types=np.full(high - low, header.is_log_append_time, np.int32),
+        keys=_Strided(rows, run.key_at, run.key_size),
+        values=_Strided(rows, run.value_at, run.value_size),
+        headers=None,
+    )
+
+
+def _split(columns: RecordColumns, counts: list[int]) -> list[_Part]:
+    """`columns` cut into consecutive parts of `counts` records (views, no copies)."""
+    parts = []
+    start = 0
+    for count in counts:
+        stop = start + count
+        parts.append(_Part(
+            columns.offsets[start:stop],
+            columns.timestamps[start:stop],
+            columns.timestamp_types[start:stop],
+            columns.keys[start:stop],
+            columns.values[start:stop],
+            None,
+        ))
+        start = stop
+    return parts
+
+
+def _join(parts: list[_Part]) -> RecordColumns:
+    """One `RecordColumns` of the parts' records, in order."""
+    if not parts:
+        return _empty()
+    n = sum(len(part.offsets) for part in parts)
+    headers: list[tuple[Header, ...]] | None = None
+    if any(part.headers is not None for part in parts):
+        headers = []
+        for part in parts:
+            headers += part.headers if part.headers is not None else [()] * len(part.offsets)
+    return RecordColumns(
+        offsets=_concatenate([part.offsets for part in parts]),
+        timestamps=_concatenate([part.timestamps for part in parts]),
+        timestamp_types=_concatenate([part.timestamp_types for part in parts]),
+        keys=_binary_column([part.keys for part in parts], n),
+        values=_binary_column([part.values for part in parts], n),
+        headers=headers,
+    )
+
+
+_T = TypeVar("_T", np.int32, np.int64)
+
+
+def _concatenate(arrays: list[npt.NDArray[_T]]) -> npt.NDArray[_T]:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _binary_column(pieces: list[pa.Array | _Strided], n: int) -> pa.Array:
+    """One BinaryArray of the pieces' items, in order. Strided pieces are copied once,
+    straight into the result."""
+    if not any(isinstance(piece, _Strided) for piece in pieces):
+        return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+    if all(isinstance(piece, _Strided) and piece.size < 0 for piece in pieces):
+        return pa.nulls(n, pa.binary())
+    total = 0
+    for piece in pieces:
+        if isinstance(piece, _Strided):
+            total += len(piece.rows) * max(piece.size, 0)
+        elif len(piece):
+            ends = np.frombuffer(piece.buffers()[1], np.int32, len(piece) + 1, 4 * piece.offset)
+            total += int(ends[-1] - ends[0])
+    large = total >= _INT32_LIMIT
+    ends = np.empty(n + 1, np.int64 if large else np.int32)
+    ends[0] = 0
+    data = np.empty(total, np.uint8)
+    valid: npt.NDArray[np.bool_] | None = None
+    at = pos = 0
+    for piece in pieces:
+        count = len(piece)
+        if isinstance(piece, _Strided):
+            count = len(piece.rows)
+            if piece.size < 0:
+                if valid is None:
+                    valid = np.ones(n, np.bool_)
+                valid[at : at + count] = False
+                ends[at + 1 : at + count + 1] = pos
+            else:
+                size = piece.size
+                stop = pos + count * size
+                if size:
+                    # As one item of `size` bytes per record: numpy copies those faster
+                    # than rows of single bytes.
+                    item = np.dtype((np.void, size))
+                    data[pos:stop].view(item)[...] = (
+                        piece.rows[:, piece.at : piece.at + size].view(item)[:, 0]
+                    )
+                ends[at + 1 : at + count + 1] = np.arange(1, count + 1) * size + pos
+                pos = stop
+        elif count:
+            buffers = piece.buffers()
+            offsets = np.frombuffer(buffers[1], np.int32, count + 1, 4 * piece.offset)
+            first, last = int(offsets[0]), int(offsets[-1])
+            if last > first:
+                data[pos : pos + last - first] = np.frombuffer(
+                    buffers[2], np.uint8, last - first, first
+                )
+            ends[at + 1 : at + count + 1] = offsets[1:] - first + pos
+            if piece.null_count:
+                if valid is None:
+                    valid = np.ones(n, np.bool_)
+                valid[at : at + count] = piece.is_valid().to_numpy(zero_copy_only=False)
+            pos += last - first
+        at += count
+    validity = None
+    if valid is not None:
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    joined = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        n,
+        [validity, pa.py_buffer(ends), pa.py_buffer(data)],
+    )
+    return joined.cast(pa.binary()) if large else joined
 
 
 def _empty() -> RecordColumns:

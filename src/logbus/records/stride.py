@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from logbus.records.varint import Buffer
+
 # A run's offset deltas all have one width: 1 byte below 64, 2 below 8192, 3 below 2**20.
-_WIDTH_LIMITS = (1 << 6, 1 << 13, 1 << 20)
+WIDTH_LIMITS = (1 << 6, 1 << 13, 1 << 20)
 _MAX_VARINT_BYTES = 3
 # Runs shorter than this are left to the per-record decoder (a run costs a few µs).
 MIN_RUN = 6
@@ -46,14 +48,14 @@ class RunColumns(NamedTuple):
     values: list[bytes | None]
 
 
-# The layout of a record without headers (`_layout`), positions relative to its start:
+# The layout of a record without headers (`record_layout`), positions relative to its start:
 # (size, positions of the bytes every record of a run shares, timestamp delta position,
 # its width, offset delta position, its width, key position, key size (-1: null),
 # value position, value size (-1: null)).
-_Layout = tuple[int, list[int], int, int, int, int, int, int, int, int]
+Layout = tuple[int, list[int], int, int, int, int, int, int, int, int]
 
 
-def _length_field(data: bytes, pos: int) -> tuple[int, int] | None:
+def _length_field(data: Buffer, pos: int) -> tuple[int, int] | None:
     """(length, width) of the key or value length varint at `pos` (length -1: null), or
     None when it is longer than `_MAX_VARINT_BYTES` or negative other than -1 (left to
     the per-record decoder, which names the fault). Raises IndexError past the end."""
@@ -64,7 +66,7 @@ def _length_field(data: bytes, pos: int) -> tuple[int, int] | None:
     return (-1 if u & 1 else u >> 1), width
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int) -> tuple[int, int]:
     """(unsigned value, width) of the varint at `pos`; width 0 if it is longer than
     `_MAX_VARINT_BYTES`. Raises IndexError past the data's end."""
     value = 0
@@ -76,7 +78,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _layout(data: bytes, pos: int) -> _Layout | None:
+def record_layout(data: Buffer, pos: int) -> Layout | None:
     """The layout of the record at `pos`, or None if it is not one a run can hold (it
     has headers, a long varint, a negative length, or it is malformed). The attributes
     byte is not looked at: the per-record decoder ignores it too (no bits are in use)."""
@@ -125,8 +127,8 @@ def _layout(data: bytes, pos: int) -> _Layout | None:
 def _offset_delta_bytes(width: int) -> tuple[bytes, ...]:
     """Byte j of the zigzag varint of every offset delta of `width` bytes, from the
     first such delta on (built from repeated patterns: no per-delta loop)."""
-    low = _WIDTH_LIMITS[width - 2] if width > 1 else 0
-    high = _WIDTH_LIMITS[width - 1]
+    low = WIDTH_LIMITS[width - 2] if width > 1 else 0
+    high = WIDTH_LIMITS[width - 1]
     columns = []
     for j in range(width):
         more = 0x80 if j < width - 1 else 0
@@ -178,17 +180,17 @@ def decode_run(
     its batch, as one run; return its columns and the position after it, or None if
     fewer than `MIN_RUN` records at `pos` form a run. Offsets are not returned: record
     `index + i` of a run has offset delta `index + i`."""
-    layout = _layout(data, pos)
+    layout = record_layout(data, pos)
     if layout is None:
         return None
     size, constant, timestamp_at, tw, offset_at, ow, key_at, key_size, value_at, value_size = (
         layout
     )
-    if ow > len(_WIDTH_LIMITS) or index >= _WIDTH_LIMITS[ow - 1] or (
-        ow > 1 and index < _WIDTH_LIMITS[ow - 2]
+    if ow > len(WIDTH_LIMITS) or index >= WIDTH_LIMITS[ow - 1] or (
+        ow > 1 and index < WIDTH_LIMITS[ow - 2]
     ):
         return None  # the first offset delta is not `index`, or not written minimally
-    count = longest = min(limit, _WIDTH_LIMITS[ow - 1] - index, (len(data) - pos) // size)
+    count = longest = min(limit, WIDTH_LIMITS[ow - 1] - index, (len(data) - pos) // size)
     if count < MIN_RUN:
         return None
     stop = pos + count * size
@@ -198,7 +200,7 @@ def decode_run(
         if count < MIN_RUN:
             return None
         stop = pos + count * size
-    skip = index - (_WIDTH_LIMITS[ow - 2] if ow > 1 else 0)
+    skip = index - (WIDTH_LIMITS[ow - 2] if ow > 1 else 0)
     for j, expected in enumerate(_expected_offset_deltas(ow)):
         column = data[pos + offset_at + j : stop : size]
         count = _equal_prefix(column, expected[skip : skip + count])

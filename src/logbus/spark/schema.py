@@ -49,10 +49,13 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 def _repeated_string(text: str, n: int) -> pa.Array:
     """A string array holding `text` n times, built from its buffers in one step."""
     data = text.encode()
-    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
-    return pa.Array.from_buffers(
-        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
-    ).cast(pa.string())
+    large = len(data) * n >= 2**31  # past what int32 offsets (pa.string) can hold
+    offsets = np.arange(n + 1, dtype=np.int64 if large else np.int32) * len(data)
+    array = pa.Array.from_buffers(
+        pa.large_string() if large else pa.string(), n,
+        [None, pa.py_buffer(offsets), pa.py_buffer(data * n)],
+    )
+    return array.cast(pa.string()) if large else array
 
 
 def columns_to_record_batch(
