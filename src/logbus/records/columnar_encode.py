@@ -226,23 +226,28 @@ def _data(array: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]
 
 
 class _Chunks:
-    """A binary column's chunks (data buffers and offsets), walked in record order."""
+    """A binary column's chunks, walked in record order (their buffers read when first
+    needed: a column of null keys is never read)."""
 
     def __init__(self, array: Column) -> None:
-        chunks = [chunk for chunk in _chunks(array) if len(chunk)]
-        self.starts = list(itertools.accumulate((len(chunk) for chunk in chunks), initial=0))
-        self.data = [_data(chunk) for chunk in chunks]
-        self.index = 0
+        self.chunks = [chunk for chunk in _chunks(array) if len(chunk)]
+        self.starts = list(itertools.accumulate((len(c) for c in self.chunks), initial=0))
+        self.index = -1
+        self.data = np.zeros(0, np.uint8)
+        self.offsets = np.zeros(1, np.int32)
 
-    def items(self, first: int, count: int, width: int) -> npt.NDArray[np.uint8]:
+    def items(self, first: int, count: int, width: int) -> npt.NDArray[np.void]:
         """The `count` items of `width` bytes each (not null) from record `first` on, as
         an array of `width`-byte items; the records must be in one chunk, and later
         than those asked for before."""
-        while first >= self.starts[self.index + 1]:
-            self.index += 1
-        data, offsets = self.data[self.index]
-        at = int(offsets[first - self.starts[self.index]])
-        return data[at : at + count * width].view(np.dtype((np.void, width)))
+        index = self.index
+        while first >= self.starts[index + 1]:
+            index += 1
+        if index != self.index:
+            self.index = index
+            self.data, self.offsets = _data(self.chunks[index])
+        at = int(self.offsets[first - self.starts[index]])
+        return self.data[at : at + count * width].view(np.dtype((np.void, width)))
 
 
 def _write_items(out: npt.NDArray[np.uint8], at: int, stride: int, count: int,
