@@ -205,11 +205,14 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> None:
         """Queue rows (`keys` and `values` binary arrays; for each topic the rows going
-        to it; the `partition` column if any) and send the batches they fill, waiting
-        while more than buffer.memory bytes are unacknowledged. `flush` sends the rest."""
+        to it, in order, without repeats; the `partition` column if any) and send the
+        batches they fill, waiting while more than buffer.memory bytes are
+        unacknowledged. `flush` sends the rest."""
         self._raise_error()
         key_lengths, value_lengths = lengths_of(keys), lengths_of(values)
         for topic, rows in topics:
+            if not len(rows):
+                continue
             count = await self.partition_count(topic)
             chosen = self._partitions(
                 topic, count, rows, keys, key_lengths, value_lengths, partitions
@@ -292,17 +295,20 @@ class ArrowProducer:
         total = filled + int(before[-1])
         before -= sizes
         before += filled
-        # Row i goes before_i // batch.size partitions further than `current`: the rows
-        # from where `before` reaches each multiple of batch.size on go one further.
-        steps = np.searchsorted(
-            before, np.arange(1, int(before[-1]) // self.batch_size + 1) * self.batch_size
-        )
-        chosen = np.repeat(
-            np.arange(current, current + len(steps) + 1, dtype=np.int64),
-            np.diff(steps, prepend=0, append=len(sizes)),
-        )
-        if current + len(steps) >= count:
-            chosen %= count
+        # Row i goes before_i // batch.size partitions further than `current`.
+        moves = int(before[-1]) // self.batch_size
+        if moves > len(sizes):  # batches smaller than rows
+            chosen: npt.NDArray[np.int64] = (current + before // self.batch_size) % count
+        else:
+            # The rows from where `before` reaches each multiple of batch.size on go one
+            # partition further: a few cuts, not a division per row.
+            steps = np.searchsorted(before, np.arange(1, moves + 1) * self.batch_size)
+            chosen = np.repeat(
+                np.arange(current, current + moves + 1, dtype=np.int64),
+                np.diff(steps, prepend=0, append=len(sizes)),
+            )
+            if current + moves >= count:
+                chosen %= count
         self.sticky[topic] = (
             (current + total // self.batch_size) % count, total % self.batch_size
         )
