@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeAlias
 
@@ -313,6 +314,7 @@ def _gaps(shape: _Shape, first: int, end: int) -> npt.NDArray[np.uint8]:
 # at most _GAP_ROWS rows each (beyond, a run's gaps are computed for it), _GAP_BYTES bytes
 # in all (the oldest tables leave first).
 _GAP_TABLES: dict[_Shape, npt.NDArray[np.uint8]] = {}
+_GAP_LOCK = threading.Lock()
 _GAP_ROWS = 1 << 16
 _GAP_BYTES = 1 << 23
 _WIDTH_FIRSTS = (0, *_VARINT_STEPS)
@@ -330,11 +332,12 @@ def _gaps_of_run(shape: _Shape, first: int, end: int) -> npt.NDArray[np.uint8]:
             rows = min(rows, _WIDTH_FIRSTS[shape.width] - lowest)
         table = _gaps(shape, lowest, lowest + rows)
         table.flags.writeable = False
-        _GAP_TABLES.pop(shape, None)
-        kept = sum(kept.nbytes for kept in _GAP_TABLES.values())
-        while _GAP_TABLES and kept + table.nbytes > _GAP_BYTES:
-            kept -= _GAP_TABLES.pop(next(iter(_GAP_TABLES))).nbytes
-        _GAP_TABLES[shape] = table
+        with _GAP_LOCK:  # encoders in other threads may be growing tables too
+            _GAP_TABLES.pop(shape, None)
+            kept = sum(kept.nbytes for kept in _GAP_TABLES.values())
+            while _GAP_TABLES and kept + table.nbytes > _GAP_BYTES:
+                kept -= _GAP_TABLES.pop(next(iter(_GAP_TABLES))).nbytes
+            _GAP_TABLES[shape] = table
     return table[first - lowest : end - lowest]
 
 
