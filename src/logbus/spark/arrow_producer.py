@@ -250,6 +250,15 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> npt.NDArray[np.int64]:
         """The partition of each of `rows`, as Kafka's default partitioner picks it."""
+        # `rows` are in order, without repeats: all the rows when as many.
+        every_row = len(rows) == len(all_key_lengths)
+        key_lengths = all_key_lengths if every_row else all_key_lengths[rows]
+        value_lengths = all_value_lengths if every_row else all_value_lengths[rows]
+        keyless = keys.null_count == len(keys)
+        sticky_key_lengths = None if keyless else key_lengths
+        by_key = not self.config["partitioner.ignore.keys"] and not keyless
+        if partitions is None and not by_key:
+            return self._sticky(topic, count, sticky_key_lengths, value_lengths)
         chosen = np.full(len(rows), -1, np.int64)
         if partitions is not None:
             given = partitions.take(pa.array(rows))
@@ -263,22 +272,18 @@ class ArrowProducer:
                         f"Topic '{topic}' has no partition {number} (it has {count})"
                     )
                 chosen[valid] = numbers[valid]
-        # `rows` are in order, without repeats: all the rows when as many.
-        every_row = len(rows) == len(all_key_lengths)
-        key_lengths = all_key_lengths if every_row else all_key_lengths[rows]
-        value_lengths = all_value_lengths if every_row else all_value_lengths[rows]
-        keyless = keys.null_count == len(keys)
-        if not self.config["partitioner.ignore.keys"] and not keyless:
+        if by_key:
             keyed = np.flatnonzero((chosen < 0) & (key_lengths >= 0))
             if len(keyed):
                 key_list = keys.take(pa.array(rows[keyed])).to_pylist()
                 chosen[keyed] = [partition_for_key(k, count) for k in key_list]
         free = np.flatnonzero(chosen < 0)
         if len(free) == len(chosen):
-            return self._sticky(topic, count, None if keyless else key_lengths, value_lengths)
+            return self._sticky(topic, count, sticky_key_lengths, value_lengths)
         if len(free):
-            chosen[free] = self._sticky(topic, count, None if keyless else key_lengths[free],
-                                        value_lengths[free])
+            chosen[free] = self._sticky(
+                topic, count, None if keyless else key_lengths[free], value_lengths[free]
+            )
         return chosen
 
     def _sticky(self, topic: str, count: int, key_lengths: Lengths | None,
