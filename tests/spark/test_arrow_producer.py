@@ -122,6 +122,30 @@ def test_keyless_rows_fill_each_partition_in_turn_and_stay_in_order(broker: Any)
             sequence += h.record_count
 
 
+def test_keys_ignored_by_the_partitioner_stick_like_keyless_rows(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "unkeyed", 3)
+    n = 1200
+    keys = [b"k%d" % (i % 3) for i in range(n)]
+    values = [b"%06d" % i + b"y" * 90 for i in range(n)]
+    batches = [pa.RecordBatch.from_pydict({"key": pa.array(keys[i:i + 400], pa.binary()),
+                                           "value": pa.array(values[i:i + 400], pa.binary())})
+               for i in range(0, n, 400)]
+    assert write(b, batches, topic="unkeyed", kafka__batch__size="4096",
+                 kafka__partitioner__ignore__keys="true") == n
+    records = consume_all(b, "unkeyed", 3, n)
+    assert sorted((m.key(), m.value()) for m in records) == sorted(zip(keys, values, strict=True))
+    partitions_of_key: dict[bytes, set[int]] = {}
+    runs: dict[int, list[int]] = {}
+    for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        partitions_of_key.setdefault(m.key(), set()).add(m.partition())
+        runs.setdefault(m.partition(), []).append(int(m.value()[:6]))
+    # By key, each key would have one partition; sticky, every key is everywhere, and
+    # each partition holds runs of rows in order.
+    assert all(found == {0, 1, 2} for found in partitions_of_key.values())
+    assert all(rows == sorted(rows) for rows in runs.values())
+
+
 def test_compression_and_idempotence_off(broker: Any) -> None:
     b = broker.bootstrap
     create_topic(b, "packed", 1)
