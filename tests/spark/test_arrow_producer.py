@@ -1,7 +1,9 @@
 """The sink's fast path (`ArrowProducer`, through `sink.write_batches`): rows land where
 Kafka's default partitioner puts them, in order, once each, idempotent and compressed as
 configured; the errors a producer gives for impossible rows. Read back with confluent-kafka
-and, for the batch headers, with raw Fetch requests."""
+and, for the batch headers, with raw Fetch requests. The sticky partitioner's arithmetic
+and the grouping of rows by partition are also checked on their own, against their
+definitions."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from test_write import consume_all
 
@@ -19,6 +24,7 @@ from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.records.batch import BatchHeader
 from logbus.records.compression import CompressionType
+from logbus.spark.arrow_producer import ArrowProducer, _by_partition
 from logbus.spark.options import LogbusSparkError, parse_write_options
 from logbus.spark.sink import write_batches
 
@@ -114,6 +120,30 @@ def test_keyless_rows_fill_each_partition_in_turn_and_stay_in_order(broker: Any)
         for h in headers:
             assert h.base_sequence == sequence and h.size <= 4096 + 200
             sequence += h.record_count
+
+
+def test_keys_ignored_by_the_partitioner_stick_like_keyless_rows(broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "unkeyed", 3)
+    n = 1200
+    keys = [b"k%d" % (i % 3) for i in range(n)]
+    values = [b"%06d" % i + b"y" * 90 for i in range(n)]
+    batches = [pa.RecordBatch.from_pydict({"key": pa.array(keys[i:i + 400], pa.binary()),
+                                           "value": pa.array(values[i:i + 400], pa.binary())})
+               for i in range(0, n, 400)]
+    assert write(b, batches, topic="unkeyed", kafka__batch__size="4096",
+                 kafka__partitioner__ignore__keys="true") == n
+    records = consume_all(b, "unkeyed", 3, n)
+    assert sorted((m.key(), m.value()) for m in records) == sorted(zip(keys, values, strict=True))
+    partitions_of_key: dict[bytes, set[int]] = {}
+    runs: dict[int, list[int]] = {}
+    for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        partitions_of_key.setdefault(m.key(), set()).add(m.partition())
+        runs.setdefault(m.partition(), []).append(int(m.value()[:6]))
+    # By key, each key would have one partition; sticky, every key is everywhere, and
+    # each partition holds runs of rows in order.
+    assert all(found == {0, 1, 2} for found in partitions_of_key.values())
+    assert all(rows == sorted(rows) for rows in runs.values())
 
 
 def test_compression_and_idempotence_off(broker: Any) -> None:
@@ -223,3 +253,45 @@ def test_a_buffer_smaller_than_the_open_batches(broker: Any) -> None:
     for key in set(keys):
         mine = [m.value() for m in sorted(records, key=lambda m: m.offset()) if m.key() == key]
         assert mine == sorted(mine) and len(mine) == keys.count(key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 3000), st.integers(-1, 3000)), min_size=1,
+                max_size=300),
+       st.integers(1, 20000), st.integers(1, 7), st.integers(0, 6), st.integers(0, 19999),
+       st.booleans())
+def test_keyless_rows_stick_to_a_partition_for_batch_size_bytes(
+    lengths: list[tuple[int, int]], batch_size: int, count: int, current: int, filled: int,
+    keys_null: bool,
+) -> None:
+    # KIP-480: each row goes (current + bytes before it // batch.size) % count on, its
+    # bytes counted as Kafka's producer counts them; the next rows go on from there.
+    producer = ArrowProducer({"bootstrap.servers": "127.0.0.1:9",
+                              "batch.size": str(batch_size + 61)})
+    assert producer.batch_size == batch_size
+    current, filled = current % count, filled % batch_size
+    producer.sticky["t"] = (current, filled)
+    key_lengths = np.array([-1 if keys_null else k for k, _ in lengths], np.int64)
+    value_lengths = np.array([v for _, v in lengths], np.int64)
+    sizes = np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0) + 21
+    before = filled + np.cumsum(sizes) - sizes
+    chosen = producer._sticky("t", count, None if keys_null else key_lengths, value_lengths)
+    assert chosen.tolist() == ((current + before // batch_size) % count).tolist()
+    total = filled + int(sizes.sum())
+    assert producer.sticky["t"] == ((current + total // batch_size) % count,
+                                    total % batch_size)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 40)), min_size=1, max_size=30),
+       st.integers(0, 3))
+def test_rows_by_partition_keep_their_order(runs: list[tuple[int, int]], gaps: int) -> None:
+    # Runs of rows to one partition (sticky rows) or rows all over (keyed ones): each
+    # partition gets its rows in order, every row once.
+    chosen = np.array([p for p, n in runs for _ in range(n)], np.int64)
+    rows = np.arange(len(chosen), dtype=np.int64) * (gaps + 1)
+    got: dict[int, list[int]] = {}
+    for partition, part_rows in _by_partition(chosen, rows, 5):
+        assert len(part_rows)
+        got.setdefault(partition, []).extend(part_rows.tolist())
+    assert got == {p: rows[chosen == p].tolist() for p in set(chosen.tolist())}

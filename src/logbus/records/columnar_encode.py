@@ -1,25 +1,32 @@
 """Encoding RecordBatch v2 records column-wise, from Arrow key and value arrays.
 
 The entry points are `encode_batches` (many batches in one call) and `encode_columns`
-(one batch). Records have no headers and one timestamp. The bytes around each key and
-value (length, attributes, deltas, key and value lengths, header count) are computed for
-all records at once with numpy. The records are then laid out in one buffer, with room
-for each batch's 61-byte header before its records:
+(one batch); keys and values may be Arrow arrays or chunked arrays (the pieces of many
+batches are encoded without being joined first). Records have no headers and one
+timestamp. The records are laid out in one buffer, with room for each batch's 61-byte
+header before its records:
 
 - records of one shape (the same key and value lengths and the same field widths; rows
   of fixed-size payloads are nearly all alike, as offset deltas change width only at 64
-  and 8192) are copied a run at a time, as the rows and columns of a 2-D numpy view,
-  so a run of thousands of records costs a few array copies;
-- when records differ too often for runs to pay, Arrow's `take` gathers the pieces of
-  every record (its fields, key, value length, value, header count) in order.
+  and 8192) are written a run at a time, each field as one strided copy of fixed-size
+  items: the bytes between one record's value and the next record's key (header count,
+  length, attributes, timestamp and offset deltas, key length), which depend on the
+  offset delta only and come from a table kept per shape, then the keys, the value
+  length, the values; a run of thousands of records costs a few copies;
+- when records differ too often for runs to pay, the bytes around each key and value
+  are computed for all records at once with numpy, and Arrow's `take` gathers the
+  pieces of every record (its fields, key, value length, value, header count) in order.
 
 Each batch then gets its header and its CRC32C in place, and leaves as one copy.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
 from collections.abc import Sequence
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +48,7 @@ from logbus.records.crc32c import crc32c
 from logbus.records.varint import encode_varint
 
 Int64Array = npt.NDArray[np.int64]
+Column: TypeAlias = pa.Array | pa.ChunkedArray
 _INT32_LIMIT = 2**31
 # Widest bytes before a key: body length (5 bytes at most), attributes, timestamp delta,
 # offset delta and key length (5 each at most); before a value: its length.
@@ -48,17 +56,51 @@ _BEFORE_KEY = 17
 _BEFORE_VALUE = 5
 # Runs pay while they hold this many records on average; below, Arrow's take is cheaper.
 _MIN_RUN = 48
+# The values (offset deltas, key and value lengths from -1, record lengths) from which
+# their zigzag varint is one byte wider: 1 byte below 64, 2 below 8192, and so on.
+_VARINT_STEPS = (64, 8192, 1 << 20, 1 << 27)
 
 
 def _zigzag(values: Int64Array) -> npt.NDArray[np.uint64]:
     return ((values << 1) ^ (values >> 63)).astype(np.uint64)
 
 
-def _varint_sizes(raw: npt.NDArray[np.uint64]) -> Int64Array:
-    size = np.ones(len(raw), np.int64)
-    for bits in (7, 14, 21, 28):
-        size += raw >= np.uint64(1 << bits)
-    return size
+def _field_size(value: int) -> int:
+    """The bytes of the zigzag varint of `value` (-1 <= value < 2**31)."""
+    return 1 + sum(value >= step for step in _VARINT_STEPS)
+
+
+def _field_sizes(values: Int64Array) -> Int64Array | int:
+    """`_field_size` of each of `values` (at least one); one int when all take as many
+    bytes (as nearly always: a column of fixed-size payloads, or all null)."""
+    low, high = int(values.min()), int(values.max())
+    size = _field_size(low)
+    if size == _field_size(high):
+        return size
+    sizes = np.full(len(values), size, np.int64)
+    for step in _VARINT_STEPS:
+        if low < step <= high:
+            sizes += values >= step
+    return sizes
+
+
+def _delta_sizes(first: int, count: int) -> Int64Array:
+    """`_field_size` of the offset deltas first, first + 1, ..., count of them: they
+    widen at known deltas, so by ranges."""
+    sizes = np.full(count, _field_size(first), np.int64)
+    for step in _VARINT_STEPS:
+        if first < step < first + count:
+            sizes[step - first :] += 1
+    return sizes
+
+
+def _field_and_bytes(lengths: Int64Array) -> Int64Array | int:
+    """The bytes a key or value of each of `lengths` (-1 for null) takes in a record:
+    its length field and its bytes; one int when the lengths are all equal."""
+    low, high = int(lengths.min()), int(lengths.max())
+    if low == high:
+        return _field_size(low) + max(low, 0)
+    return _field_sizes(lengths) + np.maximum(lengths, 0)
 
 
 def _put_varints(
@@ -78,8 +120,15 @@ def _put_varints(
         rows, raw = rows[more], raw[more] >> np.uint64(7)
 
 
-def lengths_of(array: pa.Array) -> Int64Array:
-    """Byte length of each element of a binary array, -1 for a null."""
+def _chunks(array: Column) -> list[pa.Array]:
+    return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+
+
+def lengths_of(array: Column) -> Int64Array:
+    """Byte length of each element of a binary array (or chunked array), -1 for a null."""
+    if isinstance(array, pa.ChunkedArray):
+        parts = [lengths_of(chunk) for chunk in array.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
     n = len(array)
     if array.null_count == n:
         return np.full(n, -1, np.int64)
@@ -92,21 +141,17 @@ def lengths_of(array: pa.Array) -> Int64Array:
 
 
 def _record_bodies(
-    key_lengths: Int64Array, value_lengths: Int64Array, deltas: Int64Array | None = None
+    key_lengths: Int64Array, value_lengths: Int64Array, deltas: Int64Array
 ) -> Int64Array:
     """The bytes each record's body takes (all but its length varint) as `encode_batches`
-    writes it: offset `deltas` (by default from 0 by position), timestamp delta 0, no
-    headers."""
-    if deltas is None:
-        deltas = np.arange(len(key_lengths), dtype=np.int64)
-    return (
+    writes it: offset `deltas`, timestamp delta 0, no headers."""
+    body = (
         3  # attributes, timestamp delta 0, header count 0
-        + _varint_sizes(_zigzag(deltas))
-        + _varint_sizes(_zigzag(key_lengths))
-        + np.maximum(key_lengths, 0)
-        + _varint_sizes(_zigzag(value_lengths))
-        + np.maximum(value_lengths, 0)
+        + _field_sizes(deltas)
+        + _field_and_bytes(key_lengths)
+        + _field_and_bytes(value_lengths)
     )
+    return np.broadcast_to(body, len(deltas)).astype(np.int64)
 
 
 def record_sizes(
@@ -115,9 +160,15 @@ def record_sizes(
     """The bytes each record takes in a batch `encode_batches` writes (key and value
     lengths as `lengths_of` gives them) when their offset deltas are first_delta,
     first_delta + 1, ... (and at most that when they are smaller)."""
-    deltas = np.arange(first_delta, first_delta + len(key_lengths), dtype=np.int64)
-    body = _record_bodies(key_lengths, value_lengths, deltas)
-    return body + _varint_sizes(_zigzag(body))
+    if not len(key_lengths):
+        return np.zeros(0, np.int64)
+    body = _delta_sizes(first_delta, len(key_lengths)) + (
+        3  # attributes, timestamp delta 0, header count 0
+        + _field_and_bytes(key_lengths)
+        + _field_and_bytes(value_lengths)
+    )
+    body += _field_sizes(body)
+    return body
 
 
 def encode_columns(
@@ -175,121 +226,186 @@ def _data(array: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]
     return (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)), offsets
 
 
-def _spans_match(offsets: npt.NDArray[np.int32], lengths: Int64Array) -> bool:
-    """Whether every null slot spans no bytes (Arrow allows it to): the slots span no
-    more bytes in all than the values that are not null."""
-    return int(offsets[-1]) - int(offsets[0]) == int(np.maximum(lengths, 0).sum())
+class _Chunks:
+    """A binary column's chunks, walked in record order (their buffers read when first
+    needed: a column of null keys is never read)."""
+
+    def __init__(self, array: Column) -> None:
+        self.chunks = [chunk for chunk in _chunks(array) if len(chunk)]
+        self.starts = list(itertools.accumulate((len(c) for c in self.chunks), initial=0))
+        self.index = -1
+        self.data = np.zeros(0, np.uint8)
+        self.offsets = np.zeros(1, np.int32)
+
+    def items(self, first: int, count: int, width: int) -> npt.NDArray[np.void]:
+        """The `count` items of `width` bytes each (not null) from record `first` on, as
+        an array of `width`-byte items; the records must be in one chunk, and later
+        than those asked for before."""
+        index = self.index
+        while first >= self.starts[index + 1]:
+            index += 1
+        if index != self.index:
+            self.index = index
+            self.data, self.offsets = _data(self.chunks[index])
+        at = int(self.offsets[first - self.starts[index]])
+        return self.data[at : at + count * width].view(np.dtype((np.void, width)))
 
 
-def _delta_columns(run: npt.NDArray[np.uint8], column: int, first_delta: int,
-                   width: int) -> None:
-    """Write the offset deltas first_delta, first_delta + 1, ... (all `width` bytes long
-    as varints) into the rows of `run` from `column`."""
-    raw = np.arange(first_delta, first_delta + len(run), dtype=np.int64) << 1  # zigzag
-    for byte in range(width):
+def _write_items(out: npt.NDArray[np.uint8], at: int, stride: int, count: int,
+                 items: npt.NDArray[Any] | np.void) -> None:
+    """Write `count` fixed-size byte strings (`items`, or the same one) at `at`,
+    `at + stride`, ...: one strided copy, much faster than byte column by column."""
+    rows = np.ndarray((count,), items.dtype, out, at, (stride,))
+    rows[...] = items
+
+
+class _Shape(NamedTuple):
+    """The bytes of a run of records of one shape (key length, value length, offset
+    delta width) but their offset deltas, keys and values. Laid out, a run's records
+    are `size` bytes apart; the `gap` bytes from the header count of the record before
+    each record (the header byte before a batch's first record, overwritten later) to
+    its key (or to its value, when it has no key bytes) are the same in every record but
+    for the offset delta: `head`, the delta, `tail`; then come the key, `value_field`
+    (when the key has bytes), the value and the header count."""
+
+    head: bytes  # the header count of the record before, length, attributes, timestamp
+    width: int  # of the offset delta
+    tail: bytes  # the key length, and the value length when the key has no bytes
+    key_bytes: int
+    value_field: bytes  # the value length, when the key has bytes
+    value_bytes: int
+
+    @property
+    def gap(self) -> int:
+        return len(self.head) + self.width + len(self.tail)
+
+    @property
+    def size(self) -> int:
+        return self.gap - 1 + self.key_bytes + len(self.value_field) + self.value_bytes + 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(key_length: int, value_length: int, width: int) -> _Shape:
+    key_field, value_field = encode_varint(key_length), encode_varint(value_length)
+    key_bytes, value_bytes = max(key_length, 0), max(value_length, 0)
+    body = 3 + width + len(key_field) + key_bytes + len(value_field) + value_bytes
+    head = bytes(1) + encode_varint(body) + bytes(2)  # attributes 0, timestamp delta 0
+    if key_bytes:
+        return _Shape(head, width, key_field, key_bytes, value_field, value_bytes)
+    return _Shape(head, width, key_field + value_field, 0, b"", value_bytes)
+
+
+def _gaps(shape: _Shape, first: int, end: int) -> npt.NDArray[np.uint8]:
+    """The gaps before the records of `shape` with offset deltas first .. end - 1."""
+    gaps = np.empty((end - first, shape.gap), np.uint8)
+    column = len(shape.head)
+    gaps[:, :column] = np.frombuffer(shape.head, np.uint8)
+    raw = np.arange(first, end, dtype=np.int64) << 1  # zigzag
+    for byte in range(shape.width):
         part = (raw >> (7 * byte)) & 0x7F
-        if byte + 1 < width:
+        if byte + 1 < shape.width:
             part |= 0x80
-        run[:, column + byte] = part
+        gaps[:, column + byte] = part
+    gaps[:, column + shape.width :] = np.frombuffer(shape.tail, np.uint8)
+    return gaps
 
 
-def _constant_columns(run: npt.NDArray[np.uint8], column: int, piece: bytes) -> int:
-    """Write `piece` into every row of `run` from `column`; the column after it. (Numpy
-    fills a column with a scalar much faster than it broadcasts a few bytes to rows.)"""
-    for byte in piece:
-        run[:, column] = byte
-        column += 1
-    return column
+# Gaps computed once per shape, for the offset deltas from the first of their width on:
+# at most _GAP_ROWS rows each (beyond, a run's gaps are computed for it), _GAP_BYTES bytes
+# in all (the oldest tables leave first).
+_GAP_TABLES: dict[_Shape, npt.NDArray[np.uint8]] = {}
+_GAP_LOCK = threading.Lock()
+_GAP_ROWS = 1 << 16
+_GAP_BYTES = 1 << 23
+_WIDTH_FIRSTS = (0, *_VARINT_STEPS)
 
 
-def _copy_columns(run: npt.NDArray[np.uint8], column: int, data: npt.NDArray[np.uint8],
-                  at: int, width: int) -> int:
-    """Copy len(run) consecutive `width`-byte items of `data` from `at` into the rows of
-    `run` from `column`; the column after them."""
-    if width:
-        run[:, column : column + width] = data[at : at + len(run) * width].reshape(
-            len(run), width
-        )
-    return column + width
-
-
-# Offset deltas from which the varint of a delta (zigzag: twice the delta) is one byte
-# wider.
-_DELTA_STEPS = (64, 8192, 1 << 20, 1 << 27)
+def _gaps_of_run(shape: _Shape, first: int, end: int) -> npt.NDArray[np.uint8]:
+    """`_gaps` from the table of `shape`, grown (doubling) when a run needs more."""
+    lowest = _WIDTH_FIRSTS[shape.width - 1]
+    table = _GAP_TABLES.get(shape)
+    if table is None or end - lowest > len(table):
+        if end - lowest > _GAP_ROWS:
+            return _gaps(shape, first, end)
+        rows = min(max(end - lowest, 2 * len(table) if table is not None else 64), _GAP_ROWS)
+        if shape.width < len(_WIDTH_FIRSTS):
+            rows = min(rows, _WIDTH_FIRSTS[shape.width] - lowest)
+        table = _gaps(shape, lowest, lowest + rows)
+        table.flags.writeable = False
+        with _GAP_LOCK:  # encoders in other threads may be growing tables too
+            _GAP_TABLES.pop(shape, None)
+            kept = sum(kept.nbytes for kept in _GAP_TABLES.values())
+            while _GAP_TABLES and kept + table.nbytes > _GAP_BYTES:
+                kept -= _GAP_TABLES.pop(next(iter(_GAP_TABLES))).nbytes
+            _GAP_TABLES[shape] = table
+    return table[first - lowest : end - lowest]
 
 
 def _lay_out_runs(
-    keys: pa.Array,
-    values: pa.Array,
+    keys: Column,
+    values: Column,
     key_lengths: Int64Array,
     value_lengths: Int64Array,
     firsts: Int64Array,
 ) -> tuple[npt.NDArray[np.uint8], list[int]] | None:
     """The batches' records (each batch after room for its header) laid out a run of
-    records of one shape at a time, as the rows of a 2-D view, column by column, and
-    where each batch starts; None when runs are too short to pay. In a run the key and
-    value lengths and the width of the offset delta are the same, so every byte before a
-    key or value but the delta's is the same in every record."""
+    records of one `_Shape` at a time; where each batch starts; None when runs are too
+    short to pay."""
     n = len(key_lengths)
-    counts = np.diff(firsts)
-    steps = [
-        firsts[:-1][counts > step] + step for step in _DELTA_STEPS if (counts > step).any()
-    ]
     changes = np.flatnonzero(
         (key_lengths[1:] != key_lengths[:-1]) | (value_lengths[1:] != value_lengths[:-1])
-    ) + 1
-    if (len(changes) + len(firsts)) * _MIN_RUN > n:
+    )
+    key_chunks, value_chunks = _Chunks(keys), _Chunks(values)
+    chunk_firsts = [*key_chunks.starts[1:-1], *value_chunks.starts[1:-1]]
+    if (len(changes) + len(firsts) + len(chunk_firsts)) * _MIN_RUN > n:
         return None
-    key_data, key_offsets = _data(keys)
-    value_data, value_offsets = _data(values)
-    if not (_spans_match(key_offsets, key_lengths) and _spans_match(value_offsets, value_lengths)):
-        return None
-    run_firsts = np.unique(np.concatenate([firsts, changes, *steps])).tolist()
+    batch_firsts = firsts.tolist()
+    # Runs start at each batch's first record, where the offset delta widens, where a
+    # key or value length changes and where a chunk starts.
+    starts = set(batch_firsts)
+    for first, end in itertools.pairwise(batch_firsts):
+        starts.update(first + step for step in _VARINT_STEPS if first + step < end)
+    starts.update((changes + 1).tolist())
+    starts.update(chunk_firsts)
+    run_firsts = sorted(starts)
     batch_starts: list[int] = []
-    plan: list[tuple[int, int, int, int, int, bytes, bytes, bytes, int]] = []
+    plan: list[tuple[int, int, int, int, _Shape]] = []
     position = 0
     batch = -1
-    batch_firsts = firsts.tolist()
     for first, end in itertools.pairwise(run_firsts):
         if first == batch_firsts[batch + 1]:
             batch += 1
             batch_starts.append(position)
             position += HEADER_SIZE
-        key_length, value_length = int(key_lengths[first]), int(value_lengths[first])
-        key_bytes, value_bytes = max(key_length, 0), max(value_length, 0)
         delta = first - batch_firsts[batch]
-        delta_width = 1 + sum(delta >= step for step in _DELTA_STEPS)
-        key_prefix = encode_varint(key_length)
-        value_prefix = encode_varint(value_length)
-        body = 3 + delta_width + len(key_prefix) + key_bytes + len(value_prefix) + value_bytes
-        head = encode_varint(body) + bytes(2)  # length, attributes 0, timestamp delta 0
-        size = len(head) - 2 + body
-        plan.append(
-            (first, end, position, delta, delta_width, head, key_prefix, value_prefix, size)
-        )
-        position += (end - first) * size
+        shape = _shape(int(key_lengths[first]), int(value_lengths[first]), _field_size(delta))
+        plan.append((first, end, position, delta, shape))
+        position += (end - first) * shape.size
     batch_starts.append(position)
     if position >= _INT32_LIMIT:
         raise ValueError("record batches must stay below 2 GiB in all")
     out = np.empty(position, np.uint8)
-    for first, end, start, delta, delta_width, head, key_prefix, value_prefix, size in plan:
-        m = end - first
-        run = out[start : start + m * size].reshape(m, size)
-        column = _constant_columns(run, 0, head)
-        _delta_columns(run, column, delta, delta_width)
-        column = _constant_columns(run, column + delta_width, key_prefix)
-        key_bytes = int(key_offsets[first + 1] - key_offsets[first])
-        column = _copy_columns(run, column, key_data, int(key_offsets[first]), key_bytes)
-        column = _constant_columns(run, column, value_prefix)
-        value_bytes = int(value_offsets[first + 1] - value_offsets[first])
-        column = _copy_columns(run, column, value_data, int(value_offsets[first]), value_bytes)
-        run[:, column] = 0  # header count
+    for first, end, start, delta, shape in plan:
+        m, size = end - first, shape.size
+        gaps = _gaps_of_run(shape, delta, delta + m)
+        _write_items(out, start - 1, size, m, gaps.view(np.dtype((np.void, shape.gap)))[:, 0])
+        at = start - 1 + shape.gap
+        if shape.key_bytes:
+            _write_items(out, at, size, m, key_chunks.items(first, m, shape.key_bytes))
+            at += shape.key_bytes
+            _write_items(out, at, size, m, np.void(shape.value_field))
+            at += len(shape.value_field)
+        if shape.value_bytes:
+            _write_items(out, at, size, m, value_chunks.items(first, m, shape.value_bytes))
+    # The header count of each batch's last record (the others' are in the next gaps).
+    for end in batch_starts[1:]:
+        out[end - 1] = 0
     return out, batch_starts
 
 
 def _lay_out_take(
-    keys: pa.Array,
-    values: pa.Array,
+    keys: Column,
+    values: Column,
     key_lengths: Int64Array,
     value_lengths: Int64Array,
     firsts: Int64Array,
@@ -316,7 +432,7 @@ def _lay_out_take(
         pa.binary(), 2 * n + 1,
         [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(pieces_data)],
     )
-    laid = pa.concat_arrays([pieces, keys, values])
+    laid = pa.concat_arrays([pieces, *_chunks(keys), *_chunks(values)])
     records = np.arange(n, dtype=np.int64)
     order = np.empty((n, 5), np.int64)
     order[:, 0] = records  # before_key[i]
@@ -341,8 +457,8 @@ def _lay_out_take(
 
 
 def encode_batches(
-    keys: pa.Array,
-    values: pa.Array,
+    keys: Column,
+    values: Column,
     counts: Sequence[int],
     *,
     timestamp: int,
@@ -359,14 +475,18 @@ def encode_batches(
     base sequence base_sequences[0]), and so on. The records must stay below 2 GiB in
     all. `key_lengths` and `value_lengths`, when the caller has them, are what
     `lengths_of` gives for the arrays. The batches are views of one buffer (uncompressed)
-    or of one buffer each."""
+    or of one buffer each. `keys` and `values` may be chunked arrays (chunked alike or
+    not): their chunks are not joined."""
     n = len(values)
     if len(keys) != n or sum(counts) != n or not all(c > 0 for c in counts):
         raise ValueError("a batch needs one key and one value per record, at least one")
     sequences = list(base_sequences) if base_sequences is not None else [NO_SEQUENCE] * len(
         counts
     )
-    keys, values = keys.cast(pa.binary()), values.cast(pa.binary())
+    if keys.type != pa.binary():
+        keys = keys.cast(pa.binary())
+    if values.type != pa.binary():
+        values = values.cast(pa.binary())
     if key_lengths is None:
         key_lengths = lengths_of(keys)
     if value_lengths is None:

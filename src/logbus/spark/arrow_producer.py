@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import random
 import time
 from collections.abc import Mapping
@@ -87,6 +88,20 @@ class _Partition:
     closed: collections.deque[_Batch] = field(default_factory=collections.deque)
     sequence: int = 0
     busy: bool = False  # its oldest batch is in a request in flight
+
+
+def _by_partition(
+    chosen: npt.NDArray[np.int64], rows: Rows, count: int
+) -> list[tuple[int, Rows]]:
+    """`rows` by the partition `chosen` for each, in order: as runs of rows when the
+    partitions come in at most `count` runs (rows stick to a partition), else grouped."""
+    cuts = np.flatnonzero(chosen[1:] != chosen[:-1]) + 1
+    if len(cuts) < count:
+        bounds = [0, *cuts.tolist(), len(chosen)]
+        return [(int(chosen[a]), rows[a:b]) for a, b in itertools.pairwise(bounds)]
+    order = np.argsort(chosen, kind="stable")
+    cuts = np.flatnonzero(np.diff(chosen[order])) + 1
+    return [(int(chosen[group[0]]), rows[group]) for group in np.split(order, cuts)]
 
 
 class ArrowProducer:
@@ -190,26 +205,23 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> None:
         """Queue rows (`keys` and `values` binary arrays; for each topic the rows going
-        to it; the `partition` column if any) and send the batches they fill, waiting
-        while more than buffer.memory bytes are unacknowledged. `flush` sends the rest."""
+        to it, in order, without repeats; the `partition` column if any) and send the
+        batches they fill, waiting while more than buffer.memory bytes are
+        unacknowledged. `flush` sends the rest."""
         self._raise_error()
         key_lengths, value_lengths = lengths_of(keys), lengths_of(values)
         for topic, rows in topics:
+            if not len(rows):
+                continue
             count = await self.partition_count(topic)
             chosen = self._partitions(
                 topic, count, rows, keys, key_lengths, value_lengths, partitions
             )
-            order = np.argsort(chosen, kind="stable")
-            cuts = np.flatnonzero(np.diff(chosen[order])) + 1
-            for group in np.split(order, cuts):
-                if not len(group):
-                    continue
-                chosen_rows = rows[group]
-                first = int(chosen_rows[0])
-                tp = (topic, int(chosen[group[0]]))
-                if int(chosen_rows[-1]) - first == len(chosen_rows) - 1:
+            for partition, chosen_rows in _by_partition(chosen, rows, count):
+                first, n = int(chosen_rows[0]), len(chosen_rows)
+                tp = (topic, partition)
+                if int(chosen_rows[-1]) - first == n - 1:
                     # A run of consecutive rows (keyless rows stick to a partition).
-                    n = len(group)
                     self._queue(tp, keys.slice(first, n), values.slice(first, n),
                                 key_lengths[first:first + n], value_lengths[first:first + n])
                 else:
@@ -238,6 +250,15 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> npt.NDArray[np.int64]:
         """The partition of each of `rows`, as Kafka's default partitioner picks it."""
+        # `rows` are in order, without repeats: all the rows when as many.
+        every_row = len(rows) == len(all_key_lengths)
+        key_lengths = all_key_lengths if every_row else all_key_lengths[rows]
+        value_lengths = all_value_lengths if every_row else all_value_lengths[rows]
+        keyless = keys.null_count == len(keys)
+        sticky_key_lengths = None if keyless else key_lengths
+        by_key = not self.config["partitioner.ignore.keys"] and not keyless
+        if partitions is None and not by_key:
+            return self._sticky(topic, count, sticky_key_lengths, value_lengths)
         chosen = np.full(len(rows), -1, np.int64)
         if partitions is not None:
             given = partitions.take(pa.array(rows))
@@ -251,26 +272,51 @@ class ArrowProducer:
                         f"Topic '{topic}' has no partition {number} (it has {count})"
                     )
                 chosen[valid] = numbers[valid]
-        key_lengths = all_key_lengths[rows]
-        if not self.config["partitioner.ignore.keys"]:
+        if by_key:
             keyed = np.flatnonzero((chosen < 0) & (key_lengths >= 0))
             if len(keyed):
                 key_list = keys.take(pa.array(rows[keyed])).to_pylist()
                 chosen[keyed] = [partition_for_key(k, count) for k in key_list]
         free = np.flatnonzero(chosen < 0)
+        if len(free) == len(chosen):
+            return self._sticky(topic, count, sticky_key_lengths, value_lengths)
         if len(free):
-            sizes = (
-                np.maximum(key_lengths[free], 0)
-                + np.maximum(all_value_lengths[rows[free]], 0)
-                + RECORD_OVERHEAD
+            chosen[free] = self._sticky(
+                topic, count, None if keyless else key_lengths[free], value_lengths[free]
             )
-            current, filled = self.sticky.get(topic, (random.randrange(count), 0))
-            before = filled + np.cumsum(sizes) - sizes
-            chosen[free] = (current + before // self.batch_size) % count
-            total = filled + int(sizes.sum())
-            self.sticky[topic] = (
-                (current + total // self.batch_size) % count, total % self.batch_size
+        return chosen
+
+    def _sticky(self, topic: str, count: int, key_lengths: Lengths | None,
+                value_lengths: Lengths) -> npt.NDArray[np.int64]:
+        """The partitions of rows without one (no partition given, no key or keys
+        ignored): `batch.size` bytes (as Kafka's producer counts them) to one partition,
+        then as many to the next (KIP-480). `key_lengths` None: all null."""
+        sizes = np.maximum(value_lengths, 0)
+        sizes += RECORD_OVERHEAD
+        if key_lengths is not None:
+            sizes += np.maximum(key_lengths, 0)
+        current, filled = self.sticky.get(topic, (random.randrange(count), 0))
+        before = np.cumsum(sizes)
+        total = filled + int(before[-1])
+        before -= sizes
+        before += filled
+        # Row i goes before_i // batch.size partitions further than `current`.
+        moves = int(before[-1]) // self.batch_size
+        if moves > len(sizes):  # batches smaller than rows
+            chosen: npt.NDArray[np.int64] = (current + before // self.batch_size) % count
+        else:
+            # The rows from where `before` reaches each multiple of batch.size on go one
+            # partition further: a few cuts, not a division per row.
+            steps = np.searchsorted(before, np.arange(1, moves + 1) * self.batch_size)
+            chosen = np.repeat(
+                np.arange(current, current + moves + 1, dtype=np.int64),
+                np.diff(steps, prepend=0, append=len(sizes)),
             )
+            if current + moves >= count:
+                chosen %= count
+        self.sticky[topic] = (
+            (current + total // self.batch_size) % count, total % self.batch_size
+        )
         return chosen
 
     def _queue(
@@ -346,8 +392,8 @@ class ArrowProducer:
                 end += 1
             pieces = [piece for _, batch in todo[start:end] for piece in batch.pieces]
             encoded = encode_batches(
-                pa.concat_arrays([piece[0] for piece in pieces]),
-                pa.concat_arrays([piece[1] for piece in pieces]),
+                pa.chunked_array([piece[0] for piece in pieces], pa.binary()),
+                pa.chunked_array([piece[1] for piece in pieces], pa.binary()),
                 [batch.records for _, batch in todo[start:end]],
                 timestamp=timestamp,
                 producer_id=self.producer.producer_id,
