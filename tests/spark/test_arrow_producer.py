@@ -24,6 +24,7 @@ from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.records.batch import BatchHeader
 from logbus.records.compression import CompressionType
+from logbus.spark import sink
 from logbus.spark.arrow_producer import ArrowProducer, _by_partition
 from logbus.spark.options import LogbusSparkError, parse_write_options
 from logbus.spark.sink import write_batches
@@ -58,7 +59,14 @@ def kafka_partition(key: bytes, partitions: int) -> int:
     return (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-def test_keys_partitions_and_topics_go_where_kafka_puts_them(broker: Any) -> None:
+@pytest.mark.parametrize("group_rows", [None, 100])
+def test_keys_partitions_and_topics_go_where_kafka_puts_them(
+    broker: Any, group_rows: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # group_rows 100: the sink joins Spark's batches (37 rows here) into several groups
+    # of at least 100 rows before each call to its producer, not one group of all.
+    if group_rows is not None:
+        monkeypatch.setattr(sink, "_GROUP_ROWS", group_rows)
     b = broker.bootstrap
     create_topic(b, "left", 5)
     create_topic(b, "right", 3)
@@ -72,7 +80,10 @@ def test_keys_partitions_and_topics_go_where_kafka_puts_them(broker: Any) -> Non
         {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.string()),
          "topic": pa.array(topics), "partition": pa.array(partitions, pa.int32())}
     )
-    assert write(b, [batch.slice(0, 150), batch.slice(150)]) == n
+    pieces = [batch.slice(0, 150), batch.slice(150)]
+    if group_rows is not None:
+        pieces = [batch.slice(i, 37) for i in range(0, n, 37)]
+    assert write(b, pieces) == n
     got = {}
     for topic, count in (("left", 5), ("right", 3)):
         for m in consume_all(b, topic, count, topics.count(topic)):
@@ -295,3 +306,30 @@ def test_rows_by_partition_keep_their_order(runs: list[tuple[int, int]], gaps: i
         assert len(part_rows)
         got.setdefault(partition, []).extend(part_rows.tolist())
     assert got == {p: rows[chosen == p].tolist() for p in set(chosen.tolist())}
+
+
+def test_spark_batches_are_joined_in_order_up_to_a_group_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sink, "_GROUP_ROWS", 100)
+    monkeypatch.setattr(sink, "_GROUP_BYTES", 1 << 30)
+    sizes = [30, 0, 50, 40, 120, 10, 0, 5]
+    batches, start = [], 0
+    for size in sizes:
+        batches.append(pa.RecordBatch.from_pydict({
+            "value": pa.array([b"v%d" % i for i in range(start, start + size)], pa.binary()),
+            "key": pa.array([None if i % 3 else b"k%d" % i for i in range(start, start + size)],
+                            pa.binary()),
+        }))
+        start += size
+    groups = list(sink._groups(iter(batches)))
+    # A group ends once it holds 100 rows; empty batches are dropped; the rest at the end.
+    assert [g.num_rows for g in groups] == [120, 120, 15]
+    assert groups[1] is batches[4]  # a batch that fills a group alone is not copied
+    joined = pa.Table.from_batches(groups)
+    assert joined.column("value").to_pylist() == [b"v%d" % i for i in range(start)]
+    assert joined.column("key").to_pylist() == [
+        None if i % 3 else b"k%d" % i for i in range(start)
+    ]
+    monkeypatch.setattr(sink, "_GROUP_BYTES", 1)  # every batch is a group of its own
+    assert [g.num_rows for g in sink._groups(iter(batches))] == [30, 50, 40, 120, 10, 5]

@@ -84,6 +84,10 @@ def _as_bytes(values: list[Any]) -> list[bytes | None]:
     return [v.encode() if isinstance(v, str) else v for v in values]
 
 
+# How many rows (or bytes) of Spark's batches the sink hands its producer at a time.
+_GROUP_ROWS = 100_000
+_GROUP_BYTES = 16 * 1024 * 1024
+
 _NULL_TOPIC = "a row has a null 'topic' and no 'topic' option was given"
 
 
@@ -118,6 +122,32 @@ def _topic_rows(options: WriteOptions, batch: pa.RecordBatch) -> list[tuple[str,
     ]
 
 
+def _groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark's batches (10,000 rows each by default) joined into batches of about
+    `_GROUP_ROWS` rows or `_GROUP_BYTES` bytes: the producer's work per call (partitioning,
+    sizing, laying out runs) costs the same for ten thousand rows as for a hundred
+    thousand, so fewer, larger calls cost a third less per row than the copy they take."""
+    group: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        group.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= _GROUP_ROWS or size >= _GROUP_BYTES:
+            yield _joined(group)
+            group, rows, size = [], 0, 0
+    if group:
+        yield _joined(group)
+
+
+def _joined(group: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(group) == 1:
+        return group[0]
+    return pa.Table.from_batches(group).combine_chunks().to_batches()[0]
+
+
 def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """The fast path: Arrow columns to encoded record batches, no object per row. The
     producer lives on its own event loop thread, so requests go out and answers come in
@@ -126,10 +156,8 @@ def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> 
     thread = LoopThread("logbus-spark-sink")
     producer = ArrowProducer(options.producer_config)
     try:
-        for batch in batches:
+        for batch in _groups(batches):
             n = batch.num_rows
-            if n == 0:
-                continue
             names = batch.schema.names
             values = _binary(batch.column("value"))
             keys = _binary(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
