@@ -1,6 +1,6 @@
 """Spark throughput: the `logbus` data source against Parquet on local disk.
 
-    python -m bench.spark_bench [--rows N] [--partitions P] [--out DIR]
+    python -m bench.spark_bench [--rows N] [--partitions P] [--runs R] [--out DIR]
 
 Starts a `logbus server start` subprocess on loopback with its data in a temp directory
 and a local SparkSession (`local[2]`), then times, for N records of 100-byte values:
@@ -15,7 +15,8 @@ and a local SparkSession (`local[2]`), then times, for N records of 100-byte val
   `spark.read.parquet(...).count()` (Parquet answers from its footers), and a full scan
   (`sum(length(value))`) of each, which makes Parquet read the values too.
 
-Each write and read is warmed up with a whole run before anything is timed (the first
+Each operation is timed `--runs` times (3), round after round, and the median kept;
+each write and read is warmed up with a whole run before anything is timed (the first
 large job of a session pays for the JVM compiling its code paths, and a data source's
 first job for its Python workers' imports), so the figures compare steady states.
 
@@ -35,11 +36,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import functools
 import json
 import os
 import platform
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -109,7 +112,11 @@ def _commit() -> str:
         return "unknown"
 
 
-def run(rows: int, partitions: int) -> dict[str, Any]:
+# (name, system, note, run(round) -> result, expected result or None)
+_Operation = tuple[str, str, str, Callable[[int], Any], Any]
+
+
+def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -138,34 +145,43 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
     spark.dataSource.register(CeilingDataSource)
     results: list[dict[str, Any]] = []
 
-    def record(name: str, system: str, seconds: float | None, note: str = "") -> None:
-        rate = None if seconds is None else rows / seconds
+    def record(name: str, system: str, times: list[float], note: str = "") -> None:
+        seconds = statistics.median(times)
         results.append({"name": name, "system": system, "rows": rows, "seconds": seconds,
-                        "rows_per_s": rate, "note": note})
-        shown = "skipped" if rate is None else f"{rate:,.0f} rows/s ({seconds:.1f} s)"
-        print(f"{name:<24} {system:<8} {shown} {note}", flush=True)
+                        "rows_per_s": rows / seconds, "runs_s": times, "note": note})
+        print(f"{name:<24} {system:<13} {rows / seconds:,.0f} rows/s (median of "
+              f"{', '.join(f'{t:.1f}' for t in times)} s) {note}", flush=True)
+
+    def timed_rounds(operations: list[_Operation]) -> None:
+        """Each operation `runs` times, round after round (so a change in the machine's
+        state falls on every row alike); the median is recorded."""
+        times: list[list[float]] = [[] for _ in operations]
+        for round_ in range(runs):
+            for (name, system, _, operation, expected), spent in zip(
+                operations, times, strict=True
+            ):
+                seconds, got = _timed(functools.partial(operation, round_))
+                assert expected is None or got == expected, (name, system, got)
+                spent.append(seconds)
+        for (name, system, note, _, _), spent in zip(operations, times, strict=True):
+            record(name, system, spent, note)
 
     try:
-        _create_topic(bootstrap, "bench", partitions)
         source = spark.range(0, rows, numPartitions=partitions).select(
             F.rpad(F.col("id").cast("string"), VALUE_BYTES, "x").cast("binary").alias("value")
         ).cache()
         source.count()  # materialize so both writes start from the same rows in memory
         parquet = str(work / "parquet")
 
-        def write(topic: str, **settings: str) -> Callable[[], None]:
-            def run() -> None:
-                writer = (source.write.format("logbus")
-                          .option("kafka.bootstrap.servers", bootstrap).option("topic", topic))
-                for name, value in settings.items():
-                    writer = writer.option(name, value)
-                writer.mode("append").save()
-            return run
+        def write(topic: str, **settings: str) -> None:
+            writer = (source.write.format("logbus")
+                      .option("kafka.bootstrap.servers", bootstrap).option("topic", topic))
+            for name, value in settings.items():
+                writer = writer.option(name, value)
+            writer.mode("append").save()
 
-        def parquet_write(path: str, compression: str) -> Callable[[], None]:
-            def run() -> None:
-                source.write.mode("overwrite").option("compression", compression).parquet(path)
-            return run
+        def parquet_write(path: str, compression: str) -> None:
+            source.write.mode("overwrite").option("compression", compression).parquet(path)
 
         # Warm up every write before timing any, as the reads are warmed up below: the
         # first large job of a session pays for the JVM compiling its row-to-Arrow
@@ -181,30 +197,36 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         ).option("kafka.compression.type", "snappy").mode("append").save()
 
         # Parquet compresses with snappy unless told otherwise; so does the first logbus
-        # write. The second pair writes both uncompressed (the topic the reads read).
+        # write. The second pair writes both uncompressed (the topic the reads read). Each
+        # logbus run writes a topic of its own.
         bulk = {"kafka.batch.size": str(BULK_BATCH_SIZE)}
-        seconds, _ = _timed(parquet_write(parquet, "snappy"))
-        record("batch write", "parquet", seconds, "snappy (Spark's default)")
-        _create_topic(bootstrap, "bench-snappy", partitions)
-        seconds, _ = _timed(write("bench-snappy", **bulk, **{"kafka.compression.type": "snappy"}))
-        record("batch write", "logbus", seconds,
-               f"kafka.batch.size={BULK_BATCH_SIZE}, kafka.compression.type=snappy")
-        seconds, _ = _timed(parquet_write(str(work / "parquet-none"), "none"))
-        record("batch write, uncompressed", "parquet", seconds, "compression=none")
-        seconds, _ = _timed(write("bench", **bulk))
-        record("batch write, uncompressed", "logbus", seconds,
-               f"kafka.batch.size={BULK_BATCH_SIZE}")
+        snappy = {**bulk, "kafka.compression.type": "snappy"}
+        for round_ in range(runs):
+            _create_topic(bootstrap, f"bench-snappy-{round_}", partitions)
+            _create_topic(bootstrap, f"bench-{round_}", partitions)
+        timed_rounds([
+            ("batch write", "parquet", "snappy (Spark's default)",
+             lambda _: parquet_write(parquet, "snappy"), None),
+            ("batch write", "logbus",
+             f"kafka.batch.size={BULK_BATCH_SIZE}, kafka.compression.type=snappy",
+             lambda r: write(f"bench-snappy-{r}", **snappy), None),
+            ("batch write, uncompressed", "parquet", "compression=none",
+             lambda _: parquet_write(str(work / "parquet-none"), "none"), None),
+            ("batch write, uncompressed", "logbus", f"kafka.batch.size={BULK_BATCH_SIZE}",
+             lambda r: write(f"bench-{r}", **bulk), None),
+            ("batch write", "ceiling", "",
+             lambda _: source.write.format("ceiling").mode("append").save(), None),
+        ])
+        # Slow (its figure is bound by round trips): timed once.
         _create_topic(bootstrap, "bench-defaults", partitions)
-        seconds, _ = _timed(write("bench-defaults"))
-        record("batch write, default producer settings", "logbus", seconds)
-        seconds, _ = _timed(lambda: source.write.format("ceiling").mode("append").save())
-        record("batch write", "ceiling", seconds)
+        seconds, _ = _timed(lambda: write("bench-defaults"))
+        record("batch write, default producer settings", "logbus", [seconds], "one run")
         source.unpersist()
 
         def logbus_df() -> Any:
             return (
                 spark.read.format("logbus").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", "bench").option("minPartitions", str(partitions))
+                .option("subscribe", "bench-0").option("minPartitions", str(partitions))
                 .option("kafka.max.partition.fetch.bytes", str(8 * 1024 * 1024))
                 .load()
             )
@@ -223,30 +245,17 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         for df in (logbus_df(), spark.read.parquet(parquet), ceiling_df(), ceiling_df("value")):
             scan(df)
 
-        seconds, count = _timed(lambda: spark.read.parquet(parquet).count())
-        assert count == rows, count
-        record("batch read: count", "parquet", seconds)
-        seconds, count = _timed(lambda: logbus_df().count())
-        assert count == rows, count
-        record("batch read: count", "logbus", seconds)
-        seconds, count = _timed(lambda: ceiling_df().count())
-        assert count == rows, count
-        record("batch read: count", "ceiling", seconds)
-        seconds, count = _timed(lambda: ceiling_df("value").count())
-        assert count == rows, count
-        record("batch read: count", "ceiling-value", seconds)
-        seconds, total = _timed(lambda: scan(spark.read.parquet(parquet)))
-        assert total == rows * VALUE_BYTES
-        record("batch read: full scan", "parquet", seconds)
-        seconds, total = _timed(lambda: scan(logbus_df()))
-        assert total == rows * VALUE_BYTES
-        record("batch read: full scan", "logbus", seconds)
-        seconds, total = _timed(lambda: scan(ceiling_df()))
-        assert total == rows * VALUE_BYTES
-        record("batch read: full scan", "ceiling", seconds)
-        seconds, total = _timed(lambda: scan(ceiling_df("value")))
-        assert total == rows * VALUE_BYTES
-        record("batch read: full scan", "ceiling-value", seconds)
+        def count(df: Any) -> int:
+            return int(df.count())
+
+        total = rows * VALUE_BYTES
+        timed_rounds([
+            (f"batch read: {what}", system, "", lambda _, f=f, d=d: f(d()), expected)
+            for what, f, expected in (("count", count, rows), ("full scan", scan, total))
+            for system, d in (("parquet", lambda: spark.read.parquet(parquet)),
+                              ("logbus", logbus_df), ("ceiling", ceiling_df),
+                              ("ceiling-value", lambda: ceiling_df("value")))
+        ])
     finally:
         spark.stop()
         broker.terminate()
@@ -259,6 +268,7 @@ def run(rows: int, partitions: int) -> dict[str, Any]:
         "rows": rows,
         "value_bytes": VALUE_BYTES,
         "partitions": partitions,
+        "runs": runs,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_avg_1m": os.getloadavg()[0]},
         "results": results,
@@ -329,10 +339,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="times each operation is timed; the median is recorded")
     parser.add_argument("--out", type=Path, default=RESULTS,
                         help="directory for the results (default: bench/results)")
     args = parser.parse_args(argv)
-    report = run(args.rows, args.partitions)
+    report = run(args.rows, args.partitions, args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"spark-{report['date'][:10]}-{report['commit']}"
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
