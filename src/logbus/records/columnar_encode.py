@@ -141,17 +141,20 @@ def lengths_of(array: Column) -> Int64Array:
 
 
 def _record_bodies(
-    key_lengths: Int64Array, value_lengths: Int64Array, deltas: Int64Array
+    key_lengths: Int64Array, value_lengths: Int64Array, delta_sizes: Int64Array | int
 ) -> Int64Array:
     """The bytes each record's body takes (all but its length varint) as `encode_batches`
-    writes it: offset `deltas`, timestamp delta 0, no headers."""
+    writes it, its offset delta taking `delta_sizes` bytes: timestamp delta 0, no
+    headers."""
     body = (
         3  # attributes, timestamp delta 0, header count 0
-        + _field_sizes(deltas)
+        + delta_sizes
         + _field_and_bytes(key_lengths)
         + _field_and_bytes(value_lengths)
     )
-    return np.broadcast_to(body, len(deltas)).astype(np.int64)
+    if isinstance(body, int):
+        return np.full(len(key_lengths), body, np.int64)
+    return body
 
 
 def record_sizes(
@@ -162,10 +165,8 @@ def record_sizes(
     first_delta + 1, ... (and at most that when they are smaller)."""
     if not len(key_lengths):
         return np.zeros(0, np.int64)
-    body = _delta_sizes(first_delta, len(key_lengths)) + (
-        3  # attributes, timestamp delta 0, header count 0
-        + _field_and_bytes(key_lengths)
-        + _field_and_bytes(value_lengths)
+    body = _record_bodies(
+        key_lengths, value_lengths, _delta_sizes(first_delta, len(key_lengths))
     )
     body += _field_sizes(body)
     return body
@@ -201,7 +202,7 @@ class _Fields:
     def __init__(self, key_lengths: Int64Array, value_lengths: Int64Array,
                  deltas: Int64Array) -> None:
         n = len(key_lengths)
-        body = _record_bodies(key_lengths, value_lengths, deltas)
+        body = _record_bodies(key_lengths, value_lengths, _field_sizes(deltas))
         self.before_key = np.zeros((n, _BEFORE_KEY), np.uint8)
         self.key_at = np.zeros(n, np.int64)
         _put_varints(self.before_key, self.key_at, _zigzag(body))
