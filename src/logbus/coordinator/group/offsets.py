@@ -5,10 +5,11 @@ group no longer subscribes to)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
+from logbus.coordinator.group.events import TopicPartition
 from logbus.coordinator.group.rebalance import schedule_session
 from logbus.coordinator.group.state import (
     COMMIT_ERROR,
@@ -23,6 +24,9 @@ from logbus.coordinator.group.state import (
     Result,
 )
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.list_groups_response import ListedGroup
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponsePartitions
 
 E = ErrorCode
 GROUP_TYPE_CLASSIC = "classic"
@@ -94,7 +98,9 @@ def _validate_commit(group: Group, e: ev.OffsetCommit) -> ErrorCode:
     return E.NONE if group.is_(EMPTY) else E.UNKNOWN_MEMBER_ID
 
 
-def _commit_response(e: ev.OffsetCommit, error_for: Any) -> dict[str, Any]:
+def _commit_response(
+    e: ev.OffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
+) -> OffsetCommitResponse:
     return {
         "topics": [
             {
@@ -140,7 +146,7 @@ def handle_offset_fetch(state: GroupsState, e: ev.OffsetFetch, cfg: GroupConfig)
     return r
 
 
-def _fetched(commit: records.OffsetCommit | None, partition: int) -> dict[str, Any]:
+def _fetched(commit: records.OffsetCommit | None, partition: int) -> OffsetFetchResponsePartitions:
     if commit is None:
         return {
             "partition_index": partition,
@@ -335,7 +341,7 @@ def handle_list_groups(state: GroupsState, e: ev.ListGroups, cfg: GroupConfig) -
     r = Result()
     states = {s.lower() for s in e.states_filter}
     types = {t.lower() for t in e.types_filter}
-    listed = []
+    listed: list[ListedGroup] = []
     if not types or GROUP_TYPE_CLASSIC in types:
         for group in state.groups.values():
             if group.is_(DEAD) or (states and group.state.value.lower() not in states):

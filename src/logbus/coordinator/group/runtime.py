@@ -18,9 +18,9 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.shard import apply, load_complete, replay
@@ -34,6 +34,7 @@ from logbus.coordinator.group.state import (
     Token,
 )
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
 from logbus.server.api.find_coordinator import OFFSETS_TOPIC, offsets_partition_for
@@ -45,8 +46,7 @@ log = logging.getLogger(__name__)
 
 LOAD_CHUNK_BYTES = 1 << 20
 
-Body = dict[str, Any]
-EventFactory = Callable[[Token, int], ev.Event]
+R = TypeVar("R")
 
 
 class CoordinatorError(Exception):
@@ -72,7 +72,7 @@ class _Shard:
     state: GroupsState = field(default_factory=GroupsState)
     loading: bool = True
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
-    parked: set[asyncio.Future[Body]] = field(default_factory=set)
+    parked: set[asyncio.Future[Any]] = field(default_factory=set)
     """Futures handed to `apply` as tokens and not answered yet."""
 
 
@@ -112,7 +112,7 @@ class GroupCoordinatorRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -209,25 +209,30 @@ class GroupCoordinatorRuntime:
         shard = self.shards.get(self.partition_for(group_id))
         return shard is not None and shard.loading
 
-    async def submit(self, group_id: str, make_event: EventFactory) -> Body:
+    async def submit(
+        self, group_id: str, make_event: Callable[[Token, int], ev.Answered[R]]
+    ) -> R:
         """Apply the event `make_event(token, now_ms)` to the group's partition and wait
         for its response (possibly parked until a rebalance step). Raises
         `CoordinatorError` when the group is not coordinated here or the write failed."""
         shard = self._shard_for(group_id)
-        fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         shard.parked.add(fut)
         fut.add_done_callback(shard.parked.discard)
-        self._run(shard, make_event(fut, now_ms()), group_id)
+        # Every Answered is a request event (the Event union); `apply` answers it with an R.
+        self._run(shard, cast(ev.Event, make_event(fut, now_ms())), group_id)
         return await fut
 
-    async def list_groups(self, make_event: EventFactory) -> list[Body]:
+    async def list_groups(
+        self, make_event: Callable[[Token, int], ev.ListGroups]
+    ) -> list[ListGroupsResponse]:
         """ListGroups on every partition led here. Raises COORDINATOR_LOAD_IN_PROGRESS while
         any of them loads."""
         if any(s.loading for s in self.shards.values()):
             raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         bodies = []
         for shard in list(self.shards.values()):
-            fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[ListGroupsResponse] = asyncio.get_running_loop().create_future()
             self._run(shard, make_event(fut, now_ms()), None)
             bodies.append(await fut)
         return bodies
@@ -323,11 +328,11 @@ class GroupCoordinatorRuntime:
                 delay, self._fire, shard, change.key, change.event
             )
 
-    def _fire(self, shard: _Shard, key: TimerKey, event: Any) -> None:
+    def _fire(self, shard: _Shard, key: TimerKey, event: ev.TimerEvent) -> None:
         if self.shards.get(shard.partition) is not shard:
             return
         shard.timers.pop(key, None)
-        group_id = getattr(event, "group_id", None)
+        group_id = event.group_id
         try:
             self._run(shard, event.at(now_ms()), group_id)
         except Exception:

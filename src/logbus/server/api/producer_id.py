@@ -18,13 +18,15 @@ producer waits and then fails with a timeout rather than with a misleading error
 from __future__ import annotations
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from logbus.server.api import ApiHandler, RequestContext
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-def _error(error: ErrorCode) -> Body:
+def _error(error: ErrorCode) -> InitProducerIdResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": error,
@@ -33,7 +35,9 @@ def _error(error: ErrorCode) -> Body:
     }
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
+async def handle_init_producer_id(
+    ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     producer_id: int = request["producer_id"]
     producer_epoch: int = request["producer_epoch"]
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from logbus.protocol import ApiKey, codec, schema
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
-from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api import Handlers, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
 from logbus.server.network.connection import CloseConnection, Connection
 
@@ -41,8 +41,8 @@ MODULES = (
 )
 
 
-def build_registry() -> dict[int, ApiHandler]:
-    handlers: dict[int, ApiHandler] = {}
+def build_registry() -> Handlers:
+    handlers: Handlers = {}
     for name in MODULES:
         module = importlib.import_module(f"logbus.server.api.{name}")
         for handler in module.HANDLERS:
