@@ -14,7 +14,13 @@ from __future__ import annotations
 import asyncio
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.delete_records_request import DeleteRecordsRequest
+from logbus.protocol.messages.delete_records_response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import PartitionError
 
 
@@ -34,11 +40,13 @@ def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int) -> tup
         return exc.error, -1
 
 
-async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
-    topics = []
+async def handle_delete_records(
+    ctx: RequestContext, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
+    topics: list[DeleteRecordsTopicResult] = []
     changed = False
     for topic in request["topics"]:
-        partitions = []
+        partitions: list[DeleteRecordsPartitionResult] = []
         for p in topic["partitions"]:
             error, low_watermark = _delete_one(
                 ctx, topic["name"], p["partition_index"], p["offset"]

@@ -10,6 +10,7 @@ which tells the client to keep sending full fetch requests.
 from __future__ import annotations
 
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.fetch_request import FetchRequest
 from logbus.records.legacy import downconvert_record_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
@@ -43,7 +44,7 @@ def _partition_response(
     }
 
 
-async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     broker = ctx.broker
     assert broker.replica_manager is not None
     cache = broker.metadata_cache
