@@ -26,8 +26,8 @@ from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
 from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponseGroup
 from logbus.protocol.messages.sync_group_response import SyncGroupResponse
+from logbus.types import TopicPartition
 
-TopicPartition = tuple[str, int]
 R = TypeVar("R", covariant=True)
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
-from logbus.coordinator.group.events import TopicPartition
 from logbus.coordinator.group.rebalance import schedule_session
 from logbus.coordinator.group.state import (
     COMMIT_ERROR,
@@ -27,6 +26,7 @@ from logbus.protocol import ErrorCode
 from logbus.protocol.messages.list_groups_response import ListedGroup
 from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponsePartitions
+from logbus.types import TopicPartition
 
 E = ErrorCode
 GROUP_TYPE_CLASSIC = "classic"
@@ -54,10 +54,10 @@ def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfi
     member = group.members.get(e.member_id)
     if member is not None and group.state in (STABLE, PREPARING):
         schedule_session(group, member, e.now_ms, r)
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
     for topic, partitions in e.topics:
         for p in partitions:
-            tp = (topic, p.partition)
+            tp = TopicPartition(topic, p.partition)
             metadata = p.metadata or ""
             if tp in e.partition_errors:
                 errors[tp] = e.partition_errors[tp]
@@ -106,7 +106,10 @@ def _commit_response(
             {
                 "name": topic,
                 "partitions": [
-                    {"partition_index": p.partition, "error_code": error_for((topic, p.partition))}
+                    {
+                        "partition_index": p.partition,
+                        "error_code": error_for(TopicPartition(topic, p.partition)),
+                    }
                     for p in partitions
                 ],
             }

@@ -27,6 +27,7 @@ from logbus.protocol.messages.offset_fetch_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.group_membership import runtime
+from logbus.types import TopicPartition
 
 # --- OffsetCommit ------------------------------------------------------------------------
 
@@ -57,7 +58,7 @@ async def handle_offset_commit(
         for t in request["topics"]
     )
     errors = {
-        (name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for name, partitions in topics
         for p in partitions
         if not _known_partition(ctx, name, p.partition)
