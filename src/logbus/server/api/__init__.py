@@ -20,15 +20,18 @@ from logbus.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from logbus.server.broker import Broker
+    from logbus.server.services import BrokerServices
 
 Body = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body."""
+    """What a handler knows about the request besides its body: the broker (its config
+    and metadata cache) and its services, all constructed."""
 
     broker: Broker
+    services: BrokerServices
     header: RequestHeader
     peer: str
 

@@ -113,19 +113,20 @@ def _alter_topic(
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if name not in broker.metadata_cache.topics or broker.store is None:
+    store = ctx.services.store
+    if name not in broker.metadata_cache.topics:
         raise ResourceError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         )
     if ops is not None:
         new_configs = apply_ops(
-            fetch_entity_config(broker.store, TOPIC, name), ops, TOPIC_CONFIG_DEF
+            fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF
         )
     assert new_configs is not None
     check_topic_update(new_configs, broker.config)
     if not validate_only:
         log.info("updating topic %s with new configuration: %s", name, dict(new_configs))
-        change_entity_config(broker.store, TOPIC, name, new_configs)
+        change_entity_config(store, TOPIC, name, new_configs)
 
 
 def _alter_broker(
@@ -135,10 +136,9 @@ def _alter_broker(
     ops: list[AlterOp] | None,
     validate_only: bool,
 ) -> None:
-    broker = ctx.broker
+    dynamic_config = ctx.services.dynamic_config
     entity = _broker_entity(ctx, name)
-    assert broker.store is not None and broker.dynamic_config is not None
-    default, per_broker = broker.dynamic_config.dynamic_layers()
+    default, per_broker = dynamic_config.dynamic_layers()
     if ops is not None:
         current = default if entity == DEFAULT_ENTITY else per_broker
         new_configs = apply_ops(current, ops, BROKER_CONFIG_DEF)
@@ -146,13 +146,13 @@ def _alter_broker(
     check_broker_update(
         new_configs,
         per_broker=entity != DEFAULT_ENTITY,
-        static=broker.dynamic_config.static,
+        static=dynamic_config.static,
         dynamic_default=default,
         dynamic_per_broker=per_broker,
     )
     if not validate_only:
         log.info("updating broker config %s with: %s", entity, dict(new_configs))
-        change_entity_config(broker.store, BROKER, entity, new_configs)
+        change_entity_config(ctx.services.store, BROKER, entity, new_configs)
 
 
 def _alter_loggers(ctx: RequestContext, name: str, ops: list[AlterOp], validate_only: bool) -> None:

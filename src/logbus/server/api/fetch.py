@@ -46,7 +46,7 @@ def _partition_response(
 
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     cache = broker.metadata_cache
     version = ctx.version
     session_id, session_epoch = request["session_id"], request["session_epoch"]
@@ -95,7 +95,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
                 )
             )
     results = iter(
-        await broker.replica_manager.fetch(
+        await replica_manager.fetch(
             wanted,
             request["max_bytes"],
             request["min_bytes"],

@@ -47,10 +47,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def runtime(ctx: RequestContext) -> GroupCoordinatorRuntime:
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is None:
-        raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return coordinator
+    return ctx.services.group_coordinator
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -139,8 +136,7 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
 
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     group_id = request["group_id"]
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is not None and coordinator.is_loading(group_id):
+    if runtime(ctx).is_loading(group_id):
         # Kafka answers heartbeats with NONE while loading: the member keeps its session.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
 

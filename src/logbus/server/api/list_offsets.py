@@ -75,7 +75,7 @@ async def handle_list_offsets(
     ctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     consumer = request["replica_id"] == CONSUMER_REPLICA_ID
     read_committed = request["isolation_level"] == READ_COMMITTED
     topics: list[ListOffsetsTopicResponse] = []
@@ -97,7 +97,7 @@ async def handle_list_offsets(
             if index in duplicates:
                 entry["error_code"] = ErrorCode.INVALID_REQUEST
                 continue
-            part = broker.replica_manager.partition(name, index)
+            part = replica_manager.partition(name, index)
             if part is None:
                 entry["error_code"] = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER

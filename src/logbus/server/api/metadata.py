@@ -96,8 +96,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
                 topics.append(topic_entry(topic, include_ops, live))
             elif topic_name_error(name) is not None:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif auto_create and broker.controller is not None:
-                result = broker.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
+            elif auto_create:
+                result = ctx.services.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
                 created = cache.topics.get(name)
                 if result.error == ErrorCode.NONE and created is not None:
                     topics.append(topic_entry(created, include_ops, live))

@@ -65,7 +65,7 @@ def _upconvert(entries: list[Entry]) -> tuple[list[Entry], dict[int, ProduceResu
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body | None:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     acks = request["acks"]
     entries: list[Entry] = [
         (topic["name"], part["index"], part["records"])
@@ -85,7 +85,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body |
     if accepted:
         cache = broker.metadata_cache
         appended = iter(
-            await broker.replica_manager.append_records(
+            await replica_manager.append_records(
                 acks,
                 request["timeout_ms"],
                 accepted,

@@ -50,9 +50,7 @@ async def handle_init_producer_id(
         if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    manager = ctx.broker.producer_ids
-    if manager is None:  # the broker is still starting
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    manager = ctx.services.producer_ids
     if producer_id == NO_PRODUCER_ID:
         new_id, epoch = manager.new_producer()
     else:

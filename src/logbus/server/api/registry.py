@@ -76,7 +76,8 @@ class Apis:
             header, body = codec.decode_request(frame)
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
-        ctx = RequestContext(self.broker, header, conn.peer)
+        services = self.broker.services or await self.broker.started()
+        ctx = RequestContext(self.broker, services, header, conn.peer)
         try:
             response = await handler.handle(ctx, body)
         except CloseConnection:
