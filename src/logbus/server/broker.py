@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from logbus.controller.channel import LocalChannel
@@ -232,7 +232,9 @@ class Broker:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
-    async def _every(self, interval_ms: int, action: Any, *, in_thread: bool = False) -> None:
+    async def _every(
+        self, interval_ms: int, action: Callable[[], object], *, in_thread: bool = False
+    ) -> None:
         if interval_ms >= NEVER_MS:
             return  # Kafka's Long.MAX_VALUE intervals mean "never"
         interval = max(interval_ms, 10) / 1000

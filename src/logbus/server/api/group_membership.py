@@ -9,8 +9,6 @@ it to the broker's `GroupCoordinatorRuntime`, and shapes the answer for its vers
 
 from __future__ import annotations
 
-from typing import Any
-
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import (
     CoordinatorError,
@@ -55,7 +53,7 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
-def _bytes(value: Any) -> bytes:
+def _bytes(value: bytes | None) -> bytes:
     return b"" if value is None else bytes(value)
 
 
