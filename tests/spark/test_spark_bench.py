@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_small_run_times_every_operation_and_writes_json_and_markdown(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
     result = subprocess.run(
-        [sys.executable, "-m", "bench.spark_bench", "--rows", "20000", "--partitions", "2", "--runs", "2",
-         "--out", str(tmp_path)],
+        [sys.executable, "-m", "bench.spark_bench", "--rows", "20000", "--partitions", "2",
+         "--runs", "2", "--out", str(tmp_path)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from logbus.types import TopicPartition
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+__all__ = ["TopicPartition"]

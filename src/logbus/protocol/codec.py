@@ -8,14 +8,16 @@ except ApiVersions, whose response header is always v0 so that any client can re
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from logbus.protocol import schema
 from logbus.protocol import types as t
 from logbus.protocol.errors import ProtocolError, UnsupportedVersion
 from logbus.protocol.fetch import encode_fetch_response
 from logbus.protocol.messages.api_keys import ApiKey
+from logbus.protocol.messages.fetch_response import FetchResponse
 from logbus.protocol.produce import decode_produce_request
 
 _REQUEST_HEAD = struct.Struct(">hhi")
@@ -79,17 +81,17 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     view = memoryview(frame)
     header, pos = parse_request_header(view)
     if header.api_key == ApiKey.PRODUCE and header.api_version >= 3:
-        return header, decode_produce_request(view, pos, header.api_version)
+        return header, cast(dict[str, Any], decode_produce_request(view, pos, header.api_version))
     body, _ = schema.request(header.api_key).reader(header.api_version)(view, pos)
     return header, body
 
 
-def encode_request(header: RequestHeader, body: dict[str, Any]) -> bytes:
+def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:
     """A complete request frame, size prefix included."""
     return b"".join(encode_request_chunks(header, body))
 
 
-def encode_request_chunks(header: RequestHeader, body: dict[str, Any]) -> list[Any]:
+def encode_request_chunks(header: RequestHeader, body: Mapping[str, Any]) -> list[Any]:
     """A complete request frame as bytes-like chunks, so that a Produce's batches can be
     written as they are instead of copied into one frame."""
     header_version = request_header_version(header.api_key, header.api_version)
@@ -117,7 +119,7 @@ def _write_client_id(w: t.Writer, client_id: str | None) -> None:
 
 
 def encode_response(
-    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
 ) -> list[Any]:
     """A complete response frame as chunks: bytes, and file slices to send as they are."""
     w = t.Writer()
@@ -125,7 +127,7 @@ def encode_response(
     if response_header_version(api_key, api_version) >= 1:
         w.uvarint(0)
     if api_key == ApiKey.FETCH and api_version >= 4:
-        encode_fetch_response(w, body, api_version)
+        encode_fetch_response(w, cast(FetchResponse, body), api_version)
     else:
         schema.response(api_key).writer(api_version)(w, body)
     size = w.size()

@@ -8,9 +8,9 @@ for the fields the broker sets (per-partition tagged fields are not emitted).
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from logbus.protocol import types as t
+from logbus.protocol.messages.fetch_response import FetchResponse
 
 _HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, LSO, log start
@@ -19,7 +19,7 @@ FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 
 
-def encode_fetch_response(w: t.Writer, body: dict[str, Any], version: int) -> None:
+def encode_fetch_response(w: t.Writer, body: FetchResponse, version: int) -> None:
     flexible = version >= FLEXIBLE_FROM
     pack, write = w.pack, w.write
     if version >= 7:

@@ -8,9 +8,13 @@ below the top level that the broker uses).
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from logbus.protocol.errors import ProtocolError
+from logbus.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from logbus.protocol.schema import read_tagged_fields
 from logbus.protocol.types import make_string_reader, read_length
 
@@ -19,7 +23,7 @@ _ACKS_TIMEOUT = struct.Struct(">hi").unpack_from
 FLEXIBLE_FROM = 9
 
 
-def decode_produce_request(buf: memoryview, pos: int, version: int) -> dict[str, Any]:
+def decode_produce_request(buf: memoryview, pos: int, version: int) -> ProduceRequest:
     try:
         return _decode(buf, pos, version >= FLEXIBLE_FROM)
     except struct.error as exc:
@@ -29,7 +33,7 @@ def decode_produce_request(buf: memoryview, pos: int, version: int) -> dict[str,
 _STRINGS = {compact: make_string_reader(compact, nullable=True) for compact in (False, True)}
 
 
-def _decode(buf: memoryview, pos: int, flexible: bool) -> dict[str, Any]:
+def _decode(buf: memoryview, pos: int, flexible: bool) -> ProduceRequest:
     read_string = _STRINGS[flexible]
     transactional_id, pos = read_string(buf, pos)
     acks, timeout_ms = _ACKS_TIMEOUT(buf, pos)
@@ -37,7 +41,7 @@ def _decode(buf: memoryview, pos: int, flexible: bool) -> dict[str, Any]:
     n_topics, pos = read_length(buf, pos, flexible, wide=True)
     if n_topics < 0 or n_topics > len(buf) - pos:
         raise ProtocolError(f"impossible topic count {n_topics}")
-    topics = []
+    topics: list[TopicProduceData] = []
     for _ in range(n_topics):
         name, pos = read_string(buf, pos)
         if name is None:
@@ -45,7 +49,7 @@ def _decode(buf: memoryview, pos: int, flexible: bool) -> dict[str, Any]:
         n_parts, pos = read_length(buf, pos, flexible, wide=True)
         if n_parts < 0 or n_parts > len(buf) - pos:
             raise ProtocolError(f"impossible partition count {n_parts}")
-        partitions = []
+        partitions: list[PartitionProduceData] = []
         for _ in range(n_parts):
             index = _I32(buf, pos)[0]
             size, pos = read_length(buf, pos + 4, flexible, wide=True)

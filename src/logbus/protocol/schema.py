@@ -9,7 +9,7 @@ skipped. Encoding takes missing keys as defaults and leaves out what the version
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 from uuid import UUID
@@ -22,7 +22,7 @@ FieldSpec = tuple[Any, ...]
 Writer = t.Writer
 FieldWriter = Callable[[t.Writer, Any], None]
 StructReader = Callable[[memoryview, int], tuple[dict[str, Any], int]]
-StructWriter = Callable[[t.Writer, dict[str, Any]], None]
+StructWriter = Callable[[t.Writer, Mapping[str, Any]], None]
 
 _NAME, _TYPE, _VERSIONS, _NULLABLE, _TAG, _TAGGED, _FLEX, _DEFAULT, _FIELDS = range(9)
 UUID_ZERO = UUID(int=0)
@@ -102,7 +102,7 @@ class Message:
         value, _ = self.reader(version)(memoryview(data), 0)
         return value
 
-    def encode(self, value: dict[str, Any], version: int) -> bytes:
+    def encode(self, value: Mapping[str, Any], version: int) -> bytes:
         w = t.Writer()
         self.writer(version)(w, value)
         return w.getvalue()
@@ -321,7 +321,7 @@ def _struct_writer(fields: tuple[FieldSpec, ...], version: int, flexible: bool) 
             regular.append((name, _default(spec), _value_writer(spec, version, flexible)))
     tagged.sort(key=lambda entry: entry[0])
 
-    def write(w: t.Writer, value: dict[str, Any]) -> None:
+    def write(w: t.Writer, value: Mapping[str, Any]) -> None:
         get = value.get
         for name, default, writer in regular:
             writer(w, get(name, default))
@@ -332,7 +332,7 @@ def _struct_writer(fields: tuple[FieldSpec, ...], version: int, flexible: bool) 
 
 
 def _write_tagged(
-    w: t.Writer, value: dict[str, Any], tagged: list[tuple[int, str, Any, FieldWriter]]
+    w: t.Writer, value: Mapping[str, Any], tagged: list[tuple[int, str, Any, FieldWriter]]
 ) -> None:
     present = []
     for tag, name, default, writer in tagged:

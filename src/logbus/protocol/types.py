@@ -16,6 +16,11 @@ from logbus.protocol.errors import ProtocolError
 Buffer = memoryview
 Reader = Callable[[memoryview, int], tuple[Any, int]]
 
+# A `records` field: decoded as a memoryview of the frame; encoded from bytes-like objects,
+# file slices (anything with a `size`, sent as they are) or a sequence of those. Left open
+# (Any) because the encoders take all of them and each handler knows which it holds.
+Records = Any
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 UINT16 = struct.Struct(">H")

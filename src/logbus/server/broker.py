@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from logbus.controller.channel import LocalChannel
@@ -20,14 +20,16 @@ from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicM
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.coordinator.group import GroupConfig
+from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
-from logbus.server.api.find_coordinator import OFFSETS_TOPIC
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
+from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
@@ -99,6 +101,9 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.dynamic_config: DynamicConfigManager | None = None
+        self.services: BrokerServices | None = None
+        """Every service above, once `start()` has built them all (what handlers use)."""
+        self._started = asyncio.Event()
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -153,7 +158,7 @@ class Broker:
             self.broker_id, self.log_manager, self._log_config_for
         )
         self.group_coordinator = GroupCoordinatorRuntime(
-            self.replica_manager,
+            CoordinatorPartitionWriter(self.replica_manager),
             GroupConfig(
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
@@ -177,10 +182,20 @@ class Broker:
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
         )
         self.controller.start()
-        self.dynamic_config.start()
+        self.dynamic_config.start(self.controller, self.replica_manager)
         self.metadata_cache.cluster_id = self.controller.cluster_id
         self.metadata_cache.controller_id = self.broker_id
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self.services = BrokerServices(
+            store=self.store,
+            log_manager=self.log_manager,
+            replica_manager=self.replica_manager,
+            controller=self.controller,
+            group_coordinator=self.group_coordinator,
+            producer_ids=self.producer_ids,
+            dynamic_config=self.dynamic_config,
+        )
+        self._started.set()
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -207,10 +222,19 @@ class Broker:
             self.controller.cluster_id,
         )
 
+    async def started(self) -> BrokerServices:
+        """The services, once `start()` has built them: a request that arrives while the
+        broker starts waits here (Kafka opens request processing at the end of start-up)."""
+        while self.services is None:
+            await self._started.wait()
+        return self.services
+
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
-    async def _every(self, interval_ms: int, action: Any, *, in_thread: bool = False) -> None:
+    async def _every(
+        self, interval_ms: int, action: Callable[[], object], *, in_thread: bool = False
+    ) -> None:
         if interval_ms >= NEVER_MS:
             return  # Kafka's Long.MAX_VALUE intervals mean "never"
         interval = max(interval_ms, 10) / 1000

@@ -3,7 +3,7 @@
 
 At start-up the broker's effective config is its static config (server.properties and
 --override) under the dynamic layers stored in `/config/brokers/<default>` and
-`/config/brokers/<id>`. Afterwards `ConfigChangeListener` calls `on_topic_change` and
+`/config/brokers/<id>`. Once started, `ConfigChangeListener` calls `on_topic_change` and
 `on_broker_change`; each rebuilds the affected `LogConfig`s and hands them to the live
 logs, so new settings take effect without a restart.
 
@@ -27,7 +27,9 @@ from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError, ConfigValue
 
 if TYPE_CHECKING:
+    from logbus.controller.controller import Controller
     from logbus.server.broker import Broker
+    from logbus.server.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +63,7 @@ class DynamicConfigManager:
         self.broker = broker
         self.store = store
         self.static: dict[str, ConfigValue] = broker.config.originals
-        self.listener = ConfigChangeListener(
-            store, {TOPIC: self.on_topic_change, BROKER: self.on_broker_change}
-        )
+        self.listener: ConfigChangeListener | None = None
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
@@ -76,22 +76,34 @@ class DynamicConfigManager:
             fetch_entity_config(self.store, BROKER, str(self.broker.broker_id)),
         )
 
-    def start(self) -> None:
+    def start(self, controller: Controller, replica_manager: ReplicaManager) -> None:
+        """Follow the stored changes: a topic's new configs go to the controller's and the
+        metadata cache's view of the topic and to its logs."""
+
+        def on_topic_change(topic: str) -> None:
+            self.on_topic_change(topic, controller, replica_manager)
+
+        self.listener = ConfigChangeListener(
+            self.store, {TOPIC: on_topic_change, BROKER: self.on_broker_change}
+        )
         self.listener.start()
 
     def stop(self) -> None:
-        self.listener.stop()
+        if self.listener is not None:
+            self.listener.stop()
 
-    def on_topic_change(self, topic: str) -> None:
+    def on_topic_change(
+        self, topic: str, controller: Controller, replica_manager: ReplicaManager
+    ) -> None:
         configs = fetch_entity_config(self.store, TOPIC, topic)
-        broker = self.broker
-        for owner in (broker.metadata_cache.topics, getattr(broker.controller, "topics", {})):
+        cache = self.broker.metadata_cache
+        for owner in (cache.topics, controller.topics):
             metadata = owner.get(topic)
             if metadata is not None:
                 metadata.configs = dict(configs)
-        metadata = broker.metadata_cache.topics.get(topic)
-        if metadata is not None and broker.replica_manager is not None:
-            broker.replica_manager.update_log_config(metadata)
+        metadata = cache.topics.get(topic)
+        if metadata is not None:
+            replica_manager.update_log_config(metadata)
         log.info("applied new configs of topic %s: %s", topic, configs)
 
     def on_broker_change(self, name: str) -> None:

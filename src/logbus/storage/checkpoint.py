@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from logbus.storage.errors import CorruptCheckpointError
+from logbus.types import TopicPartition
+
+__all__ = ["OffsetCheckpointFile", "TopicPartition", "write_atomically"]
 
 CHECKPOINT_VERSION = 0
 
-TopicPartition = tuple[str, int]
 
 
 class EpochEntry(NamedTuple):
@@ -109,7 +111,7 @@ class OffsetCheckpointFile(_CheckpointFile):
         out: dict[TopicPartition, int] = {}
         for topic, partition, offset in self._read_lines():
             try:
-                out[(topic, int(partition))] = int(offset)
+                out[TopicPartition(topic, int(partition))] = int(offset)
             except ValueError as exc:
                 raise CorruptCheckpointError(f"malformed line in checkpoint {self.path}") from exc
         return out

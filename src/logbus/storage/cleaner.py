@@ -42,6 +42,7 @@ from logbus.storage.log_config import LogConfig
 from logbus.storage.offset_map import OffsetMap
 from logbus.storage.segment import CLEANED_SUFFIX, LogSegment
 from logbus.storage.throttler import Throttler
+from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class CleaningAbortedError(Exception):
 class LogToClean:
     """A log chosen for cleaning and its dirty range; sizes are measured when built."""
 
-    topic_partition: tuple[str, int]
+    topic_partition: TopicPartition
     log: Log
     first_dirty_offset: int
     first_uncleanable_offset: int
@@ -165,7 +166,7 @@ class Cleaner:
         throttler: Throttler,
         *,
         io_buffer_size: int = 512 * 1024,
-        check_done: Callable[[tuple[str, int]], None] | None = None,
+        check_done: Callable[[TopicPartition], None] | None = None,
         hook: PhaseHook | None = None,
     ) -> None:
         self.offset_map = offset_map
@@ -178,7 +179,7 @@ class Cleaner:
         if self.hook is not None:
             self.hook(phase)
 
-    def _checkpoint(self, tp: tuple[str, int]) -> None:
+    def _checkpoint(self, tp: TopicPartition) -> None:
         if self._check_done is not None:
             self._check_done(tp)
 

@@ -36,6 +36,7 @@ from logbus.storage.segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
+from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -217,12 +218,12 @@ def load_segments(
     return LoadedSegments(kept, log_end_offset, new_recovery_point, truncated)
 
 
-def parse_topic_partition(directory: Path) -> tuple[str, int]:
+def parse_topic_partition(directory: Path) -> TopicPartition:
     """`<topic>-<partition>` (the topic may itself contain '-')."""
     topic, sep, partition = directory.name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
+    return TopicPartition(topic, int(partition))
 
 
 def rebuild_producer_state(

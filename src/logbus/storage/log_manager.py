@@ -169,7 +169,7 @@ class LogManager:
     # -- the log map ----------------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> Log | None:
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def all_logs(self) -> list[Log]:
         with self._lock:
@@ -189,7 +189,7 @@ class LogManager:
         now_ms: int | None = None,
     ) -> Log:
         """The log of a partition, created in the log dir with the fewest partitions."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         with self._lock:
             log = self._logs.get(tp)
             if log is not None:
@@ -220,7 +220,7 @@ class LogManager:
         """Forget a partition's log: its directory is renamed at once and removed after the
         log's file.delete.delay.ms. Returns whether the log existed."""
         now = _now_ms() if now_ms is None else now_ms
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         with self._lock:
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)

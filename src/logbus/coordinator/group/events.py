@@ -4,21 +4,41 @@ Request events carry the request's fields (snake_case names of the JSON message 
 the `token` under which `apply` returns their response, and `now_ms` from the runtime's
 clock. Timer events are created by `apply` itself (in `Schedule`) and handed back by the
 runtime when the timer fires, with `now_ms` set to the firing time.
+
+A request event derives from `Answered[R]`, R being the generated type of its response, so
+that the runtime's `submit` returns the type its handler builds on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from logbus.coordinator.group.state import Token
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.delete_groups_response import DeletableGroupResult
+from logbus.protocol.messages.describe_groups_response import DescribedGroup
+from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
+from logbus.protocol.messages.join_group_response import JoinGroupResponse
+from logbus.protocol.messages.leave_group_response import LeaveGroupResponse
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponseGroup
+from logbus.protocol.messages.sync_group_response import SyncGroupResponse
+from logbus.types import TopicPartition
 
-TopicPartition = tuple[str, int]
+R = TypeVar("R", covariant=True)
+
+
+class Answered(Generic[R]):
+    """A request event answered with an `R` (a type only: no field, no behaviour)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
-class JoinGroup:
+class JoinGroup(Answered[JoinGroupResponse]):
     token: Token
     now_ms: int
     group_id: str
@@ -38,7 +58,7 @@ class JoinGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class SyncGroup:
+class SyncGroup(Answered[SyncGroupResponse]):
     token: Token
     now_ms: int
     group_id: str
@@ -51,7 +71,7 @@ class SyncGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(Answered[HeartbeatResponse]):
     token: Token
     now_ms: int
     group_id: str
@@ -68,7 +88,7 @@ class LeavingMember:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveGroup:
+class LeaveGroup(Answered[LeaveGroupResponse]):
     """LeaveGroup; v0-v2 carry one member (`batched=False`: the error is top level)."""
 
     token: Token
@@ -88,7 +108,7 @@ class PartitionCommit:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommit:
+class OffsetCommit(Answered[OffsetCommitResponse]):
     """OffsetCommit. `partition_errors` is the runtime's hook: partitions it rejected
     before `apply` (UNKNOWN_TOPIC_OR_PARTITION, authorization) with their error; they are
     answered with it and not committed."""
@@ -105,7 +125,7 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetFetch:
+class OffsetFetch(Answered[OffsetFetchResponseGroup]):
     """OffsetFetch for one group; `topics=None` fetches every committed partition."""
 
     token: Token
@@ -116,14 +136,14 @@ class OffsetFetch:
 
 
 @dataclass(frozen=True, slots=True)
-class DescribeGroup:
+class DescribeGroup(Answered[DescribedGroup]):
     token: Token
     now_ms: int
     group_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class ListGroups:
+class ListGroups(Answered[ListGroupsResponse]):
     """ListGroups over this partition's groups (the runtime merges partitions)."""
 
     token: Token
@@ -133,14 +153,14 @@ class ListGroups:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteGroup:
+class DeleteGroup(Answered[DeletableGroupResult]):
     token: Token
     now_ms: int
     group_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetDelete:
+class OffsetDelete(Answered[OffsetDeleteResponse]):
     token: Token
     now_ms: int
     group_id: str

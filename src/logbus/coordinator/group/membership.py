@@ -7,8 +7,6 @@ which error wins; the states and the legal moves between them are in `state.py`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
 from logbus.coordinator.group.rebalance import (
@@ -41,6 +39,7 @@ from logbus.coordinator.group.state import (
     session_timer_key,
 )
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.leave_group_response import LeaveGroupResponse
 
 E = ErrorCode
 
@@ -381,7 +380,9 @@ def _leave_one(
     return E.NONE
 
 
-def _leave_response(e: ev.LeaveGroup, top: ErrorCode, errors: list[ErrorCode]) -> dict[str, Any]:
+def _leave_response(
+    e: ev.LeaveGroup, top: ErrorCode, errors: list[ErrorCode]
+) -> LeaveGroupResponse:
     if not e.batched and top is E.NONE:
         top = next((err for err in errors if err is not E.NONE), E.NONE)
     return {

@@ -5,7 +5,7 @@ group no longer subscribes to)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
@@ -23,6 +23,10 @@ from logbus.coordinator.group.state import (
     Result,
 )
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.list_groups_response import ListedGroup
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponsePartitions
+from logbus.types import TopicPartition
 
 E = ErrorCode
 GROUP_TYPE_CLASSIC = "classic"
@@ -50,10 +54,10 @@ def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfi
     member = group.members.get(e.member_id)
     if member is not None and group.state in (STABLE, PREPARING):
         schedule_session(group, member, e.now_ms, r)
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
     for topic, partitions in e.topics:
         for p in partitions:
-            tp = (topic, p.partition)
+            tp = TopicPartition(topic, p.partition)
             metadata = p.metadata or ""
             if tp in e.partition_errors:
                 errors[tp] = e.partition_errors[tp]
@@ -94,13 +98,18 @@ def _validate_commit(group: Group, e: ev.OffsetCommit) -> ErrorCode:
     return E.NONE if group.is_(EMPTY) else E.UNKNOWN_MEMBER_ID
 
 
-def _commit_response(e: ev.OffsetCommit, error_for: Any) -> dict[str, Any]:
+def _commit_response(
+    e: ev.OffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
+) -> OffsetCommitResponse:
     return {
         "topics": [
             {
                 "name": topic,
                 "partitions": [
-                    {"partition_index": p.partition, "error_code": error_for((topic, p.partition))}
+                    {
+                        "partition_index": p.partition,
+                        "error_code": error_for(TopicPartition(topic, p.partition)),
+                    }
                     for p in partitions
                 ],
             }
@@ -140,7 +149,7 @@ def handle_offset_fetch(state: GroupsState, e: ev.OffsetFetch, cfg: GroupConfig)
     return r
 
 
-def _fetched(commit: records.OffsetCommit | None, partition: int) -> dict[str, Any]:
+def _fetched(commit: records.OffsetCommit | None, partition: int) -> OffsetFetchResponsePartitions:
     if commit is None:
         return {
             "partition_index": partition,
@@ -335,7 +344,7 @@ def handle_list_groups(state: GroupsState, e: ev.ListGroups, cfg: GroupConfig) -
     r = Result()
     states = {s.lower() for s in e.states_filter}
     types = {t.lower() for t in e.types_filter}
-    listed = []
+    listed: list[ListedGroup] = []
     if not types or GROUP_TYPE_CLASSIC in types:
         for group in state.groups.values():
             if group.is_(DEAD) or (states and group.state.value.lower() not in states):

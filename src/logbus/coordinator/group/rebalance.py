@@ -9,7 +9,6 @@ GroupCoordinator (3.x).
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
@@ -32,6 +31,8 @@ from logbus.coordinator.group.state import (
 )
 from logbus.protocol import ErrorCode, schema
 from logbus.protocol.errors import ProtocolError
+from logbus.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+from logbus.protocol.messages.sync_group_response import SyncGroupResponse
 
 E = ErrorCode
 
@@ -42,10 +43,10 @@ def join_response(
     member_id: str,
     error: ErrorCode,
     group: Group | None = None,
-    members: list[dict[str, Any]] | None = None,
+    members: list[JoinGroupResponseMember] | None = None,
     leader: str | None = None,
     skip_assignment: bool = False,
-) -> dict[str, Any]:
+) -> JoinGroupResponse:
     """A JoinGroup response body; without `group`, an error answer (generation -1)."""
     return {
         "error_code": error,
@@ -61,7 +62,7 @@ def join_response(
 
 def sync_response(
     error: ErrorCode, group: Group | None = None, assignment: bytes = b""
-) -> dict[str, Any]:
+) -> SyncGroupResponse:
     return {
         "error_code": error,
         "protocol_type": None if group is None else group.protocol_type,
@@ -112,7 +113,7 @@ def prepare_rebalance(group: Group, now_ms: int, cfg: GroupConfig, r: Result) ->
         group.new_member_added = False
         group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
         group.join_deadline_ms = now_ms + delay
-        event: Any = ev.InitialRebalanceDelayExpired(group.group_id)
+        event: ev.TimerEvent = ev.InitialRebalanceDelayExpired(group.group_id)
     else:
         group.in_initial_delay = False
         group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()

@@ -2,8 +2,9 @@
 `__consumer_offsets` partition this broker leads, writes its records to the partition,
 answers requests once the records are committed, and runs its timers.
 
-The entry point is `GroupCoordinatorRuntime`, created by the broker and told about
-leadership changes of `__consumer_offsets` partitions. It follows
+The entry point is `GroupCoordinatorRuntime`, created by the broker with a
+`PartitionWriter` (its only way to the log) and told about leadership changes of
+`__consumer_offsets` partitions. It follows
 `docs/design/group-coordinator.md` ("What the runtime does"). Owned by the broker's
 event loop; not thread-safe. Every `apply` of one partition runs synchronously together
 with the append of its records, so the records of one partition are written in the order
@@ -18,11 +19,12 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from logbus.coordinator.group import events as ev
+from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
 from logbus.coordinator.group.shard import apply, load_complete, replay
 from logbus.coordinator.group.state import (
     Cancel,
@@ -33,20 +35,18 @@ from logbus.coordinator.group.state import (
     TimerKey,
     Token,
 )
+from logbus.coordinator.partition_writer import PartitionWriteError, PartitionWriter
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
-from logbus.server.api.find_coordinator import OFFSETS_TOPIC, offsets_partition_for
-from logbus.server.replica.partition import PartitionError
-from logbus.server.replica.replica_manager import ReplicaManager
-from logbus.storage.errors import StorageError
+from logbus.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK_BYTES = 1 << 20
 
-Body = dict[str, Any]
-EventFactory = Callable[[Token, int], ev.Event]
+R = TypeVar("R")
 
 
 class CoordinatorError(Exception):
@@ -72,7 +72,7 @@ class _Shard:
     state: GroupsState = field(default_factory=GroupsState)
     loading: bool = True
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
-    parked: set[asyncio.Future[Body]] = field(default_factory=set)
+    parked: set[asyncio.Future[Any]] = field(default_factory=set)
     """Futures handed to `apply` as tokens and not answered yet."""
 
 
@@ -81,14 +81,14 @@ class GroupCoordinatorRuntime:
 
     def __init__(
         self,
-        replica_manager: ReplicaManager,
+        writer: PartitionWriter,
         config: GroupConfig,
         *,
         num_partitions: Callable[[], int],
         retention_check_interval_ms: int = 600_000,
         commit_timeout_ms: int = 5_000,
     ) -> None:
-        self.replica_manager = replica_manager
+        self.writer = writer
         self.config = config
         self.num_partitions = num_partitions
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -112,7 +112,7 @@ class GroupCoordinatorRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -147,24 +147,16 @@ class GroupCoordinatorRuntime:
         shard.parked.clear()
 
     async def _load(self, shard: _Shard) -> None:
-        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
-        if part is None:
-            return
+        tp = TopicPartition(OFFSETS_TOPIC, shard.partition)
         started = time.monotonic()
-        logged = part.log
-        offset = logged.log_start_offset
         count = 0
         try:
+            offset = self.writer.log_start_offset(tp)
             while self.shards.get(shard.partition) is shard:
-                high_watermark = part.high_watermark
-                if offset >= high_watermark:
+                data = self.writer.read_committed(tp, offset, LOAD_CHUNK_BYTES)
+                if not data:
                     break
-                info = logged.read(
-                    offset, LOAD_CHUNK_BYTES, max_offset=high_watermark, min_one_message=True
-                )
-                if info.records is None or info.records.size == 0:
-                    break
-                for header, batch_records in iter_record_set(info.records.read()):
+                for header, batch_records in iter_record_set(data):
                     offset = header.last_offset + 1
                     if header.is_control:
                         continue
@@ -174,6 +166,11 @@ class GroupCoordinatorRuntime:
                         replay(shard.state, record.key, record.value)
                         count += 1
                 await asyncio.sleep(0)  # let other partitions and requests run
+        except PartitionWriteError as exc:  # no longer hosted here, or the log failed
+            log.warning("loading %s-%d stopped: %s", OFFSETS_TOPIC, shard.partition, exc)
+            if self.shards.get(shard.partition) is shard:
+                self.unload(shard.partition)
+            return
         except Exception:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, shard.partition)
             if self.shards.get(shard.partition) is shard:
@@ -209,25 +206,30 @@ class GroupCoordinatorRuntime:
         shard = self.shards.get(self.partition_for(group_id))
         return shard is not None and shard.loading
 
-    async def submit(self, group_id: str, make_event: EventFactory) -> Body:
+    async def submit(
+        self, group_id: str, make_event: Callable[[Token, int], ev.Answered[R]]
+    ) -> R:
         """Apply the event `make_event(token, now_ms)` to the group's partition and wait
         for its response (possibly parked until a rebalance step). Raises
         `CoordinatorError` when the group is not coordinated here or the write failed."""
         shard = self._shard_for(group_id)
-        fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         shard.parked.add(fut)
         fut.add_done_callback(shard.parked.discard)
-        self._run(shard, make_event(fut, now_ms()), group_id)
+        # Every Answered is a request event (the Event union); `apply` answers it with an R.
+        self._run(shard, cast(ev.Event, make_event(fut, now_ms())), group_id)
         return await fut
 
-    async def list_groups(self, make_event: EventFactory) -> list[Body]:
+    async def list_groups(
+        self, make_event: Callable[[Token, int], ev.ListGroups]
+    ) -> list[ListGroupsResponse]:
         """ListGroups on every partition led here. Raises COORDINATOR_LOAD_IN_PROGRESS while
         any of them loads."""
         if any(s.loading for s in self.shards.values()):
             raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         bodies = []
         for shard in list(self.shards.values()):
-            fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[ListGroupsResponse] = asyncio.get_running_loop().create_future()
             self._run(shard, make_event(fut, now_ms()), None)
             bodies.append(await fut)
         return bodies
@@ -245,40 +247,29 @@ class GroupCoordinatorRuntime:
                 shard.state.groups.pop(group_id, None)
 
     def _append(self, shard: _Shard, result: Result) -> tuple[ErrorCode, int]:
-        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
-        if part is None or not part.is_leader:
-            return ErrorCode.NOT_COORDINATOR, -1
         timestamp = now_ms()
         batch = build_batch([NewRecord(k, v, (), timestamp) for k, v in result.records])
         try:
-            appended = part.append_as_leader(memoryview(batch), -1, timestamp)
-        except PartitionError as exc:
+            last_offset = self.writer.append(
+                TopicPartition(OFFSETS_TOPIC, shard.partition), batch, timestamp
+            )
+        except PartitionWriteError as exc:
             log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
             return _coordinator_error(exc.error), -1
-        except StorageError as exc:
-            log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        self.replica_manager.purgatory.notify((OFFSETS_TOPIC, shard.partition))
-        return ErrorCode.NONE, appended.last_offset
+        return ErrorCode.NONE, last_offset
 
     async def _respond_when_committed(
         self, shard: _Shard, result: Result, last_offset: int
     ) -> None:
-        part = self.replica_manager.partition(OFFSETS_TOPIC, shard.partition)
-        if part is None:
-            self._fail(result, ErrorCode.NOT_COORDINATOR)
+        tp = TopicPartition(OFFSETS_TOPIC, shard.partition)
+        try:
+            committed = await self.writer.wait_committed(tp, last_offset, self.commit_timeout_ms)
+        except PartitionWriteError as exc:
+            self._fail(result, _coordinator_error(exc.error))
             return
-        if part.high_watermark <= last_offset:
-
-            def committed() -> bool:
-                return part.high_watermark > last_offset
-
-            ok = await self.replica_manager.purgatory.wait_until(
-                committed, [(OFFSETS_TOPIC, shard.partition)], self.commit_timeout_ms
-            )
-            if not ok:
-                self._fail(result, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                return
+        if not committed:
+            self._fail(result, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return
         self._answer(result)
 
     def _handle_result(self, shard: _Shard, result: Result) -> bool:
@@ -323,11 +314,11 @@ class GroupCoordinatorRuntime:
                 delay, self._fire, shard, change.key, change.event
             )
 
-    def _fire(self, shard: _Shard, key: TimerKey, event: Any) -> None:
+    def _fire(self, shard: _Shard, key: TimerKey, event: ev.TimerEvent) -> None:
         if self.shards.get(shard.partition) is not shard:
             return
         shard.timers.pop(key, None)
-        group_id = getattr(event, "group_id", None)
+        group_id = event.group_id
         try:
             self._run(shard, event.at(now_ms()), group_id)
         except Exception:

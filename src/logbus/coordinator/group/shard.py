@@ -17,6 +17,7 @@ from logbus.coordinator.group.state import (
     GroupConfig,
     GroupsState,
     Member,
+    Offsets,
     Result,
 )
 
@@ -74,7 +75,7 @@ def replay(state: GroupsState, key: bytes, value: bytes | None) -> None:
             state.groups[record.group] = Group(record.group, offsets=old.offsets)
 
 
-def _loaded_group(record: records.GroupMetadata, offsets_: dict[Any, Any]) -> Group:
+def _loaded_group(record: records.GroupMetadata, offsets_: Offsets) -> Group:
     group = Group(
         group_id=record.group,
         state=STABLE if record.members else EMPTY,

@@ -25,13 +25,40 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from logbus.coordinator.group import records
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.delete_groups_response import DeletableGroupResult
+from logbus.protocol.messages.describe_groups_response import DescribedGroup
+from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
+from logbus.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+from logbus.protocol.messages.leave_group_response import LeaveGroupResponse
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponseGroup
+from logbus.protocol.messages.sync_group_response import SyncGroupResponse
+
+if TYPE_CHECKING:
+    from logbus.coordinator.group.events import TimerEvent
 
 Token = object
 """Opaque handle of a request awaiting its response (the runtime's choice)."""
+ResponseBody = (
+    JoinGroupResponse
+    | SyncGroupResponse
+    | HeartbeatResponse
+    | LeaveGroupResponse
+    | OffsetCommitResponse
+    | OffsetFetchResponseGroup
+    | OffsetDeleteResponse
+    | DescribedGroup
+    | ListGroupsResponse
+    | DeletableGroupResult
+)
+"""What `apply` answers a request event with: its response (or, for DescribeGroups,
+OffsetFetch and DeleteGroups, its group's entry), as the generated message types."""
 TimerKey = tuple[str, ...]
 Offsets = dict[tuple[str, int], records.OffsetCommit]
 
@@ -273,7 +300,7 @@ class Group:
         preference = {name: i for i, name in enumerate(first.protocol_names())}
         return max(votes, key=lambda name: (votes[name], -preference.get(name, len(preference))))
 
-    def current_member_metadata(self) -> list[dict[str, Any]]:
+    def current_member_metadata(self) -> list[JoinGroupResponseMember]:
         """The JoinGroup response's member list, sent to the leader."""
         assert self.protocol_name is not None
         return [
@@ -331,7 +358,7 @@ class Schedule:
 
     key: TimerKey
     deadline_ms: int
-    event: Any
+    event: TimerEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,10 +376,10 @@ class Result:
     it applies `timers` right away."""
 
     records: list[records.KeyValue] = field(default_factory=list)
-    responses: list[tuple[Token, dict[str, Any]]] = field(default_factory=list)
+    responses: list[tuple[Token, ResponseBody]] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
 
-    def respond(self, token: Token, response: dict[str, Any]) -> None:
+    def respond(self, token: Token, response: ResponseBody) -> None:
         self.responses.append((token, response))
 
     def extend(self, other: Result) -> None:

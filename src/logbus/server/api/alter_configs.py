@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from typing import cast
 
 from logbus.controller.config_store import (
     BROKER,
@@ -32,7 +33,16 @@ from logbus.controller.config_store import (
 )
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages import alter_configs_request as alter_req
+from logbus.protocol.messages import incremental_alter_configs_request as incremental_req
+from logbus.protocol.messages.alter_configs_response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from logbus.protocol.messages.incremental_alter_configs_response import (
+    IncrementalAlterConfigsResponse,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.configs import (
     BROKER as BROKER_RESOURCE,
 )
@@ -58,6 +68,8 @@ from logbus.server.config_admin import (
 from logbus.server.topic_config import TOPIC_CONFIG_DEF
 
 log = logging.getLogger(__name__)
+
+Resource = alter_req.AlterConfigsResource | incremental_req.AlterConfigsResource
 
 # log4j's level names and the Python levels they stand for.
 _LEVELS = {
@@ -101,19 +113,20 @@ def _alter_topic(
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if name not in broker.metadata_cache.topics or broker.store is None:
+    store = ctx.services.store
+    if name not in broker.metadata_cache.topics:
         raise ResourceError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         )
     if ops is not None:
         new_configs = apply_ops(
-            fetch_entity_config(broker.store, TOPIC, name), ops, TOPIC_CONFIG_DEF
+            fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF
         )
     assert new_configs is not None
     check_topic_update(new_configs, broker.config)
     if not validate_only:
         log.info("updating topic %s with new configuration: %s", name, dict(new_configs))
-        change_entity_config(broker.store, TOPIC, name, new_configs)
+        change_entity_config(store, TOPIC, name, new_configs)
 
 
 def _alter_broker(
@@ -123,10 +136,9 @@ def _alter_broker(
     ops: list[AlterOp] | None,
     validate_only: bool,
 ) -> None:
-    broker = ctx.broker
+    dynamic_config = ctx.services.dynamic_config
     entity = _broker_entity(ctx, name)
-    assert broker.store is not None and broker.dynamic_config is not None
-    default, per_broker = broker.dynamic_config.dynamic_layers()
+    default, per_broker = dynamic_config.dynamic_layers()
     if ops is not None:
         current = default if entity == DEFAULT_ENTITY else per_broker
         new_configs = apply_ops(current, ops, BROKER_CONFIG_DEF)
@@ -134,13 +146,13 @@ def _alter_broker(
     check_broker_update(
         new_configs,
         per_broker=entity != DEFAULT_ENTITY,
-        static=broker.dynamic_config.static,
+        static=dynamic_config.static,
         dynamic_default=default,
         dynamic_per_broker=per_broker,
     )
     if not validate_only:
         log.info("updating broker config %s with: %s", entity, dict(new_configs))
-        change_entity_config(broker.store, BROKER, entity, new_configs)
+        change_entity_config(ctx.services.store, BROKER, entity, new_configs)
 
 
 def _alter_loggers(ctx: RequestContext, name: str, ops: list[AlterOp], validate_only: bool) -> None:
@@ -179,7 +191,9 @@ def _alter_loggers(ctx: RequestContext, name: str, ops: list[AlterOp], validate_
             target.setLevel(logging.NOTSET)
 
 
-def _result(resource: Body, error: ErrorCode = ErrorCode.NONE, message: str | None = None) -> Body:
+def _result(
+    resource: Resource, error: ErrorCode = ErrorCode.NONE, message: str | None = None
+) -> AlterConfigsResourceResponse:
     return {
         "error_code": error,
         "error_message": message,
@@ -188,20 +202,25 @@ def _result(resource: Body, error: ErrorCode = ErrorCode.NONE, message: str | No
     }
 
 
-def _alter_one(ctx: RequestContext, resource: Body, incremental: bool, validate_only: bool) -> Body:
+def _alter_one(
+    ctx: RequestContext, resource: Resource, incremental: bool, validate_only: bool
+) -> AlterConfigsResourceResponse:
     resource_type: int = resource["resource_type"]
     name: str = resource["resource_name"]
-    entries: list[Body] = resource["configs"]
+    entries = resource["configs"]
+    new_configs: dict[str, str] | None = None
     try:
         if incremental:
-            ops = [AlterOp(e["name"], e["config_operation"], e["value"]) for e in entries]
-            new_configs = None
+            # An IncrementalAlterConfigs resource: its entries carry their operation.
+            changes = cast(list[incremental_req.AlterableConfig], entries)
+            ops = [AlterOp(e["name"], e["config_operation"], e["value"]) for e in changes]
         else:
             ops = None
             check_request_entries(
                 [e["name"] for e in entries], [e["name"] for e in entries if e["value"] is None]
             )
-            new_configs = {e["name"]: e["value"] for e in entries}
+            # (no value is None past the check above)
+            new_configs = {e["name"]: v for e in entries if (v := e["value"]) is not None}
         if resource_type == TOPIC_RESOURCE:
             _alter_topic(ctx, name, new_configs, ops, validate_only)
         elif resource_type == BROKER_RESOURCE:
@@ -221,9 +240,13 @@ def _alter_one(ctx: RequestContext, resource: Body, incremental: bool, validate_
     return _result(resource)
 
 
-def _alter_all(ctx: RequestContext, request: Body, incremental: bool) -> Body:
+def _alter_all(
+    ctx: RequestContext,
+    request: alter_req.AlterConfigsRequest | incremental_req.IncrementalAlterConfigsRequest,
+    incremental: bool,
+) -> AlterConfigsResponse:
     validate_only = bool(request["validate_only"])
-    resources: list[Body] = request["resources"]
+    resources: list[Resource] = list(request["resources"])
     counts = Counter((r["resource_type"], r["resource_name"]) for r in resources)
     results = []
     for resource in resources:
@@ -238,11 +261,15 @@ def _alter_all(ctx: RequestContext, request: Body, incremental: bool) -> Body:
     return {"throttle_time_ms": 0, "responses": results}
 
 
-async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
+async def handle_alter_configs(
+    ctx: RequestContext, request: alter_req.AlterConfigsRequest
+) -> AlterConfigsResponse:
     return _alter_all(ctx, request, incremental=False)
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -> Body:
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, request: incremental_req.IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     return _alter_all(ctx, request, incremental=True)
 
 

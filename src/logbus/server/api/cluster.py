@@ -9,7 +9,12 @@ not among the live brokers is reported as -1.
 from __future__ import annotations
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.describe_cluster_request import DescribeClusterRequest
+from logbus.protocol.messages.describe_cluster_response import (
+    DescribeClusterBroker,
+    DescribeClusterResponse,
+)
+from logbus.server.api import ApiHandler, RequestContext
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINTS: "BROKER", CONTROLLER_ENDPOINTS: "CONTROLLER"}
@@ -21,7 +26,9 @@ CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPO
 as a bit field of AclOperation codes; all are allowed while logbus has no authorizer."""
 
 
-async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
+async def handle_describe_cluster(
+    ctx: RequestContext, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     endpoint_type: int = request["endpoint_type"]
     if endpoint_type not in _ENDPOINT_NAMES:
         return {
@@ -41,7 +48,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
             f"wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}",
         }
     cache = ctx.broker.metadata_cache
-    brokers = [
+    brokers: list[DescribeClusterBroker] = [
         {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
     ]

@@ -20,7 +20,16 @@ from collections.abc import Collection
 
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from logbus.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.config_def import ConfigEntry, ConfigError, ConfigSource
 from logbus.server.topic_config import describe_broker, describe_topic
 
@@ -45,7 +54,7 @@ class ResourceError(Exception):
         self.message = message
 
 
-def _entry(entry: ConfigEntry, include_documentation: bool) -> Body:
+def _entry(entry: ConfigEntry, include_documentation: bool) -> DescribeConfigsResourceResult:
     return {
         "name": entry.name,
         "value": entry.value,
@@ -80,7 +89,7 @@ def _topic_configs(
     keys: Collection[str] | None,
     synonyms: bool,
     documentation: bool,
-) -> list[Body]:
+) -> list[DescribeConfigsResourceResult]:
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -108,7 +117,7 @@ def _broker_configs(
     keys: Collection[str] | None,
     synonyms: bool,
     documentation: bool,
-) -> list[Body]:
+) -> list[DescribeConfigsResourceResult]:
     if name:
         _broker_id(ctx, name, " or empty string")
     entries = describe_broker(
@@ -138,7 +147,9 @@ def _log4j_level(level: int) -> str:
     return _LOG4J_LEVELS.get(name, name)
 
 
-def _logger_configs(ctx: RequestContext, name: str, keys: Collection[str] | None) -> list[Body]:
+def _logger_configs(
+    ctx: RequestContext, name: str, keys: Collection[str] | None
+) -> list[DescribeConfigsResourceResult]:
     if not name:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     _broker_id(ctx, name, "")
@@ -159,13 +170,13 @@ def _logger_configs(ctx: RequestContext, name: str, keys: Collection[str] | None
 
 
 def describe_resource(
-    ctx: RequestContext, resource: Body, synonyms: bool, documentation: bool
-) -> Body:
+    ctx: RequestContext, resource: DescribeConfigsResource, synonyms: bool, documentation: bool
+) -> DescribeConfigsResult:
     resource_type: int = resource["resource_type"]
     name: str = resource["resource_name"]
     requested: list[str] | None = resource["configuration_keys"]
     keys = set(requested) if requested else None
-    result: Body = {"resource_type": resource_type, "resource_name": name}
+    result: DescribeConfigsResult = {"resource_type": resource_type, "resource_name": name}
     try:
         if resource_type == TOPIC:
             configs = _topic_configs(ctx, name, keys, synonyms, documentation)
@@ -183,7 +194,9 @@ def describe_resource(
     return {**result, "error_code": ErrorCode.NONE, "error_message": None, "configs": configs}
 
 
-async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
+async def handle_describe_configs(
+    ctx: RequestContext, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     synonyms = bool(request["include_synonyms"])
     documentation = bool(request["include_documentation"])
     return {

@@ -14,16 +14,20 @@ from __future__ import annotations
 import asyncio
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.delete_records_request import DeleteRecordsRequest
+from logbus.protocol.messages.delete_records_response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import PartitionError
 
 
 def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
-    broker = ctx.broker
-    assert broker.replica_manager is not None
-    part = broker.replica_manager.partition(topic, index)
+    part = ctx.services.replica_manager.partition(topic, index)
     if part is None:
-        known = broker.metadata_cache.partition(topic, index) is not None
+        known = ctx.broker.metadata_cache.partition(topic, index) is not None
         return (
             ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             -1,
@@ -34,11 +38,13 @@ def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int) -> tup
         return exc.error, -1
 
 
-async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
-    topics = []
+async def handle_delete_records(
+    ctx: RequestContext, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
+    topics: list[DeleteRecordsTopicResult] = []
     changed = False
     for topic in request["topics"]:
-        partitions = []
+        partitions: list[DeleteRecordsPartitionResult] = []
         for p in topic["partitions"]:
             error, low_watermark = _delete_one(
                 ctx, topic["name"], p["partition_index"], p["offset"]
@@ -52,9 +58,8 @@ async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
                 }
             )
         topics.append({"name": topic["name"], "partitions": partitions})
-    manager = ctx.broker.log_manager
-    if changed and manager is not None:
-        await asyncio.to_thread(manager.checkpoint_log_start_offsets)
+    if changed:
+        await asyncio.to_thread(ctx.services.log_manager.checkpoint_log_start_offsets)
     return {"throttle_time_ms": 0, "topics": topics}
 
 

@@ -10,6 +10,7 @@ which tells the client to keep sending full fetch requests.
 from __future__ import annotations
 
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.fetch_request import FetchRequest
 from logbus.records.legacy import downconvert_record_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
@@ -43,9 +44,9 @@ def _partition_response(
     }
 
 
-async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     cache = broker.metadata_cache
     version = ctx.version
     session_id, session_epoch = request["session_id"], request["session_epoch"]
@@ -94,7 +95,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                 )
             )
     results = iter(
-        await broker.replica_manager.fetch(
+        await replica_manager.fetch(
             wanted,
             request["max_bytes"],
             request["min_bytes"],

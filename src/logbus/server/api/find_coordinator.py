@@ -6,38 +6,24 @@ COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from logbus.controller.controller import NewTopic
+from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from logbus.protocol.messages.find_coordinator_response import (
+    Coordinator,
+    FindCoordinatorResponse,
+)
+from logbus.server.api import ApiHandler, RequestContext
 
-if TYPE_CHECKING:
-    from logbus.server.broker import Broker
-
-OFFSETS_TOPIC = "__consumer_offsets"
 GROUP, TRANSACTION = 0, 1
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def offsets_partition_for(group_id: str, partitions: int) -> int:
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
-
-
-def ensure_offsets_topic(broker: Broker) -> ErrorCode:
-    cfg = broker.config
-    if OFFSETS_TOPIC in broker.metadata_cache.topics:
+def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
+    cfg = ctx.broker.config
+    if OFFSETS_TOPIC in ctx.broker.metadata_cache.topics:
         return ErrorCode.NONE
-    assert broker.controller is not None
-    result = broker.controller.create_topic(
+    result = ctx.services.controller.create_topic(
         NewTopic(
             OFFSETS_TOPIC,
             cfg.offsets_topic_num_partitions,
@@ -55,9 +41,9 @@ def ensure_offsets_topic(broker: Broker) -> ErrorCode:
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
-def find(broker: Broker, key: str | None, key_type: int) -> Body:
+def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinator:
     """One coordinator lookup: node_id, host, port, error_code, error_message."""
-    none = {"node_id": -1, "host": "", "port": -1}
+    none: Coordinator = {"node_id": -1, "host": "", "port": -1}
     if key_type == TRANSACTION:
         return {
             **none,
@@ -76,12 +62,13 @@ def find(broker: Broker, key: str | None, key_type: int) -> Body:
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": "the group id must not be empty",
         }
-    error = ensure_offsets_topic(broker)
-    topic = broker.metadata_cache.topics.get(OFFSETS_TOPIC)
+    error = ensure_offsets_topic(ctx)
+    cache = ctx.broker.metadata_cache
+    topic = cache.topics.get(OFFSETS_TOPIC)
     if error != ErrorCode.NONE or topic is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
     state = topic.partitions[offsets_partition_for(key, len(topic.partitions))]
-    node = broker.metadata_cache.brokers.get(state.leader)
+    node = cache.brokers.get(state.leader)
     if node is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
     return {
@@ -93,17 +80,26 @@ def find(broker: Broker, key: str | None, key_type: int) -> Body:
     }
 
 
-async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
+async def handle_find_coordinator(
+    ctx: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     key_type = request["key_type"]
     if ctx.version >= 4:
         return {
             "throttle_time_ms": 0,
             "coordinators": [
-                {"key": key, **find(ctx.broker, key, key_type)}
-                for key in request["coordinator_keys"]
+                {**find(ctx, key, key_type), "key": key} for key in request["coordinator_keys"]
             ],
         }
-    return {"throttle_time_ms": 0, **find(ctx.broker, request["key"], key_type)}
+    found = find(ctx, request["key"], key_type)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": found["error_code"],
+        "error_message": found["error_message"],
+        "node_id": found["node_id"],
+        "host": found["host"],
+        "port": found["port"],
+    }
 
 
 HANDLERS = [ApiHandler(ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator)]

@@ -9,8 +9,6 @@ it to the broker's `GroupCoordinatorRuntime`, and shapes the answer for its vers
 
 from __future__ import annotations
 
-from typing import Any
-
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import (
     CoordinatorError,
@@ -19,7 +17,27 @@ from logbus.coordinator.group.runtime import (
 )
 from logbus.coordinator.group.state import Token
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from logbus.protocol.messages.delete_groups_response import (
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+)
+from logbus.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from logbus.protocol.messages.describe_groups_response import (
+    DescribedGroup,
+    DescribeGroupsResponse,
+)
+from logbus.protocol.messages.heartbeat_request import HeartbeatRequest
+from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
+from logbus.protocol.messages.join_group_request import JoinGroupRequest
+from logbus.protocol.messages.join_group_response import JoinGroupResponse
+from logbus.protocol.messages.leave_group_request import LeaveGroupRequest
+from logbus.protocol.messages.leave_group_response import LeaveGroupResponse
+from logbus.protocol.messages.list_groups_request import ListGroupsRequest
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
+from logbus.protocol.messages.sync_group_request import SyncGroupRequest
+from logbus.protocol.messages.sync_group_response import SyncGroupResponse
+from logbus.server.api import ApiHandler, RequestContext
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 # Kafka's AclOperation codes of what a group supports: READ (3), DELETE (6), DESCRIBE (8).
@@ -27,10 +45,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def runtime(ctx: RequestContext) -> GroupCoordinatorRuntime:
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is None:
-        raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return coordinator
+    return ctx.services.group_coordinator
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -38,19 +53,19 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
-def _bytes(value: Any) -> bytes:
+def _bytes(value: bytes | None) -> bytes:
     return b"" if value is None else bytes(value)
 
 
 # --- JoinGroup ---------------------------------------------------------------------------
 
 
-async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.version
     group_id = request["group_id"]
     member_uuid = new_member_uuid()
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.JoinGroup:
         return ev.JoinGroup(
             token=token,
             now_ms=now_ms,
@@ -88,11 +103,11 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
 # --- SyncGroup ---------------------------------------------------------------------------
 
 
-async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.version
     group_id = request["group_id"]
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.SyncGroup:
         return ev.SyncGroup(
             token=token,
             now_ms=now_ms,
@@ -117,14 +132,13 @@ async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
 # --- Heartbeat ---------------------------------------------------------------------------
 
 
-async def handle_heartbeat(ctx: RequestContext, request: Body) -> Body:
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     group_id = request["group_id"]
-    coordinator = ctx.broker.group_coordinator
-    if coordinator is not None and coordinator.is_loading(group_id):
+    if runtime(ctx).is_loading(group_id):
         # Kafka answers heartbeats with NONE while loading: the member keeps its session.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.Heartbeat:
         return ev.Heartbeat(
             token=token,
             now_ms=now_ms,
@@ -144,7 +158,9 @@ async def handle_heartbeat(ctx: RequestContext, request: Body) -> Body:
 # --- LeaveGroup --------------------------------------------------------------------------
 
 
-async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
+async def handle_leave_group(
+    ctx: RequestContext, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
     version = ctx.version
     group_id = request["group_id"]
     if version >= 3:
@@ -159,7 +175,7 @@ async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
     else:
         members = (ev.LeavingMember(request["member_id"]),)
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.LeaveGroup:
         return ev.LeaveGroup(
             token=token, now_ms=now_ms, group_id=group_id, members=members, batched=version >= 3
         )
@@ -174,16 +190,18 @@ async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
 # --- DescribeGroups / ListGroups / DeleteGroups --------------------------------------------
 
 
-async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
+async def handle_describe_groups(
+    ctx: RequestContext, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     operations = (
         GROUP_OPERATIONS
         if ctx.version >= 3 and request.get("include_authorized_operations")
         else NO_AUTHORIZED_OPERATIONS
     )
-    described = []
+    described: list[DescribedGroup] = []
     for group_id in request["groups"]:
 
-        def make(token: Token, now_ms: int, group_id: str = group_id) -> ev.Event:
+        def make(token: Token, now_ms: int, group_id: str = group_id) -> ev.DescribeGroup:
             return ev.DescribeGroup(token=token, now_ms=now_ms, group_id=group_id)
 
         try:
@@ -201,11 +219,13 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
     return {"throttle_time_ms": 0, "groups": described}
 
 
-async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
+async def handle_list_groups(
+    ctx: RequestContext, request: ListGroupsRequest
+) -> ListGroupsResponse:
     states = tuple(request.get("states_filter") or ()) if ctx.version >= 4 else ()
     types = tuple(request.get("types_filter") or ()) if ctx.version >= 5 else ()
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.ListGroups:
         return ev.ListGroups(token=token, now_ms=now_ms, states_filter=states, types_filter=types)
 
     try:
@@ -216,11 +236,13 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
-async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
-    results = []
+async def handle_delete_groups(
+    ctx: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    results: list[DeletableGroupResult] = []
     for group_id in request["groups_names"]:
 
-        def make(token: Token, now_ms: int, group_id: str = group_id) -> ev.Event:
+        def make(token: Token, now_ms: int, group_id: str = group_id) -> ev.DeleteGroup:
             return ev.DeleteGroup(token=token, now_ms=now_ms, group_id=group_id)
 
         try:

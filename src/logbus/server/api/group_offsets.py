@@ -8,14 +8,26 @@ UNKNOWN_TOPIC_OR_PARTITION (the core's `partition_errors` hook).
 
 from __future__ import annotations
 
-from typing import Any
-
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import CoordinatorError
 from logbus.coordinator.group.state import Token
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.offset_commit_request import OffsetCommitRequest
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_delete_request import OffsetDeleteRequest
+from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from logbus.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
+from logbus.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.group_membership import runtime
+from logbus.types import TopicPartition
 
 # --- OffsetCommit ------------------------------------------------------------------------
 
@@ -25,7 +37,9 @@ def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < len(meta.partitions)
 
 
-async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
+async def handle_offset_commit(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     version = ctx.version
     group_id = request["group_id"]
     topics = tuple(
@@ -44,13 +58,13 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
         for t in request["topics"]
     )
     errors = {
-        (name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for name, partitions in topics
         for p in partitions
         if not _known_partition(ctx, name, p.partition)
     }
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.OffsetCommit:
         return ev.OffsetCommit(
             token=token,
             now_ms=now_ms,
@@ -84,7 +98,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
 # --- OffsetFetch -------------------------------------------------------------------------
 
 
-def _requested_topics(topics: Any) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+def _requested_topics(
+    topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
+) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     if topics is None:
         return None
     return tuple((t["name"], tuple(t["partition_indexes"])) for t in topics)
@@ -95,10 +111,10 @@ async def _fetch_group(
     group_id: str,
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None,
     require_stable: bool,
-) -> Body:
+) -> OffsetFetchResponseGroup:
     """One group's answer in the v8 shape (group_id, error_code, topics)."""
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.OffsetFetch:
         return ev.OffsetFetch(
             token=token,
             now_ms=now_ms,
@@ -113,7 +129,9 @@ async def _fetch_group(
         return {"group_id": group_id, "error_code": exc.error, "topics": []}
 
 
-async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
+async def handle_offset_fetch(
+    ctx: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     version = ctx.version
     require_stable = bool(request.get("require_stable")) if version >= 7 else False
     if version >= 8:
@@ -150,13 +168,15 @@ async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
 # --- OffsetDelete ------------------------------------------------------------------------
 
 
-async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
+async def handle_offset_delete(
+    ctx: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     group_id = request["group_id"]
     topics = tuple(
         (t["name"], tuple(p["partition_index"] for p in t["partitions"])) for t in request["topics"]
     )
 
-    def make(token: Token, now_ms: int) -> ev.Event:
+    def make(token: Token, now_ms: int) -> ev.OffsetDelete:
         return ev.OffsetDelete(token=token, now_ms=now_ms, group_id=group_id, topics=topics)
 
     try:

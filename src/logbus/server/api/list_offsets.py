@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections import Counter
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.list_offsets_request import ListOffsetsRequest
+from logbus.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import Partition, PartitionError
 
 LATEST = -1
@@ -65,20 +71,22 @@ def _offsets_before(part: Partition, timestamp: int, max_num: int, consumer: boo
     return offsets[: max(0, max_num)]
 
 
-async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
+async def handle_list_offsets(
+    ctx: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     consumer = request["replica_id"] == CONSUMER_REPLICA_ID
     read_committed = request["isolation_level"] == READ_COMMITTED
-    topics = []
+    topics: list[ListOffsetsTopicResponse] = []
     for topic in request["topics"]:
         name = topic["name"]
         counts = Counter(p["partition_index"] for p in topic["partitions"])
         duplicates = {index for index, n in counts.items() if n > 1}
-        partitions = []
+        partitions: list[ListOffsetsPartitionResponse] = []
         for req in topic["partitions"]:
             index = req["partition_index"]
-            entry: Body = {
+            entry: ListOffsetsPartitionResponse = {
                 "partition_index": index,
                 "error_code": ErrorCode.NONE,
                 "timestamp": -1,
@@ -89,7 +97,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
             if index in duplicates:
                 entry["error_code"] = ErrorCode.INVALID_REQUEST
                 continue
-            part = broker.replica_manager.partition(name, index)
+            part = replica_manager.partition(name, index)
             if part is None:
                 entry["error_code"] = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -114,9 +122,11 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                 continue
             offset, found_ts = _lookup(part, timestamp, consumer, read_committed)
             entry.update(
-                offset=offset,
-                timestamp=found_ts,
-                leader_epoch=part.leader_epoch if offset >= 0 else -1,
+                {
+                    "offset": offset,
+                    "timestamp": found_ts,
+                    "leader_epoch": part.leader_epoch if offset >= 0 else -1,
+                }
             )
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -9,7 +9,14 @@ from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.controller.controller import NewTopic
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.metadata_request import MetadataRequest
+from logbus.protocol.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.cluster import CLUSTER_OPERATIONS
 
 NO_OPERATIONS = -2147483648
@@ -18,8 +25,10 @@ ZERO_UUID = UUID(int=0)
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> Body:
-    partitions = []
+def topic_entry(
+    topic: TopicMetadata, include_ops: bool, live: set[int]
+) -> MetadataResponseTopic:
+    partitions: list[MetadataResponsePartition] = []
     for index in sorted(topic.partitions):
         state = topic.partitions[index]
         offline = [r for r in state.replicas if r not in live]
@@ -45,7 +54,9 @@ def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> Body
     }
 
 
-def error_entry(name: str | None, error: ErrorCode, topic_id: UUID = ZERO_UUID) -> Body:
+def error_entry(
+    name: str | None, error: ErrorCode, topic_id: UUID = ZERO_UUID
+) -> MetadataResponseTopic:
     return {
         "error_code": error,
         "name": name,
@@ -56,7 +67,7 @@ def error_entry(name: str | None, error: ErrorCode, topic_id: UUID = ZERO_UUID) 
     }
 
 
-async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     cache = broker.metadata_cache
     version = ctx.version
@@ -67,11 +78,11 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
     auto_create = (
         request["allow_auto_topic_creation"] if version >= 4 else True
     ) and broker.config.get("auto.create.topics.enable")
-    topics: list[Body] = []
+    topics: list[MetadataResponseTopic] = []
     if all_topics:
         topics = [topic_entry(t, include_ops, live) for t in cache.topics.values()]
     else:
-        for entry in requested:
+        for entry in requested or ():
             name, topic_id = entry["name"], entry["topic_id"]
             if name is None:
                 found = cache.topic_name(topic_id) if topic_id != ZERO_UUID else None
@@ -85,8 +96,8 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                 topics.append(topic_entry(topic, include_ops, live))
             elif topic_name_error(name) is not None:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif auto_create and broker.controller is not None:
-                result = broker.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
+            elif auto_create:
+                result = ctx.services.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
                 created = cache.topics.get(name)
                 if result.error == ErrorCode.NONE and created is not None:
                     topics.append(topic_entry(created, include_ops, live))
@@ -94,7 +105,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                     topics.append(error_entry(name, result.error))
             else:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    brokers = [
+    brokers: list[MetadataResponseBroker] = [
         {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
     ]

@@ -13,6 +13,7 @@ import time
 
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.produce_request import ProduceRequest
 from logbus.records.batch import InvalidBatch
 from logbus.records.legacy import is_legacy, upconvert_message_set
 from logbus.server.api import ApiHandler, Body, RequestContext
@@ -62,9 +63,9 @@ def _upconvert(entries: list[Entry]) -> tuple[list[Entry], dict[int, ProduceResu
     return converted, errors
 
 
-async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body | None:
     broker = ctx.broker
-    assert broker.replica_manager is not None
+    replica_manager = ctx.services.replica_manager
     acks = request["acks"]
     entries: list[Entry] = [
         (topic["name"], part["index"], part["records"])
@@ -84,7 +85,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     if accepted:
         cache = broker.metadata_cache
         appended = iter(
-            await broker.replica_manager.append_records(
+            await replica_manager.append_records(
                 acks,
                 request["timeout_ms"],
                 accepted,

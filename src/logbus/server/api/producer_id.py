@@ -18,13 +18,15 @@ producer waits and then fails with a timeout rather than with a misleading error
 from __future__ import annotations
 
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from logbus.server.api import ApiHandler, RequestContext
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-def _error(error: ErrorCode) -> Body:
+def _error(error: ErrorCode) -> InitProducerIdResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": error,
@@ -33,7 +35,9 @@ def _error(error: ErrorCode) -> Body:
     }
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
+async def handle_init_producer_id(
+    ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     producer_id: int = request["producer_id"]
     producer_epoch: int = request["producer_epoch"]
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -46,9 +50,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
         if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    manager = ctx.broker.producer_ids
-    if manager is None:  # the broker is still starting
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    manager = ctx.services.producer_ids
     if producer_id == NO_PRODUCER_ID:
         new_id, epoch = manager.new_producer()
     else:

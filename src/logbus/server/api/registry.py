@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from logbus.protocol import ApiKey, codec, schema
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
-from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api import Handlers, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
 from logbus.server.network.connection import CloseConnection, Connection
 
@@ -41,8 +41,8 @@ MODULES = (
 )
 
 
-def build_registry() -> dict[int, ApiHandler]:
-    handlers: dict[int, ApiHandler] = {}
+def build_registry() -> Handlers:
+    handlers: Handlers = {}
     for name in MODULES:
         module = importlib.import_module(f"logbus.server.api.{name}")
         for handler in module.HANDLERS:
@@ -76,7 +76,8 @@ class Apis:
             header, body = codec.decode_request(frame)
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
-        ctx = RequestContext(self.broker, header, conn.peer)
+        services = self.broker.services or await self.broker.started()
+        ctx = RequestContext(self.broker, services, header, conn.peer)
         try:
             response = await handler.handle(ctx, body)
         except CloseConnection:

@@ -35,10 +35,9 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 def active_controller(ctx: RequestContext) -> Controller | None:
     """The controller, if this broker is the active one (topic changes go through it)."""
     broker = ctx.broker
-    controller = broker.controller
-    if controller is None or broker.metadata_cache.controller_id != broker.broker_id:
+    if broker.metadata_cache.controller_id != broker.broker_id:
         return None
-    return controller
+    return ctx.services.controller
 
 
 # --- CreateTopics -----------------------------------------------------------------------

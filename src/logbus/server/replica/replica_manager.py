@@ -19,8 +19,7 @@ from logbus.storage.errors import OffsetOutOfRangeError, StorageError
 from logbus.storage.file_slice import FileSlice
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
-
-TopicPartition = tuple[str, int]
+from logbus.types import TopicPartition
 
 
 @dataclass(slots=True)
@@ -75,11 +74,11 @@ class ReplicaManager:
         config = self.log_config_for(topic)
         for p in partitions:
             state = topic.partitions[p]
-            part = self.partitions.get((topic.name, p))
+            part = self.partitions.get(TopicPartition(topic.name, p))
             if part is None:
                 log = self.log_manager.get_or_create_log(topic.name, p, config, topic.topic_id)
                 part = Partition(topic.name, p, topic.topic_id, log, self.broker_id)
-                self.partitions[(topic.name, p)] = part
+                self.partitions[TopicPartition(topic.name, p)] = part
             if state.leader == self.broker_id:
                 part.make_leader(state.leader_epoch, state.isr, state.replicas)
             else:
@@ -88,7 +87,7 @@ class ReplicaManager:
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         for p in partitions:
-            part = self.partitions.pop((topic, p), None)
+            part = self.partitions.pop(TopicPartition(topic, p), None)
             if part is not None and delete:
                 self.log_manager.delete_log(topic, p)
             self.purgatory.notify((topic, p))
@@ -100,7 +99,7 @@ class ReplicaManager:
                 part.log.config = config
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        return self.partitions.get(TopicPartition(topic, index))
 
     # --- produce --------------------------------------------------------------------------
 
@@ -117,7 +116,7 @@ class ReplicaManager:
         results: list[ProduceResult] = []
         waiting: list[tuple[int, Partition, AppendResult]] = []
         for topic, index, records in entries:
-            part = self.partitions.get((topic, index))
+            part = self.partitions.get(TopicPartition(topic, index))
             if part is None:
                 results.append(
                     ProduceResult(
@@ -178,7 +177,7 @@ class ReplicaManager:
         min_one_message: bool,
         read_committed: bool,
     ) -> FetchResult:
-        part = self.partitions.get((request.topic, request.partition))
+        part = self.partitions.get(TopicPartition(request.topic, request.partition))
         if part is None:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
