@@ -9,7 +9,6 @@ import itertools
 import json
 import re
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -60,7 +59,7 @@ def test_blocking_send_futures_callbacks_flush_and_close(broker: Any) -> None:
         futures = [
             producer.send("t", b"r%d" % i, on_delivery=on_delivery) for i in range(50)
         ]
-        assert all(isinstance(f, Future) for f in futures)
+        assert all(isinstance(f, logbus.FutureRecordMetadata) for f in futures)
         producer.flush()
         assert all(f.done() for f in futures)
         assert [f.result().offset for f in futures] == list(range(50))
