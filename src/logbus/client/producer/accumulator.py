@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future as ThreadFuture
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbus.client.producer.records import RecordMetadata
 from logbus.client.types import TopicPartition
@@ -47,6 +47,18 @@ log = logging.getLogger(__name__)
 BATCH_SETTLED = threading.Condition()
 
 _EMPTY_HEADER = bytes(HEADER_SIZE)
+
+
+class EncodedBatch(NamedTuple):
+    """A record batch encoded outside the producer (the Spark sink's columnar encoder),
+    without producer id or sequence: its partition, bytes, records, their accounted
+    size (counted against buffer.memory) and the timestamp it was encoded with."""
+
+    tp: TopicPartition
+    data: memoryview
+    records: int
+    size: int
+    timestamp: int
 
 
 def record_size(
@@ -171,17 +183,14 @@ class ProducerBatch:
         return first
 
     @classmethod
-    def from_encoded(
-        cls, tp: TopicPartition, data: memoryview, count: int, size: int, timestamp: int
-    ) -> ProducerBatch:
-        """A batch whose records were encoded elsewhere (`data`: a whole record batch
-        without producer id and sequence, `size`: its records' accounted bytes)."""
-        batch = cls(tp, timestamp, time.monotonic())
+    def from_encoded(cls, encoded: EncodedBatch) -> ProducerBatch:
+        """A batch whose records were encoded elsewhere, closed to appends."""
+        batch = cls(encoded.tp, encoded.timestamp, time.monotonic())
         batch.buf = bytearray()
-        batch.data = data
+        batch.data = encoded.data
         batch.encoded = True
-        batch.count = count
-        batch.reserved = size
+        batch.count = encoded.records
+        batch.reserved = encoded.size
         return batch
 
     @property

@@ -22,6 +22,7 @@ from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
+    EncodedBatch,
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
@@ -303,6 +304,31 @@ class Producer(AsyncService):
             # it even if the caller sends in a loop that never waits.
             await asyncio.sleep(0)
         return future
+
+    async def send_encoded(self, encoded: Sequence[EncodedBatch]) -> list[ProducerBatch]:
+        """Queue record batches encoded elsewhere (the Spark sink's), each after the
+        batches of its partition already queued, for the sender to stamp with the
+        producer id and sequence and send like any other batch. Waits (up to
+        max.block.ms) for buffer space as `send` does, handing over what has room first;
+        returns the batches, whose `settled` and `error` say how each ended."""
+        self._check_open()
+        pool = self.admission.pool
+        accumulator = self._accumulator
+        batches: list[ProducerBatch] = []
+        ready: list[ProducerBatch] = []
+        for item in encoded:
+            if not pool.try_reserve(item.size):
+                if ready:
+                    accumulator.append_encoded(ready)
+                    ready = []
+                await pool.reserve(item.size, self._max_block)
+                self._check_open()
+            batch = ProducerBatch.from_encoded(item)
+            batches.append(batch)
+            ready.append(batch)
+        if ready:
+            accumulator.append_encoded(ready)
+        return batches
 
     async def send_and_wait(
         self,
