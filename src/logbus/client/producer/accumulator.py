@@ -18,7 +18,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future as ThreadFuture
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -38,7 +37,7 @@ from logbus.records.record import (
 # buffer.memory and batch.size (its varints and attributes at their largest).
 RECORD_OVERHEAD = 21
 
-RecordFuture = asyncio.Future[RecordMetadata] | ThreadFuture[RecordMetadata]
+RecordFuture = asyncio.Future[RecordMetadata]
 
 log = logging.getLogger(__name__)
 

@@ -181,13 +181,17 @@ class Sender:
                 log.debug("producer metadata or producer id request failed: %r", exc)
                 self._metadata_retry_at = now + self.settings.retry_backoff
             now = time.monotonic()
+            expired: list[tuple[ProducerBatch, KafkaTimeoutError]] = []
             try:
                 with self.accumulator.lock:
-                    self._expire(now)
+                    expired = self._expire(now)
                     delay = self._send_ready(now)
             except Exception:  # a bug: say so, and do not spin on it
                 log.exception("the producer's sender failed; retrying")
                 delay = self.settings.retry_backoff
+            # Failed outside the lock: their callbacks may send records.
+            for batch, error in expired:
+                batch.fail(error)
             if delay is None or delay > 0:
                 try:
                     async with asyncio.timeout(delay):
@@ -411,14 +415,16 @@ class Sender:
             self._needs_bump = True  # its sequence numbers are a gap now
         batch.fail(error)
 
-    def _expire(self, now: float) -> None:
-        """Fail batches that have waited longer than delivery.timeout.ms."""
+    def _expire(self, now: float) -> list[tuple[ProducerBatch, KafkaTimeoutError]]:
+        """Take out the batches that have waited longer than delivery.timeout.ms; the
+        caller fails each with its error."""
         timeout = self.settings.delivery_timeout
+        expired: list[tuple[ProducerBatch, KafkaTimeoutError]] = []
         for tp, queue in self.accumulator.batches.items():
             while queue and now - queue[0].created >= timeout:
                 batch = queue.popleft()
                 self.pool.release(batch.reserved)
-                batch.fail(_expired(batch, now, None))
+                expired.append((batch, _expired(batch, now, None)))
             state = self.states.get(tp)
             if state is None or not state.retry:
                 continue
@@ -428,10 +434,11 @@ class Sender:
                     self._settled(batch, state)
                     if self.settings.idempotent:
                         self._needs_bump = True
-                    batch.fail(_expired(batch, now, None))
+                    expired.append((batch, _expired(batch, now, None)))
                 else:
                     keep.append(batch)
             state.retry = keep
+        return expired
 
     async def _bump_epoch(self) -> None:
         """New epoch, sequences from 0: every batch still to be retried is renumbered."""
