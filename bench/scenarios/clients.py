@@ -80,11 +80,19 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], count:
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
                              batch_size=BATCH, max_request_size=2 * BATCH)
+    return _blocking_produce(producer, "kafka-python produce", topic, values, count, progress)
+
+
+def _blocking_produce(producer: Any, label: str, topic: str, values: list[bytes], count: int,
+                      progress: Progress) -> Metrics:
+    """The loop a blocking client's users write: `send` per record, `flush`, then the
+    futures kept (one per CHUNK) checked; `producer` is closed at the end. Both blocking
+    clients' futures have kafka-python's `get`."""
     mask = len(values) - 1
     send = producer.send
     try:
         send(topic, values[0]).get(60)  # connected, leaders known: then the clock starts
-        progress.begin(f"kafka-python produce {count:,}", count)
+        progress.begin(f"{label} {count:,}", count)
         start = time.perf_counter()
         futures = []
         for i in range(count):
@@ -176,26 +184,8 @@ def logbus_blocking_produce(bootstrap: str, topic: str, values: list[bytes], cou
     """The blocking `logbus.Producer.send`, in the loop kafka-python's case runs."""
     producer_cls = _need(_logbus_blocking(), "Producer")
     producer = producer_cls(_logbus_producer_config(bootstrap))
-    mask = len(values) - 1
-    send = producer.send
-    try:
-        send(topic, values[0]).result(60)  # connected, leaders known: then the clock starts
-        progress.begin(f"logbus blocking Producer.send {count:,}", count)
-        start = time.perf_counter()
-        futures = []
-        for i in range(count):
-            future = send(topic, values[i & mask])
-            if i % CHUNK == CHUNK - 1:
-                futures.append(future)
-                progress.advance(CHUNK)
-        producer.flush()
-        elapsed = time.perf_counter() - start
-        for future in futures:
-            future.result(30)  # raises the delivery error, if any
-    finally:
-        progress.end()
-        producer.close()
-    return _metrics(count, len(values[0]), elapsed)
+    return _blocking_produce(producer, "logbus blocking Producer.send", topic, values, count,
+                             progress)
 
 
 def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: int,
