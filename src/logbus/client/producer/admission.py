@@ -46,11 +46,6 @@ class RecordAdmission:
                 f"max.request.size={self.max_request_size}",
             )
 
-    async def reserve(self, size: int) -> None:
-        """Room for `size` bytes, awaited on the event loop (up to max.block.ms)."""
-        if not self.pool.try_reserve(size):
-            await self.pool.reserve(size, self.max_block)
-
     def reserve_blocking(self, size: int) -> None:
         """Room for `size` bytes, from a caller's thread (blocking up to max.block.ms)."""
         if not self.pool.try_reserve(size):
