@@ -57,6 +57,10 @@ def _definitions() -> list[Target]:
                                   f"CL|{role} {size}|kafka-python|records_s", 3.0))
             targets.append(Target(f"CL {role} {size} >= aiokafka", ours,
                                   f"CL|{role} {size}|aiokafka|records_s", 1.0))
+            # The blocking client (logbus.Producer / logbus.Consumer), issue 12.
+            targets.append(Target(f"CL blocking {role} {size} >= 3x kafka-python",
+                                  f"CL|{role} {size}|logbus blocking|records_s",
+                                  f"CL|{role} {size}|kafka-python|records_s", 3.0))
     targets.append(Target("CL send_batch 1 KiB >= confluent-kafka producer",
                           "CL|producer 1 KiB|logbus send_batch|records_s",
                           "CL|producer 1 KiB|confluent-kafka|records_s", 1.0))

@@ -1,6 +1,7 @@
 """CL: Python clients side by side against the same logbus broker: records/s and MB/s for
 100-byte and 1 KiB records, producer and consumer, for logbus's own client (asyncio
-Producer.send and Producer.send_batch, asyncio Consumer), confluent-kafka, kafka-python and
+Producer.send and Producer.send_batch, asyncio Consumer; the blocking `logbus.Producer.send`
+and `logbus.Consumer`, which most Python code calls), confluent-kafka, kafka-python and
 aiokafka. Every producer gets the same tuning (acks=1, linger 5 ms, 1 MB batches, no
 compression); every consumer reads the same topic (written by librdkafka) from offset 0. Each run of
 each case is a fresh Python process (`in_subprocess`); the broker and the consumers' topic
@@ -49,6 +50,13 @@ def _logbus_aio() -> Any:
     return aio
 
 
+def _logbus_blocking() -> Any:
+    try:
+        return importlib.import_module("logbus")
+    except ImportError as exc:
+        raise Unavailable(f"logbus cannot be imported: {exc}") from exc
+
+
 def _need(aio: Any, name: str) -> Any:
     if not hasattr(aio, name):
         raise Unavailable(f"logbus.aio has no {name} (the client is not merged in this tree)")
@@ -72,11 +80,19 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], count:
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
                              batch_size=BATCH, max_request_size=2 * BATCH)
+    return _blocking_produce(producer, "kafka-python produce", topic, values, count, progress)
+
+
+def _blocking_produce(producer: Any, label: str, topic: str, values: list[bytes], count: int,
+                      progress: Progress) -> Metrics:
+    """The loop a blocking client's users write: `send` per record, `flush`, then the
+    futures kept (one per CHUNK) checked; `producer` is closed at the end. Both blocking
+    clients' futures have kafka-python's `get`."""
     mask = len(values) - 1
     send = producer.send
     try:
         send(topic, values[0]).get(60)  # connected, leaders known: then the clock starts
-        progress.begin(f"kafka-python produce {count:,}", count)
+        progress.begin(f"{label} {count:,}", count)
         start = time.perf_counter()
         futures = []
         for i in range(count):
@@ -161,6 +177,15 @@ def logbus_produce(bootstrap: str, topic: str, values: list[bytes], count: int,
         return _metrics(count, len(values[0]), asyncio.run(run()))
     finally:
         progress.end()
+
+
+def logbus_blocking_produce(bootstrap: str, topic: str, values: list[bytes], count: int,
+                            progress: Progress) -> Metrics:
+    """The blocking `logbus.Producer.send`, in the loop kafka-python's case runs."""
+    producer_cls = _need(_logbus_blocking(), "Producer")
+    producer = producer_cls(_logbus_producer_config(bootstrap))
+    return _blocking_produce(producer, "logbus blocking Producer.send", topic, values, count,
+                             progress)
 
 
 def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: int,
@@ -300,8 +325,34 @@ def logbus_consume(bootstrap: str, topic: str, count: int, value_size: int,
     return _checked(clock, "logbus Consumer", value_size)
 
 
+def logbus_blocking_consume(bootstrap: str, topic: str, count: int, value_size: int,
+                            progress: Progress) -> Metrics:
+    """The blocking `logbus.Consumer`, in the loop kafka-python's case runs."""
+    logbus = _logbus_blocking()
+    consumer_cls = _need(logbus, "Consumer")
+    partition_cls = _need(logbus, "TopicPartition")
+    config = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "max.poll.records": CHUNK,
+              "fetch.max.bytes": 64 * 1024 * 1024,
+              "max.partition.fetch.bytes": 8 * 1024 * 1024}
+    clock = ReadClock(count)
+    progress.begin(f"logbus blocking Consumer consume {count:,}", count)
+    try:
+        with consumer_cls(config) as consumer:
+            consumer.assign([partition_cls(topic, p) for p in range(PARTITIONS)])
+            deadline = time.monotonic() + 300
+            while not clock.done() and time.monotonic() < deadline:
+                records = consumer.poll(0.1)
+                clock.add(len(records), len(records) * value_size)
+                progress.advance(len(records))
+    finally:
+        progress.end()
+    return _checked(clock, "logbus blocking Consumer", value_size)
+
+
 PRODUCERS: dict[str, Produce] = {
     "logbus": logbus_produce,
+    "logbus blocking": logbus_blocking_produce,
     "logbus send_batch": logbus_send_batch,
     "confluent-kafka": confluent_produce,
     "kafka-python": kafka_python_produce,
@@ -309,6 +360,7 @@ PRODUCERS: dict[str, Produce] = {
 }
 CONSUMERS: dict[str, Consume] = {
     "logbus": logbus_consume,
+    "logbus blocking": logbus_blocking_consume,
     "confluent-kafka": confluent_consume,
     "kafka-python": kafka_python_consume,
     "aiokafka": aiokafka_consume,

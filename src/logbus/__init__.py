@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         ProducerRecord,
         RecordMetadata,
     )
+    from logbus.client.producer.future import FutureRecordMetadata
     from logbus.client.producer.sync import Producer
     from logbus.client.types import TopicPartition
 
@@ -62,6 +63,7 @@ _LAZY = {
     "Consumer": "logbus.client.consumer.sync",
     "ConsumerRebalanceListener": "logbus.client.consumer",
     "ConsumerRecord": "logbus.client.consumer",
+    "FutureRecordMetadata": "logbus.client.producer.future",
     "KafkaConnectionError": "logbus.client.errors",
     "KafkaError": "logbus.client.errors",
     "KafkaTimeoutError": "logbus.client.errors",
@@ -91,6 +93,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "FutureRecordMetadata",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",

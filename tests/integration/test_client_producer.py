@@ -9,7 +9,6 @@ import itertools
 import json
 import re
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -60,7 +59,7 @@ def test_blocking_send_futures_callbacks_flush_and_close(broker: Any) -> None:
         futures = [
             producer.send("t", b"r%d" % i, on_delivery=on_delivery) for i in range(50)
         ]
-        assert all(isinstance(f, Future) for f in futures)
+        assert all(isinstance(f, logbus.FutureRecordMetadata) for f in futures)
         producer.flush()
         assert all(f.done() for f in futures)
         assert [f.result().offset for f in futures] == list(range(50))
@@ -253,3 +252,61 @@ def test_asyncio_producer_must_be_started_and_refuses_after_close(broker: Any) -
     asyncio.run(main())
     assert len(seen.pairs) == 1
     assert seen.pairs[0][1] is None
+
+
+def test_blocking_send_gives_each_record_its_batchs_error(broker: Any) -> None:
+    # The broker refuses the whole batch of "refusing" (larger than its
+    # max.message.bytes): every record of it fails, through its future and its callback,
+    # while a record of another topic sent in between is written.
+    with logbus.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([logbus.NewTopic("refusing", 1, config={"max.message.bytes": "2000"})])
+    errors: list[BaseException | None] = []
+    with logbus.Producer(bootstrap_servers=broker.bootstrap, linger_ms=100) as producer:
+        refused = [
+            producer.send("refusing", b"v" * 100, on_delivery=lambda md, err: errors.append(err))
+            for _ in range(20)
+        ]
+        fine = producer.send("accepting", b"ok")
+        refused += [producer.send("refusing", b"w" * 100) for _ in range(20)]
+        producer.flush()
+        assert fine.result(10).offset == 0
+        for future in refused:
+            assert future.done()
+            error = future.exception()
+            assert isinstance(error, KafkaError)
+            assert error.code == ErrorCode.MESSAGE_TOO_LARGE
+            with pytest.raises(KafkaError):
+                future.result()
+    assert len(errors) == 20 and all(isinstance(e, KafkaError) for e in errors)
+    assert read_records(broker.bootstrap, "refusing") == []
+
+
+def test_blocking_send_from_many_threads_keeps_each_threads_order(broker_factory: Any) -> None:
+    # Records are encoded on the senders' threads: each thread's records for a key keep
+    # their order in the partition, and each future gives its own record's offset.
+    broker = broker_factory(num_partitions="3")
+    threads, per_thread = 4, 3000
+    futures: dict[int, list[logbus.FutureRecordMetadata]] = {}
+    with logbus.Producer(bootstrap_servers=broker.bootstrap, batch_size=4096) as producer:
+
+        def run(thread: int) -> None:
+            key = b"thread-%d" % thread
+            futures[thread] = [
+                producer.send("threads", b"%d-%05d" % (thread, i), key=key)
+                for i in range(per_thread)
+            ]
+
+        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        producer.flush()
+    for thread, sent in futures.items():
+        metadata = [future.result() for future in sent]
+        partition = partition_for_key(b"thread-%d" % thread, 3)
+        assert {md.partition for md in metadata} == {partition}
+        offsets = [md.offset for md in metadata]
+        assert offsets == sorted(offsets) and len(set(offsets)) == per_thread
+        stored = {r.offset: r.value for r in read_records(broker.bootstrap, "threads", partition)}
+        assert [stored[o] for o in offsets] == [b"%d-%05d" % (thread, i) for i in range(per_thread)]

@@ -103,7 +103,7 @@ def test_columns_write_the_batches_and_partitions_of_the_record_form(
                 # Keyless records start on the same partition in both topics (the sticky
                 # partitioner's start is otherwise random).
                 await p.partitions_for(topic)
-                p._sticky[topic] = StickyPartitioner(PARTITIONS, start=1)
+                p.router.stick_to(topic, StickyPartitioner(PARTITIONS, start=1))
             column = keys or [None] * len(values)
             records = [ProducerRecord(by_records, v, k) for v, k in zip(values, column,
                                                                          strict=True)]

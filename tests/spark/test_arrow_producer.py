@@ -23,6 +23,7 @@ from conftest import create_topic
 from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.records.batch import BatchHeader
+from logbus.records.columnar_encode import encode_batches
 from logbus.records.compression import CompressionType
 from logbus.spark import sink
 from logbus.spark.arrow_producer import ArrowProducer, _by_partition
@@ -333,3 +334,52 @@ def test_spark_batches_are_joined_in_order_up_to_a_group_size(
     ]
     monkeypatch.setattr(sink, "_GROUP_BYTES", 1)  # every batch is a group of its own
     assert [g.num_rows for g in sink._groups(iter(batches))] == [30, 50, 40, 120, 10, 5]
+
+
+def test_a_sequence_the_broker_lost_bumps_the_epoch_and_the_write_goes_on(broker: Any) -> None:
+    # The sink's batches go through the producer's own sender, so when the broker no
+    # longer agrees with it on the sequence (here: a batch of its producer id and epoch
+    # written behind its back), the sender asks for a bumped epoch and resends from
+    # sequence 0 (KIP-360), as `Producer.send` does, rather than failing the task. (The
+    # broker follows Kafka 2.5+ and answers OUT_OF_ORDER_SEQUENCE_NUMBER there, never
+    # UNKNOWN_PRODUCER_ID; the sender handles both by bumping the epoch.)
+    b = broker.bootstrap
+    create_topic(b, "lost", 1)
+    first = [b"first-%d" % i for i in range(50)]
+    second = [b"second-%d" % i for i in range(20)]
+
+    def rows(values: list[bytes]) -> tuple[pa.Array, pa.Array, list[tuple[str, Any]]]:
+        return (pa.nulls(len(values), pa.binary()), pa.array(values, pa.binary()),
+                [("lost", np.arange(len(values), dtype=np.int64))])
+
+    async def main() -> None:
+        producer = ArrowProducer({"bootstrap.servers": b, "retry.backoff.ms": "10"})
+        try:
+            keys, values, topics = rows(first)
+            await producer.send(keys, values, topics, None)
+            await producer.flush()
+            (header,) = await asyncio.to_thread(raw_batches, b, "lost", 0)
+            intruder = encode_batches(
+                pa.nulls(1, pa.binary()), pa.array([b"intruder"], pa.binary()), [1],
+                timestamp=0, producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequences=[header.base_sequence + len(first)],
+            )[0]
+            async with await Cluster.connect(b) as cluster:
+                conn = await cluster.leader("lost", 0)
+                result = (await admin_ops.produce_many(conn, {("lost", 0): intruder}))
+                assert result is not None
+                assert not isinstance(result[("lost", 0)], Exception)
+            keys, values, topics = rows(second)
+            await producer.send(keys, values, topics, None)
+            await producer.flush()
+        finally:
+            await producer.close()
+
+    asyncio.run(main())
+    headers = raw_batches(b, "lost", 0)
+    assert len({h.producer_id for h in headers}) == 1
+    epochs = [(h.producer_epoch, h.base_sequence) for h in headers]
+    epoch = epochs[0][0]
+    assert epochs == [(epoch, 0), (epoch, len(first)), (epoch + 1, 0)]
+    assert [m.value() for m in consume_all(b, "lost", 1, 71)] == [*first, b"intruder", *second]

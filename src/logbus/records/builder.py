@@ -293,7 +293,7 @@ _PRODUCER_FIELDS_OFFSET: Final = 43  # producerId, producerEpoch, baseSequence
 
 
 def restamp_batch(
-    batch: bytearray, *, producer_id: int, producer_epoch: int, base_sequence: int
+    batch: bytearray | memoryview, *, producer_id: int, producer_epoch: int, base_sequence: int
 ) -> None:
     """Rewrite a sealed batch's producer id, epoch and base sequence (and its CRC), as an
     idempotent producer does when it must resend a batch under a new epoch."""

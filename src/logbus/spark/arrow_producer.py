@@ -1,61 +1,47 @@
 """Sending Arrow columns to logbus as pre-encoded record batches: the sink's fast path.
 
-The entry point is `ArrowProducer`. It does for a Spark task what logbus's `Producer`
-does for an application, without a Python object per record (but for keyed rows, whose
-murmur2 hash is computed one key at a time): rows are partitioned as Kafka's default
-partitioner does (the `partition` column, else murmur2 of the key, else sticky
-`batch.size` runs for keyless rows, KIP-480) and appended to their partition's open
+The entry point is `ArrowProducer`. It keeps what is particular to Arrow rows and hands
+the rest to logbus's `Producer`: rows are partitioned as Kafka's default partitioner
+does (the `partition` column, else murmur2 of the key, else sticky `batch.size` runs for
+keyless rows, KIP-480), without a Python object per row (but for keyed rows, whose
+murmur2 hash is computed one key at a time), and appended to their partition's open
 batch, which closes at `batch.size` bytes. Closed batches are encoded at once by
-`records.columnar_encode.encode_batches` (many per call) and sent while the task goes on
-reading rows: each partition has at most one batch in flight, the oldest it has not had
-acknowledged, so its batches are written in order; a Produce request carries the
-batches of every partition of one leader that are ready (up to max.request.size), and up
-to max.in.flight.requests.per.connection requests are in flight per broker. A failed
-batch is resent (the same bytes) after a backoff and a metadata refresh, while
-`retries` and delivery.timeout.ms allow. With idempotence (on by default, as in Kafka's
-producer) every batch carries the producer id and its sequence number, and a resent
-batch is never written twice. When more than buffer.memory bytes wait for
-acknowledgement, `send` waits.
+`records.columnar_encode.encode_batches` (many per call) and handed to the producer's
+accumulator (`Producer.send_encoded`), so the producer's sender sends them while the task
+goes on reading rows: the same requests per leader, in-flight cap, retries, delivery
+timeout, producer id, sequence numbers and epoch bump (KIP-360) as every record sent by
+`Producer.send`. When buffer.memory bytes of encoded batches wait for acknowledgement,
+`send` waits (up to max.block.ms).
 
-Owned by one task: one event loop, one Cluster; every call is made on that loop. The
+Owned by one task: one event loop, one Producer; every call is made on that loop. The
 sink runs the loop in a thread of its own, so requests go out and answers come in while
 the task waits for its next rows.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import itertools
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from logbus.client import admin_ops
-from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.partitioner import partition_for_key
-from logbus.client.producer.accumulator import RECORD_OVERHEAD
-from logbus.client.producer.config import compression_of, parse_producer_config
-from logbus.client.producer.idempotence import (
-    NO_PRODUCER,
-    ProducerIdAndEpoch,
-    init_producer_id,
-)
-from logbus.protocol import ErrorCode
+from logbus.client.producer.accumulator import RECORD_OVERHEAD, EncodedBatch, ProducerBatch
+from logbus.client.producer.config import compression_of
+from logbus.client.producer.producer import Producer
+from logbus.client.types import TopicPartition
 from logbus.records.batch import HEADER_SIZE
 from logbus.records.builder import now_ms
 from logbus.records.columnar_encode import encode_batches, lengths_of, record_sizes
 from logbus.spark.options import LogbusSparkError
 
-TopicPartition = tuple[str, int]
 Rows = npt.NDArray[np.int64]
 Lengths = npt.NDArray[np.int64]
 # Records per `encode_batches` call, about: enough to share a call's fixed cost among many
@@ -63,31 +49,40 @@ Lengths = npt.NDArray[np.int64]
 _ENCODE_RECORDS = 8192
 
 
+class _Piece(NamedTuple):
+    """Consecutive rows of one partition: keys, values, and their lengths as
+    `lengths_of` gives them."""
+
+    keys: pa.Array
+    values: pa.Array
+    key_lengths: Lengths
+    value_lengths: Lengths
+
+
 @dataclass
 class _Batch:
-    """Rows of one partition, at most batch.size bytes of records, and their encoded
-    bytes once closed and encoded (kept, with their sequence number, until
-    acknowledged)."""
+    """Rows of one partition, at most batch.size bytes of records, until encoded."""
 
-    # (keys, values, their lengths as `lengths_of` gives them)
-    pieces: list[tuple[pa.Array, pa.Array, Lengths, Lengths]] = field(default_factory=list)
+    pieces: list[_Piece] = field(default_factory=list)
     records: int = 0
     size: int = 0  # bytes of its records, at most
-    encoded: memoryview | None = None
-    attempts: int = 0  # sends that failed
-    created: float = field(default_factory=time.monotonic)  # for delivery.timeout.ms
-    retry_at: float = 0.0  # monotonic time before which it is not resent
 
 
 @dataclass
 class _Partition:
-    """One partition's batches: the open one being filled, the closed ones oldest first
-    (the first may be in flight), and the sequence number of the next batch encoded."""
+    """One partition's rows: the open batch being filled, and the closed ones, oldest
+    first, waiting to be encoded."""
 
     open: _Batch = field(default_factory=_Batch)
-    closed: collections.deque[_Batch] = field(default_factory=collections.deque)
-    sequence: int = 0
-    busy: bool = False  # its oldest batch is in a request in flight
+    closed: list[_Batch] = field(default_factory=list)
+
+
+class _Sticky(NamedTuple):
+    """Where a topic's keyless rows go next: their partition, and the bytes it has had
+    since they started going there."""
+
+    partition: int
+    filled: int
 
 
 def _by_partition(
@@ -105,97 +100,46 @@ def _by_partition(
 
 
 class ArrowProducer:
-    """Partitions, encodes and sends Arrow rows: `send` queues rows (sending once
-    buffer.memory bytes are queued), `flush` returns once every row given so far is
-    acknowledged (with acks=0: written to the socket); `close` closes its connections."""
+    """Partitions, encodes and hands Arrow rows to a `Producer`: `send` queues rows
+    (waiting while buffer.memory is full), `flush` returns once every row given so far is
+    acknowledged (with acks=0: written to the socket); `close` closes the producer."""
 
     def __init__(self, producer_config: Mapping[str, str]) -> None:
-        self.config: dict[str, Any] = parse_producer_config(producer_config, {})
+        self.producer = Producer(producer_config)
+        self.config = self.producer.config
         c = self.config
         self.codec, self.level = compression_of(c)
         self.batch_size = max(1, min(c["batch.size"], c["max.request.size"]) - HEADER_SIZE)
-        self.cluster: Cluster | None = None
-        self.producer = NO_PRODUCER
-        self.partition_counts: dict[str, int] = {}
-        self.sticky: dict[str, tuple[int, int]] = {}  # topic -> (partition, bytes in it)
+        self.sticky: dict[str, _Sticky] = {}
         self.partitions: dict[TopicPartition, _Partition] = {}
-        self.unacknowledged_bytes = 0  # of every batch, open or closed
-        self.requests: set[asyncio.Task[None]] = set()
-        self.in_flight: collections.Counter[int] = collections.Counter()  # per broker
-        self.progress = asyncio.Event()  # set when a request ends
-        self.refreshing: asyncio.Task[None] | None = None
-        self.error: LogbusSparkError | None = None
+        # Batches handed to the producer and not yet seen settled, oldest first.
+        self.handed: collections.deque[ProducerBatch] = collections.deque()
+        self.started = False
 
     async def close(self) -> None:
-        """Stop sending (requests still in flight are abandoned: a task that failed
-        is retried by Spark) and close the connections."""
-        for request in self.requests:
-            request.cancel()
-        if self.refreshing is not None:
-            self.refreshing.cancel()
-        await asyncio.gather(*self.requests, *filter(None, [self.refreshing]),
-                             return_exceptions=True)
-        if self.cluster is not None:
-            await self.cluster.close()
-            self.cluster = None
+        """Close the producer at once (what it has not sent is abandoned: a task that
+        failed is retried by Spark)."""
+        await self.producer.close(timeout=0)
 
-    async def _connect(self) -> Cluster:
-        if self.cluster is None:
-            self.cluster = await Cluster.from_config(self.config)
-            if self.config["enable.idempotence"]:
-                self.producer = await self._with_retries(
-                    "InitProducerId", lambda: self._init_producer_id()
-                )
-        return self.cluster
-
-    async def _init_producer_id(self) -> ProducerIdAndEpoch:
-        assert self.cluster is not None
-        return await init_producer_id(await self.cluster.bootstrap())
-
-    async def _with_retries(self, what: str, call: Any) -> Any:
-        deadline = time.monotonic() + self.config["max.block.ms"] / 1000
-        attempt = 0
-        while True:
+    async def _start(self) -> None:
+        if not self.started:
             try:
-                return await call()
+                await self.producer.start()
             except KafkaError as exc:
-                if not exc.retriable or time.monotonic() >= deadline:
-                    raise LogbusSparkError(f"{what} failed: {exc}") from None
-            await asyncio.sleep(self._backoff(attempt))
-            attempt += 1
-
-    def _backoff(self, attempt: int) -> float:
-        c = self.config
-        base = float(c["retry.backoff.ms"] * 2**attempt)
-        return min(base, float(c["retry.backoff.max.ms"])) / 1000 * random.uniform(0.8, 1.2)
+                raise LogbusSparkError(f"cannot connect to logbus: {exc}") from None
+            self.started = True
 
     async def partition_count(self, topic: str) -> int:
         """The topic's partitions, once every one has a leader (creating the topic when
         the broker auto-creates topics), waiting up to max.block.ms as `Producer` does."""
-        count = self.partition_counts.get(topic)
+        count = self.producer.router.count(topic)
         if count is not None:
             return count
-        cluster = await self._connect()
-        deadline = time.monotonic() + self.config["max.block.ms"] / 1000
-        attempt = 0
-        while True:
-            md = await cluster.refresh(
-                sorted({topic, *self.partition_counts}), allow_auto_topic_creation=True
-            )
-            try:
-                count = md.ready_partition_count(topic)
-            except KafkaError as exc:
-                raise LogbusSparkError(f"cannot write to topic {topic!r}: {exc}") from None
-            if count is not None:
-                self.partition_counts[topic] = count
-                return count
-            if time.monotonic() >= deadline:
-                raise LogbusSparkError(
-                    f"topic {topic!r} not present in metadata after "
-                    f"{self.config['max.block.ms']} ms"
-                )
-            await asyncio.sleep(self._backoff(attempt))
-            attempt += 1
+        await self._start()
+        try:
+            return await self.producer.partition_count(topic)
+        except KafkaError as exc:
+            raise LogbusSparkError(f"cannot write to topic {topic!r}: {exc}") from None
 
     async def send(
         self,
@@ -205,10 +149,10 @@ class ArrowProducer:
         partitions: pa.Array | None,
     ) -> None:
         """Queue rows (`keys` and `values` binary arrays; for each topic the rows going
-        to it, in order, without repeats; the `partition` column if any) and send the
-        batches they fill, waiting while more than buffer.memory bytes are
-        unacknowledged. `flush` sends the rest."""
-        self._raise_error()
+        to it, in order, without repeats; the `partition` column if any) and hand the
+        batches they fill to the producer, waiting while buffer.memory is full. `flush`
+        sends the rest."""
+        self._check_handed()
         key_lengths, value_lengths = lengths_of(keys), lengths_of(values)
         for topic, rows in topics:
             if not len(rows):
@@ -219,7 +163,7 @@ class ArrowProducer:
             )
             for partition, chosen_rows in _by_partition(chosen, rows, count):
                 first, n = int(chosen_rows[0]), len(chosen_rows)
-                tp = (topic, partition)
+                tp = TopicPartition(topic, partition)
                 if int(chosen_rows[-1]) - first == n - 1:
                     # A run of consecutive rows (keyless rows stick to a partition).
                     self._queue(tp, keys.slice(first, n), values.slice(first, n),
@@ -228,16 +172,7 @@ class ArrowProducer:
                     taken = pa.array(chosen_rows)
                     self._queue(tp, keys.take(taken), values.take(taken),
                                 key_lengths[chosen_rows], value_lengths[chosen_rows])
-        self._encode_closed()
-        self._dispatch()
-        while self.unacknowledged_bytes > self.config["buffer.memory"]:
-            if not self.requests and self.refreshing is None:
-                # Only open batches hold the bytes (buffer.memory is below a batch per
-                # partition): send them as they are.
-                self._encode_closed(close_open=True)
-                self._dispatch()
-            await self._wait_for_progress()
-        self._raise_error()
+        await self._hand_over(self._encode_closed())
 
     def _partitions(
         self,
@@ -295,7 +230,7 @@ class ArrowProducer:
         sizes += RECORD_OVERHEAD
         if key_lengths is not None:
             sizes += np.maximum(key_lengths, 0)
-        current, filled = self.sticky.get(topic, (random.randrange(count), 0))
+        current, filled = self.sticky.get(topic, _Sticky(random.randrange(count), 0))
         before = np.cumsum(sizes)
         total = filled + int(before[-1])
         before -= sizes
@@ -314,7 +249,7 @@ class ArrowProducer:
             )
             if current + moves >= count:
                 chosen %= count
-        self.sticky[topic] = (
+        self.sticky[topic] = _Sticky(
             (current + total // self.batch_size) % count, total % self.batch_size
         )
         return chosen
@@ -342,7 +277,6 @@ class ArrowProducer:
                 f"max.request.size={self.config['max.request.size']}"
             )
         ends = np.cumsum(sizes)
-        self.unacknowledged_bytes += int(ends[-1])
         start = 0
         while start < len(sizes):
             batch = partition.open
@@ -353,8 +287,8 @@ class ArrowProducer:
                 end = start + 1  # a record larger than batch.size goes alone
             if end > start:
                 n = end - start
-                batch.pieces.append((keys.slice(start, n), values.slice(start, n),
-                                     key_lengths[start:end], value_lengths[start:end]))
+                batch.pieces.append(_Piece(keys.slice(start, n), values.slice(start, n),
+                                           key_lengths[start:end], value_lengths[start:end]))
                 batch.records += n
                 batch.size += int(ends[end - 1]) - before
             if end < len(sizes):
@@ -362,26 +296,18 @@ class ArrowProducer:
                 partition.open = _Batch()
             start = end
 
-    def _encode_closed(self, *, close_open: bool = False) -> None:
-        """Encode every closed batch not encoded yet (with `close_open`, close the open
-        batches first), in calls of about _ENCODE_RECORDS records."""
-        todo: list[tuple[_Partition, _Batch]] = []
-        for partition in self.partitions.values():
+    def _encode_closed(self, *, close_open: bool = False) -> list[EncodedBatch]:
+        """Encode every closed batch (with `close_open`, close the open batches first),
+        in calls of about _ENCODE_RECORDS records; each partition's oldest first. The
+        producer stamps each with its producer id and sequence when it sends it."""
+        todo: list[tuple[TopicPartition, _Batch]] = []
+        for tp, partition in self.partitions.items():
             if close_open and partition.open.records:
                 partition.closed.append(partition.open)
                 partition.open = _Batch()
-            for batch in reversed(partition.closed):
-                if batch.encoded is not None:
-                    break
-                todo.append((partition, batch))
-        if not todo:
-            return
-        todo.reverse()  # each partition's batches oldest first, for their sequences
-        idempotent = self.producer.producer_id >= 0
-        sequences = []
-        for partition, batch in todo:
-            sequences.append(partition.sequence)
-            partition.sequence = (partition.sequence + batch.records) % (1 << 31)
+            todo.extend((tp, batch) for batch in partition.closed)
+            partition.closed = []
+        out: list[EncodedBatch] = []
         timestamp = now_ms()
         start = 0
         while start < len(todo):
@@ -392,175 +318,45 @@ class ArrowProducer:
                 end += 1
             pieces = [piece for _, batch in todo[start:end] for piece in batch.pieces]
             encoded = encode_batches(
-                pa.chunked_array([piece[0] for piece in pieces], pa.binary()),
-                pa.chunked_array([piece[1] for piece in pieces], pa.binary()),
+                pa.chunked_array([piece.keys for piece in pieces], pa.binary()),
+                pa.chunked_array([piece.values for piece in pieces], pa.binary()),
                 [batch.records for _, batch in todo[start:end]],
                 timestamp=timestamp,
-                producer_id=self.producer.producer_id,
-                producer_epoch=self.producer.epoch,
-                base_sequences=sequences[start:end] if idempotent else None,
                 compression=self.codec,
                 compression_level=self.level,
-                key_lengths=np.concatenate([piece[2] for piece in pieces]),
-                value_lengths=np.concatenate([piece[3] for piece in pieces]),
+                key_lengths=np.concatenate([piece.key_lengths for piece in pieces]),
+                value_lengths=np.concatenate([piece.value_lengths for piece in pieces]),
             )
-            for (_, batch), data in zip(todo[start:end], encoded, strict=True):
-                batch.encoded = data
-                batch.pieces = []  # the rows are in the bytes now
+            out.extend(
+                EncodedBatch(tp, data, batch.records, batch.size, timestamp)
+                for (tp, batch), data in zip(todo[start:end], encoded, strict=True)
+            )
             start = end
+        return out
 
-    def _dispatch(self) -> None:
-        """Send the oldest batch of every partition that has none in flight, in Produce
-        requests of up to max.request.size per leader, while its broker has fewer than
-        max.in.flight.requests.per.connection requests in flight."""
-        if self.error is not None or self.cluster is None or self.cluster.metadata is None:
-            return  # failed, or nothing queued yet
-        metadata = self.cluster.metadata
-        now = time.monotonic()
-        by_leader: dict[int, list[tuple[TopicPartition, _Partition]]] = {}
-        for tp, partition in self.partitions.items():
-            if partition.busy or not partition.closed:
-                continue
-            batch = partition.closed[0]
-            if batch.encoded is None or batch.retry_at > now:
-                continue
-            try:
-                leader = metadata.leader(*tp)
-            except KafkaError as exc:  # no leader now (a broker is failing over)
-                if self._give_up(batch, exc):
-                    return
-                self._refresh_later(batch)
-                continue
-            by_leader.setdefault(leader, []).append((tp, partition))
-        limit = self.config["max.request.size"]
-        cap = self.config["max.in.flight.requests.per.connection"]
-        for node, ready in by_leader.items():
-            group: dict[TopicPartition, _Batch] = {}
-            size = 0
-            for tp, partition in ready:
-                batch = partition.closed[0]
-                assert batch.encoded is not None
-                if group and size + len(batch.encoded) > limit:
-                    if not self._send(node, group, cap):
-                        break
-                    group, size = {}, 0
-                group[tp] = batch
-                size += len(batch.encoded)
-                partition.busy = True
-            else:
-                if group:
-                    self._send(node, group, cap)
-                continue
-            # The broker has all the requests it may: give back the batches not sent.
-            for tp, _ in ready:
-                if tp in group:
-                    self.partitions[tp].busy = False
-
-    def _send(self, node: int, group: dict[TopicPartition, _Batch], cap: int) -> bool:
-        """Start one Produce request; False (nothing started) when `node` has `cap`."""
-        if self.in_flight[node] >= cap:
-            return False
-        self.in_flight[node] += 1
-        request = asyncio.get_running_loop().create_task(self._produce(node, group))
-        self.requests.add(request)
-        request.add_done_callback(self.requests.discard)
-        return True
-
-    def _give_up(self, batch: _Batch, exc: KafkaError) -> bool:
-        """Whether `batch` failed for good (a fatal error, or retries or
-        delivery.timeout.ms exhausted); if so the producer fails with `exc`."""
-        c = self.config
-        batch.attempts += 1
-        if (
-            exc.retriable
-            and batch.attempts <= c["retries"]
-            and time.monotonic() < batch.created + c["delivery.timeout.ms"] / 1000
-        ):
-            return False
-        if self.error is None:
-            self.error = LogbusSparkError(f"writing to logbus failed: {exc}")
-        self.progress.set()
-        return True
-
-    def _refresh_later(self, batch: _Batch) -> None:
-        """Hold `batch` back for a backoff, refreshing metadata meanwhile, then send."""
-        delay = self._backoff(batch.attempts - 1)
-        batch.retry_at = time.monotonic() + delay
-        if self.refreshing is None:
-            self.refreshing = asyncio.get_running_loop().create_task(self._refresh(delay))
-
-    async def _refresh(self, delay: float) -> None:
+    async def _hand_over(self, encoded: list[EncodedBatch]) -> None:
+        if not encoded:
+            return
         try:
-            await asyncio.sleep(delay)
-            assert self.cluster is not None
-            with contextlib.suppress(KafkaError):  # the batches' next attempts decide
-                await self.cluster.refresh(sorted(self.partition_counts))
-        finally:
-            self.refreshing = None
-        # Every batch held back is due by now (each waits at most its own backoff).
-        for partition in self.partitions.values():
-            if partition.closed:
-                partition.closed[0].retry_at = 0.0
-        self._dispatch()
-        self.progress.set()
+            self.handed.extend(await self.producer.send_encoded(encoded))
+        except KafkaError as exc:  # no room in buffer.memory within max.block.ms
+            raise LogbusSparkError(f"writing to logbus failed: {exc}") from None
+        self._check_handed()
 
-    async def _produce(self, node: int, group: dict[TopicPartition, _Batch]) -> None:
-        """One Produce request to `node` carrying `group`; acknowledged batches leave
-        their partition, failed ones are resent later or fail the producer."""
-        assert self.cluster is not None
-        outcome: dict[TopicPartition, Any]
-        try:
-            conn = await self.cluster.node(node)
-            encoded = {tp: batch.encoded for tp, batch in group.items()}
-            results = await admin_ops.produce_many(
-                conn, encoded,  # type: ignore[arg-type]  # every batch is encoded
-                self.config["acks"], timeout_ms=self.config["request.timeout.ms"],
-            )
-            outcome = dict.fromkeys(group) if results is None else dict(results)
-        except KafkaError as exc:
-            outcome = dict.fromkeys(group, exc)
-        except Exception as exc:  # a bug or the loop closing: fail the task, not hang it
-            if self.error is None:
-                self.error = LogbusSparkError(f"writing to logbus failed: {exc!r}")
-            raise
-        finally:
-            self.in_flight[node] -= 1
-            self.progress.set()
-        for tp, result in outcome.items():
-            partition = self.partitions[tp]
-            partition.busy = False
-            failed = isinstance(result, KafkaError) and (
-                result.code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-            )
-            if not failed:
-                self._acknowledged(tp)
-            elif not self._give_up(group[tp], result):
-                self._refresh_later(group[tp])
-        self._dispatch()
-
-    def _acknowledged(self, tp: TopicPartition) -> None:
-        partition = self.partitions[tp]
-        batch = partition.closed.popleft()
-        self.unacknowledged_bytes -= batch.size
-
-    async def _wait_for_progress(self) -> None:
-        """Wait until a request ends (or the producer fails)."""
-        self._raise_error()
-        if not self.requests and self.refreshing is None:
-            raise LogbusSparkError("writing to logbus failed: nothing left in flight")
-        self.progress.clear()
-        await self.progress.wait()
-        self._raise_error()
-
-    def _raise_error(self) -> None:
-        if self.error is not None:
-            raise self.error
+    def _check_handed(self) -> None:
+        """Forget the batches acknowledged; LogbusSparkError for one that failed."""
+        handed = self.handed
+        while handed and handed[0].settled:
+            batch = handed.popleft()
+            if batch.error is not None:
+                raise LogbusSparkError(f"writing to logbus failed: {batch.error}")
 
     async def flush(self) -> None:
         """Send every batch, open ones too, and return once all are acknowledged."""
-        await self._connect()
-        self._encode_closed(close_open=True)
-        self._dispatch()
-        while any(partition.closed for partition in self.partitions.values()):
-            await self._wait_for_progress()
-        self._raise_error()
+        await self._start()
+        await self._hand_over(self._encode_closed(close_open=True))
+        await self.producer.flush()
+        for batch in self.handed:
+            if batch.error is not None:
+                raise LogbusSparkError(f"writing to logbus failed: {batch.error}")
+        self.handed.clear()

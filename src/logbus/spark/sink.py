@@ -3,8 +3,9 @@
 Columns: `value` (required, binary or string), `key` (binary or string), `topic` (string;
 the `topic` option overrides it), `partition` (int), `headers` (array of struct<key string,
 value binary>); other columns are ignored. Each task sends its rows with an idempotent
-`ArrowProducer`, which encodes record batches straight from the Arrow columns (or, when
-the data has a `headers` column, through logbus's `Producer.send_batch`); both return
+`ArrowProducer`, which encodes record batches straight from the Arrow columns and hands
+them to logbus's producer (or, when the data has a `headers` column, through logbus's
+`Producer.send_batch`); both go out through the producer's one sender and return
 only once the broker has acknowledged every record, so a task that succeeded has nothing
 left in flight: a micro-batch Spark commits is never lost. A failed task is retried and
 may write its rows again (at-least-once).

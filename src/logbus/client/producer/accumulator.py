@@ -2,23 +2,29 @@
 RecordAccumulator and ProducerBatch).
 
 Each record is encoded once, on `append`, straight into its batch's buffer; the batch's
-header is written (and its records compressed) once, when the sender drains it.
+header is written (and its records compressed) once, when the sender drains it. Batches
+encoded elsewhere (the Spark sink's columnar encoder) join their partition's queue whole,
+through `append_encoded`, and take the same path to the broker.
+
+The accumulator's `lock` guards its queues: the blocking producer appends from its
+callers' threads while the sender drains on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future as ThreadFuture
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbus.client.producer.records import RecordMetadata
 from logbus.client.types import TopicPartition
 from logbus.records.batch import HEADER_SIZE, NO_SEQUENCE
-from logbus.records.builder import new_batch_buffer, seal_batch
+from logbus.records.builder import new_batch_buffer, restamp_batch, seal_batch
 from logbus.records.compression import CompressionType
 from logbus.records.record import (
     HeaderInput,
@@ -31,9 +37,27 @@ from logbus.records.record import (
 # buffer.memory and batch.size (its varints and attributes at their largest).
 RECORD_OVERHEAD = 21
 
-RecordFuture = asyncio.Future[RecordMetadata] | ThreadFuture[RecordMetadata]
+RecordFuture = asyncio.Future[RecordMetadata]
+
+log = logging.getLogger(__name__)
+
+# Notified whenever a batch settles: what threads waiting for a record's metadata wait on
+# (one condition for every batch, so that a batch costs no lock of its own).
+BATCH_SETTLED = threading.Condition()
 
 _EMPTY_HEADER = bytes(HEADER_SIZE)
+
+
+class EncodedBatch(NamedTuple):
+    """A record batch encoded outside the producer (the Spark sink's columnar encoder),
+    without producer id or sequence: its partition, bytes, records, their accounted
+    size (counted against buffer.memory) and the timestamp it was encoded with."""
+
+    tp: TopicPartition
+    data: memoryview
+    records: int
+    size: int
+    timestamp: int
 
 
 def record_size(
@@ -65,6 +89,7 @@ class ProducerBatch:
         "created",
         "data",
         "done",
+        "encoded",
         "error",
         "futures",
         "max_timestamp",
@@ -72,6 +97,7 @@ class ProducerBatch:
         "result_offset",
         "retry_at",
         "settled",
+        "thunks",
         "timestamps",
         "tp",
     )
@@ -86,7 +112,10 @@ class ProducerBatch:
         self.reserved = 0
         self.timestamps: list[int] = []
         self.futures: list[tuple[int, RecordFuture]] = []  # (index, future) of send()s
-        self.data: bytearray | None = None
+        self.data: bytearray | memoryview | None = None
+        self.encoded = False  # its records came encoded: closed to appends
+        # Called once it settles (under BATCH_SETTLED; None when none are registered).
+        self.thunks: list[Callable[[], Any]] | None = None
         self.base_sequence = NO_SEQUENCE
         self.attempts = 0
         self.retry_at = 0.0
@@ -152,9 +181,20 @@ class ProducerBatch:
         self.count = first + added
         return first
 
+    @classmethod
+    def from_encoded(cls, encoded: EncodedBatch) -> ProducerBatch:
+        """A batch whose records were encoded elsewhere, closed to appends."""
+        batch = cls(encoded.tp, encoded.timestamp, time.monotonic())
+        batch.buf = bytearray()
+        batch.data = encoded.data
+        batch.encoded = True
+        batch.count = encoded.records
+        batch.reserved = encoded.size
+        return batch
+
     @property
     def size(self) -> int:
-        return len(self.buf)
+        return len(self.buf) if self.data is None else len(self.data)
 
     def seal(
         self,
@@ -165,6 +205,16 @@ class ProducerBatch:
         base_sequence: int,
     ) -> None:
         self.base_sequence = base_sequence
+        if self.encoded:
+            assert self.data is not None
+            if base_sequence != NO_SEQUENCE:
+                restamp_batch(
+                    self.data,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    base_sequence=base_sequence,
+                )
+            return
         self.data = seal_batch(
             self.buf,
             count=self.count,
@@ -204,22 +254,44 @@ class ProducerBatch:
                 future.set_exception(error)
         self._finish(-1, error)
 
+    def on_settled(self, thunk: Callable[[], Any]) -> bool:
+        """Have `thunk` called (on the thread settling the batch) once the batch settles;
+        False, and nothing registered, if it has settled already."""
+        with BATCH_SETTLED:
+            if self.settled:
+                return False
+            if self.thunks is None:
+                self.thunks = []
+            self.thunks.append(thunk)
+            return True
+
     def _finish(self, base_offset: int, error: BaseException | None) -> None:
-        self.settled = True
         self.buf = bytearray()
         self.result_offset = base_offset
         self.error = error
+        with BATCH_SETTLED:
+            self.settled = True
+            thunks, self.thunks = self.thunks, None
+            BATCH_SETTLED.notify_all()
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
+        for thunk in thunks or ():
+            try:
+                thunk()
+            except Exception:  # a user's callback: it must not stop the others
+                log.exception("a delivery callback raised")
 
 
 class RecordAccumulator:
-    """The open and full batches of every partition, oldest first. Lives on the
-    producer's event loop; not shared between threads."""
+    """The open and full batches of every partition, oldest first. Shared between the
+    producer's event loop and the threads of the blocking producer's callers: every
+    method but `append_encoded` and `all_batches` expects its caller to hold `lock`."""
 
     def __init__(self, batch_size: int, on_ready: Callable[[], Any]) -> None:
         self.batch_size = max(batch_size, 1)
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        # Held by whoever reads or changes the queues (and the open batches in them).
+        self.lock = threading.Lock()
         self._on_ready = on_ready
 
     def append(
@@ -239,7 +311,7 @@ class RecordAccumulator:
             queue = self.batches[tp] = deque()
         if queue:
             batch = queue[-1]
-            if batch.count and len(batch.buf) + size > self.batch_size:
+            if batch.encoded or (batch.count and len(batch.buf) + size > self.batch_size):
                 self._on_ready()  # the previous batch is full
                 batch = ProducerBatch(tp, timestamp, time.monotonic())
                 queue.append(batch)
@@ -265,7 +337,7 @@ class RecordAccumulator:
         queue = self.batches.get(tp)
         if queue:
             batch = queue[-1]
-            if batch.count and len(batch.buf) + size > self.batch_size:
+            if batch.encoded or (batch.count and len(batch.buf) + size > self.batch_size):
                 self._on_ready()
                 batch = ProducerBatch(tp, timestamp, time.monotonic())
                 queue.append(batch)
@@ -292,7 +364,9 @@ class RecordAccumulator:
         queue = self.batches.get(tp)
         if queue:
             batch = queue[-1]
-            if not batch.count or len(batch.buf) + size <= self.batch_size:
+            if not batch.encoded and (
+                not batch.count or len(batch.buf) + size <= self.batch_size
+            ):
                 return batch
         elif queue is None:
             queue = self.batches[tp] = deque()
@@ -307,10 +381,22 @@ class RecordAccumulator:
         if not queue:
             return False
         tail = queue[-1]
-        return tail.count > 0 and tail.size + size > self.batch_size
+        return tail.encoded or (tail.count > 0 and len(tail.buf) + size > self.batch_size)
+
+    def append_encoded(self, batches: Sequence[ProducerBatch]) -> None:
+        """Queue batches encoded elsewhere (`ProducerBatch.from_encoded`), each after its
+        partition's batches already queued; they are ready to send at once."""
+        with self.lock:
+            for batch in batches:
+                queue = self.batches.get(batch.tp)
+                if queue is None:
+                    queue = self.batches[batch.tp] = deque()
+                queue.append(batch)
+        self._on_ready()
 
     def all_batches(self) -> list[ProducerBatch]:
-        return [batch for queue in self.batches.values() for batch in queue]
+        with self.lock:
+            return [batch for queue in self.batches.values() for batch in queue]
 
     def has_unsent(self) -> bool:
         return any(self.batches.values())

@@ -15,15 +15,14 @@ class BufferPool:
     """Counts bytes reserved against a limit.
 
     Reserved from the event loop (`reserve`, which awaits) or from a caller's thread
-    (`reserve_blocking`, for the blocking API); released on the event loop. Safe to share
+    (`reserve_blocking`, for the blocking API); released from either. Safe to share
     between those threads. A record larger than the whole budget is let through alone
     when nothing else is held, so it fails on its own merits rather than waiting forever.
     """
 
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
-        self._loop = loop
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._waiters: list[asyncio.Future[None]] = []
@@ -47,7 +46,7 @@ class BufferPool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _exhausted(size, self.limit, max_block)
-            waiter = self._loop.create_future()
+            waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
                 async with asyncio.timeout(remaining):
@@ -72,14 +71,21 @@ class BufferPool:
             self.used += size
 
     def release(self, size: int) -> None:
-        """Give back `size` bytes (on the event loop) and wake whoever waits for room."""
+        """Give back `size` bytes (from any thread) and wake whoever waits for room."""
         with self._freed:
             self.used -= size
             self._freed.notify_all()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            loop = waiter.get_loop()
+            if loop.is_closed():
+                continue
+            loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _exhausted(size: int, limit: int, max_block: float) -> KafkaTimeoutError:

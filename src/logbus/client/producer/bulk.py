@@ -18,25 +18,25 @@ import asyncio
 import bisect
 import gc
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import accumulate, repeat
 from operator import countOf
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from logbus.client.partitioner import partition_for_key
-from logbus.client.producer.accumulator import RECORD_OVERHEAD, ProducerBatch
+from logbus.client.producer.accumulator import (
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+)
+from logbus.client.producer.admission import RecordAdmission
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.producer.router import KEY_CACHE_SIZE, PartitionRouter
+from logbus.client.producer.sender import Sender
 from logbus.client.producer.serializers import Serializer
 from logbus.records.builder import now_ms
 from logbus.records.varint import size_of_varint, size_of_varlong
-
-if TYPE_CHECKING:
-    from logbus.client.producer.producer import Producer
-    from logbus.client.producer.sender import Sender
-
-# Keys whose partition is remembered, per partition count (murmur2 is costly in Python).
-KEY_CACHE_SIZE = 65536
 
 _FIELDS = len(ProducerRecord._fields)
 _COLUMNS = [operator.itemgetter(index) for index in range(_FIELDS)]
@@ -59,6 +59,26 @@ class Columns(NamedTuple):
     topic: str
     values: Sequence[Any]
     keys: Sequence[Any] | None
+
+
+class BulkAppender(NamedTuple):
+    """The producer's collaborators the bulk path works with, and its check that the
+    producer is still open (ClientClosedError) after a wait."""
+
+    router: PartitionRouter
+    admission: RecordAdmission
+    accumulator: RecordAccumulator
+    sender: Sender
+    check_open: Callable[[], object]
+
+
+class Segment(NamedTuple):
+    """Records `low` to `high` (excluded) of a bulk call, all for `partition` (None: the
+    sticky partitioner's choice, batch by batch)."""
+
+    partition: int | None
+    low: int
+    high: int
 
 
 class Run:
@@ -310,36 +330,30 @@ def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata
 
 
 async def append_plain(
-    producer: Producer,
-    sender: Sender,
+    appender: BulkAppender,
     plain: PlainRecords,
+    count: int,
     runs: list[Run],
     batches: dict[int, ProducerBatch],
 ) -> list[int] | None:
-    """Put `plain`'s records into their batches: each partition's records encoded a
-    batch at a time, the buffer space of each batch reserved at once, each full batch
-    handed to the sender before the next is encoded. Appends a Run per batch to `runs`
-    and the batches to `batches`; returns the order the records were placed in (None:
-    as given)."""
-    pool, accumulator = producer._pool, producer._accumulator
-    assert pool is not None and accumulator is not None
+    """Put `plain`'s records (of a topic of `count` partitions) into their batches: each
+    partition's records encoded a batch at a time, the buffer space of each batch
+    reserved at once, each full batch handed to the sender before the next is encoded.
+    Appends a Run per batch to `runs` and the batches to `batches`; returns the order the
+    records were placed in (None: as given)."""
+    router, admission, accumulator, sender, check_open = appender
+    pool = admission.pool
     topic, values, keys = plain
-    count = producer._partition_counts.get(topic)
-    if count is None:
-        count = await producer._partition_count(topic)
     sizes, ends, same_length = record_sizes(plain)
     largest = max(sizes)
-    if largest > producer._max_request_size:
-        producer._check_size(largest)
-    tps = producer._topic_partitions(topic, count)
+    admission.check_size(largest)
+    tps = router.partitions(topic, count)
     order: list[int] | None = None
-    # (partition, or None for the sticky partitioner; first record; end)
-    segments: list[tuple[int | None, int, int]] = [(None, 0, len(values))]
-    if keys is not None and not producer._ignore_keys:
-        cache = producer._key_partitions.get(count)
-        if cache is None:
-            cache = producer._key_partitions[count] = {}
-        order, per_partition = group_by_partition(keys, count, cache, KEY_CACHE_SIZE)
+    segments = [Segment(None, 0, len(values))]
+    if keys is not None and not router.ignore_keys:
+        order, per_partition = group_by_partition(
+            keys, count, router.key_cache(count), KEY_CACHE_SIZE
+        )
         values = list(map(values.__getitem__, order))
         keys = list(map(keys.__getitem__, order))
         sizes = list(map(sizes.__getitem__, order))
@@ -348,52 +362,54 @@ async def append_plain(
         low = 0
         for partition, placed in enumerate(per_partition):
             if placed:
-                segments.append((partition, low, low + placed))
+                segments.append(Segment(partition, low, low + placed))
                 low += placed
     batch_size = accumulator.batch_size
-    credit = 0  # buffer space reserved and not yet used
+    reserved = 0  # buffer space reserved and not yet used
     now = now_ms()
     try:
         for chosen, low, high in segments:
             index = low
             while index < high:
                 size = sizes[index]
-                partition = (
-                    producer._sticky_partition(topic, count, tps, size)
-                    if chosen is None
-                    else chosen
-                )
-                tp = tps[partition]
-                batch = accumulator.batch_with_room(tp, size, now)
                 before = ends[index - 1] if index else 0
-                # As many records as fit in the batch once encoded (each takes its
-                # accounted size less `slack`) and in buffer.memory (accounted).
-                room = batch_size - len(batch.buf)
-                fitting, slack = _fitting(
-                    ends, index, high, before, room, largest, keys is not None, batch, now
-                )
-                end = bisect.bisect_right(ends, before + pool.limit, index, index + fitting)
-                end = max(end, index + 1)
-                total = ends[end - 1] - before
-                if total > credit:
-                    need = total - credit
-                    if not pool.try_reserve(need):
-                        sender.expedite.update(b.tp for b in batches.values())
-                        sender.wakeup()
-                        await pool.reserve(need, producer._max_block)
-                        producer._check_open()
-                        credit += need
-                        now = now_ms()
-                        continue  # the batches may have moved on while we waited
-                    credit += need
-                credit -= total
-                first = batch.append_values(
-                    values[index:end],
-                    None if keys is None else keys[index:end],
-                    now,
-                    total,
-                    same_length=same_length,
-                )
+                with accumulator.lock:
+                    partition = (
+                        router.sticky_partition(topic, count, tps, size)
+                        if chosen is None
+                        else chosen
+                    )
+                    tp = tps[partition]
+                    batch = accumulator.batch_with_room(tp, size, now)
+                    # As many records as fit in the batch once encoded (each takes its
+                    # accounted size less `slack`) and in buffer.memory (accounted).
+                    room = batch_size - len(batch.buf)
+                    fitting, slack = _fitting(
+                        ends, index, high, before, room, largest, keys is not None, batch, now
+                    )
+                    end = bisect.bisect_right(ends, before + pool.limit, index, index + fitting)
+                    end = max(end, index + 1)
+                    total = ends[end - 1] - before
+                    if total <= reserved or pool.try_reserve(total - reserved):
+                        reserved = max(reserved - total, 0)
+                        first = batch.append_values(
+                            values[index:end],
+                            None if keys is None else keys[index:end],
+                            now,
+                            total,
+                            same_length=same_length,
+                        )
+                    else:
+                        first = -1
+                if first < 0:
+                    need = total - reserved
+                    sender.expedite.update(b.tp for b in batches.values())
+                    sender.wakeup()
+                    await pool.reserve(need, admission.max_block)
+                    check_open()
+                    reserved += need
+                    now = now_ms()
+                    continue  # the batches may have moved on while we waited
                 runs.append(Run(batch, first, end - index))
                 batches[id(batch)] = batch
                 index = end
@@ -403,10 +419,11 @@ async def append_plain(
                     sender.expedite.add(tp)
                     sender.wakeup()
                     if chosen is None:
-                        producer._sticky[topic].next_batch()
+                        with accumulator.lock:
+                            router.batch_filled(topic)
                     await asyncio.sleep(0)
-                    producer._check_open()
+                    check_open()
     finally:
-        if credit:
-            pool.release(credit)
+        if reserved:
+            pool.release(reserved)
     return order

@@ -1,9 +1,11 @@
 """The asyncio producer (`logbus.aio.Producer`): Kafka's KafkaProducer for asyncio.
 
-`send()` serializes a record, picks its partition and appends it to the accumulator,
-which encodes it into that partition's open batch; the sender task ships batches when
-they are full or have lingered `linger.ms`. Each record's future resolves to its
-RecordMetadata once the broker acknowledges its batch.
+`send()` admits a record (`RecordAdmission`: serialized, sized, buffer space reserved),
+routes it to a partition (`PartitionRouter`) and appends it to the accumulator, which
+encodes it into that partition's open batch; the sender task ships batches when they are
+full or have lingered `linger.ms`. Each record's future resolves to its RecordMetadata
+once the broker acknowledges its batch. The blocking producer and the Spark sink feed
+the same accumulator and sender (`buffer`, `send_encoded`).
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
-from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
+    EncodedBatch,
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
     record_size,
 )
-from logbus.client.producer.buffer_pool import BufferPool
+from logbus.client.producer.admission import RecordAdmission
 from logbus.client.producer.bulk import (
-    KEY_CACHE_SIZE,
+    BulkAppender,
     Columns,
     PlainRecords,
     Run,
@@ -41,10 +43,8 @@ from logbus.client.producer.bulk import (
 )
 from logbus.client.producer.config import compression_of, parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.producer.router import PartitionRouter
 from logbus.client.producer.sender import Sender, SenderSettings
-from logbus.client.producer.serializers import Serializer, is_identity, serializer
-from logbus.client.types import TopicPartition
-from logbus.protocol import ErrorCode
 from logbus.records.builder import now_ms
 from logbus.records.record import HeaderInput
 
@@ -72,12 +72,7 @@ class Producer(AsyncService):
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = parse_producer_config(config, settings)
         c = self.config
-        self._key_serializer: Serializer = serializer("key.serializer", c["key.serializer"])
-        self._value_serializer: Serializer = serializer(
-            "value.serializer", c["value.serializer"]
-        )
-        self._raw_keys = is_identity(self._key_serializer)
-        self._raw_values = is_identity(self._value_serializer)
+        self.admission = RecordAdmission(c)
         codec, level = compression_of(c)
         self._settings = SenderSettings(
             acks=c["acks"],
@@ -99,18 +94,11 @@ class Producer(AsyncService):
             compression_level=level,
         )
         self._max_block = c["max.block.ms"] / 1000
-        self._max_request_size = c["max.request.size"]
-        self._ignore_keys = c["partitioner.ignore.keys"]
-        self._partition_counts: dict[str, int] = {}
-        self._sticky: dict[str, StickyPartitioner] = {}
-        self._tps: dict[str, list[TopicPartition]] = {}
-        # partition count -> key -> its partition (murmur2 is costly in Python)
-        self._key_partitions: dict[int, dict[bytes, int]] = {}
         self._topics: set[str] = set()
         self._cluster: Cluster | None = None
         self._sender: Sender | None = None
-        self._accumulator: RecordAccumulator | None = None
-        self._pool: BufferPool | None = None
+        self._accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
+        self.router = PartitionRouter(self._accumulator, c["partitioner.ignore.keys"])
         self._closed = False
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -121,27 +109,35 @@ class Producer(AsyncService):
             return
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        c = self.config
-        loop = asyncio.get_running_loop()
-        self._pool = BufferPool(c["buffer.memory"], loop)
-        cluster = await Cluster.from_config(c)
+        cluster = await Cluster.from_config(self.config)
         try:
-            accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
-            sender = Sender(cluster, accumulator, self._pool, self._settings, self._topics)
+            sender = Sender(
+                cluster, self._accumulator, self.admission.pool, self._settings, self._topics
+            )
             sender.on_metadata = self._metadata_updated
             await sender.start()
         except BaseException:
             await cluster.close()
             raise
-        self._cluster, self._accumulator, self._sender = cluster, accumulator, sender
+        self._cluster, self._sender = cluster, sender
+
+    @property
+    def accumulator(self) -> RecordAccumulator:
+        """The batches waiting to be sent (shared with the sender)."""
+        return self._accumulator
+
+    @property
+    def sender(self) -> Sender:
+        """The sending task (ClientClosedError before `start()` or after `close()`)."""
+        return self._check_open()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _metadata_updated(self, md: ClusterMetadata) -> None:
-        """Follow partitions added to a topic (seen on a periodic refresh)."""
-        for topic, count in list(self._partition_counts.items()):
-            info = md.topics.get(topic)
-            if info is not None and info.partitions and len(info.partitions) != count:
-                self._partition_counts[topic] = len(info.partitions)
-                self._sticky.pop(topic, None)
+        with self._accumulator.lock:
+            self.router.metadata_updated(md)
 
     def _wake_sender(self) -> None:
         if self._sender is not None:
@@ -174,6 +170,10 @@ class Producer(AsyncService):
 
     # --- sending ------------------------------------------------------------------------
 
+    def check_open(self) -> Sender:
+        """The sender; ClientClosedError when not started or closed."""
+        return self._check_open()
+
     def _check_open(self) -> Sender:
         sender = self._sender
         if sender is None:
@@ -186,10 +186,12 @@ class Producer(AsyncService):
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
-        return list(range(await self._partition_count(topic)))
+        return list(range(await self.partition_count(topic)))
 
-    async def _partition_count(self, topic: str) -> int:
-        count = self._partition_counts.get(topic)
+    async def partition_count(self, topic: str) -> int:
+        """The topic's partition count, once its metadata is found (asking for it, and
+        creating the topic where the broker does so, for up to max.block.ms)."""
+        count = self.router.count(topic)
         if count is not None:
             return count
         sender = self._check_open()
@@ -204,7 +206,8 @@ class Producer(AsyncService):
                 )
                 count = md.ready_partition_count(topic)
                 if count is not None:
-                    self._partition_counts[topic] = count
+                    with self._accumulator.lock:
+                        self.router.known(topic, count)
                     return count
             except KafkaError as exc:
                 if not exc.retriable:
@@ -221,29 +224,7 @@ class Producer(AsyncService):
             sender.wakeup()
             await asyncio.sleep(self._settings.retry_backoff)
 
-    def _serialize(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        if not (self._raw_keys and (key is None or type(key) is bytes)):
-            key = self._key_serializer(key)
-        if not (self._raw_values and (value is None or type(value) is bytes)):
-            value = self._value_serializer(value)
-        return key, value
-
-    def _check_size(self, size: int) -> None:
-        if size > self._max_request_size:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"The message is {size} bytes when serialized which is larger than "
-                f"max.request.size={self._max_request_size}",
-            )
-
-    def _check_partition(self, topic: str, partition: int, count: int) -> None:
-        if not 0 <= partition < count:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"Topic '{topic}' has no partition {partition} (it has {count})",
-            )
-
-    def _append(
+    def buffer(
         self,
         topic: str,
         partition: int | None,
@@ -251,68 +232,29 @@ class Producer(AsyncService):
         value: bytes | None,
         headers: HeaderInput,
         timestamp: int | None,
-        future: RecordFuture | None,
         size: int,
-    ) -> tuple[ProducerBatch, int]:
-        """Put a serialized record (its buffer space already reserved) into its batch."""
-        accumulator = self._accumulator
-        assert accumulator is not None
-        count = self._partition_counts[topic]
-        tps = self._tps.get(topic)
-        if tps is None or len(tps) != count:
-            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
-        if partition is None:
-            partition = self._choose_partition(topic, key, count, tps, size)
-        return accumulator.append(
-            tps[partition],
-            key,
-            value,
-            headers,
-            now_ms() if timestamp is None else timestamp,
-            future,
-            size,
-        )
-
-    def _choose_partition(
-        self,
-        topic: str,
-        key: bytes | None,
         count: int,
-        tps: list[TopicPartition],
-        size: int,
-    ) -> int:
-        """The partitioner: murmur2 of the key, or the sticky partition for keyless
-        records (moving on when its batch cannot take this record, KIP-480)."""
-        if key is not None and not self._ignore_keys:
-            cache = self._key_partitions.get(count)
-            if cache is None:
-                cache = self._key_partitions[count] = {}
-            partition = cache.get(key)
-            if partition is None:
-                partition = partition_for_key(key, count)
-                if len(cache) >= KEY_CACHE_SIZE:
-                    cache.clear()
-                cache[key] = partition
-            return partition
-        return self._sticky_partition(topic, count, tps, size)
-
-    def _sticky_partition(
-        self, topic: str, count: int, tps: list[TopicPartition], size: int
-    ) -> int:
-        sticky = self._sticky.get(topic)
-        if sticky is None or sticky.num_partitions != count:
-            sticky = self._sticky[topic] = StickyPartitioner(count)
-        partition = sticky.current
-        assert self._accumulator is not None
-        if self._accumulator.is_full_for(tps[partition], size):
-            partition = sticky.next_batch()
-        return partition
-
-    def _topic_partitions(self, topic: str, count: int) -> list[TopicPartition]:
-        tps = self._tps.get(topic)
-        if tps is None or len(tps) != count:
-            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(count)]
-        return tps
+        future: RecordFuture | None = None,
+    ) -> tuple[ProducerBatch, int]:
+        """Route a record already admitted (serialized, `size` bytes reserved) of a
+        topic of `count` partitions (`partition`, if given, checked) and encode it into
+        its partition's open batch: the batch and the record's index in it. Safe to call
+        from any thread: ClientClosedError once the producer is closing (then nothing was
+        buffered, and the caller gives the reserved bytes back)."""
+        accumulator = self._accumulator
+        with accumulator.lock:
+            if self._closed:
+                raise ClientClosedError("the producer is closed")
+            tp = self.router.route(topic, partition, key, count, size)
+            return accumulator.append(
+                tp,
+                key,
+                value,
+                headers,
+                now_ms() if timestamp is None else timestamp,
+                future,
+                size,
+            )
 
     async def send(
         self,
@@ -333,22 +275,28 @@ class Producer(AsyncService):
         than max.request.size raise here, before anything is buffered.
         """
         self._check_open()
-        key, value = self._serialize(key, value)
-        count = self._partition_counts.get(topic)
+        admission = self.admission
+        key, value = admission.serialize(key, value)
+        count = self.router.count(topic)
         if count is None:
-            count = await self._partition_count(topic)
+            count = await self.partition_count(topic)
         if partition is not None:
-            self._check_partition(topic, partition, count)
+            self.router.check_partition(topic, partition, count)
         hdrs = headers or ()
         size = record_size(key, value, hdrs)
-        self._check_size(size)
-        pool = self._pool
-        assert pool is not None
+        admission.check_size(size)
+        pool = admission.pool
         if not pool.try_reserve(size):
             await pool.reserve(size, self._max_block)
             self._check_open()
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        _, index = self._append(topic, partition, key, value, hdrs, timestamp, future, size)
+        try:
+            _, index = self.buffer(
+                topic, partition, key, value, hdrs, timestamp, size, count, future
+            )
+        except BaseException:
+            pool.release(size)
+            raise
         if on_delivery is not None:
             future.add_done_callback(_delivery_callback(on_delivery))
         if index == 0:
@@ -356,6 +304,31 @@ class Producer(AsyncService):
             # it even if the caller sends in a loop that never waits.
             await asyncio.sleep(0)
         return future
+
+    async def send_encoded(self, encoded: Sequence[EncodedBatch]) -> list[ProducerBatch]:
+        """Queue record batches encoded elsewhere (the Spark sink's), each after the
+        batches of its partition already queued, for the sender to stamp with the
+        producer id and sequence and send like any other batch. Waits (up to
+        max.block.ms) for buffer space as `send` does, handing over what has room first;
+        returns the batches, whose `settled` and `error` say how each ended."""
+        self._check_open()
+        pool = self.admission.pool
+        accumulator = self._accumulator
+        batches: list[ProducerBatch] = []
+        ready: list[ProducerBatch] = []
+        for item in encoded:
+            if not pool.try_reserve(item.size):
+                if ready:
+                    accumulator.append_encoded(ready)
+                    ready = []
+                await pool.reserve(item.size, self._max_block)
+                self._check_open()
+            batch = ProducerBatch.from_encoded(item)
+            batches.append(batch)
+            ready.append(batch)
+        if ready:
+            accumulator.append_encoded(ready)
+        return batches
 
     async def send_and_wait(
         self,
@@ -416,18 +389,26 @@ class Producer(AsyncService):
         batches: dict[int, ProducerBatch] = {}
         order: list[int] | None = None
         plain: PlainRecords | Columns | None
+        admission = self.admission
         if isinstance(given, Columns):
             plain = plain_columns(
                 given,
-                self._key_serializer,
-                self._value_serializer,
-                self._raw_keys,
-                self._raw_values,
+                admission.key_serializer,
+                admission.value_serializer,
+                admission.raw_keys,
+                admission.raw_values,
             )
         else:
-            plain = plain_records(given, self._raw_keys, self._raw_values)
+            plain = plain_records(given, admission.raw_keys, admission.raw_values)
         if isinstance(plain, PlainRecords):
-            order = await append_plain(self, sender, plain, runs, batches)
+            count = await self.partition_count(plain.topic)
+            order = await append_plain(
+                BulkAppender(self.router, admission, self._accumulator, sender, self._check_open),
+                plain,
+                count,
+                runs,
+                batches,
+            )
         elif isinstance(plain, Columns):
             # Serialized columns with null values, or null keys mixed with others.
             column = repeat(None) if plain.keys is None else plain.keys
@@ -470,15 +451,14 @@ class Producer(AsyncService):
     ) -> None:
         """The general path: record by record, as `send` does (`serialized`: keys and
         values are bytes or None already, and go as they are)."""
-        pool = self._pool
-        assert pool is not None
-        counts = self._partition_counts
-        serialize = self._serialize
-        append = self._append
-        raw_keys, raw_values = self._raw_keys, self._raw_values
-        max_request_size = self._max_request_size
-        assert self._accumulator is not None
-        append_plain = self._accumulator.append_plain
+        admission = self.admission
+        pool = admission.pool
+        router = self.router
+        serialize = admission.serialize
+        raw_keys, raw_values = admission.raw_keys, admission.raw_values
+        max_request_size = admission.max_request_size
+        accumulator = self._accumulator
+        lock = accumulator.lock
         last: ProducerBatch | None = None
         run: Run | None = None
         now = now_ms()
@@ -496,12 +476,12 @@ class Producer(AsyncService):
                     )
                 ):
                     key, value = serialize(key, value)
-                count = counts.get(topic)
+                count = router.count(topic)
                 if count is None:
-                    count = await self._partition_count(topic)
+                    count = await self.partition_count(topic)
                     now = now_ms()
                 if partition is not None and not 0 <= partition < count:
-                    self._check_partition(topic, partition, count)
+                    router.check_partition(topic, partition, count)
                 if headers:
                     size = record_size(key, value, headers)
                 else:
@@ -511,7 +491,7 @@ class Producer(AsyncService):
                     if value is not None:
                         size += len(value)
                 if size > max_request_size:
-                    self._check_size(size)
+                    admission.check_size(size)
                 if size > credit:
                     ahead = max(size, _RESERVE_AHEAD)
                     if not pool.try_reserve(ahead):
@@ -523,25 +503,23 @@ class Producer(AsyncService):
                         now = now_ms()
                     credit += ahead
                 credit -= size
-                if headers:
-                    batch, index = append(
-                        topic,
-                        partition,
-                        key,
-                        value,
-                        headers,
-                        now if timestamp is None else timestamp,
-                        None,
-                        size,
-                    )
-                else:
-                    tps = self._topic_partitions(topic, count)
-                    if partition is None:
-                        partition = self._choose_partition(topic, key, count, tps, size)
-                    batch = append_plain(
-                        tps[partition], key, value, now if timestamp is None else timestamp, size
-                    )
-                    index = batch.count - 1
+                with lock:
+                    tp = router.route(topic, partition, key, count, size)
+                    if headers:
+                        batch, index = accumulator.append(
+                            tp,
+                            key,
+                            value,
+                            headers,
+                            now if timestamp is None else timestamp,
+                            None,
+                            size,
+                        )
+                    else:
+                        batch = accumulator.append_plain(
+                            tp, key, value, now if timestamp is None else timestamp, size
+                        )
+                        index = batch.count - 1
                 if run is not None and run.batch is batch and run.first + run.count == index:
                     run.count += 1
                 else:
@@ -558,8 +536,8 @@ class Producer(AsyncService):
 
     async def _expedite_all(self) -> None:
         sender = self._check_open()
-        assert self._accumulator is not None
-        sender.expedite.update(tp for tp, q in self._accumulator.batches.items() if q)
+        with self._accumulator.lock:
+            sender.expedite.update(tp for tp, q in self._accumulator.batches.items() if q)
         sender.wakeup()
 
     async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109

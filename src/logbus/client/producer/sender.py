@@ -16,14 +16,17 @@ import asyncio
 import bisect
 import contextlib
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from logbus.client import admin_ops
+from logbus.client.admin_ops import ProduceResult
 from logbus.client.cluster import Cluster
+from logbus.client.connection import Connection
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
@@ -95,7 +98,8 @@ class PartitionState:
 
 class Sender:
     """Owns the sending task and the requests it has in flight. Started by `start()`,
-    stopped by `stop()`; lives on the producer's event loop."""
+    stopped by `stop()`; lives on the producer's event loop (`wakeup` may be called
+    from any thread)."""
 
     def __init__(
         self,
@@ -121,11 +125,15 @@ class Sender:
         self._need_metadata = False
         self._metadata_retry_at = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self.on_metadata: Callable[[ClusterMetadata], None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         if self.settings.idempotent:
             conn = await self.cluster.bootstrap()
             self.producer = await init_producer_id(conn)
@@ -134,7 +142,11 @@ class Sender:
         )
 
     def wakeup(self) -> None:
-        self._wakeup.set()
+        """Have the sending task look at the accumulator again (from any thread)."""
+        if threading.get_ident() == self._loop_thread or self._loop is None:
+            self._wakeup.set()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wakeup.set)
 
     async def stop(self) -> None:
         """Stop sending; requests in flight are cancelled (their batches stay unsettled)."""
@@ -169,12 +181,17 @@ class Sender:
                 log.debug("producer metadata or producer id request failed: %r", exc)
                 self._metadata_retry_at = now + self.settings.retry_backoff
             now = time.monotonic()
+            expired: list[tuple[ProducerBatch, KafkaTimeoutError]] = []
             try:
-                self._expire(now)
-                delay = self._send_ready(now)
+                with self.accumulator.lock:
+                    expired = self._expire(now)
+                    delay = self._send_ready(now)
             except Exception:  # a bug: say so, and do not spin on it
                 log.exception("the producer's sender failed; retrying")
                 delay = self.settings.retry_backoff
+            # Failed outside the lock: their callbacks may send records.
+            for batch, error in expired:
+                batch.fail(error)
             if delay is None or delay > 0:
                 try:
                     async with asyncio.timeout(delay):
@@ -245,7 +262,8 @@ class Sender:
             else:
                 head = queue[0]
                 ready = (
-                    len(queue) > 1
+                    head.encoded
+                    or len(queue) > 1
                     or head.size >= s.batch_size
                     or self.flushing
                     or tp in self.expedite
@@ -318,7 +336,7 @@ class Sender:
 
     async def _produce(self, node: int, group: dict[TopicPartition, ProducerBatch]) -> None:
         s = self.settings
-        results: dict[Any, Any] | None
+        results: Mapping[Any, Any] | None
         try:
             try:
                 conn = await self.cluster.node(node)
@@ -326,12 +344,10 @@ class Sender:
                 if isinstance(exc, KafkaConnectionError):
                     raise
                 raise KafkaConnectionError(f"no connection to broker {node}: {exc}") from exc
-            payload: dict[tuple[str, int], bytes | bytearray] = {
+            payload: dict[tuple[str, int], bytearray | memoryview] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
-            results = await admin_ops.produce_many(
-                conn, payload, s.acks, timeout_ms=s.request_timeout_ms
-            )
+            results = await produce(conn, payload, s.acks, s.request_timeout_ms)
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._need_metadata = True
@@ -399,14 +415,16 @@ class Sender:
             self._needs_bump = True  # its sequence numbers are a gap now
         batch.fail(error)
 
-    def _expire(self, now: float) -> None:
-        """Fail batches that have waited longer than delivery.timeout.ms."""
+    def _expire(self, now: float) -> list[tuple[ProducerBatch, KafkaTimeoutError]]:
+        """Take out the batches that have waited longer than delivery.timeout.ms; the
+        caller fails each with its error."""
         timeout = self.settings.delivery_timeout
+        expired: list[tuple[ProducerBatch, KafkaTimeoutError]] = []
         for tp, queue in self.accumulator.batches.items():
             while queue and now - queue[0].created >= timeout:
                 batch = queue.popleft()
                 self.pool.release(batch.reserved)
-                batch.fail(_expired(batch, now, None))
+                expired.append((batch, _expired(batch, now, None)))
             state = self.states.get(tp)
             if state is None or not state.retry:
                 continue
@@ -416,10 +434,11 @@ class Sender:
                     self._settled(batch, state)
                     if self.settings.idempotent:
                         self._needs_bump = True
-                    batch.fail(_expired(batch, now, None))
+                    expired.append((batch, _expired(batch, now, None)))
                 else:
                     keep.append(batch)
             state.retry = keep
+        return expired
 
     async def _bump_epoch(self) -> None:
         """New epoch, sequences from 0: every batch still to be retried is renumbered."""
@@ -442,6 +461,17 @@ class Sender:
             state.unacked = deque(state.retry)
         self._needs_bump = False
         log.info("producer id %d now at epoch %d", producer_id, epoch)
+
+
+async def produce(
+    conn: Connection,
+    payload: Mapping[tuple[str, int], bytearray | memoryview],
+    acks: int,
+    timeout_ms: int,
+) -> Mapping[tuple[str, int], ProduceResult | KafkaError] | None:
+    """One Produce request carrying a sealed batch per partition: the request layer's
+    results per partition (None with acks=0)."""
+    return await admin_ops.produce_many(conn, payload, acks, timeout_ms=timeout_ms)
 
 
 def _expired(batch: ProducerBatch, now: float, cause: BaseException | None) -> KafkaTimeoutError:

@@ -1,30 +1,26 @@
-"""The blocking producer (`logbus.Producer`): the asyncio producer run on a background
-event loop thread.
+"""The blocking producer (`logbus.Producer`): the asyncio producer's pipeline, fed from
+the caller's thread, with its sender running on a background event loop thread.
 
-`send()` does its caller-side work (serializing, sizing, reserving buffer space) on the
-caller's thread and hands records to the loop in bulk: one wake-up of the loop carries
-every record sent since the last, so a tight loop of sends costs little more than the
-encoding of each record.
+`send()` does every per-record step on the caller's thread: admission (serializing,
+sizing, reserving buffer space), routing and encoding into the partition's open batch,
+under the accumulator's lock. The loop thread is woken only when a batch is started or
+filled (for linger.ms and batch.size), never per record; each record gets a
+`FutureRecordMetadata`, settled with its batch.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections import deque
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 from logbus.client.blocking import BlockingClient
 from logbus.client.errors import ClientClosedError, KafkaTimeoutError
-from logbus.client.producer.accumulator import record_size
+from logbus.client.producer.accumulator import RECORD_OVERHEAD, record_size
+from logbus.client.producer.future import FutureRecordMetadata
 from logbus.client.producer.producer import DeliveryCallback, Headers
 from logbus.client.producer.producer import Producer as AsyncProducer
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
-
-_Pending = tuple[
-    str, int | None, bytes | None, bytes | None, Any, int | None, "Future[RecordMetadata]", int
-]
 
 
 class Producer(BlockingClient[AsyncProducer]):
@@ -43,9 +39,9 @@ class Producer(BlockingClient[AsyncProducer]):
     _noun = "producer"
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        self._pending: deque[_Pending] = deque()
-        self._scheduled = False
         super().__init__(AsyncProducer(config, **settings), "logbus-producer")
+        self._admission = self._aio.admission
+        self._router = self._aio.router
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
@@ -61,62 +57,54 @@ class Producer(BlockingClient[AsyncProducer]):
         timestamp: int | None = None,
         headers: Headers | None = None,
         on_delivery: DeliveryCallback | None = None,
-    ) -> Future[RecordMetadata]:
-        """Buffer one record; returns a `concurrent.futures.Future` of its RecordMetadata.
+    ) -> FutureRecordMetadata:
+        """Buffer one record; returns a `FutureRecordMetadata` (`result()` gives its
+        RecordMetadata, or raises the error it failed with).
 
         Blocks (up to max.block.ms) only for the topic's metadata the first time and for
         buffer space when buffer.memory is used up, then raises KafkaTimeoutError.
+        Serialization errors and records larger than max.request.size raise here.
         `on_delivery(metadata, error)` runs on the producer's thread when the record is
         acknowledged or has failed.
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        aio = self._aio
+        admission = self._admission
         if not (
-            aio._raw_keys
-            and aio._raw_values
+            admission.raw_keys
+            and admission.raw_values
             and (key is None or type(key) is bytes)
             and (value is None or type(value) is bytes)
         ):
-            key, value = aio._serialize(key, value)
-        count = aio._partition_counts.get(topic)
+            key, value = admission.serialize(key, value)
+        count = self._router.count(topic)
         if count is None:
-            count = self._run(aio._partition_count(topic))
+            count = self._run(self._aio.partition_count(topic))
         if partition is not None:
-            aio._check_partition(topic, partition, count)
-        hdrs = headers or ()
-        size = record_size(key, value, hdrs)
-        if size > aio._max_request_size:
-            aio._check_size(size)
-        pool = aio._pool
-        assert pool is not None
-        if not pool.try_reserve(size):
-            pool.reserve_blocking(size, aio._max_block)
-        future: Future[RecordMetadata] = Future()
+            self._router.check_partition(topic, partition, count)
+        if headers:
+            size = record_size(key, value, headers)
+        else:
+            headers = ()
+            size = RECORD_OVERHEAD
+            if key is not None:
+                size += len(key)
+            if value is not None:
+                size += len(value)
+        if size > admission.max_request_size:
+            admission.check_size(size)
+        admission.reserve_blocking(size)
+        try:
+            batch, index = self._aio.buffer(
+                topic, partition, key, value, headers, timestamp, size, count
+            )
+        except BaseException:
+            admission.pool.release(size)
+            raise
+        future = FutureRecordMetadata(batch, index)
         if on_delivery is not None:
             future.add_done_callback(_callback(on_delivery))
-        self._pending.append((topic, partition, key, value, hdrs, timestamp, future, size))
-        if not self._scheduled:
-            self._scheduled = True
-            self._thread.call_soon(self._drain_pending)
         return future
-
-    def _drain_pending(self) -> None:
-        """On the loop: move records handed over by `send()` into their batches."""
-        self._scheduled = False
-        pending = self._pending
-        append = self._aio._append
-        while pending:
-            topic, partition, key, value, hdrs, timestamp, future, size = pending.popleft()
-            if self._aio._closed:
-                self._aio._pool.release(size)  # type: ignore[union-attr]
-                future.set_exception(ClientClosedError("the producer is closed"))
-                continue
-            try:
-                append(topic, partition, key, value, hdrs, timestamp, future, size)
-            except Exception as exc:  # a bad header, say: the record's own failure
-                self._aio._pool.release(size)  # type: ignore[union-attr]
-                future.set_exception(exc)
 
     def send_and_wait(
         self,
@@ -149,27 +137,14 @@ class Producer(BlockingClient[AsyncProducer]):
         self._check_open()
         if records is not None and not isinstance(records, list):
             records = list(records)
-        return self._run(self._send_batch(records, topic, values, keys))
+        return self._run(self._aio.send_batch(records, topic=topic, values=values, keys=keys))
 
-    async def _send_batch(
-        self,
-        records: list[ProducerRecord] | None,
-        topic: str | None,
-        values: Iterable[Any] | None,
-        keys: Iterable[Any] | None,
-    ) -> list[RecordMetadata]:
-        self._drain_pending()
-        return await self._aio.send_batch(records, topic=topic, values=values, keys=keys)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait until it is acknowledged or has failed;
         KafkaTimeoutError after `timeout` seconds."""
         self._check_open()
-        self._run(self._flush(timeout))
-
-    async def _flush(self, timeout: float | None) -> None:  # noqa: ASYNC109
-        self._drain_pending()
-        await self._aio.flush(timeout)
+        self._run(self._aio.flush(timeout))
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to `timeout` seconds; None: as long as it takes),
@@ -178,15 +153,11 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def _shutdown(self, timeout: float | None) -> None:
         with contextlib.suppress(KafkaTimeoutError):
-            self._run(self._close(timeout))
-
-    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
-        self._drain_pending()
-        await self._aio.close(timeout)
+            self._run(self._aio.close(timeout))
 
 
 def _callback(on_delivery: DeliveryCallback) -> Any:
-    def done(future: Future[RecordMetadata]) -> None:
+    def done(future: FutureRecordMetadata) -> None:
         error = future.exception()
         on_delivery(None if error is not None else future.result(), error)
 
