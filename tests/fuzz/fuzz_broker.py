@@ -14,6 +14,7 @@ file. After every case `Fuzzer.run` checks, and records as a failure of that cas
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import socket
@@ -23,11 +24,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from logbus.protocol import ApiKey, codec
 from logbus.protocol.errors import ProtocolError, UnsupportedVersion
-from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD
+from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from logbus.records.reader import decode_batch
 
 HANG_BOUND_S = float(os.environ.get("LOGBUS_FUZZ_HANG_S", "10"))
@@ -281,15 +281,29 @@ def audit_batches(data: bytes, start: int, path: Path) -> tuple[int, list[str]]:
         end = pos + LOG_OVERHEAD + length
         if end > len(data):
             break  # the rest is being written
+        where = f"{path.parent.name}/{path.name} @{start + pos} (offset {base_offset})"
         try:
-            decode_batch(view[pos:end])
+            header, records = decode_batch(view[pos:end])
         except Exception as exc:
-            problems.append(
-                f"{path.parent.name}/{path.name} @{start + pos} (offset {base_offset}): "
-                f"stored batch unreadable: {type(exc).__name__}: {exc}"
-            )
+            problems.append(f"{where}: stored batch unreadable: {type(exc).__name__}: {exc}")
+        else:
+            problem = offsets_problem(header, [r.offset for r in records])
+            if problem:
+                problems.append(f"{where}: {problem}")
         pos = end
     return pos, problems
+
+
+def offsets_problem(header: BatchHeader, offsets: list[int]) -> str | None:
+    """Record offsets must rise strictly inside [baseOffset, baseOffset + lastOffsetDelta]
+    (a cleaned batch may have gaps, never disorder or records past its last offset)."""
+    if not offsets:
+        return None
+    rising = all(a < b for a, b in itertools.pairwise(offsets))
+    if not rising or offsets[0] < header.base_offset or offsets[-1] > header.last_offset:
+        return (f"record offsets {offsets[:5]}... outside or out of order in "
+                f"[{header.base_offset}, {header.last_offset}]")
+    return None
 
 
 @dataclass
@@ -378,6 +392,3 @@ class Fuzzer:
             self.failures.append("after the run:\n  " + "\n  ".join(problems))
         assert not self.failures, self.report()
 
-
-def summary(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in values.items())
