@@ -388,6 +388,17 @@ def test_leave_group_batched_and_legacy() -> None:
     assert rt.responses[t]["members"][0]["error_code"] == E.UNKNOWN_MEMBER_ID
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_leave_group_without_a_group_id_is_invalid_group_id(batched: bool) -> None:
+    """A group-level error answers with no per-member results (found by tests/fuzz: a
+    batched LeaveGroup with an empty group id raised instead of answering)."""
+    rt = Runtime()
+    t = rt.token()
+    members = (ev.LeavingMember("m-1"), ev.LeavingMember("", "i-a"))
+    rt.apply(ev.LeaveGroup(t, rt.now, "", members, batched=batched))
+    assert rt.responses[t] == {"error_code": E.INVALID_GROUP_ID, "members": []}
+
+
 def test_sync_errors() -> None:
     rt = Runtime()
     a, b = stable_pair(rt)
