@@ -21,6 +21,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,9 @@ from logbus.records.reader import decode_batch
 
 HANG_BOUND_S = float(os.environ.get("LOGBUS_FUZZ_HANG_S", "10"))
 RSS_BOUND_KB = int(os.environ.get("LOGBUS_FUZZ_RSS_MB", "512")) * 1024
+# A broker past this is killed at once (the failure is reported all the same): an
+# unbounded one would otherwise take the memory of every process on the machine.
+RSS_KILL_KB = 2 * RSS_BOUND_KB
 FOLLOW_UP_CID = 0x5A5A5A5A
 # at most this many failing cases are collected before a family stops
 MAX_FAILURES = int(os.environ.get("LOGBUS_FUZZ_MAX_FAILURES", "5"))
@@ -74,6 +78,7 @@ class FuzzedBroker:
             args += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        threading.Thread(target=self._watch_memory, args=(self.proc,), daemon=True).start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -86,15 +91,25 @@ class FuzzedBroker:
         self.stop()
         raise RuntimeError("broker did not start listening")
 
+    def _watch_memory(self, proc: subprocess.Popen[bytes]) -> None:
+        while proc.poll() is None:
+            rss = _status_kb(proc.pid, "VmRSS")
+            if rss > RSS_KILL_KB:
+                with open(self.log_path, "a") as log:
+                    log.write(f"[fuzz] ERROR broker killed by the fuzz suite: RSS {rss} kB\n")
+                proc.kill()
+                return
+            time.sleep(0.1)
+
     def stop(self) -> int | None:
-        """Stop the broker (SIGTERM, then SIGKILL after 20 s); its exit code."""
+        """Stop the broker (SIGTERM, then SIGKILL after 10 s); its exit code."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None
         if proc.poll() is None:
             proc.terminate()
             try:
-                return proc.wait(20)
+                return proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
@@ -125,13 +140,7 @@ class FuzzedBroker:
             return ""
 
     def peak_rss_kb(self) -> int:
-        assert self.proc is not None
-        try:
-            status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        except OSError:
-            return 0
-        match = re.search(r"VmHWM:\s+(\d+) kB", status)
-        return int(match.group(1)) if match else 0
+        return 0 if self.proc is None else _status_kb(self.proc.pid, "VmHWM")
 
     def responsive(self) -> str | None:
         """None if a fresh connection gets an ApiVersions answer in time, else why not."""
@@ -144,6 +153,16 @@ class FuzzedBroker:
         if not frames:
             return "a fresh ApiVersions request got " + ("a close" if closed else "no answer")
         return None
+
+
+def _status_kb(pid: int, field: str) -> int:
+    """A memory figure of /proc/<pid>/status, 0 once the process is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(field + r":\s+(\d+) kB", status)
+    return int(match.group(1)) if match else 0
 
 
 def read_frames(sock: socket.socket, deadline: float) -> tuple[list[bytes], bool]:

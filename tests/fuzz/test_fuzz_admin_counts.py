@@ -47,7 +47,7 @@ def test_huge_partition_counts(fuzzed: Any, request_: Any, count: int,
     api_key = ApiKey.CREATE_TOPICS if request_ is create_topics else ApiKey.CREATE_PARTITIONS
     version = 5 if request_ is create_topics else 3
     description = f"{request_.__name__} count {count} validate_only {validate_only}"
-    fuzzer.run(Case(0, "admin_counts", api_key, version, 0, description, frame),
+    fuzzer.run(Case(0, "huge_partition_counts", api_key, version, 0, description, frame),
                expect_answer=True)
     fuzzer.finish()
 
@@ -61,6 +61,6 @@ def test_many_creations_in_one_request(fuzzed: Any) -> None:
                "replication_factor": 1, "assignments": [], "configs": []} for i in range(2000)]
     frame = _frame(ApiKey.CREATE_TOPICS, 5,
                    {"topics": topics, "timeout_ms": 10000, "validate_only": True})
-    fuzzer.run(Case(0, "admin_counts", ApiKey.CREATE_TOPICS, 5, 0, "2,000 topics x 50", frame),
+    fuzzer.run(Case(0, "many_creations", ApiKey.CREATE_TOPICS, 5, 0, "2,000 topics x 50", frame),
                expect_answer=True)
     fuzzer.finish()
