@@ -64,6 +64,7 @@ class World:
     """What exists on the broker under test: requests name these to get past lookups."""
 
     topics: dict[str, int] = field(default_factory=dict)  # name -> partition count
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     groups: tuple[str, ...] = ("fz-group",)
     fresh: int = 0
 
@@ -249,7 +250,8 @@ class _Generator:
         if ftype == "float64":
             return rng.choice((0.0, 1.5, -1.0, 1e300))
         if ftype == "uuid":
-            return rng.choice((uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128))))
+            known = sorted(self.world.topic_ids.values())
+            return rng.choice((uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128)), *known))
         if ftype == "string":
             n = rng.choice((0, 1, 5, 12, 40))
             return "".join(rng.choice(string.ascii_letters + "-_.") for _ in range(n))

@@ -90,4 +90,5 @@ def seed_world(broker: FuzzedBroker) -> World:
             for p in range(partitions):
                 batch = build_batch([(b"key", b"seed value")] * 3)
                 assert client.produce(name, p, batch)["error_code"] == ErrorCode.NONE
-    return World(topics=dict(TOPICS))
+        ids = {t["name"]: t["topic_id"] for t in client.metadata(sorted(TOPICS))["topics"]}
+    return World(topics=dict(TOPICS), topic_ids=ids)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fuzz_batches import BATCH_FAMILIES
 from fuzz_broker import Case, Fuzzer
-from fuzz_budget import BUDGETS, Budget, selected
+from fuzz_budget import BUDGETS, Budget, selected, served_versions
 from fuzz_readers import confluent_read_problems
 
 from logbus.protocol import ApiKey, codec
@@ -56,5 +56,29 @@ def test_produce_batch_mutations(fuzzed: Any, family: str, budget: Budget) -> No
         frame = produce_frame(rng, world, records, version)
         fuzzer.run(Case(budget.seed, family, ApiKey.PRODUCE, version, round_, description,
                         frame))
+    if broker.alive():
+        fetch_everything(fuzzer, world, budget.seed)
     extra = confluent_read_problems(broker.bootstrap, world.topics) if broker.alive() else []
     fuzzer.finish(extra)
+
+
+def fetch_everything(fuzzer: Fuzzer, world: Any, seed: int) -> None:
+    """Every partition read from offset 0 at every Fetch version the broker serves: the
+    broker must answer each, whatever it stored (v0-3 down-convert to old formats)."""
+    for api_key, version in served_versions():
+        if api_key != ApiKey.FETCH:
+            continue
+        for topic, partitions in sorted(world.topics.items()):
+            body = {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": topic, "topic_id": world.topic_ids[topic],
+                            "partitions": [
+                                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                                for p in range(partitions)]}],
+            }
+            header = codec.RequestHeader(ApiKey.FETCH, version, 4242, "fuzz-read-back")
+            frame = codec.encode_request(header, body)
+            fuzzer.run(Case(seed, "read_back", ApiKey.FETCH, version, 0,
+                            f"Fetch v{version} of {topic} from offset 0", frame),
+                       expect_answer=True)
