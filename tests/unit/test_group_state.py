@@ -521,6 +521,21 @@ def test_commit_runtime_hook_and_metadata_limit() -> None:
     assert len(rt.log) == 1
 
 
+def test_commit_with_a_retention_past_the_largest_timestamp_never_expires() -> None:
+    """OffsetCommit v2-v4 with retention_time_ms = 2^63-1 (found by tests/fuzz: now +
+    retention overflowed int64 and encoding the offset record raised)."""
+    rt = Runtime()
+    rt.now = 1_700_000_000_000
+    t = rt.token()
+    topics = (("t1", (ev.PartitionCommit(0, 5),)),)
+    rt.apply(ev.OffsetCommit(t, rt.now, "g", topics, retention_time_ms=2**63 - 1))
+    assert rt.responses[t]["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    (commit,) = rt.state.groups["g"].offsets.values()
+    assert commit.expire_timestamp == 2**63 - 1
+    (key, value), = rt.log
+    assert rec.decode_record(key, value) == commit
+
+
 def test_offsets_expire_per_kip211() -> None:
     day = 24 * 3600 * 1000
     rt = Runtime(replace(CFG, offsets_retention_ms=day))

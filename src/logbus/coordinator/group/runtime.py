@@ -217,7 +217,11 @@ class GroupCoordinatorRuntime:
         fut: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
         shard.parked.add(fut)
         fut.add_done_callback(shard.parked.discard)
-        self._run(shard, make_event(fut, now_ms()), group_id)
+        try:
+            self._run(shard, make_event(fut, now_ms()), group_id)
+        except BaseException:
+            fut.cancel()  # nobody will wait for it: not failed again at shutdown
+            raise
         return await fut
 
     async def list_groups(self, make_event: EventFactory) -> list[Body]:
