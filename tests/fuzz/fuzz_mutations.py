@@ -135,11 +135,18 @@ def trailing_junk(frame: bytes, spans: list[Span], rng: random.Random) -> tuple[
     return reframe(frame[4:] + junk), f"{len(junk)} junk bytes appended: {junk[:16].hex()}"
 
 
+def _is_work_count(span: Span) -> bool:
+    return span.kind == "fixed" and span.path.rsplit(".", 1)[-1] in WORK_COUNTS
+
+
 def byte_flips(frame: bytes, spans: list[Span], rng: random.Random) -> tuple[bytes, str]:
     body = bytearray(frame[4:])
+    # positions in the body (the frame less its size prefix) outside the work counts
+    counts = {i - 4 for s in spans if _is_work_count(s) for i in range(s.start, s.end)}
+    allowed = [i for i in range(min(8, len(body) - 1), len(body)) if i not in counts]
     flips = []
     for _ in range(rng.choice((1, 1, 2, 4))):
-        at = rng.randrange(8, len(body)) if len(body) > 8 else rng.randrange(len(body))
+        at = rng.choice(allowed)
         bit = 1 << rng.randrange(8)
         body[at] ^= bit
         flips.append(f"{at}^{bit:#x}")
@@ -161,7 +168,7 @@ def int_values(frame: bytes, spans: list[Span], rng: random.Random) -> tuple[byt
     candidates = [
         s for s in spans
         if s.kind == "fixed" and s.ftype.startswith("int") and not s.path.startswith("header.api")
-        and s.path.rsplit(".", 1)[-1] not in WORK_COUNTS
+        and not _is_work_count(s)
     ]
     if not candidates:
         return None
