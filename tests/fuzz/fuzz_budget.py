@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -68,6 +69,18 @@ def selected(api_key: int, version: int, round_: int) -> bool:
     """LOGBUS_FUZZ_ONLY=<api key>/<version>/<round> replays one case."""
     only = os.environ.get("LOGBUS_FUZZ_ONLY")
     return not only or only == f"{api_key}/{version}/{round_}"
+
+
+def request_rounds(
+    budget: Budget, family: str
+) -> Iterator[tuple[int, int, int, random.Random]]:
+    """(api key, version, round, rng) of every case of a request family, each rng seeded
+    by the budget's seed and the case's names."""
+    for api_key, version in served_versions():
+        for round_ in range(budget.rounds):
+            if selected(api_key, version, round_):
+                seed = f"{budget.seed}/{family}/{api_key}/{version}/{round_}"
+                yield api_key, version, round_, random.Random(seed)
 
 
 def valid_frame(api_key: int, version: int, rng: random.Random, world: World) -> bytes:

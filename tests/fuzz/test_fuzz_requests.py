@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from fuzz_broker import Case, Fuzzer
-from fuzz_budget import BUDGETS, Budget, selected, served_versions, valid_frame
+from fuzz_budget import BUDGETS, Budget, request_rounds, served_versions, valid_frame
 from fuzz_layout import request_layout
 from fuzz_mutations import FAMILIES
 
@@ -41,14 +41,12 @@ def _acks_zero(frame: bytes) -> bool:
 def test_valid_requests_are_answered(fuzzed: Any, budget: Budget) -> None:
     broker, world = fuzzed
     fuzzer = Fuzzer(broker)
-    for api_key, version in served_versions():
-        for round_ in range(budget.rounds):
-            if fuzzer.done or not selected(api_key, version, round_):
-                continue
-            rng = random.Random(f"{budget.seed}/valid/{api_key}/{version}/{round_}")
-            frame = valid_frame(api_key, version, rng, world)
-            case = Case(budget.seed, "valid", api_key, version, round_, "as generated", frame)
-            fuzzer.run(case, expect_answer=not _acks_zero(frame))
+    for api_key, version, round_, rng in request_rounds(budget, "valid"):
+        if fuzzer.done:
+            break
+        frame = valid_frame(api_key, version, rng, world)
+        case = Case(budget.seed, "valid", api_key, version, round_, "as generated", frame)
+        fuzzer.run(case, expect_answer=not _acks_zero(frame))
     fuzzer.finish()
 
 
@@ -58,15 +56,13 @@ def test_request_mutations(fuzzed: Any, family: str, budget: Budget) -> None:
     broker, world = fuzzed
     fuzzer = Fuzzer(broker)
     mutate = FAMILIES[family]
-    for api_key, version in served_versions():
-        for round_ in range(budget.rounds):
-            if fuzzer.done or not selected(api_key, version, round_):
-                continue
-            rng = random.Random(f"{budget.seed}/{family}/{api_key}/{version}/{round_}")
-            frame = valid_frame(api_key, version, rng, world)
-            mutated = mutate(frame, request_layout(frame), rng)
-            if mutated is None:
-                continue
-            data, description = mutated
-            fuzzer.run(Case(budget.seed, family, api_key, version, round_, description, data))
+    for api_key, version, round_, rng in request_rounds(budget, family):
+        if fuzzer.done:
+            break
+        frame = valid_frame(api_key, version, rng, world)
+        mutated = mutate(frame, request_layout(frame), rng)
+        if mutated is None:
+            continue
+        data, description = mutated
+        fuzzer.run(Case(budget.seed, family, api_key, version, round_, description, data))
     fuzzer.finish()
