@@ -208,7 +208,10 @@ class Case:
     frame: bytes
 
     def __str__(self) -> str:
-        name = ApiKey(self.api_key).name if self.api_key in ApiKey._value2member_map_ else "?"
+        try:
+            name = ApiKey(self.api_key).name
+        except ValueError:
+            name = f"API {self.api_key}"
         hexed = self.frame[:600].hex() + ("..." if len(self.frame) > 600 else "")
         return (
             f"family {self.family}, {name} v{self.version} round {self.round}: "
