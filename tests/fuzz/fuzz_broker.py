@@ -206,6 +206,7 @@ class Case:
     round: int
     description: str
     frame: bytes
+    budget: str = "small"
 
     def __str__(self) -> str:
         try:
@@ -216,8 +217,9 @@ class Case:
         return (
             f"family {self.family}, {name} v{self.version} round {self.round}: "
             f"{self.description}\n  replay: LOGBUS_FUZZ_SEED={self.seed} "
-            f"LOGBUS_FUZZ_ONLY={self.api_key}/{self.version}/{self.round} "
-            f"pytest tests/fuzz -k {self.family}\n  frame ({len(self.frame)} bytes): {hexed}"
+            f"LOGBUS_FUZZ_ONLY={self.api_key}/{self.version}/{self.round} pytest tests/fuzz "
+            + ("-m fuzz_large " if self.budget != "small" else "")
+            + f"-k '{self.family} and {self.budget}'\n  frame ({len(self.frame)} bytes): {hexed}"
         )
 
 

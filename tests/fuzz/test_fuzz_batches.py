@@ -55,7 +55,7 @@ def test_produce_batch_mutations(fuzzed: Any, family: str, budget: Budget) -> No
             continue
         frame = produce_frame(rng, world, records, version)
         fuzzer.run(Case(budget.seed, family, ApiKey.PRODUCE, version, round_, description,
-                        frame))
+                        frame, budget.name))
     if broker.alive():
         fetch_everything(fuzzer, world, budget.seed)
     extra = confluent_read_problems(broker.bootstrap, world.topics) if broker.alive() else []

@@ -45,7 +45,8 @@ def test_valid_requests_are_answered(fuzzed: Any, budget: Budget) -> None:
         if fuzzer.done:
             break
         frame = valid_frame(api_key, version, rng, world)
-        case = Case(budget.seed, "valid", api_key, version, round_, "as generated", frame)
+        case = Case(budget.seed, "valid", api_key, version, round_, "as generated", frame,
+                    budget.name)
         fuzzer.run(case, expect_answer=not _acks_zero(frame))
     fuzzer.finish()
 
@@ -64,5 +65,6 @@ def test_request_mutations(fuzzed: Any, family: str, budget: Budget) -> None:
         if mutated is None:
             continue
         data, description = mutated
-        fuzzer.run(Case(budget.seed, family, api_key, version, round_, description, data))
+        fuzzer.run(Case(budget.seed, family, api_key, version, round_, description, data,
+                        budget.name))
     fuzzer.finish()
