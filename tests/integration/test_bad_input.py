@@ -156,6 +156,18 @@ def test_garbage_body_closes_the_connection(seeded: Seeded) -> None:
     seeded.assert_unharmed()
 
 
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_lookup_by_id_before_v12_closes_the_connection(
+    seeded: Seeded, version: int
+) -> None:
+    """v10-11 carry nullable topic names but their responses cannot hold a null name:
+    Kafka refuses such a request as invalid (found by tests/fuzz: the broker answered with
+    a response no client could decode)."""
+    frame = raw_request(ApiKey.METADATA, version, {"topics": [{"name": None}]})
+    send_and_expect_close(seeded.broker.bootstrap, frame)
+    seeded.assert_unharmed()
+
+
 # -- API keys and versions -------------------------------------------------------------------
 
 

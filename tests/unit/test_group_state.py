@@ -388,6 +388,17 @@ def test_leave_group_batched_and_legacy() -> None:
     assert rt.responses[t]["members"][0]["error_code"] == E.UNKNOWN_MEMBER_ID
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_leave_group_without_a_group_id_is_invalid_group_id(batched: bool) -> None:
+    """A group-level error answers with no per-member results (found by tests/fuzz: a
+    batched LeaveGroup with an empty group id raised instead of answering)."""
+    rt = Runtime()
+    t = rt.token()
+    members = (ev.LeavingMember("m-1"), ev.LeavingMember("", "i-a"))
+    rt.apply(ev.LeaveGroup(t, rt.now, "", members, batched=batched))
+    assert rt.responses[t] == {"error_code": E.INVALID_GROUP_ID, "members": []}
+
+
 def test_sync_errors() -> None:
     rt = Runtime()
     a, b = stable_pair(rt)
@@ -508,6 +519,21 @@ def test_commit_runtime_hook_and_metadata_limit() -> None:
     errors = [[p["error_code"] for p in x["partitions"]] for x in rt.responses[t]["topics"]]
     assert errors == [[E.NONE, E.OFFSET_METADATA_TOO_LARGE], [E.UNKNOWN_TOPIC_OR_PARTITION]]
     assert len(rt.log) == 1
+
+
+def test_commit_with_a_retention_past_the_largest_timestamp_never_expires() -> None:
+    """OffsetCommit v2-v4 with retention_time_ms = 2^63-1 (found by tests/fuzz: now +
+    retention overflowed int64 and encoding the offset record raised)."""
+    rt = Runtime()
+    rt.now = 1_700_000_000_000
+    t = rt.token()
+    topics = (("t1", (ev.PartitionCommit(0, 5),)),)
+    rt.apply(ev.OffsetCommit(t, rt.now, "g", topics, retention_time_ms=2**63 - 1))
+    assert rt.responses[t]["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    (commit,) = rt.state.groups["g"].offsets.values()
+    assert commit.expire_timestamp == 2**63 - 1
+    (key, value), = rt.log
+    assert rec.decode_record(key, value) == commit
 
 
 def test_offsets_expire_per_kip211() -> None:

@@ -342,12 +342,12 @@ def handle_leave(state: GroupsState, e: ev.LeaveGroup, cfg: GroupConfig) -> Resu
     r = Result()
     group = state.groups.get(e.group_id)
     if not e.group_id:
-        r.respond(e.token, _leave_response(e, E.INVALID_GROUP_ID, []))
+        r.respond(e.token, _leave_response(e, E.INVALID_GROUP_ID, None))
         return r
     if group is None:
         errors = [E.UNKNOWN_MEMBER_ID] * len(e.members)
     elif group.is_(DEAD):
-        r.respond(e.token, _leave_response(e, E.COORDINATOR_NOT_AVAILABLE, []))
+        r.respond(e.token, _leave_response(e, E.COORDINATOR_NOT_AVAILABLE, None))
         return r
     else:
         errors = [_leave_one(group, m, e.now_ms, cfg, r) for m in e.members]
@@ -381,8 +381,12 @@ def _leave_one(
 
 
 def _leave_response(
-    e: ev.LeaveGroup, top: ErrorCode, errors: list[ErrorCode]
+    e: ev.LeaveGroup, top: ErrorCode, errors: list[ErrorCode] | None
 ) -> LeaveGroupResponse:
+    """`errors`: one per leaving member, or None when a group-level error answers the
+    request (as in Kafka, the members list is then empty)."""
+    if errors is None:
+        return {"error_code": top, "members": []}
     if not e.batched and top is E.NONE:
         top = next((err for err in errors if err is not E.NONE), E.NONE)
     return {

@@ -72,9 +72,7 @@ def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfi
                     leader_epoch=p.leader_epoch,
                     metadata=metadata,
                     commit_timestamp=p.commit_timestamp if p.commit_timestamp >= 0 else e.now_ms,
-                    expire_timestamp=(
-                        None if e.retention_time_ms < 0 else e.now_ms + e.retention_time_ms
-                    ),
+                    expire_timestamp=_expire_timestamp(e),
                 )
                 group.offsets[tp] = commit
                 r.records.append(records.offset_commit_record(commit))
@@ -245,6 +243,17 @@ def handle_delete_group(state: GroupsState, e: ev.DeleteGroup, cfg: GroupConfig)
         _retire(state, group, r)
     r.respond(e.token, {"group_id": e.group_id, "error_code": error})
     return r
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _expire_timestamp(e: ev.OffsetCommit) -> int | None:
+    """When an offset committed with an explicit retention (v2-v4) expires; a retention
+    reaching past the largest int64 timestamp never expires (it is stored as that)."""
+    if e.retention_time_ms < 0:
+        return None
+    return min(e.now_ms + e.retention_time_ms, INT64_MAX)
 
 
 def handle_expire_offsets(state: GroupsState, e: ev.ExpireOffsets, cfg: GroupConfig) -> Result:

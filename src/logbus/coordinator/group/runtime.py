@@ -216,8 +216,12 @@ class GroupCoordinatorRuntime:
         fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         shard.parked.add(fut)
         fut.add_done_callback(shard.parked.discard)
-        # Every Answered is a request event (the Event union); `apply` answers it with an R.
-        self._run(shard, cast(ev.Event, make_event(fut, now_ms())), group_id)
+        try:
+            # Every Answered is a request event (the Event union); `apply` answers it with an R.
+            self._run(shard, cast(ev.Event, make_event(fut, now_ms())), group_id)
+        except BaseException:
+            fut.cancel()  # nobody will wait for it: not failed again at shutdown
+            raise
         return await fut
 
     async def list_groups(

@@ -18,6 +18,7 @@ from logbus.protocol.messages.metadata_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.cluster import CLUSTER_OPERATIONS
+from logbus.server.network.connection import CloseConnection
 
 NO_OPERATIONS = -2147483648
 ZERO_UUID = UUID(int=0)
@@ -67,6 +68,10 @@ def error_entry(
     }
 
 
+# The first version whose response may carry a null topic name (lookups by topic id).
+TOPIC_IDS_FROM = 12
+
+
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     cache = broker.metadata_cache
@@ -84,6 +89,10 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     else:
         for entry in requested or ():
             name, topic_id = entry["name"], entry["topic_id"]
+            if name is None and version < TOPIC_IDS_FROM:
+                # v10-11 carry the fields but their responses cannot name a topic by id
+                # (nor hold a null name): Kafka refuses the request as invalid.
+                raise CloseConnection(f"Metadata v{version} cannot look a topic up by id")
             if name is None:
                 found = cache.topic_name(topic_id) if topic_id != ZERO_UUID else None
                 if found is None:
