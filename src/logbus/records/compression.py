@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import Final
 
 import cramjam
+import numpy as np
 
 Buffer = bytes | bytearray | memoryview
 
@@ -49,6 +50,7 @@ class CompressionType(IntEnum):
 
 
 _BY_NAME: Final = {codec.name.lower(): codec for codec in CompressionType}
+_CODEC_IDS: Final = frozenset(int(codec) for codec in CompressionType)
 
 
 class CompressionError(ValueError):
@@ -112,6 +114,65 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
         name = CompressionType(codec).config_name
         raise CompressionError(f"corrupt {name} data: {exc}") from None
     raise CompressionError(f"unknown compression codec id {int(codec)}")
+
+
+def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -> memoryview:
+    """Decompress `data` written with `codec` into at most `limit` bytes.
+
+    The codec writes straight into one buffer of `limit` bytes whose pages are only
+    touched as they are written, so a batch that would grow beyond the limit (a
+    decompression bomb) costs `limit` bytes at most and raises CompressionError, as does
+    corrupt data.
+    """
+    if codec == CompressionType.NONE:
+        if len(data) > limit:
+            raise CompressionError(f"{len(data)} bytes exceed the limit of {limit}")
+        return memoryview(data)
+    out = np.empty(limit, np.uint8)
+    name = CompressionType(codec).config_name if codec in _CODEC_IDS else str(int(codec))
+    try:
+        if codec == CompressionType.GZIP:
+            size = cramjam.gzip.decompress_into(data, out)
+        elif codec == CompressionType.SNAPPY:
+            size = _snappy_decompress_into(memoryview(data), out)
+        elif codec == CompressionType.LZ4:
+            size = cramjam.lz4.decompress_into(data, out)
+        elif codec == CompressionType.ZSTD:
+            size = cramjam.zstd.decompress_into(data, out)
+        else:
+            raise CompressionError(f"unknown compression codec id {int(codec)}")
+    except cramjam.DecompressionError as exc:
+        raise CompressionError(
+            f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
+        ) from None
+    return memoryview(out.data)[:size]
+
+
+def _snappy_decompress_into(view: memoryview, out: np.ndarray) -> int:  # type: ignore[type-arg]
+    if len(view) < len(_XERIAL_HEADER) or view[: len(XERIAL_MAGIC)].tobytes() != XERIAL_MAGIC:
+        return _snappy_block_into(view, out, 0)
+    at = 0
+    pos = len(_XERIAL_HEADER)
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CompressionError("snappy (xerial) block length cut short")
+        (size,) = _INT32_BE.unpack_from(view, pos)
+        pos += 4
+        if size < 0 or pos + size > len(view):
+            raise CompressionError(f"snappy (xerial) block of {size} bytes runs past the data")
+        at += _snappy_block_into(view[pos : pos + size], out, at)
+        pos += size
+    return at
+
+
+def _snappy_block_into(block: memoryview, out: np.ndarray, at: int) -> int:  # type: ignore[type-arg]
+    """Decompress one raw snappy block into `out` from `at` on; its size."""
+    size = int(cramjam.snappy.decompress_raw_len(block))
+    if at + size > len(out):
+        raise CompressionError(f"snappy data grows past the limit of {len(out)} bytes")
+    if size == 0:
+        return 0
+    return int(cramjam.snappy.decompress_raw_into(block, out[at : at + size]))
 
 
 def _xerial_compress(data: Buffer) -> bytes:
