@@ -35,6 +35,7 @@ from logbus.coordinator.group.state import (
 )
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
+from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.reader import iter_record_set
 from logbus.server.api.find_coordinator import OFFSETS_TOPIC, offsets_partition_for
 from logbus.server.replica.partition import PartitionError
@@ -164,7 +165,8 @@ class GroupCoordinatorRuntime:
                 )
                 if info.records is None or info.records.size == 0:
                     break
-                for header, batch_records in iter_record_set(info.records.read()):
+                records = iter_record_set(info.records.read(), on_unreadable=_skip_unreadable)
+                for header, batch_records in records:
                     offset = header.last_offset + 1
                     if header.is_control:
                         continue
@@ -174,6 +176,11 @@ class GroupCoordinatorRuntime:
                         replay(shard.state, record.key, record.value)
                         count += 1
                 await asyncio.sleep(0)  # let other partitions and requests run
+        except InvalidBatch as exc:  # no batch boundary to go on from
+            log.warning("loading %s-%d stopped: %s", OFFSETS_TOPIC, shard.partition, exc)
+            if self.shards.get(shard.partition) is shard:
+                self.unload(shard.partition)
+            return
         except Exception:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, shard.partition)
             if self.shards.get(shard.partition) is shard:
@@ -368,3 +375,9 @@ def _snapshot(group: Group) -> Group:
     copied.static_members = dict(group.static_members)
     copied.offsets = dict(group.offsets)
     return copied
+
+
+def _skip_unreadable(header: BatchHeader, error: InvalidBatch) -> None:
+    """Stored data left unreadable (a disk fault, an older broker) is skipped, not fatal."""
+    log.warning("skipped unreadable batch at offset %d of %s: %s",
+                header.base_offset, OFFSETS_TOPIC, error)
