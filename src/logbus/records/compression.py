@@ -128,7 +128,7 @@ def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -
         if len(data) > limit:
             raise CompressionError(f"{len(data)} bytes exceed the limit of {limit}")
         return memoryview(data)
-    out = np.empty(limit, np.uint8)
+    out = np.empty(limit, np.uint8).data
     name = CompressionType(codec).config_name if codec in _CODEC_IDS else str(int(codec))
     try:
         if codec == CompressionType.GZIP:
@@ -145,10 +145,10 @@ def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -
         raise CompressionError(
             f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
         ) from None
-    return memoryview(out.data)[:size]
+    return out[:size]
 
 
-def _snappy_decompress_into(view: memoryview, out: np.ndarray) -> int:  # type: ignore[type-arg]
+def _snappy_decompress_into(view: memoryview, out: memoryview) -> int:
     if len(view) < len(_XERIAL_HEADER) or view[: len(XERIAL_MAGIC)].tobytes() != XERIAL_MAGIC:
         return _snappy_block_into(view, out, 0)
     at = 0
@@ -165,7 +165,7 @@ def _snappy_decompress_into(view: memoryview, out: np.ndarray) -> int:  # type: 
     return at
 
 
-def _snappy_block_into(block: memoryview, out: np.ndarray, at: int) -> int:  # type: ignore[type-arg]
+def _snappy_block_into(block: memoryview, out: memoryview, at: int) -> int:
     """Decompress one raw snappy block into `out` from `at` on; its size."""
     size = int(cramjam.snappy.decompress_raw_len(block))
     if at + size > len(out):

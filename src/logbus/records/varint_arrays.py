@@ -31,7 +31,9 @@ _MAX_WINDOW = 1 << 16
 _MAX_STEPS = 4096
 
 
-def varints(buf: Bytes, pos: Int64Array, max_bytes: int) -> tuple[Int64Array, Int64Array, BoolArray]:
+def varints(
+    buf: Bytes, pos: Int64Array, max_bytes: int
+) -> tuple[Int64Array, Int64Array, BoolArray]:
     """Zigzag varints at `pos` (`max_bytes` 5: 32-bit varints, 10: 64-bit varlongs):
     (values, positions after them, which are well formed). Reading past the end of `buf`
     repeats its last byte: the caller checks that each field ends where it should."""

@@ -34,8 +34,8 @@ from logbus.coordinator.group.state import (
     Token,
 )
 from logbus.protocol import ErrorCode
-from logbus.records.builder import NewRecord, build_batch
 from logbus.records.batch import BatchHeader, InvalidBatch
+from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
 from logbus.server.api.find_coordinator import OFFSETS_TOPIC, offsets_partition_for
 from logbus.server.replica.partition import PartitionError
