@@ -136,6 +136,42 @@ def test_a_mutated_long_regular_batch_is_never_accepted_unless_the_reference_rea
     assert_agrees(mutate(body, steps), header)
 
 
+irregular = st.lists(st.integers(0, 300), min_size=130, max_size=300).map(
+    lambda sizes: [
+        NewRecord(
+            None if n % 7 == 0 else b"k%d" % n,
+            b"v" * n,
+            (("h", b"x"),) if n % 5 == 0 else (),
+            1000 + n % 11,
+        )
+        for n in sizes
+    ]
+)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(irregular)
+def test_long_irregular_batches_take_the_numpy_path_and_are_accepted(
+    batch_records: list[NewRecord],
+) -> None:
+    batch = build_batch(batch_records)
+    header, body = section(batch)
+    checked = check_records(body, header)
+    _, decoded = decode_batch(batch)
+    stamps = [r.timestamp for r in decoded]
+    assert (checked.min_timestamp, checked.max_timestamp) == (min(stamps), max(stamps))
+    assert checked.keyless.tolist() == [i for i, r in enumerate(decoded) if r.key is None]
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(irregular, mutations)
+def test_a_mutated_long_irregular_batch_is_never_accepted_unless_the_reference_reads_it(
+    batch_records: list[NewRecord], steps: list[tuple[str, int, int]]
+) -> None:
+    header, body = section(build_batch(batch_records))
+    assert_agrees(mutate(body, steps), header)
+
+
 @settings(max_examples=200)
 @given(st.lists(records, min_size=1, max_size=10), st.integers(-3, 3))
 def test_a_lying_record_count_is_refused(batch_records: list[NewRecord], lie: int) -> None:
