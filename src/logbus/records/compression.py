@@ -16,6 +16,7 @@ pool. Framings follow what Kafka clients exchange:
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from enum import IntEnum
 from typing import Final
 
@@ -149,19 +150,9 @@ def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -
 
 
 def _snappy_decompress_into(view: memoryview, out: memoryview) -> int:
-    if len(view) < len(_XERIAL_HEADER) or view[: len(XERIAL_MAGIC)].tobytes() != XERIAL_MAGIC:
-        return _snappy_block_into(view, out, 0)
     at = 0
-    pos = len(_XERIAL_HEADER)
-    while pos < len(view):
-        if pos + 4 > len(view):
-            raise CompressionError("snappy (xerial) block length cut short")
-        (size,) = _INT32_BE.unpack_from(view, pos)
-        pos += 4
-        if size < 0 or pos + size > len(view):
-            raise CompressionError(f"snappy (xerial) block of {size} bytes runs past the data")
-        at += _snappy_block_into(view[pos : pos + size], out, at)
-        pos += size
+    for block in _snappy_blocks(view):
+        at += _snappy_block_into(block, out, at)
     return at
 
 
@@ -186,11 +177,18 @@ def _xerial_compress(data: Buffer) -> bytes:
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
-    view = memoryview(data)
+    out = bytearray()
+    for block in _snappy_blocks(memoryview(data)):
+        out += cramjam.snappy.decompress_raw(block)
+    return bytes(out)
+
+
+def _snappy_blocks(view: memoryview) -> Iterator[memoryview]:
+    """The raw snappy blocks of xerial framing, or the whole data if it is one raw block."""
     # Only the magic is checked: some writers get the version fields' byte order wrong.
     if len(view) < len(_XERIAL_HEADER) or view[: len(XERIAL_MAGIC)].tobytes() != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
+        yield view
+        return
     pos = len(_XERIAL_HEADER)
     while pos < len(view):
         if pos + 4 > len(view):
@@ -199,9 +197,8 @@ def _snappy_decompress(data: Buffer) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CompressionError(f"snappy (xerial) block of {size} bytes runs past the data")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + size])
+        yield view[pos : pos + size]
         pos += size
-    return bytes(out)
 
 
 def _lz4_frame_compress(data: Buffer) -> bytes:
