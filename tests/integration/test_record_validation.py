@@ -183,6 +183,18 @@ def test_offset_deltas_out_of_order_are_refused(broker: Any, topic: str) -> None
     assert_refused(broker, topic, with_body(good_batch(2), body), ErrorCode.INVALID_RECORD)
 
 
+def test_producer_fields_are_checked(broker: Any, topic: str) -> None:
+    records = [(b"k", b"v")]
+    # a sequence of -1 from an idempotent producer (Kafka's LogValidator)
+    batch = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=-1)
+    assert_refused(broker, topic, batch, ErrorCode.INVALID_RECORD)
+    # a transactional batch in a request without a transactional id (Kafka's KafkaApis)
+    batch = build_batch(
+        records, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    assert_refused(broker, topic, batch, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def test_a_decompression_bomb_is_refused(broker: Any, topic: str) -> None:
     # 48 MiB of zeros: beyond the 32 MiB a batch may decompress to (32 x max(1 MiB,
     # max.message.bytes)); zstd packs it into a few KiB.

@@ -268,10 +268,11 @@ def _name_fault(view: memoryview, pos: int, index: int, count: int) -> InvalidRe
 
 
 MAX_COMPRESSION_RATIO: Final = 32
+MAX_DECOMPRESSED_BYTES: Final = 1 << 30
 
 
 def decompressed_limit(max_message_bytes: int) -> int:
     """The most bytes a compressed batch's records may take once decompressed: a bound a
     decompression bomb runs into (`MAX_COMPRESSION_RATIO` times the larger of
-    max.message.bytes and 1 MiB)."""
-    return MAX_COMPRESSION_RATIO * max(max_message_bytes, 1 << 20)
+    max.message.bytes and 1 MiB, and never more than 1 GiB)."""
+    return min(MAX_COMPRESSION_RATIO * max(max_message_bytes, 1 << 20), MAX_DECOMPRESSED_BYTES)
