@@ -16,7 +16,8 @@ pool. Framings follow what Kafka clients exchange:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Final
 
@@ -52,6 +53,11 @@ class CompressionType(IntEnum):
 
 _BY_NAME: Final = {codec.name.lower(): codec for codec in CompressionType}
 _CODEC_IDS: Final = frozenset(int(codec) for codec in CompressionType)
+_DECOMPRESS_INTO: Final[dict[int, Callable[[Buffer, memoryview], int]]] = {
+    CompressionType.GZIP: cramjam.gzip.decompress_into,
+    CompressionType.LZ4: cramjam.lz4.decompress_into,
+    CompressionType.ZSTD: cramjam.zstd.decompress_into,
+}
 
 
 class CompressionError(ValueError):
@@ -120,33 +126,51 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
 def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -> memoryview:
     """Decompress `data` written with `codec` into at most `limit` bytes.
 
-    The codec writes straight into one buffer of `limit` bytes whose pages are only
-    touched as they are written, so a batch that would grow beyond the limit (a
-    decompression bomb) costs `limit` bytes at most and raises CompressionError, as does
-    corrupt data.
+    The codec writes straight into a buffer that grows (1 MiB or four times the input
+    first, four times larger on each retry) up to `limit`, so a batch that would grow
+    beyond it (a decompression bomb) costs `limit` bytes at most and raises
+    CompressionError, as does corrupt data. The result is a view of a buffer this thread
+    reuses: it is valid until the thread's next call.
     """
     if codec == CompressionType.NONE:
         if len(data) > limit:
             raise CompressionError(f"{len(data)} bytes exceed the limit of {limit}")
         return memoryview(data)
-    out = np.empty(limit, np.uint8).data
-    name = CompressionType(codec).config_name if codec in _CODEC_IDS else str(int(codec))
-    try:
-        if codec == CompressionType.GZIP:
-            size = cramjam.gzip.decompress_into(data, out)
-        elif codec == CompressionType.SNAPPY:
-            size = _snappy_decompress_into(memoryview(data), out)
-        elif codec == CompressionType.LZ4:
-            size = cramjam.lz4.decompress_into(data, out)
-        elif codec == CompressionType.ZSTD:
-            size = cramjam.zstd.decompress_into(data, out)
-        else:
-            raise CompressionError(f"unknown compression codec id {int(codec)}")
-    except cramjam.DecompressionError as exc:
-        raise CompressionError(
-            f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
-        ) from None
-    return out[:size]
+    if codec not in _CODEC_IDS:
+        raise CompressionError(f"unknown compression codec id {int(codec)}")
+    name = CompressionType(codec).config_name
+    size = min(max(_FIRST_OUTPUT, 4 * len(data)), limit)
+    while True:
+        out = _scratch(size)
+        try:
+            if codec == CompressionType.SNAPPY:
+                return out[: _snappy_decompress_into(memoryview(data), out)]
+            into = _DECOMPRESS_INTO[codec]
+            return out[: into(data, out)]
+        except (cramjam.DecompressionError, CompressionError) as exc:
+            if size >= limit:
+                raise CompressionError(
+                    f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
+                ) from None
+        size = min(4 * size, limit)
+
+
+_FIRST_OUTPUT: Final = 1 << 20
+# A buffer up to this size is kept for the thread's next batch (its pages stay mapped:
+# a fresh buffer costs a page fault per 4 KiB written).
+_KEPT_SCRATCH: Final = 8 << 20
+_scratch_buffers = threading.local()
+
+
+def _scratch(size: int) -> memoryview:
+    """A writable buffer of exactly `size` bytes, reused by the thread when it can be."""
+    kept: memoryview | None = getattr(_scratch_buffers, "buffer", None)
+    if kept is not None and len(kept) >= size:
+        return kept[:size]
+    fresh = np.empty(max(size, _FIRST_OUTPUT), np.uint8).data
+    if len(fresh) <= _KEPT_SCRATCH:
+        _scratch_buffers.buffer = fresh
+    return fresh[:size]
 
 
 def _snappy_decompress_into(view: memoryview, out: memoryview) -> int:
