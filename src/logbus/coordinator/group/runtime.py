@@ -176,11 +176,6 @@ class GroupCoordinatorRuntime:
                         replay(shard.state, record.key, record.value)
                         count += 1
                 await asyncio.sleep(0)  # let other partitions and requests run
-        except InvalidBatch as exc:  # no batch boundary to go on from
-            log.warning("loading %s-%d stopped: %s", OFFSETS_TOPIC, shard.partition, exc)
-            if self.shards.get(shard.partition) is shard:
-                self.unload(shard.partition)
-            return
         except Exception:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, shard.partition)
             if self.shards.get(shard.partition) is shard:
