@@ -45,10 +45,12 @@ _MIN_NUMPY_RECORDS: Final = 128
 # Headers are decoded one header index at a time for all records that have that many
 # while at least this many records remain; the rest go to the reference decoder.
 _MIN_HEADER_ROWS: Final = 32
+_SMALL_BATCH: Final = 1 << 16
 _KEY_SIZE: Final = 7  # where a run's layout holds its key size (-1: null keys)
 # The zigzag value of every one- and two-byte varint's low 14 bits.
 _ZIGZAG = np.arange(1 << 14, dtype=np.int64)
 _ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
+_ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
 
 
 class InvalidRecords(InvalidBatch):
@@ -72,8 +74,11 @@ class RecordsCheck(NamedTuple):
 _EMPTY = np.empty(0, np.int64)
 
 
-def check_records(data: bytes | bytearray | memoryview, header: BatchHeader) -> RecordsCheck:
+def check_records(
+    data: bytes | bytearray | memoryview, header: BatchHeader, *, want_keyless: bool = True
+) -> RecordsCheck:
     """Check the records section `data` of the batch with `header` (decompressed).
+    `keyless` is only filled in `want_keyless`.
 
     Raises InvalidRecords, naming the first bad record."""
     count = header.record_count
@@ -93,14 +98,16 @@ def check_records(data: bytes | bytearray | memoryview, header: BatchHeader) -> 
     keyless: list[Int64Array] = []
     done = pos = 0
     if count >= MIN_RUN:
+        # Strided slices of bytes cost less than numpy's gathers on small batches.
+        source: bytes | memoryview = bytes(view) if len(view) <= _SMALL_BATCH else view
         while done < count:
-            run = find_run(view, pos, done, count - done)
+            run = find_run(source, pos, done, count - done)
             if run is None:
                 break
-            deltas = _timestamp_deltas(run)
-            lows.append(int(deltas.min()))
-            highs.append(int(deltas.max()))
-            if run.layout[_KEY_SIZE] < 0:
+            low, high = _timestamp_range(run)
+            lows.append(low)
+            highs.append(high)
+            if want_keyless and run.layout[_KEY_SIZE] < 0:
                 keyless.append(np.arange(done, done + run.length))
             done += run.length
             pos = run.stop
@@ -111,7 +118,8 @@ def check_records(data: bytes | bytearray | memoryview, header: BatchHeader) -> 
             rest = _check_generic(view, pos, done, count)
         lows.append(rest.min_delta)
         highs.append(rest.max_delta)
-        keyless.append(rest.keyless)
+        if want_keyless:
+            keyless.append(rest.keyless)
     elif pos != len(view):
         raise InvalidRecords(f"{len(view) - pos} bytes follow the {count} records")
     low, high = min(lows), max(highs)
@@ -119,22 +127,25 @@ def check_records(data: bytes | bytearray | memoryview, header: BatchHeader) -> 
         low_ts = high_ts = header.max_timestamp
     else:
         low_ts, high_ts = header.base_timestamp + low, header.base_timestamp + high
-    found = np.concatenate(keyless) if keyless else _EMPTY
+    found = (np.concatenate(keyless) if len(keyless) > 1 else keyless[0]) if keyless else _EMPTY
     first_key = decode_record(view, 0, 0, 0)[0].key if header.is_control else None
     return RecordsCheck(low_ts, high_ts, found, first_key)
 
 
-def _timestamp_deltas(run: RunExtent) -> Int64Array:
-    """The timestamp deltas of a run's records (just one when they are all alike)."""
+def _timestamp_range(run: RunExtent) -> tuple[int, int]:
+    """The smallest and largest timestamp delta of a run's records."""
     last = run.last
     low = timestamp_delta_low_bits(run)
     if low is None:
-        if last.count(last[:1]) == len(last):
-            return _ZIGZAG[last[:1][0] : last[:1][0] + 1]
-        return _ZIGZAG[np.frombuffer(last, np.uint8)]
-    raw = np.frombuffer(low, np.uint8).astype(np.int64)
-    raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
-    return _ZIGZAG[raw]
+        if last.count(last[:1]) == len(last):  # what producers mostly write
+            delta = _ZIGZAG_1[last[0]]
+            return delta, delta
+        deltas = _ZIGZAG[np.frombuffer(last, np.uint8)]
+    else:
+        raw = np.frombuffer(low, np.uint8).astype(np.int64)
+        raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
+        deltas = _ZIGZAG[raw]
+    return int(deltas.min()), int(deltas.max())
 
 
 class _Generic(NamedTuple):

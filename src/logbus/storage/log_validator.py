@@ -125,7 +125,7 @@ def analyze_records(
         low, high = header.base_timestamp, header.max_timestamp
         if from_client or header.is_control:
             where = f"batch {len(out)} (at byte {position}) of {topic_partition}"
-            checked = _check_records(batch, header, max_message_bytes, where)
+            checked = _check_records(batch, header, max_message_bytes, where, compact)
             if from_client and not header.is_log_append_time:
                 _check_max_timestamp(header, checked, where)
             if compact and not header.is_control:
@@ -174,7 +174,7 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
 
 
 def _check_records(
-    batch: memoryview, header: BatchHeader, max_message_bytes: int, where: str
+    batch: memoryview, header: BatchHeader, max_message_bytes: int, where: str, compact: bool
 ) -> RecordsCheck:
     """Every record of one batch (`records.validation.check_records`); a compressed
     batch is decompressed into at most `decompressed_limit(max_message_bytes)` bytes."""
@@ -191,7 +191,7 @@ def _check_records(
         except CompressionError as exc:
             raise CorruptRecordError(f"{where}: {exc}") from None
     try:
-        return check_records(body, header)
+        return check_records(body, header, want_keyless=compact)
     except InvalidRecords as exc:
         message = f"{where}: {exc}"
         errors = [] if exc.index is None else [(exc.index, message)]
