@@ -126,11 +126,11 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
 def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -> memoryview:
     """Decompress `data` written with `codec` into at most `limit` bytes.
 
-    The codec writes straight into a buffer that grows (1 MiB or four times the input
-    first, four times larger on each retry) up to `limit`, so a batch that would grow
-    beyond it (a decompression bomb) costs `limit` bytes at most and raises
-    CompressionError, as does corrupt data. The result is a view of a buffer this thread
-    reuses: it is valid until the thread's next call.
+    The codec writes straight into a buffer that grows (the thread's last buffer, at
+    least 1 MiB or four times the input, first; four times larger on each retry) up to
+    `limit`, so a batch that would grow beyond it (a decompression bomb) costs `limit`
+    bytes at most and raises CompressionError, as does corrupt data. The result is a
+    view of a buffer this thread reuses: it is valid until the thread's next call.
     """
     if codec == CompressionType.NONE:
         if len(data) > limit:
@@ -139,7 +139,8 @@ def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -
     if codec not in _CODEC_IDS:
         raise CompressionError(f"unknown compression codec id {int(codec)}")
     name = CompressionType(codec).config_name
-    size = min(max(_FIRST_OUTPUT, 4 * len(data)), limit)
+    kept = getattr(_scratch_buffers, "buffer", None)
+    size = min(max(_FIRST_OUTPUT, 4 * len(data), 0 if kept is None else len(kept)), limit)
     while True:
         out = _scratch(size)
         try:
