@@ -84,12 +84,16 @@ def assert_accepted(batch: bytes) -> None:
 
 @pytest.mark.parametrize("count", [300, 5000, 9000])
 @pytest.mark.parametrize("key", [None, b"key"])
-def test_long_regular_batches_are_accepted(count: int, key: bytes | None) -> None:
-    # runs of equal records, crossing the offset deltas' width changes at 64 and 8192
-    batch = build_batch([NewRecord(key, b"v" * 100, (), 1000 + i % 3) for i in range(count)])
+@pytest.mark.parametrize("spread", [3, 50, 5000])
+def test_long_regular_batches_are_accepted(count: int, key: bytes | None, spread: int) -> None:
+    # runs of equal records, crossing the offset deltas' width changes at 64 and 8192,
+    # timestamp deltas of one and two bytes, some below the first record's
+    stamps = [1000 + (i * 7919) % spread - spread // 2 for i in range(count)]
+    stamps[0] = 1000
+    batch = build_batch([NewRecord(key, b"v" * 100, (), t) for t in stamps])
     header, body = section(batch)
     checked = check_records(body, header)
-    assert (checked.min_timestamp, checked.max_timestamp) == (1000, 1002)
+    assert (checked.min_timestamp, checked.max_timestamp) == (min(stamps), max(stamps))
     assert len(checked.keyless) == (count if key is None else 0)
 
 

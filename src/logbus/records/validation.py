@@ -51,6 +51,9 @@ _KEY_SIZE: Final = 7  # where a run's layout holds its key size (-1: null keys)
 _ZIGZAG = np.arange(1 << 14, dtype=np.int64)
 _ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
 _ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
+# One-byte varints translated to their value + 64 (bytes that sort as the values do).
+_ZIGZAG_ORDER: Final = bytes(v + 64 for v in _ZIGZAG_1) + bytes(0x80)
+_SMALL_RUN: Final = 512
 
 
 class InvalidRecords(InvalidBatch):
@@ -140,6 +143,10 @@ def _timestamp_range(run: RunExtent) -> tuple[int, int]:
         if last.count(last[:1]) == len(last):  # what producers mostly write
             delta = _ZIGZAG_1[last[0]]
             return delta, delta
+        if len(last) <= _SMALL_RUN:
+            # bytes whose order is the deltas' order, compared in C
+            ordered = last.translate(_ZIGZAG_ORDER)
+            return min(ordered) - 64, max(ordered) - 64
         deltas = _ZIGZAG[np.frombuffer(last, np.uint8)]
     else:
         raw = np.frombuffer(low, np.uint8).astype(np.int64)
