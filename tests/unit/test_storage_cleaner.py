@@ -3,6 +3,7 @@ logs, and that an interrupted pass never loses a retained record."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from kafka_wire import wait_for
-from logbus.records.batch import DELETE_HORIZON_FLAG, BatchHeader
+from logbus.records.batch import DELETE_HORIZON_FLAG, HEADER_SIZE, BatchHeader, compute_crc
 from logbus.storage.checkpoint import OffsetCheckpointFile
 from logbus.storage.cleaner import (
     PHASE_CLEANED,
@@ -493,3 +494,25 @@ def test_a_crash_in_the_middle_of_a_rename_leaves_a_valid_log(
     for segment in reopened.segments:
         segment.sanity_check()
     reopened.close()
+
+
+def test_an_unreadable_stored_batch_is_kept_as_it_is_not_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch whose records cannot be read (under a valid CRC: a disk fault, or data an
+    older broker stored unchecked) neither stops the cleaner nor is lost."""
+    log = open_log(tmp_path, segment_bytes=400)
+    written = fill(log, rounds=2)
+    garbled = bytearray(batch([(b"k0", b"garbled"), (b"k1", b"garbled")]))
+    garbled[HEADER_SIZE] = 0x7E  # the first record's length runs past its end
+    struct.pack_into(">I", garbled, 17, compute_crc(garbled))
+    # Appended as a replica would, without record validation.
+    log.append_as_leader(bytes(garbled), 0, from_client=False)
+    written += fill(log, rounds=2)
+    log.high_watermark = log.log_end_offset
+    assert cleaner_for(log).clean_filthiest_log(new_cleaner(), NOW)
+    kept = [s.read_bytes(0, s.size) for s in log.segments]
+    assert any(bytes(garbled[12:]) in data for data in kept)  # as it was (offset aside)
+    assert "unreadable batch" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info]
+    log.close()

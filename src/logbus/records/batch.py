@@ -35,6 +35,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
 
 
 class InvalidBatch(ValueError):
@@ -178,3 +179,19 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
         out.append((pos, header))
         pos += header.size
     return out
+
+
+def has_transactional_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether any whole v2 batch in `buf` is transactional (Kafka's
+    `ProduceRequest.hasTransactionalRecords`); malformed bytes are left to validation."""
+    view = memoryview(buf)
+    pos = 0
+    while len(view) - pos >= HEADER_SIZE:
+        _, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        if view[pos + 16] != MAGIC_V2 or length < HEADER_SIZE - LOG_OVERHEAD:
+            return False
+        (attributes,) = _ATTRIBUTES.unpack_from(view, pos + CRC_START)
+        if attributes & TRANSACTIONAL_FLAG:
+            return True
+        pos += LOG_OVERHEAD + length
+    return False

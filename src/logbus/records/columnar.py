@@ -45,6 +45,7 @@ from logbus.records.reader import (
 )
 from logbus.records.record import MIN_RECORD_BODY, Header
 from logbus.records.varint import Buffer
+from logbus.records.varint_arrays import VARINT_BYTES, VARLONG_BYTES, record_starts, varints
 
 Int64Array = npt.NDArray[np.int64]
 # Bytes appended after the joined bodies so that reading a varint's next bytes past the
@@ -144,131 +145,6 @@ class _Batch:
     slow: bool = False
 
 
-def _record_size(data: bytes, pos: int) -> int | None:
-    """Bytes of the record at `pos` (length varint included), None past two-byte lengths.
-    May raise IndexError."""
-    b = data[pos]
-    if b < 0x80:
-        return 1 + ((b >> 1) ^ -(b & 1))
-    b2 = data[pos + 1]
-    if b2 >= 0x80:
-        return None
-    u = (b & 0x7F) | (b2 << 7)
-    return 2 + ((u >> 1) ^ -(u & 1))
-
-
-def _walk(data: bytes, pos: int, count: int, starts: list[int]) -> int | None:
-    """Step over `count` records from `pos`, noting where each starts; the position after
-    them, or None (a length past two bytes). May raise IndexError."""
-    append = starts.append
-    for _ in range(count):
-        append(pos)
-        b = data[pos]
-        if b < 0x80:
-            pos += 1 + ((b >> 1) ^ -(b & 1))
-        else:
-            b2 = data[pos + 1]
-            if b2 >= 0x80:
-                return None
-            u = (b & 0x7F) | (b2 << 7)
-            pos += 2 + ((u >> 1) ^ -(u & 1))
-    return pos
-
-
-def _sizes_at(buf: npt.NDArray[np.uint8], positions: Int64Array) -> Int64Array:
-    """The sizes of records at `positions` as `_record_size` reads them (-1 for a longer
-    length varint)."""
-    limit = len(buf) - 2
-    b = buf[np.minimum(positions, limit)].astype(np.int64)
-    b2 = buf[np.minimum(positions + 1, limit + 1)].astype(np.int64)
-    wide = b >= 0x80
-    u = np.where(wide, (b & 0x7F) | (b2 << 7), b)
-    sizes = 1 + wide + ((u >> 1) ^ -(u & 1))
-    sizes[wide & (b2 >= 0x80)] = -1
-    return sizes
-
-
-def _record_starts(
-    data: bytes, buf: npt.NDArray[np.uint8], bounds: list[tuple[int, int, int]]
-) -> Int64Array | None:
-    """Where each record starts (its length varint), batch after batch; None when a
-    length takes more than two bytes or the records overrun their batch.
-
-    Records of one size are common (fixed-size payloads; offset deltas change size only
-    at 64 and 8192), so the next records are guessed to be the size of the one at hand and
-    the guess checked with numpy, taking the records up to the first that differs. When
-    guesses keep failing, records are stepped over one by one in Python, in runs that
-    double while guessing does not pay."""
-    pieces: list[Int64Array] = []
-    walked: list[int] = []
-    window = 64
-    run = 32
-    try:
-        for pos, end, count in bounds:
-            done = 0
-            while done < count:
-                size = _record_size(data, pos)
-                if size is None:
-                    return None
-                k = min(count - done, window)
-                guess = pos + size * np.arange(k, dtype=np.int64)
-                ok = _sizes_at(buf, guess) == size
-                taken = k if ok.all() else int(np.argmin(ok))
-                if walked:
-                    pieces.append(np.array(walked, np.int64))
-                    walked.clear()
-                pieces.append(guess[:taken])
-                pos += taken * size
-                done += taken
-                if taken == k:
-                    window = min(window * 4, 1 << 16)
-                    run = 32
-                    continue
-                window = 64
-                if taken < 16:
-                    steps = min(run, count - done)
-                    after = _walk(data, pos, steps, walked)
-                    if after is None:
-                        return None
-                    pos = after
-                    done += steps
-                    run = min(run * 2, 4096)
-            if pos != end:
-                return None
-    except IndexError:
-        return None
-    if walked:
-        pieces.append(np.array(walked, np.int64))
-    return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-
-
-def _varints(
-    buf: npt.NDArray[np.uint8], pos: Int64Array, max_bytes: int
-) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
-    """Zigzag varints at `pos`: (values, positions after them, which are well-formed
-    within `max_bytes` bytes). Positions may run past the data into the padding."""
-    limit = len(buf) - 1
-    b = buf[np.minimum(pos, limit)].astype(np.uint64)
-    raw = b & 0x7F
-    size = np.ones(len(pos), np.int64)
-    more = b >= 0x80
-    for k in range(1, max_bytes):
-        if not more.any():
-            break
-        b = buf[np.minimum(pos + k, limit)].astype(np.uint64)
-        raw |= np.where(more, (b & 0x7F) << np.uint64(7 * k), 0).astype(np.uint64)
-        size += more
-        more &= b >= 0x80
-    ok = ~more
-    if max_bytes == 5:
-        ok &= raw < 2**32
-    else:
-        # A ten-byte varlong may carry bits past 64; leave those to the exact decoder.
-        ok &= size < 10
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, pos + size, ok
-
-
 def _decode_generic(
     items: list[_Batch], window: tuple[int, int | None]
 ) -> RecordColumns | None:
@@ -285,26 +161,26 @@ def _decode_generic(
         pos += size
     data = b"".join([*(memoryview(item.body)[item.rest_at :] for item in items), _PAD])
     buf = np.frombuffer(data, np.uint8)
-    starts = _record_starts(data, buf, bounds)
+    starts = record_starts(data, buf, bounds)
     if starts is None:
         return None
-    length, p, ok = _varints(buf, starts, 5)
+    length, p, ok = varints(buf, starts, VARINT_BYTES)
     end = p + length
     ok &= length >= MIN_RECORD_BODY
     p = p + 1  # attributes (unused in v2 records)
-    timestamp_delta, p, good = _varints(buf, p, 10)
+    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
     ok &= good
-    offset_delta, p, good = _varints(buf, p, 5)
+    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
     ok &= good
-    key_length, p, good = _varints(buf, p, 5)
+    key_length, p, good = varints(buf, p, VARINT_BYTES)
     ok &= good & (key_length >= -1)
     key_start = p
     p = p + np.maximum(key_length, 0)
-    value_length, p, good = _varints(buf, p, 5)
+    value_length, p, good = varints(buf, p, VARINT_BYTES)
     ok &= good & (value_length >= -1)
     value_start = p
     p = p + np.maximum(value_length, 0)
-    header_count, p, good = _varints(buf, p, 5)
+    header_count, p, good = varints(buf, p, VARINT_BYTES)
     ok &= good & (header_count == 0) & (p == end)
     if not ok.all():
         return None

@@ -16,10 +16,13 @@ pool. Framings follow what Kafka clients exchange:
 from __future__ import annotations
 
 import struct
+import threading
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Final
 
 import cramjam
+import numpy as np
 
 Buffer = bytes | bytearray | memoryview
 
@@ -49,6 +52,12 @@ class CompressionType(IntEnum):
 
 
 _BY_NAME: Final = {codec.name.lower(): codec for codec in CompressionType}
+_CODEC_IDS: Final = frozenset(int(codec) for codec in CompressionType)
+_DECOMPRESS_INTO: Final[dict[int, Callable[[Buffer, memoryview], int]]] = {
+    CompressionType.GZIP: cramjam.gzip.decompress_into,
+    CompressionType.LZ4: cramjam.lz4.decompress_into,
+    CompressionType.ZSTD: cramjam.zstd.decompress_into,
+}
 
 
 class CompressionError(ValueError):
@@ -114,6 +123,74 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
     raise CompressionError(f"unknown compression codec id {int(codec)}")
 
 
+def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -> memoryview:
+    """Decompress `data` written with `codec` into at most `limit` bytes.
+
+    The codec writes straight into a buffer that grows (the thread's last buffer, at
+    least 1 MiB or four times the input, first; four times larger on each retry) up to
+    `limit`, so a batch that would grow beyond it (a decompression bomb) costs `limit`
+    bytes at most and raises CompressionError, as does corrupt data. The result is a
+    view of a buffer this thread reuses: it is valid until the thread's next call.
+    """
+    if codec == CompressionType.NONE:
+        if len(data) > limit:
+            raise CompressionError(f"{len(data)} bytes exceed the limit of {limit}")
+        return memoryview(data)
+    if codec not in _CODEC_IDS:
+        raise CompressionError(f"unknown compression codec id {int(codec)}")
+    name = CompressionType(codec).config_name
+    kept = getattr(_scratch_buffers, "buffer", None)
+    size = min(max(_FIRST_OUTPUT, 4 * len(data), 0 if kept is None else len(kept)), limit)
+    while True:
+        out = _scratch(size)
+        try:
+            if codec == CompressionType.SNAPPY:
+                return out[: _snappy_decompress_into(memoryview(data), out)]
+            into = _DECOMPRESS_INTO[codec]
+            return out[: into(data, out)]
+        except (cramjam.DecompressionError, CompressionError) as exc:
+            if size >= limit:
+                raise CompressionError(
+                    f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
+                ) from None
+        size = min(4 * size, limit)
+
+
+_FIRST_OUTPUT: Final = 1 << 20
+# A buffer up to this size is kept for the thread's next batch (its pages stay mapped:
+# a fresh buffer costs a page fault per 4 KiB written).
+_KEPT_SCRATCH: Final = 8 << 20
+_scratch_buffers = threading.local()
+
+
+def _scratch(size: int) -> memoryview:
+    """A writable buffer of exactly `size` bytes, reused by the thread when it can be."""
+    kept: memoryview | None = getattr(_scratch_buffers, "buffer", None)
+    if kept is not None and len(kept) >= size:
+        return kept[:size]
+    fresh = np.empty(max(size, _FIRST_OUTPUT), np.uint8).data
+    if len(fresh) <= _KEPT_SCRATCH:
+        _scratch_buffers.buffer = fresh
+    return fresh[:size]
+
+
+def _snappy_decompress_into(view: memoryview, out: memoryview) -> int:
+    at = 0
+    for block in _snappy_blocks(view):
+        at += _snappy_block_into(block, out, at)
+    return at
+
+
+def _snappy_block_into(block: memoryview, out: memoryview, at: int) -> int:
+    """Decompress one raw snappy block into `out` from `at` on; its size."""
+    size = int(cramjam.snappy.decompress_raw_len(block))
+    if at + size > len(out):
+        raise CompressionError(f"snappy data grows past the limit of {len(out)} bytes")
+    if size == 0:
+        return 0
+    return int(cramjam.snappy.decompress_raw_into(block, out[at : at + size]))
+
+
 def _xerial_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     out = bytearray(_XERIAL_HEADER)
@@ -125,11 +202,18 @@ def _xerial_compress(data: Buffer) -> bytes:
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
-    view = memoryview(data)
+    out = bytearray()
+    for block in _snappy_blocks(memoryview(data)):
+        out += cramjam.snappy.decompress_raw(block)
+    return bytes(out)
+
+
+def _snappy_blocks(view: memoryview) -> Iterator[memoryview]:
+    """The raw snappy blocks of xerial framing, or the whole data if it is one raw block."""
     # Only the magic is checked: some writers get the version fields' byte order wrong.
     if len(view) < len(_XERIAL_HEADER) or view[: len(XERIAL_MAGIC)].tobytes() != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
+        yield view
+        return
     pos = len(_XERIAL_HEADER)
     while pos < len(view):
         if pos + 4 > len(view):
@@ -138,9 +222,8 @@ def _snappy_decompress(data: Buffer) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CompressionError(f"snappy (xerial) block of {size} bytes runs past the data")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + size])
+        yield view[pos : pos + size]
         pos += size
-    return bytes(out)
 
 
 def _lz4_frame_compress(data: Buffer) -> bytes:

@@ -191,17 +191,36 @@ def downconvert_record_set(data: Buffer, magic: int, *, stop_at_partial: bool = 
         batches = (decode_batch(view[pos : pos + h.size]) for pos, h in iter_batches(view))
     out = bytearray()
     for header, records in batches:
-        if header.is_control:
-            continue
-        attributes = 0
-        if magic == MAGIC_V1 and header.is_log_append_time:
-            attributes = TIMESTAMP_TYPE_MASK
-        for record in records:
-            timestamp = record.timestamp if magic == MAGIC_V1 else NO_TIMESTAMP
-            write_message(
-                out, record.offset, magic, timestamp, record.key, record.value, attributes
-            )
+        _write_downconverted(out, header, records, magic)
     return bytes(out)
+
+
+def downconvert_readable(data: Buffer, magic: int) -> tuple[bytes, InvalidBatch | None]:
+    """`downconvert_record_set` of the batches before the first that cannot be read
+    (stored data that a disk fault or an older broker left corrupt), and that batch's
+    error (None when every batch was read)."""
+    if magic not in (MAGIC_V0, MAGIC_V1):
+        raise ValueError(f"legacy magic must be 0 or 1, not {magic}")
+    out = bytearray()
+    try:
+        for header, records in iter_record_set(memoryview(data)):
+            _write_downconverted(out, header, records, magic)
+    except InvalidBatch as exc:
+        return bytes(out), exc
+    return bytes(out), None
+
+
+def _write_downconverted(
+    out: bytearray, header: BatchHeader, records: list[Record], magic: int
+) -> None:
+    if header.is_control:
+        return
+    attributes = 0
+    if magic == MAGIC_V1 and header.is_log_append_time:
+        attributes = TIMESTAMP_TYPE_MASK
+    for record in records:
+        timestamp = record.timestamp if magic == MAGIC_V1 else NO_TIMESTAMP
+        write_message(out, record.offset, magic, timestamp, record.key, record.value, attributes)
 
 
 def write_message(

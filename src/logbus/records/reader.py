@@ -59,16 +59,29 @@ def decode_records(batch: Buffer, *, verify_crc: bool = True) -> list[Record]:
 
 
 def iter_record_set(
-    data: Buffer, *, verify_crc: bool = True
+    data: Buffer,
+    *,
+    verify_crc: bool = True,
+    on_unreadable: Callable[[BatchHeader, InvalidBatch], None] | None = None,
 ) -> Iterator[tuple[BatchHeader, list[Record]]]:
     """Yield (header, records) for each whole batch in a concatenation of batches.
 
     A partial batch at the end (a Fetch response cut at max_bytes) is skipped silently;
-    a complete batch that is malformed raises InvalidBatch.
+    a complete batch that is malformed raises InvalidBatch, or, with `on_unreadable`
+    (readers of stored data), is reported to it and yielded without records.
     """
     view = memoryview(data)
     for position, header in split_batches(view):
-        yield header, _decode_body(view[position : position + header.size], header, verify_crc)
+        batch = view[position : position + header.size]
+        if on_unreadable is None:
+            yield header, _decode_body(batch, header, verify_crc)
+            continue
+        try:
+            records = _decode_body(batch, header, verify_crc)
+        except InvalidBatch as exc:
+            on_unreadable(header, exc)
+            records = []
+        yield header, records
 
 
 def _check_crc(view: memoryview, header: BatchHeader) -> None:

@@ -241,7 +241,7 @@ class Cleaner:
                 if header.last_offset < start:
                     continue
                 if not header.is_control:
-                    for record in decode_batch(batch.data)[1]:
+                    for record in _readable_records(batch.data, header, segment.log_path):
                         stats.map_messages_read += 1
                         if record.key is None or record.offset < start:
                             continue
@@ -347,7 +347,12 @@ class Cleaner:
         )
         retain_empty = last_of_producer or header.next_offset == upper
         has_horizon = bool(header.attributes & DELETE_HORIZON_FLAG)
-        records = decode_batch(batch.data)[1]
+        try:
+            records = decode_batch(batch.data)[1]
+        except InvalidBatch as exc:
+            logger.warning("kept unreadable batch at offset %d as it is: %s",
+                           header.base_offset, exc)
+            return batch.data
         stats.messages_read += len(records)
         kept: list[Record] = []
         tombstones = False
@@ -448,3 +453,13 @@ def group_segments_by_size(
             i += 1
         groups.append(group)
     return groups
+
+
+def _readable_records(data: memoryview | bytes, header: BatchHeader, where: Path) -> list[Record]:
+    """The records of a stored batch; none (and a log line) if it cannot be read: stored
+    data left corrupt by a disk fault or an older broker is kept, never a crash."""
+    try:
+        return decode_batch(data)[1]
+    except InvalidBatch as exc:
+        logger.warning("unreadable batch at offset %d of %s: %s", header.base_offset, where, exc)
+        return []

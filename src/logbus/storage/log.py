@@ -216,7 +216,6 @@ class Log:
             else max_message_bytes,
             from_client=from_client,
             compact=config.compact if compact is None else compact,
-            decompress=self.decompress,
             topic_partition=f"{self.topic}-{self.partition}",
         )
         if not batches:
@@ -249,7 +248,7 @@ class Log:
             first_offset = self._log_end_offset
             producer_batches: list[ProducerBatch] = []
             next_offset = first_offset
-            for position, header in batches:
+            for position, header, _, _ in batches:
                 if header.has_producer_id:
                     timestamp = now if use_log_append_time else header.max_timestamp
                     batch = view[position : position + header.size]
@@ -300,7 +299,8 @@ class Log:
         with self._lock:
             expected = self._log_end_offset
             max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-            for _, header in batches:
+            for info in batches:
+                header = info.header
                 if header.base_offset < expected:
                     raise UnexpectedAppendOffsetError(
                         f"batch at offset {header.base_offset} is below the log end {expected}"
@@ -312,7 +312,7 @@ class Log:
             last = batches[-1].header.last_offset
             self._append_to_segment(records, last, max_timestamp, offset_of_max, now)
             view = memoryview(records)
-            for position, header in batches:
+            for position, header, _, _ in batches:
                 batch = view[position : position + header.size]
                 self.producer_state.replay(
                     producer_batch(batch, header, header.base_offset, header.max_timestamp)
@@ -320,7 +320,7 @@ class Log:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._log_end_offset = last + 1
             self._maybe_flush_by_count(now)
-        count = sum(header.record_count for _, header in batches)
+        count = sum(info.header.record_count for info in batches)
         start = self.log_start_offset
         return AppendInfo(first, last, max_timestamp, offset_of_max, -1, start, count, len(records))
 

@@ -1,10 +1,11 @@
-"""Checks the batches of an append and assigns their offsets, at batch level only.
+"""Checks the batches of an append and assigns their offsets (Kafka's LogValidator).
 
-Pure functions over bytes (no I/O). `analyze_records` reads each 61-byte header and checks
-the CRC32C; `assign_offsets` copies the records once and rewrites `baseOffset` and
-`partitionLeaderEpoch` in place (neither is covered by the CRC); for LogAppendTime it also
-sets the timestamp type and `maxTimestamp` and recomputes the CRC. Per-record work happens
-only for compacted topics (every record needs a key).
+Pure functions over bytes (no I/O). `analyze_records` reads each 61-byte header, checks
+the CRC32C and, for a produced batch, every record inside it (`records.validation`, at
+numpy speed; compressed batches decompressed into a bounded buffer first), so that what
+the log stores is always readable; `assign_offsets` copies the records once and rewrites
+`baseOffset` and `partitionLeaderEpoch` in place (neither is covered by the CRC); for
+LogAppendTime it also sets the timestamp type and `maxTimestamp` and recomputes the CRC.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from logbus.records.batch import (
     set_partition_leader_epoch,
 )
 from logbus.records.builder import build_batch
-from logbus.records.compression import CompressionType
+from logbus.records.compression import CompressionError, CompressionType, decompress_bounded
+from logbus.records.control import decode_control_key
 from logbus.records.reader import decode_batch
+from logbus.records.validation import (
+    InvalidRecords,
+    RecordsCheck,
+    check_records,
+    decompressed_limit,
+)
 from logbus.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -35,7 +43,6 @@ from logbus.storage.errors import (
     RecordTooLargeError,
 )
 from logbus.storage.log_config import LogConfig
-from logbus.storage.record_scan import Decompressor, iter_records
 
 _MAGIC_AT = 16
 _CRC_AT = 17
@@ -46,11 +53,16 @@ _MIN_RECORD_SIZE = 7
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
+_KNOWN_CODECS = frozenset(int(codec) for codec in CompressionType)
 
 
 class BatchInfo(NamedTuple):
     position: int
     header: BatchHeader  # as received (offsets not yet assigned)
+    # The smallest and largest record timestamps, when the records were read (else the
+    # header's baseTimestamp and maxTimestamp).
+    min_timestamp: int
+    max_timestamp: int
 
 
 class AssignedRecords(NamedTuple):
@@ -71,16 +83,18 @@ def analyze_records(
     max_message_bytes: int,
     from_client: bool,
     compact: bool = False,
-    decompress: Decompressor | None = None,
     topic_partition: str = "",
 ) -> list[BatchInfo]:
     """Split an append into whole v2 batches and check each one.
 
-    Raises CorruptRecordError (partial batch, impossible length, CRC mismatch),
-    RecordTooLargeError (batch larger than `max_message_bytes`) or InvalidRecordError
-    (magic other than 2, bad record count, an uncompressed body too short for its record
-    count, client-written control batch, negative sequence with a producer id, missing key
-    on a compacted topic). A produced batch's own base offset is ignored (it is
+    Raises CorruptRecordError (partial batch, impossible length, CRC mismatch, compressed
+    data that does not decompress within its bound), RecordTooLargeError (batch larger
+    than `max_message_bytes`) or InvalidRecordError (magic other than 2, bad record count,
+    client-written control batch, inconsistent producer fields; for a produced batch,
+    records that do not fill the batch exactly, malformed records, offset deltas other
+    than 0..n-1, a maxTimestamp other than the largest record timestamp, a missing key on
+    a compacted topic; for a control batch, a key that is no control key). Any error
+    refuses the whole append. A produced batch's own base offset is ignored (it is
     overwritten), more lenient than Kafka 3.x.
     """
     view = memoryview(records)
@@ -108,9 +122,18 @@ def analyze_records(
         if not crc_is_valid(batch, header):
             raise CorruptRecordError(f"CRC mismatch in batch at byte {position}")
         _check_header(header, from_client)
-        if compact and not header.is_control:
-            _check_keys(batch, header, decompress, topic_partition)
-        out.append(BatchInfo(position, header))
+        low, high = header.base_timestamp, header.max_timestamp
+        if from_client or header.is_control:
+            where = f"batch {len(out)} (at byte {position}) of {topic_partition}"
+            checked = _check_records(batch, header, max_message_bytes, where, compact)
+            if from_client and not header.is_log_append_time:
+                _check_max_timestamp(header, checked, where)
+            if compact and not header.is_control:
+                _check_keys(checked, topic_partition)
+            if header.is_control:
+                _check_control_key(checked, where)
+            low, high = checked.min_timestamp, checked.max_timestamp
+        out.append(BatchInfo(position, header, low, high))
         position += size
     return out
 
@@ -120,7 +143,7 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
         header.compression == 0
         and header.size - HEADER_SIZE < header.record_count * _MIN_RECORD_SIZE
     ):
-        # A batch-level bound instead of walking the records: this body cannot hold them.
+        # A batch-level bound before reading records: this body cannot hold them.
         raise InvalidRecordError(
             f"batch of {header.size} bytes cannot hold its {header.record_count} records"
         )
@@ -135,34 +158,75 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
         )
     if header.is_control:
         raise InvalidRecordError("clients may not write control batches")
-    if header.has_producer_id and header.base_sequence < 0:
-        raise InvalidRecordError(
-            f"invalid sequence {header.base_sequence} for producer {header.producer_id}"
-        )
+    if header.compression not in _KNOWN_CODECS:
+        raise InvalidRecordError(f"unknown compression codec id {header.compression}")
+    if header.has_producer_id:
+        if header.base_sequence < 0:
+            raise InvalidRecordError(
+                f"invalid sequence {header.base_sequence} for producer {header.producer_id}"
+            )
+        if header.producer_epoch < 0:
+            raise InvalidRecordError(
+                f"invalid epoch {header.producer_epoch} for producer {header.producer_id}"
+            )
+    elif header.is_transactional:
+        raise InvalidRecordError("a transactional batch needs a producer id")
 
 
-def _check_keys(
-    batch: memoryview, header: BatchHeader, decompress: Decompressor | None, where: str
-) -> None:
-    """Every record of a compacted topic needs a key (Kafka's message and record errors)."""
-    message = f"Compacted topic cannot accept message without key in topic partition {where}."
+def _check_records(
+    batch: memoryview, header: BatchHeader, max_message_bytes: int, where: str, compact: bool
+) -> RecordsCheck:
+    """Every record of one batch (`records.validation.check_records`); a compressed
+    batch is decompressed into at most `decompressed_limit(max_message_bytes)` bytes."""
+    body = batch[HEADER_SIZE:]
+    if header.compression != CompressionType.NONE and header.record_count > 0:
+        limit = decompressed_limit(max_message_bytes)
+        if header.record_count * _MIN_RECORD_SIZE > limit:
+            raise InvalidRecordError(
+                f"{where}: {header.record_count} records cannot fit in the {limit} bytes a "
+                "batch may decompress to"
+            )
+        try:
+            body = decompress_bounded(header.compression, body, limit)
+        except CompressionError as exc:
+            raise CorruptRecordError(f"{where}: {exc}") from None
     try:
-        records = iter_records(batch, header, decompress)
-        if records is None:
-            return  # cannot look inside; the cleaner will drop keyless records
-        missing = [i for i, record in enumerate(records) if record.key is None]
-    except ValueError as exc:  # InvalidBatch or a codec's error
-        raise CorruptRecordError(str(exc)) from exc
-    if missing:
-        errors = [(i, message) for i in missing]
-        shown = ", ".join(
-            f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
-        )
+        return check_records(body, header, want_keyless=compact)
+    except InvalidRecords as exc:
+        message = f"{where}: {exc}"
+        errors = [] if exc.index is None else [(exc.index, message)]
+        raise InvalidRecordError(message, errors) from None
+
+
+def _check_max_timestamp(header: BatchHeader, checked: RecordsCheck, where: str) -> None:
+    if header.max_timestamp != checked.max_timestamp:
         raise InvalidRecordError(
-            f"One or more records have been rejected due to {len(errors)} record errors in "
-            f"total, and only showing the first three errors at most: [{shown}]",
-            errors,
+            f"{where}: maxTimestamp {header.max_timestamp} is not the largest record "
+            f"timestamp {checked.max_timestamp}"
         )
+
+
+def _check_keys(checked: RecordsCheck, where: str) -> None:
+    """Every record of a compacted topic needs a key (Kafka's message and record errors)."""
+    if not len(checked.keyless):
+        return
+    message = f"Compacted topic cannot accept message without key in topic partition {where}."
+    errors = [(int(i), message) for i in checked.keyless[:1000]]
+    shown = ", ".join(
+        f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
+    )
+    raise InvalidRecordError(
+        f"One or more records have been rejected due to {len(checked.keyless)} record errors "
+        f"in total, and only showing the first three errors at most: [{shown}]",
+        errors,
+    )
+
+
+def _check_control_key(checked: RecordsCheck, where: str) -> None:
+    try:
+        decode_control_key(checked.first_key)
+    except InvalidBatch as exc:
+        raise InvalidRecordError(f"{where}: {exc}", [(0, str(exc))]) from None
 
 
 def assign_offsets(
@@ -185,7 +249,7 @@ def assign_offsets(
     offset_of_max = first_offset
     base_offsets: list[int] = []
     max_timestamps: list[int] = []
-    for position, header in batches:
+    for position, header, _, _ in batches:
         batch = view[position : position + header.size]
         set_base_offset(batch, next_offset)
         set_partition_leader_epoch(batch, leader_epoch)
@@ -213,15 +277,16 @@ def assign_offsets(
 def check_timestamps(
     batches: list[BatchInfo], now_ms: int, before_max_ms: int, after_max_ms: int
 ) -> None:
-    """message.timestamp.before/after.max.ms for CreateTime batches: each batch's first
-    and largest timestamps must lie within [now - before, now + after] (KIP-937). Records
-    are not decoded; a producer writes a batch's records in timestamp order."""
+    """message.timestamp.before/after.max.ms for CreateTime batches: each batch's
+    smallest and largest record timestamps (read by `analyze_records`) must lie within
+    [now - before, now + after] (KIP-937)."""
     low = now_ms - before_max_ms
     high = now_ms + after_max_ms
-    for _, header in batches:
+    for info in batches:
+        header = info.header
         if header.is_log_append_time or header.is_control:
             continue
-        for timestamp in (header.base_timestamp, header.max_timestamp):
+        for timestamp in (info.min_timestamp, info.max_timestamp):
             if timestamp >= 0 and not low <= timestamp <= high:
                 raise InvalidTimestampError(
                     f"Timestamp {timestamp} of message with offset {header.base_offset} is "
@@ -257,11 +322,11 @@ def recompress(
     """The records with every batch rewritten in `codec` (compression.type), or None when
     every batch already uses it. Offsets deltas, timestamps, headers and producer fields are
     kept; the leader assigns offsets afterwards as for any batch."""
-    if all(header.compression == codec for _, header in batches):
+    if all(info.header.compression == codec for info in batches):
         return None
     view = memoryview(records)
     out = bytearray()
-    for position, header in batches:
+    for position, header, _, _ in batches:
         batch = view[position : position + header.size]
         if header.compression == codec or header.is_control:
             out += batch

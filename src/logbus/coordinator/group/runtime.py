@@ -38,6 +38,7 @@ from logbus.coordinator.group.state import (
 from logbus.coordinator.partition_writer import PartitionWriteError, PartitionWriter
 from logbus.protocol import ErrorCode
 from logbus.protocol.messages.list_groups_response import ListGroupsResponse
+from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
 from logbus.types import TopicPartition
@@ -156,7 +157,7 @@ class GroupCoordinatorRuntime:
                 data = self.writer.read_committed(tp, offset, LOAD_CHUNK_BYTES)
                 if not data:
                     break
-                for header, batch_records in iter_record_set(data):
+                for header, batch_records in iter_record_set(data, on_unreadable=_skip_unreadable):
                     offset = header.last_offset + 1
                     if header.is_control:
                         continue
@@ -363,3 +364,9 @@ def _snapshot(group: Group) -> Group:
     copied.static_members = dict(group.static_members)
     copied.offsets = dict(group.offsets)
     return copied
+
+
+def _skip_unreadable(header: BatchHeader, error: InvalidBatch) -> None:
+    """Stored data left unreadable (a disk fault, an older broker) is skipped, not fatal."""
+    log.warning("skipped unreadable batch at offset %d of %s: %s",
+                header.base_offset, OFFSETS_TOPIC, error)

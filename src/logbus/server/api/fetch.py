@@ -9,9 +9,11 @@ which tells the client to keep sending full fetch requests.
 
 from __future__ import annotations
 
+import logging
+
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.fetch_request import FetchRequest
-from logbus.records.legacy import downconvert_record_set
+from logbus.records.legacy import downconvert_readable
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
 
@@ -20,27 +22,37 @@ MAGIC_V2_FROM = 4
 TOPIC_IDS_FROM = 13
 READ_COMMITTED = 1
 
+logger = logging.getLogger(__name__)
 
-def _records(result: FetchResult, version: int) -> object:
+
+def _records(result: FetchResult, version: int) -> tuple[ErrorCode, object]:
+    """The partition's error and records. Down-conversion serves the batches before one
+    it cannot read (stored data left corrupt by a disk fault or an older broker); a
+    fetch that starts at such a batch gets CORRUPT_MESSAGE."""
     if result.records is None:
-        return b""
+        return result.error, b""
     if version < MAGIC_V2_FROM:
-        return downconvert_record_set(result.records.read(), 0 if version < 2 else 1)
-    return result.records
+        converted, fault = downconvert_readable(result.records.read(), 0 if version < 2 else 1)
+        if fault is not None and not converted:
+            logger.warning("Fetch v%d cannot down-convert stored records: %s", version, fault)
+            return ErrorCode.CORRUPT_MESSAGE, b""
+        return result.error, converted
+    return result.error, result.records
 
 
 def _partition_response(
     index: int, result: FetchResult, read_committed: bool, version: int
 ) -> Body:
+    error, records = _records(result, version)
     return {
         "partition_index": index,
-        "error_code": result.error,
+        "error_code": error,
         "high_watermark": result.high_watermark,
         "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
         "aborted_transactions": [] if read_committed else None,
         "preferred_read_replica": -1,
-        "records": _records(result, version),
+        "records": records,
     }
 
 

@@ -14,7 +14,7 @@ import time
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.produce_request import ProduceRequest
-from logbus.records.batch import InvalidBatch
+from logbus.records.batch import InvalidBatch, has_transactional_batch
 from logbus.records.legacy import is_legacy, upconvert_message_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.network.connection import CloseConnection
@@ -40,6 +40,11 @@ def _rejection(
         return ProduceResult(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             message="transactions are not supported by this broker yet",
+        )
+    if records is not None and version >= MAGIC_V2_FROM and has_transactional_batch(records):
+        return ProduceResult(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            message="transactional batches need the request's transactional id",
         )
     if topic in INTERNAL_TOPICS:
         return ProduceResult(
