@@ -1,4 +1,4 @@
-"""`admin_ops.fetch_many_raw` (undecoded batches, the Spark reader's fetch) against the
+"""`fetch_many_raw` (undecoded batches, the Spark reader's fetch) against the
 decoded `fetch_many`, on a real broker."""
 
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from logbus.client import admin_ops
 from logbus.client.connection import Connection
+from logbus.client.requests.fetch import fetch_many, fetch_many_raw
+from logbus.client.requests.produce import produce
+from logbus.client.requests.topics import create_topics
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import decode_record_tuples
 
@@ -15,7 +17,7 @@ from logbus.records.reader import decode_record_tuples
 async def _compare(bootstrap: str) -> None:
     host, port = bootstrap.rsplit(":", 1)
     async with await Connection.connect(host, int(port)) as conn:
-        await admin_ops.create_topics(conn, "raw", 1, 1)
+        await create_topics(conn, "raw", 1, 1)
         for first in (0, 5, 10):  # three batches of five records, one with headers
             records = [
                 NewRecord(
@@ -26,10 +28,10 @@ async def _compare(bootstrap: str) -> None:
                 )
                 for i in range(5)
             ]
-            await admin_ops.produce(conn, "raw", 0, build_batch(records))
+            await produce(conn, "raw", 0, build_batch(records))
         for offset in (0, 7, 14, 15):
-            decoded = (await admin_ops.fetch_many(conn, {("raw", 0): offset}))[("raw", 0)]
-            raw = (await admin_ops.fetch_many_raw(conn, {("raw", 0): offset}))[("raw", 0)]
+            decoded = (await fetch_many(conn, {("raw", 0): offset}))[("raw", 0)]
+            raw = (await fetch_many_raw(conn, {("raw", 0): offset}))[("raw", 0)]
             assert not isinstance(decoded, Exception) and not isinstance(raw, Exception)
             assert (raw.next_offset, raw.high_watermark) == (
                 decoded.next_offset, decoded.high_watermark

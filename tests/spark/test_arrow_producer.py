@@ -20,8 +20,8 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from test_write import consume_all
 
 from conftest import create_topic
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
+from logbus.client.requests.fetch import fetch_many_raw
 from logbus.records.batch import BatchHeader
 from logbus.records.compression import CompressionType
 from logbus.spark import sink
@@ -43,7 +43,7 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]
             headers: list[BatchHeader] = []
             offset = 0
             while True:
-                result = (await admin_ops.fetch_many_raw(conn, {(topic, partition): offset},
+                result = (await fetch_many_raw(conn, {(topic, partition): offset},
                                                          max_wait_ms=0))[(topic, partition)]
                 assert not isinstance(result, Exception)
                 if not result.batches:

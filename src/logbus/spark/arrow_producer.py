@@ -38,13 +38,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD
 from logbus.client.producer.config import compression_of, parse_producer_config
-from logbus.client.producer.idempotence import (
+from logbus.client.requests.produce import produce_many
+from logbus.client.requests.producer_id import (
     NO_PRODUCER,
     ProducerIdAndEpoch,
     init_producer_id,
@@ -512,7 +512,7 @@ class ArrowProducer:
         try:
             conn = await self.cluster.node(node)
             encoded = {tp: batch.encoded for tp, batch in group.items()}
-            results = await admin_ops.produce_many(
+            results = await produce_many(
                 conn, encoded,  # type: ignore[arg-type]  # every batch is encoded
                 self.config["acks"], timeout_ms=self.config["request.timeout.ms"],
             )

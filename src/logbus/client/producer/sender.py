@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from logbus.client.producer.buffer_pool import BufferPool
-from logbus.client.producer.idempotence import (
+from logbus.client.requests.produce import produce_many
+from logbus.client.requests.producer_id import (
     NO_PRODUCER,
     init_producer_id,
 )
@@ -329,7 +329,7 @@ class Sender:
             payload: dict[tuple[str, int], bytes | bytearray] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
-            results = await admin_ops.produce_many(
+            results = await produce_many(
                 conn, payload, s.acks, timeout_ms=s.request_timeout_ms
             )
         except KafkaError as exc:
