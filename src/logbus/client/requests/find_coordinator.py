@@ -32,7 +32,7 @@ def read_find_coordinator(response: dict[str, Any], version: int) -> FoundCoordi
     found = response["coordinators"][0] if version >= _BATCHED_FROM else response
     return FoundCoordinator(
         found["error_code"],
-        found.get("error_message"),
+        found.get("error_message") or None,
         found["node_id"],
         found["host"],
         found["port"],
