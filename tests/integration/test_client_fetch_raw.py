@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from logbus.client.connection import Connection
-from logbus.client.requests.fetch import fetch_many, fetch_many_raw
+from logbus.client.requests.fetch import fetch, fetch_many_raw
 from logbus.client.requests.produce import produce
 from logbus.client.requests.topics import create_topics
 from logbus.records.builder import NewRecord, build_batch
@@ -30,7 +30,7 @@ async def _compare(bootstrap: str) -> None:
             ]
             await produce(conn, "raw", 0, build_batch(records))
         for offset in (0, 7, 14, 15):
-            decoded = (await fetch_many(conn, {("raw", 0): offset}))[("raw", 0)]
+            decoded = await fetch(conn, "raw", 0, offset)
             raw = (await fetch_many_raw(conn, {("raw", 0): offset}))[("raw", 0)]
             assert not isinstance(decoded, Exception) and not isinstance(raw, Exception)
             assert (raw.next_offset, raw.high_watermark) == (

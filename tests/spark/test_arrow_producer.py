@@ -21,7 +21,7 @@ from test_write import consume_all
 
 from conftest import create_topic
 from logbus.client.cluster import Cluster
-from logbus.client.requests.fetch import fetch_many_raw
+from logbus.client.requests.fetch import FetchOptions, fetch_many_raw
 from logbus.records.batch import BatchHeader
 from logbus.records.compression import CompressionType
 from logbus.spark import sink
@@ -44,7 +44,7 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]
             offset = 0
             while True:
                 result = (await fetch_many_raw(conn, {(topic, partition): offset},
-                                                         max_wait_ms=0))[(topic, partition)]
+                                               FetchOptions(max_wait_ms=0)))[(topic, partition)]
                 assert not isinstance(result, Exception)
                 if not result.batches:
                     return headers

@@ -41,6 +41,7 @@ from logbus.server.api.registry import build_registry
 TOPIC_ID = UUID("12345678-1234-5678-1234-567812345678")
 OTHER_ID = UUID("87654321-4321-8765-4321-876543218765")
 BATCH = build_batch([NewRecord(b"k", b"v", timestamp=1000)], base_offset=0)
+MEMBER = group_membership.MemberIdentity("member-1", 4, "instance-1")
 SERVED = {key: (h.min_version, h.max_version) for key, h in build_registry().items()}
 # Produce and Fetch below v3/v4 carry the old message formats, which this client never
 # writes or reads.
@@ -110,24 +111,24 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.FIND_COORDINATOR: lambda v: find_coordinator.build_find_coordinator(v, "group-1"),
     ApiKey.JOIN_GROUP: lambda v: group_membership.build_join_group(
         v,
-        "g",
-        "member-1",
-        [("range", consumer_protocol.encode_subscription(["a"])), ("roundrobin", b"x")],
-        session_timeout_ms=10000,
-        rebalance_timeout_ms=20000,
-        group_instance_id="instance-1",
-        reason="because",
+        group_membership.JoinGroupRequest(
+            "g",
+            "member-1",
+            [("range", consumer_protocol.encode_subscription(["a"])), ("roundrobin", b"x")],
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=20000,
+            group_instance_id="instance-1",
+            reason="because",
+        ),
     ),
     ApiKey.SYNC_GROUP: lambda v: group_membership.build_sync_group(
         v,
         "g",
-        4,
-        "member-1",
+        MEMBER,
         {"member-1": consumer_protocol.encode_assignment({"a": [0, 1]}), "member-2": b""},
-        group_instance_id="instance-1",
-        protocol_name="range",
+        "range",
     ),
-    ApiKey.HEARTBEAT: lambda v: group_membership.build_heartbeat(v, "g", 4, "m", "instance-1"),
+    ApiKey.HEARTBEAT: lambda v: group_membership.build_heartbeat(v, "g", MEMBER),
     ApiKey.LEAVE_GROUP: lambda v: group_membership.build_leave_group(v, "g", "m", "bye"),
     ApiKey.DESCRIBE_GROUPS: lambda v: group_membership.build_describe_groups(v, ["g", "h"]),
     ApiKey.LIST_GROUPS: lambda v: group_membership.build_list_groups(
@@ -138,8 +139,7 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         v, "g", [("a", 0), ("a", 1), ("b", 2)]
     ),
     ApiKey.OFFSET_COMMIT: lambda v: group_offsets.build_offset_commit(
-        v, "g", {("a", 0): 5, ("b", 1): (7, "meta")}, generation_id=3, member_id="m",
-        group_instance_id="instance-1",
+        v, "g", {("a", 0): 5, ("b", 1): (7, "meta")}, MEMBER
     ),
     ApiKey.OFFSET_DELETE: lambda v: group_offsets.build_offset_delete(v, "g", [("a", 0)]),
 }
@@ -251,7 +251,7 @@ def test_offset_fetch_names_the_group_at_every_version(version: int) -> None:
     assert every_group["topics"] == (None if version >= 2 else [])
 
 
-@pytest.mark.parametrize("version", range(0, 6))
+@pytest.mark.parametrize("version", range(6))
 def test_leave_group_names_the_member_at_every_version(version: int) -> None:
     decoded = _round_trip(ApiKey.LEAVE_GROUP, version, BUILDERS[ApiKey.LEAVE_GROUP](version))
     members = [m["member_id"] for m in decoded["members"]] if version >= 3 else [
@@ -261,7 +261,7 @@ def test_leave_group_names_the_member_at_every_version(version: int) -> None:
 
 
 def test_init_producer_id_bumps_only_from_v3() -> None:
-    for version in range(0, 6):
+    for version in range(6):
         decoded = _round_trip(
             ApiKey.INIT_PRODUCER_ID, version, BUILDERS[ApiKey.INIT_PRODUCER_ID](version)
         )
@@ -353,7 +353,7 @@ def test_read_fetch(version: int) -> None:
     assert bytes(data.records or b"") == BATCH
 
 
-@pytest.mark.parametrize("version", range(0, 11))
+@pytest.mark.parametrize("version", range(11))
 def test_read_list_offsets(version: int) -> None:
     body = {
         "topics": [
@@ -378,7 +378,7 @@ def test_read_list_offsets(version: int) -> None:
     assert isinstance(error, KafkaError) and error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-@pytest.mark.parametrize("version", range(0, 7))
+@pytest.mark.parametrize("version", range(7))
 def test_read_find_coordinator(version: int) -> None:
     body = {
         "error_code": 0, "error_message": None, "node_id": 3, "host": "h", "port": 9,
@@ -410,7 +410,7 @@ def test_read_offset_fetch(version: int) -> None:
     assert out == {("a", 0): (5, "m")}
 
 
-@pytest.mark.parametrize("version", range(0, 10))
+@pytest.mark.parametrize("version", range(10))
 def test_read_join_group(version: int) -> None:
     body = {
         "error_code": 0, "generation_id": 4, "protocol_type": "consumer",
@@ -422,7 +422,7 @@ def test_read_join_group(version: int) -> None:
     assert joined.members == [group_membership.JoinedMember("m1", None, b"sub")]
 
 
-@pytest.mark.parametrize("version", range(0, 13))
+@pytest.mark.parametrize("version", range(13))
 def test_read_metadata(version: int) -> None:
     body = {
         "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -29,8 +30,10 @@ from logbus.client.requests.consumer_protocol import (
     encode_subscription,
 )
 from logbus.client.requests.group_membership import (
+    NOT_A_MEMBER,
     JoinedMember,
-    JoinGroupResult,
+    JoinGroupRequest,
+    MemberIdentity,
     heartbeat,
     join_group,
     leave_group,
@@ -127,6 +130,11 @@ class GroupMember:
         await self.leave()
 
     @property
+    def identity(self) -> MemberIdentity:
+        """This member as it names itself in SyncGroup, Heartbeat and OffsetCommit."""
+        return MemberIdentity(self.member_id, self.generation_id, self.group_instance_id)
+
+    @property
     def generation_valid(self) -> bool:
         """Whether this member still holds a generation (its partitions are its own)."""
         return bool(self.member_id) and self.generation_id >= 0
@@ -213,22 +221,19 @@ class GroupMember:
             for assignor in self.assignors
         ]
 
-        async def join(member_id: str) -> JoinGroupResult:
-            return await join_group(
-                conn,
-                self.group_id,
-                member_id,
-                protocols,
-                session_timeout_ms=self.session_timeout_ms,
-                rebalance_timeout_ms=self.rebalance_timeout_ms,
-                group_instance_id=self.group_instance_id,
-            )
-
-        joined = await join(self.member_id)
+        request = JoinGroupRequest(
+            self.group_id,
+            self.member_id,
+            protocols,
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            self.group_instance_id,
+        )
+        joined = await join_group(conn, request)
         if joined.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             # KIP-394: join again with the id the coordinator chose.
             self.member_id = joined.member_id
-            joined = await join(self.member_id)
+            joined = await join_group(conn, replace(request, member_id=self.member_id))
         check(joined.error_code, f"JoinGroup for group '{self.group_id}'")
         self.member_id = joined.member_id
         self.generation_id = joined.generation_id
@@ -241,11 +246,9 @@ class GroupMember:
         synced = await sync_group(
             conn,
             self.group_id,
-            self.generation_id,
-            self.member_id,
+            self.identity,
             assignments,
-            group_instance_id=self.group_instance_id,
-            protocol_name=protocol,
+            protocol,
             response_timeout=conn.request_timeout + self.rebalance_timeout_ms / 1000,
         )
         assignment = decode_assignment(synced)
@@ -294,10 +297,7 @@ class GroupMember:
                 return
             try:
                 conn = await self._coordinator()
-                code = await heartbeat(
-                    conn, self.group_id, self.generation_id, self.member_id,
-                    self.group_instance_id,
-                )
+                code = await heartbeat(conn, self.group_id, self.identity)
             except KafkaError as exc:
                 if not (exc.retriable or exc.code in COORDINATOR_ERRORS):
                     self._heartbeat_error = exc
@@ -378,9 +378,7 @@ class GroupMember:
                 await self._coordinator(),
                 self.group_id,
                 offsets,
-                generation_id=self.generation_id if as_member else -1,
-                member_id=self.member_id if as_member else "",
-                group_instance_id=self.group_instance_id if as_member else None,
+                self.identity if as_member else NOT_A_MEMBER,
             )
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError) or exc.code in COORDINATOR_ERRORS:

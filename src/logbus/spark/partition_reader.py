@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
-from logbus.client.requests.fetch import RawFetchedPartition, fetch_many_raw
+from logbus.client.requests.fetch import FetchOptions, RawFetchedPartition, fetch_many_raw
 from logbus.client.requests.list_offsets import list_offsets
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch
@@ -77,6 +77,11 @@ class _RangeReader:
         self.position = rng.start
         self.cluster: Cluster | None = None
         self.empty_fetches = 0
+        self.options = FetchOptions(
+            max_wait_ms=settings.fetch_max_wait_ms,
+            max_bytes=settings.fetch_max_bytes,
+            partition_max_bytes=settings.max_partition_fetch_bytes,
+        )
 
     async def close(self) -> None:
         if self.cluster is not None:
@@ -140,13 +145,7 @@ class _RangeReader:
         for attempt in range(_MAX_RETRIES):
             try:
                 conn = await self.cluster.leader(*tp)
-                results = await fetch_many_raw(
-                    conn,
-                    {tp: self.position},
-                    max_wait_ms=self.settings.fetch_max_wait_ms,
-                    max_bytes=self.settings.fetch_max_bytes,
-                    partition_max_bytes=self.settings.max_partition_fetch_bytes,
-                )
+                results = await fetch_many_raw(conn, {tp: self.position}, self.options)
                 value = results[tp]
                 if isinstance(value, KafkaError):
                     raise value

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from logbus.client.connection import Connection
@@ -12,6 +12,8 @@ from logbus.protocol import ApiKey, ErrorCode
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+Entry = dict[str, Any]
 DEFAULT_TIMEOUT_MS = 30_000
 
 
@@ -52,3 +54,40 @@ def fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
             out[key] = KafkaError(
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"{api} response left out {shown}"
             )
+
+
+def per_key(
+    entries: Iterable[tuple[K, Entry]],
+    asked: Iterable[K],
+    api: str,
+    read: Callable[[Entry], T],
+    message: Callable[[K, Entry], str | None],
+) -> dict[K, T | KafkaError]:
+    """A response's per-item results, from (key, item) pairs: each item read, or its
+    error code as a `KafkaError` with `message`; none of those asked for left out."""
+    out: dict[K, T | KafkaError] = {}
+    for key, entry in entries:
+        code = entry["error_code"]
+        out[key] = read(entry) if code == ErrorCode.NONE else KafkaError(code, message(key, entry))
+    fill_missing(out, asked, api)
+    return out
+
+
+def per_partition(
+    topics: Iterable[Entry],
+    asked: Iterable[TopicPartition],
+    api: str,
+    read: Callable[[Entry], T],
+    *,
+    partitions: str = "partitions",
+    index: str = "partition_index",
+    message: Callable[[TopicPartition, Entry], str | None] | None = None,
+) -> dict[TopicPartition, T | KafkaError]:
+    """`per_key` over the partitions of a response's topics ("name", and `partitions`
+    each numbered by `index`); by default an error names its partition."""
+
+    def named(key: TopicPartition, entry: Entry) -> str:
+        return entry.get("error_message") or f"{api} {key[0]}-{key[1]}"
+
+    entries = (((t["name"], p[index]), p) for t in topics for p in t[partitions])
+    return per_key(entries, asked, api, read, message or named)

@@ -11,9 +11,9 @@ from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
     TopicPartition,
     by_topic,
-    fill_missing,
+    per_partition,
 )
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ApiKey
 
 HIGH_WATERMARK = -1  # everything below the high watermark
 
@@ -35,16 +35,7 @@ def read_delete_records(
     response: dict[str, Any], asked: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int | KafkaError]:
     """Each partition's new low watermark, or its error."""
-    out: dict[TopicPartition, int | KafkaError] = {}
-    for t in response["topics"]:
-        for p in t["partitions"]:
-            key = (t["name"], p["partition_index"])
-            if p["error_code"] != ErrorCode.NONE:
-                out[key] = KafkaError(p["error_code"], f"deleting records of {key[0]}-{key[1]}")
-            else:
-                out[key] = p["low_watermark"]
-    fill_missing(out, asked, "DeleteRecords")
-    return out
+    return per_partition(response["topics"], asked, "DeleteRecords", lambda p: p["low_watermark"])
 
 
 async def delete_records(

@@ -235,33 +235,17 @@ async def fetch(
     return value(results[(topic, partition)])
 
 
-async def fetch_many(
-    conn: Connection,
-    offsets: Mapping[TopicPartition, int],
-    max_wait_ms: int = 500,
-    max_bytes: int = 50 * 1024 * 1024,
-    partition_max_bytes: int = 1024 * 1024,
-    *,
-    topic_ids: Mapping[str, UUID] | None = None,
-    min_bytes: int = 1,
-) -> dict[TopicPartition, FetchedPartition | KafkaError]:
-    """A sessionless Fetch for several partitions led by `conn`'s broker."""
-    options = FetchOptions(max_wait_ms, min_bytes, max_bytes, partition_max_bytes)
-    return await _fetch(conn, offsets, options, topic_ids or {}, _decoded)
+DEFAULT_OPTIONS = FetchOptions()
 
 
 async def fetch_many_raw(
     conn: Connection,
     offsets: Mapping[TopicPartition, int],
-    max_wait_ms: int = 500,
-    max_bytes: int = 50 * 1024 * 1024,
-    partition_max_bytes: int = 1024 * 1024,
-    *,
+    options: FetchOptions = DEFAULT_OPTIONS,
     topic_ids: Mapping[str, UUID] | None = None,
-    min_bytes: int = 1,
 ) -> dict[TopicPartition, RawFetchedPartition | KafkaError]:
-    """`fetch_many` leaving the batches undecoded (headers parsed, records not)."""
-    options = FetchOptions(max_wait_ms, min_bytes, max_bytes, partition_max_bytes)
+    """A sessionless Fetch for several partitions led by `conn`'s broker, each data batch
+    left undecoded (headers parsed, records not)."""
     return await _fetch(conn, offsets, options, topic_ids or {}, _split)
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import fill_missing
+from logbus.client.requests.common import fill_missing, per_key
 from logbus.client.requests.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from logbus.protocol import ApiKey, ErrorCode
 
@@ -21,6 +21,34 @@ _STATES_FILTER_FROM = 4  # ListGroups (KIP-518)
 
 
 # --- JoinGroup --------------------------------------------------------------------------
+
+
+class MemberIdentity(NamedTuple):
+    """Who speaks for a member: its id, the generation it was given and its static
+    instance id (KIP-345). `NOT_A_MEMBER` commits offsets as an admin (or a consumer
+    outside the group) does."""
+
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
+
+
+NOT_A_MEMBER = MemberIdentity()
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    """A JoinGroup: `protocols` are (assignor name, subscription payload) in order of
+    preference; `member_id` "" the first time (KIP-394 then asks for the one it chose)."""
+
+    group_id: str
+    member_id: str
+    protocols: Sequence[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    group_instance_id: str | None = None
+    protocol_type: str = PROTOCOL_TYPE
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,28 +70,16 @@ class JoinGroupResult:
     members: list[JoinedMember]
 
 
-def build_join_group(
-    version: int,
-    group_id: str,
-    member_id: str,
-    protocols: Sequence[tuple[str, bytes]],
-    *,
-    session_timeout_ms: int,
-    rebalance_timeout_ms: int,
-    group_instance_id: str | None = None,
-    protocol_type: str = PROTOCOL_TYPE,
-    reason: str | None = None,
-) -> dict[str, Any]:
-    """`protocols`: (assignor name, subscription payload) in order of preference."""
+def build_join_group(version: int, request: JoinGroupRequest) -> dict[str, Any]:
     return {
-        "group_id": group_id,
-        "session_timeout_ms": session_timeout_ms,
-        "rebalance_timeout_ms": rebalance_timeout_ms,
-        "member_id": member_id,
-        "group_instance_id": group_instance_id,
-        "protocol_type": protocol_type,
-        "protocols": [{"name": name, "metadata": metadata} for name, metadata in protocols],
-        "reason": reason,
+        "group_id": request.group_id,
+        "session_timeout_ms": request.session_timeout_ms,
+        "rebalance_timeout_ms": request.rebalance_timeout_ms,
+        "member_id": request.member_id,
+        "group_instance_id": request.group_instance_id,
+        "protocol_type": request.protocol_type,
+        "protocols": [{"name": name, "metadata": data} for name, data in request.protocols],
+        "reason": request.reason,
     }
 
 
@@ -81,31 +97,14 @@ def read_join_group(response: dict[str, Any]) -> JoinGroupResult:
     )
 
 
-async def join_group(
-    conn: Connection,
-    group_id: str,
-    member_id: str,
-    protocols: Sequence[tuple[str, bytes]],
-    *,
-    session_timeout_ms: int,
-    rebalance_timeout_ms: int,
-    group_instance_id: str | None = None,
-) -> JoinGroupResult:
+async def join_group(conn: Connection, request: JoinGroupRequest) -> JoinGroupResult:
     """One JoinGroup; it waits up to the rebalance timeout for the other members."""
     version = conn.choose_version(ApiKey.JOIN_GROUP)
-    body = build_join_group(
-        version,
-        group_id,
-        member_id,
-        protocols,
-        session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=rebalance_timeout_ms,
-        group_instance_id=group_instance_id,
+    wait = conn.request_timeout + request.rebalance_timeout_ms / 1000
+    response = await conn.request(
+        ApiKey.JOIN_GROUP, build_join_group(version, request), version, response_timeout=wait
     )
-    wait = conn.request_timeout + rebalance_timeout_ms / 1000
-    return read_join_group(
-        await conn.request(ApiKey.JOIN_GROUP, body, version, response_timeout=wait)
-    )
+    return read_join_group(response)
 
 
 # --- SyncGroup --------------------------------------------------------------------------
@@ -114,25 +113,21 @@ async def join_group(
 def build_sync_group(
     version: int,
     group_id: str,
-    generation_id: int,
-    member_id: str,
+    member: MemberIdentity,
     assignments: Mapping[str, bytes],
-    *,
-    group_instance_id: str | None = None,
-    protocol_type: str = PROTOCOL_TYPE,
     protocol_name: str | None = None,
 ) -> dict[str, Any]:
     """`assignments` (member id -> assignment payload) from the leader, empty otherwise."""
     return {
         "group_id": group_id,
-        "generation_id": generation_id,
-        "member_id": member_id,
-        "group_instance_id": group_instance_id,
-        "protocol_type": protocol_type,
+        "generation_id": member.generation_id,
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "protocol_type": PROTOCOL_TYPE,
         "protocol_name": protocol_name,
         "assignments": [
-            {"member_id": member, "assignment": assignment}
-            for member, assignment in assignments.items()
+            {"member_id": member_id, "assignment": assignment}
+            for member_id, assignment in assignments.items()
         ],
     }
 
@@ -146,24 +141,14 @@ def read_sync_group(response: dict[str, Any], group_id: str) -> bytes:
 async def sync_group(
     conn: Connection,
     group_id: str,
-    generation_id: int,
-    member_id: str,
+    member: MemberIdentity,
     assignments: Mapping[str, bytes],
-    *,
-    group_instance_id: str | None = None,
     protocol_name: str | None = None,
+    *,
     response_timeout: float | None = None,
 ) -> bytes:
     version = conn.choose_version(ApiKey.SYNC_GROUP)
-    body = build_sync_group(
-        version,
-        group_id,
-        generation_id,
-        member_id,
-        assignments,
-        group_instance_id=group_instance_id,
-        protocol_name=protocol_name,
-    )
+    body = build_sync_group(version, group_id, member, assignments, protocol_name)
     response = await conn.request(
         ApiKey.SYNC_GROUP, body, version, response_timeout=response_timeout
     )
@@ -173,32 +158,21 @@ async def sync_group(
 # --- Heartbeat and LeaveGroup -----------------------------------------------------------
 
 
-def build_heartbeat(
-    version: int,
-    group_id: str,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None = None,
-) -> dict[str, Any]:
+def build_heartbeat(version: int, group_id: str, member: MemberIdentity) -> dict[str, Any]:
     return {
         "group_id": group_id,
-        "generation_id": generation_id,
-        "member_id": member_id,
-        "group_instance_id": group_instance_id,
+        "generation_id": member.generation_id,
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
     }
 
 
-async def heartbeat(
-    conn: Connection,
-    group_id: str,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None = None,
-) -> int:
+async def heartbeat(conn: Connection, group_id: str, member: MemberIdentity) -> int:
     """One Heartbeat; its error code (REBALANCE_IN_PROGRESS: time to rejoin, ...)."""
     version = conn.choose_version(ApiKey.HEARTBEAT)
-    body = build_heartbeat(version, group_id, generation_id, member_id, group_instance_id)
-    response = await conn.request(ApiKey.HEARTBEAT, body, version)
+    response = await conn.request(
+        ApiKey.HEARTBEAT, build_heartbeat(version, group_id, member), version
+    )
     return int(response["error_code"])
 
 
@@ -355,12 +329,8 @@ def build_delete_groups(version: int, group_ids: Sequence[str]) -> dict[str, Any
 def read_delete_groups(
     response: dict[str, Any], asked: Sequence[str]
 ) -> dict[str, KafkaError | None]:
-    out: dict[str, KafkaError | None] = {}
-    for result in response["results"]:
-        group_id, code = result["group_id"], result["error_code"]
-        out[group_id] = None if code == ErrorCode.NONE else KafkaError(code, f"Group '{group_id}'")
-    fill_missing(out, asked, "DeleteGroups")
-    return out
+    results = ((result["group_id"], result) for result in response["results"])
+    return per_key(results, asked, "DeleteGroups", lambda _: None, lambda g, _: f"Group '{g}'")
 
 
 async def delete_groups(

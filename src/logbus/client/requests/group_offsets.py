@@ -8,7 +8,8 @@ from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import TopicPartition, by_topic, fill_missing
+from logbus.client.requests.common import TopicPartition, by_topic, per_partition
+from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.protocol import ApiKey, ErrorCode
 
 _GROUPS_FROM = 8  # OffsetFetch: several groups per request (KIP-709)
@@ -92,13 +93,10 @@ def build_offset_commit(
     version: int,
     group_id: str,
     offsets: Mapping[TopicPartition, int | tuple[int, str]],
-    *,
-    generation_id: int = -1,
-    member_id: str = "",
-    group_instance_id: str | None = None,
+    member: MemberIdentity = NOT_A_MEMBER,
 ) -> dict[str, Any]:
-    """Offsets (each an offset, or (offset, metadata)); generation -1 and no member id
-    commit as an admin or a consumer outside the group."""
+    """Offsets (each an offset, or (offset, metadata)), committed by `member` in its
+    generation, or as an admin or a consumer outside the group (NOT_A_MEMBER)."""
     entries = []
     for tp, committed in offsets.items():
         offset, metadata = committed if isinstance(committed, tuple) else (committed, "")
@@ -114,9 +112,9 @@ def build_offset_commit(
         )
     return {
         "group_id": group_id,
-        "generation_id_or_member_epoch": generation_id,
-        "member_id": member_id,
-        "group_instance_id": group_instance_id,
+        "generation_id_or_member_epoch": member.generation_id,
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic(entries).items()],
     }
 
@@ -126,37 +124,18 @@ def read_partition_errors(
     api: str,
 ) -> dict[TopicPartition, KafkaError | None]:
     """OffsetCommit's or OffsetDelete's per-partition answer: None, or the error."""
-    out: dict[TopicPartition, KafkaError | None] = {}
-    for t in response["topics"]:
-        for p in t["partitions"]:
-            key = (t["name"], p["partition_index"])
-            code = p["error_code"]
-            out[key] = (
-                None if code == ErrorCode.NONE else KafkaError(code, f"{api} {key[0]}-{key[1]}")
-            )
-    fill_missing(out, asked, api)
-    return out
+    return per_partition(response["topics"], asked, api, lambda p: None)
 
 
 async def commit_offsets_each(
     conn: Connection,
     group_id: str,
     offsets: Mapping[TopicPartition, int | tuple[int, str]],
-    *,
-    generation_id: int = -1,
-    member_id: str = "",
-    group_instance_id: str | None = None,
+    member: MemberIdentity = NOT_A_MEMBER,
 ) -> dict[TopicPartition, KafkaError | None]:
     """OffsetCommit: per partition None, or its error."""
     version = conn.choose_version(ApiKey.OFFSET_COMMIT)
-    body = build_offset_commit(
-        version,
-        group_id,
-        offsets,
-        generation_id=generation_id,
-        member_id=member_id,
-        group_instance_id=group_instance_id,
-    )
+    body = build_offset_commit(version, group_id, offsets, member)
     response = await conn.request(ApiKey.OFFSET_COMMIT, body, version)
     return read_partition_errors(response, offsets, "OffsetCommit")
 
@@ -165,21 +144,11 @@ async def commit_offsets(
     conn: Connection,
     group_id: str,
     offsets: Mapping[TopicPartition, int | tuple[int, str]],
-    *,
-    generation_id: int = -1,
-    member_id: str = "",
-    group_instance_id: str | None = None,
+    member: MemberIdentity = NOT_A_MEMBER,
 ) -> None:
-    """`commit_offsets_each`, raising the first partition error."""
-    results = await commit_offsets_each(
-        conn,
-        group_id,
-        offsets,
-        generation_id=generation_id,
-        member_id=member_id,
-        group_instance_id=group_instance_id,
-    )
-    for result in results.values():
+    """`commit_offsets_each`, raising the first partition error (a member outside the
+    group commits only while the group has no members)."""
+    for result in (await commit_offsets_each(conn, group_id, offsets, member)).values():
         if result is not None:
             raise result
 

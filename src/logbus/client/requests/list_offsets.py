@@ -13,7 +13,7 @@ from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
     TopicPartition,
     by_topic,
-    fill_missing,
+    per_partition,
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
@@ -64,19 +64,13 @@ def build_list_offsets(
 def read_list_offsets(
     response: dict[str, Any], version: int, asked: Mapping[TopicPartition, Any]
 ) -> dict[TopicPartition, ListedOffset | KafkaError]:
-    out: dict[TopicPartition, ListedOffset | KafkaError] = {}
-    for t in response["topics"]:
-        for p in t["partitions"]:
-            key = (t["name"], p["partition_index"])
-            if p["error_code"] != ErrorCode.NONE:
-                out[key] = KafkaError(p["error_code"], f"ListOffsets {key[0]}-{key[1]}")
-            elif version == 0:
-                offsets = p["old_style_offsets"]
-                out[key] = ListedOffset(offsets[0] if offsets else -1, -1, -1)
-            else:
-                out[key] = ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
-    fill_missing(out, asked, "ListOffsets")
-    return out
+    def read(p: dict[str, Any]) -> ListedOffset:
+        if version == 0:  # the old list of segment offsets, newest first
+            offsets = p["old_style_offsets"]
+            return ListedOffset(offsets[0] if offsets else -1, -1, -1)
+        return ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
+
+    return per_partition(response["topics"], asked, "ListOffsets", read)
 
 
 async def list_offsets_info(

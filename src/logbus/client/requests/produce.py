@@ -13,11 +13,11 @@ from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
     TopicPartition,
     by_topic,
-    fill_missing,
+    per_partition,
     require_version,
     value,
 )
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ApiKey
 
 MIN_VERSION = 3
 Batch = bytes | bytearray | memoryview
@@ -55,18 +55,15 @@ def read_produce(
 ) -> dict[TopicPartition, ProduceResult | KafkaError]:
     """Per partition asked for: where its batch went, or its error (with the broker's
     message and the records it rejected, KIP-467)."""
-    out: dict[TopicPartition, ProduceResult | KafkaError] = {}
-    for t in response["responses"]:
-        for p in t["partition_responses"]:
-            key = (t["name"], p["index"])
-            if p["error_code"] != ErrorCode.NONE:
-                out[key] = KafkaError(p["error_code"], _error_message(key, p))
-            else:
-                out[key] = ProduceResult(
-                    p["base_offset"], p["log_append_time_ms"], p["log_start_offset"]
-                )
-    fill_missing(out, asked, "Produce")
-    return out
+    return per_partition(
+        response["responses"],
+        asked,
+        "Produce",
+        lambda p: ProduceResult(p["base_offset"], p["log_append_time_ms"], p["log_start_offset"]),
+        partitions="partition_responses",
+        index="index",
+        message=_error_message,
+    )
 
 
 def _error_message(key: TopicPartition, p: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.common import DEFAULT_TIMEOUT_MS, fill_missing, value
+from logbus.client.requests.common import DEFAULT_TIMEOUT_MS, per_key, value
 from logbus.protocol import ApiKey, ErrorCode
 
 
@@ -64,21 +64,22 @@ def build_create_topics(
 def read_create_topics(
     response: dict[str, Any], asked: Sequence[str]
 ) -> dict[str, CreatedTopic | KafkaError]:
-    out: dict[str, CreatedTopic | KafkaError] = {}
-    for result in response["topics"]:
-        name = result["name"]
-        if result["error_code"] != ErrorCode.NONE:
-            out[name] = KafkaError(result["error_code"], result["error_message"])
-        else:
-            out[name] = CreatedTopic(
-                name,
-                result["topic_id"],
-                result["num_partitions"],
-                result["replication_factor"],
-                {c["name"]: c["value"] for c in result["configs"] or ()},
-            )
-    fill_missing(out, asked, "CreateTopics")
-    return out
+    def created(result: dict[str, Any]) -> CreatedTopic:
+        return CreatedTopic(
+            result["name"],
+            result["topic_id"],
+            result["num_partitions"],
+            result["replication_factor"],
+            {c["name"]: c["value"] for c in result["configs"] or ()},
+        )
+
+    results = ((result["name"], result) for result in response["topics"])
+    return per_key(results, asked, "CreateTopics", created, _broker_message)
+
+
+def _broker_message(name: str, result: dict[str, Any]) -> str | None:
+    message: str | None = result.get("error_message")
+    return message
 
 
 async def create_topics_many(
@@ -133,18 +134,13 @@ def build_delete_topics(
 def read_delete_topics(
     response: dict[str, Any], asked: Sequence[str]
 ) -> dict[str, KafkaError | None]:
-    out: dict[str, KafkaError | None] = {}
-    for result in response["responses"]:
-        name = result["name"]
-        if result["error_code"] != ErrorCode.NONE:
-            message = result.get("error_message")
-            if result["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                message = f"Topic '{name}' does not exist"
-            out[name] = KafkaError(result["error_code"], message or f"Topic '{name}'")
-        else:
-            out[name] = None
-    fill_missing(out, asked, "DeleteTopics")
-    return out
+    def message(name: str, result: dict[str, Any]) -> str:
+        if result["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return f"Topic '{name}' does not exist"
+        return result.get("error_message") or f"Topic '{name}'"
+
+    results = ((result["name"], result) for result in response["responses"])
+    return per_key(results, asked, "DeleteTopics", lambda _: None, message)
 
 
 async def delete_topics_many(
@@ -201,14 +197,8 @@ def build_create_partitions(
 def read_create_partitions(
     response: dict[str, Any], asked: Mapping[str, Any]
 ) -> dict[str, KafkaError | None]:
-    out: dict[str, KafkaError | None] = {}
-    for result in response["results"]:
-        code = result["error_code"]
-        out[result["name"]] = (
-            None if code == ErrorCode.NONE else KafkaError(code, result["error_message"])
-        )
-    fill_missing(out, asked, "CreatePartitions")
-    return out
+    results = ((result["name"], result) for result in response["results"])
+    return per_key(results, asked, "CreatePartitions", lambda _: None, _broker_message)
 
 
 async def create_partitions_many(
