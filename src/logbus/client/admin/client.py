@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.types import (
     AdminBatchError,
@@ -39,7 +40,6 @@ from logbus.client.admin.types import (
 )
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
-from logbus.client.coordinator_lookup import coordinator, coordinator_id
 from logbus.client.errors import KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
@@ -476,7 +476,7 @@ class Admin(AsyncService):
         asked = None if partitions is None else [_tp(tp) for tp in partitions]
 
         async def fetch() -> dict[TopicPartition, int]:
-            conn = await coordinator(self.cluster, group_id, wait=0)
+            conn = await coordinator_lookup.coordinator(self.cluster, group_id, wait=0)
             found = await fetch_offsets(conn, group_id, asked)
             return {TopicPartition(*tp): offset for tp, offset in sorted(found.items())}
 
@@ -568,7 +568,7 @@ class Admin(AsyncService):
         by_node: dict[int, list[str]] = {}
         for group_id in group_ids:
             try:
-                node_id = await coordinator_id(self.cluster, group_id, wait=0)
+                node_id = await coordinator_lookup.coordinator_id(self.cluster, group_id, wait=0)
             except KafkaError as exc:
                 out[group_id] = exc
                 continue
@@ -599,7 +599,7 @@ class Admin(AsyncService):
         async def attempt(
             batch: list[TopicPartition], _: int
         ) -> dict[TopicPartition, KafkaError | None]:
-            conn = await coordinator(self.cluster, group_id, wait=0)
+            conn = await coordinator_lookup.coordinator(self.cluster, group_id, wait=0)
             found = await call(conn, batch)
             return {tp: _found(found, tp) for tp in batch}
 
