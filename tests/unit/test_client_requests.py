@@ -90,7 +90,10 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         v, {"a": (5, None), "b": (3, [[1, 2], [2, 3]])}, validate_only=True, timeout_ms=88
     ),
     ApiKey.DESCRIBE_CONFIGS: lambda v: configs.build_describe_configs(
-        v, configs.RESOURCE_TOPIC, "a", ["retention.ms"], include_documentation=True
+        v,
+        configs.DescribeConfigsRequest(
+            configs.RESOURCE_TOPIC, "a", ["retention.ms"], include_documentation=True
+        ),
     ),
     ApiKey.ALTER_CONFIGS: lambda v: alter_configs.build_alter_configs(
         v, configs.RESOURCE_TOPIC, "a", {"retention.ms": "1000"}, validate_only=True

@@ -21,6 +21,7 @@ from logbus.client.requests.configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ConfigInfo,
+    DescribeConfigsRequest,
     describe_configs,
 )
 
@@ -144,7 +145,7 @@ def _shown(value: str | None, entry: ConfigInfo) -> str:
 
 async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
     conn, resource_type, name, label = await _target(cluster, args)
-    entries = await describe_configs(conn, resource_type, name)
+    entries = await describe_configs(conn, DescribeConfigsRequest(resource_type, name))
     if not args.all:
         wanted = (
             _DYNAMIC_TOPIC

@@ -45,7 +45,7 @@ from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.alter_configs import alter_configs, incremental_alter_configs
 from logbus.client.requests.cluster import describe_cluster
-from logbus.client.requests.configs import ConfigInfo, describe_configs
+from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
 from logbus.client.requests.delete_records import delete_records
 from logbus.client.requests.group_membership import delete_groups, describe_groups, list_groups
 from logbus.client.requests.group_offsets import commit_offsets_each, delete_offsets, fetch_offsets
@@ -246,13 +246,13 @@ class Admin(AsyncService):
         keys = [_resource(r) for r in resources]
 
         async def describe(conn: Connection, r: ConfigResource) -> dict[str, ConfigEntry]:
-            found = await describe_configs(
-                conn,
+            query = DescribeConfigsRequest(
                 int(r.type),
                 r.name,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )
+            found = await describe_configs(conn, query)
             return {info.name: _config_entry(info) for info in found}
 
         return await self._each_resource(keys, describe, timeout_ms)

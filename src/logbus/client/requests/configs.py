@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import check
@@ -39,26 +39,28 @@ class ConfigInfo:
     documentation: str | None
 
 
-def build_describe_configs(
-    version: int,
-    resource_type: int,
-    name: str,
-    names: Sequence[str] | None = None,
-    *,
-    include_synonyms: bool = True,
-    include_documentation: bool = False,
-) -> dict[str, Any]:
-    """One resource; `names` None (or empty) asks for every config."""
+class DescribeConfigsRequest(NamedTuple):
+    """One resource's configs: every one, or only `names`; a BROKER resource named ""
+    asks for the cluster-wide defaults."""
+
+    resource_type: int
+    name: str
+    names: Sequence[str] | None = None
+    include_synonyms: bool = True
+    include_documentation: bool = False
+
+
+def build_describe_configs(version: int, request: DescribeConfigsRequest) -> dict[str, Any]:
     return {
         "resources": [
             {
-                "resource_type": resource_type,
-                "resource_name": name,
-                "configuration_keys": list(names) if names else None,
+                "resource_type": request.resource_type,
+                "resource_name": request.name,
+                "configuration_keys": list(request.names) if request.names else None,
             }
         ],
-        "include_synonyms": include_synonyms,
-        "include_documentation": include_documentation,
+        "include_synonyms": request.include_synonyms,
+        "include_documentation": request.include_documentation,
     }
 
 
@@ -81,24 +83,9 @@ def read_describe_configs(response: dict[str, Any]) -> list[ConfigInfo]:
     ]
 
 
-async def describe_configs(
-    conn: Connection,
-    resource_type: int,
-    name: str,
-    names: Sequence[str] | None = None,
-    *,
-    include_synonyms: bool = True,
-    include_documentation: bool = False,
-) -> list[ConfigInfo]:
-    """Every config of one resource (or only `names`), as the broker describes them.
-    A BROKER resource must go to that broker (named "": the cluster-wide defaults)."""
+async def describe_configs(conn: Connection, request: DescribeConfigsRequest) -> list[ConfigInfo]:
+    """The configs of one resource, as the broker describes them. A BROKER resource must
+    go to that broker."""
     version = require_version(conn, ApiKey.DESCRIBE_CONFIGS, MIN_VERSION)
-    body = build_describe_configs(
-        version,
-        resource_type,
-        name,
-        names,
-        include_synonyms=include_synonyms,
-        include_documentation=include_documentation,
-    )
+    body = build_describe_configs(version, request)
     return read_describe_configs(await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version))
