@@ -150,7 +150,7 @@ def read_fetch(
         else:
             continue
         for p in t["partitions"]:
-            aborted = p.get("aborted_transactions")
+            aborted = p["aborted_transactions"]
             partitions[(name, p["partition_index"])] = FetchedData(
                 p["error_code"],
                 p["high_watermark"],
@@ -159,7 +159,7 @@ def read_fetch(
                 None
                 if aborted is None
                 else [(a["producer_id"], a["first_offset"]) for a in aborted],
-                p.get("preferred_read_replica", -1),
+                p["preferred_read_replica"],
                 p["records"],
             )
     return FetchResponse(response.get("error_code", ErrorCode.NONE), partitions)
