@@ -19,7 +19,6 @@ from logbus.client.errors import KafkaError, check
 from logbus.client.metadata import ZERO_UUID
 from logbus.client.requests.common import (
     TopicPartition,
-    by_topic,
     fill_missing,
     require_version,
     value,
@@ -90,7 +89,7 @@ def fetch_version(
     conn: Connection, topics: Mapping[TopicPartition, Any], topic_ids: Mapping[str, UUID]
 ) -> int:
     """The newest Fetch version to use: v13+ only if every topic's id is known."""
-    by_id = all(topic_ids.get(topic, ZERO_UUID) != ZERO_UUID for topic, _ in topics)
+    by_id = all(topic_ids.get(topic, ZERO_UUID).int for topic in {t for t, _ in topics})
     return require_version(conn, ApiKey.FETCH, MIN_VERSION, None if by_id else LAST_VERSION_BY_NAME)
 
 
@@ -103,20 +102,18 @@ def build_fetch(
     """A full fetch of `positions`; topics carry both their name (v4-12) and id (v13+)."""
     ids = topic_ids or {}
     max_bytes = options.partition_max_bytes
-    topics = by_topic(
-        (
-            tp,
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), position in positions.items():  # by_topic, inlined: hot
+        topics.setdefault(topic, []).append(
             {
-                "partition": tp[1],
+                "partition": partition,
                 "current_leader_epoch": position.current_leader_epoch,
                 "fetch_offset": position.offset,
                 "last_fetched_epoch": position.last_fetched_epoch,
                 "log_start_offset": position.log_start_offset,
                 "partition_max_bytes": max_bytes,
-            },
+            }
         )
-        for tp, position in positions.items()
-    )
     return {
         "replica_id": options.replica_id,
         "replica_state": {"replica_id": options.replica_id, "replica_epoch": options.replica_epoch},
