@@ -438,3 +438,74 @@ def test_read_metadata(version: int) -> None:
     md = metadata.read_metadata(_response(ApiKey.METADATA, version, body))
     assert md.leader("a", 0) == 1
     assert md.topics["a"].topic_id == (TOPIC_ID if version >= 10 else UUID(int=0))
+
+
+@pytest.mark.parametrize("version", range(2, 10))
+def test_read_offset_commit(version: int) -> None:
+    body = {"topics": [{"name": "a", "partitions": [
+        {"partition_index": 0, "error_code": 0},
+        {"partition_index": 1, "error_code": ErrorCode.OFFSET_METADATA_TOO_LARGE},
+    ]}]}
+    out = group_offsets.read_partition_errors(
+        _response(ApiKey.OFFSET_COMMIT, version, body), [("a", 0), ("a", 1), ("b", 0)],
+        "OffsetCommit",
+    )
+    assert out[("a", 0)] is None
+    assert [e.code for e in (out[("a", 1)], out[("b", 0)]) if isinstance(e, KafkaError)] == [
+        ErrorCode.OFFSET_METADATA_TOO_LARGE, ErrorCode.UNKNOWN_SERVER_ERROR
+    ]
+
+
+def test_read_offset_delete_raises_the_group_error() -> None:
+    body = {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "topics": []}
+    with pytest.raises(KafkaError) as exc:
+        group_offsets.read_offset_delete(_response(ApiKey.OFFSET_DELETE, 0, body), "g", [])
+    assert exc.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_read_describe_groups(version: int) -> None:
+    member = {
+        "member_id": "m", "group_instance_id": "i", "client_id": "c", "client_host": "/h",
+        "member_metadata": b"", "member_assignment":
+            consumer_protocol.encode_assignment({"a": [1, 0]}),
+    }
+    body = {"groups": [
+        {"error_code": 0, "group_id": "g", "group_state": "Stable", "protocol_type": "consumer",
+         "protocol_data": "range", "members": [member]},
+        {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "group_id": "gone", "group_state": "",
+         "protocol_type": "", "protocol_data": "", "members": []},
+    ]}
+    out = group_membership.read_describe_groups(
+        _response(ApiKey.DESCRIBE_GROUPS, version, body), ["g", "gone"]
+    )
+    described = out["g"]
+    assert isinstance(described, group_membership.GroupDescription)
+    assert described.members[0].assignment == {"a": [0, 1]}
+    assert described.members[0].group_instance_id == ("i" if version >= 4 else None)
+    gone = out["gone"]
+    assert isinstance(gone, group_membership.GroupDescription) and not gone.exists
+
+
+@pytest.mark.parametrize("key", [ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS])
+def test_read_topic_results(key: int) -> None:
+    low, high = SERVED[key]
+    for version in range(low, high + 1):
+        ok = {"name": "a", "topic_id": TOPIC_ID, "error_code": 0, "error_message": None,
+              "num_partitions": 3, "replication_factor": 1, "configs": []}
+        bad = {**ok, "name": "b", "error_code": ErrorCode.TOPIC_ALREADY_EXISTS,
+               "error_message": "Topic 'b' already exists."}
+        results = [ok, bad]
+        if key == ApiKey.CREATE_TOPICS:
+            out: dict[str, Any] = topics.read_create_topics(
+                _response(key, version, {"topics": results}), ["a", "b", "c"]
+            )
+            assert isinstance(out["a"], topics.CreatedTopic)
+            assert out["a"].num_partitions == (3 if version >= 5 else -1)  # v5+ say
+        else:
+            out = topics.read_delete_topics(
+                _response(key, version, {"responses": results}), ["a", "b", "c"]
+            )
+            assert out["a"] is None
+        assert out["b"].code == ErrorCode.TOPIC_ALREADY_EXISTS
+        assert out["c"].code == ErrorCode.UNKNOWN_SERVER_ERROR

@@ -167,13 +167,18 @@ def build_heartbeat(version: int, group_id: str, member: MemberIdentity) -> dict
     }
 
 
+def read_heartbeat(response: dict[str, Any]) -> int:
+    """The error code (REBALANCE_IN_PROGRESS: time to rejoin, ...)."""
+    return int(response["error_code"])
+
+
 async def heartbeat(conn: Connection, group_id: str, member: MemberIdentity) -> int:
-    """One Heartbeat; its error code (REBALANCE_IN_PROGRESS: time to rejoin, ...)."""
+    """One Heartbeat; its error code."""
     version = conn.choose_version(ApiKey.HEARTBEAT)
     response = await conn.request(
         ApiKey.HEARTBEAT, build_heartbeat(version, group_id, member), version
     )
-    return int(response["error_code"])
+    return read_heartbeat(response)
 
 
 def build_leave_group(

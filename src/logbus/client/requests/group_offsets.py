@@ -166,6 +166,14 @@ def build_offset_delete(
     }
 
 
+def read_offset_delete(
+    response: dict[str, Any], group_id: str, asked: Sequence[TopicPartition]
+) -> dict[TopicPartition, KafkaError | None]:
+    """Per partition None, or its error; raises the group's error."""
+    check(response["error_code"], f"OffsetDelete for group '{group_id}'")
+    return read_partition_errors(response, asked, "OffsetDelete")
+
+
 async def delete_offsets(
     conn: Connection, group_id: str, partitions: Sequence[TopicPartition]
 ) -> dict[TopicPartition, KafkaError | None]:
@@ -175,5 +183,4 @@ async def delete_offsets(
     version = conn.choose_version(ApiKey.OFFSET_DELETE)
     body = build_offset_delete(version, group_id, partitions)
     response = await conn.request(ApiKey.OFFSET_DELETE, body, version)
-    check(response["error_code"], f"OffsetDelete for group '{group_id}'")
-    return read_partition_errors(response, partitions, "OffsetDelete")
+    return read_offset_delete(response, group_id, partitions)
