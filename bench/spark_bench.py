@@ -85,12 +85,12 @@ def _start_broker(data: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from logbus.client import admin_ops
     from logbus.client.cluster import Cluster
+    from logbus.client.requests.topics import create_topics
 
     async def create() -> None:
         async with await Cluster.connect(bootstrap) as cluster:
-            await admin_ops.create_topics(await cluster.controller(), name, partitions, 1)
+            await create_topics(await cluster.controller(), name, partitions, 1)
 
     asyncio.run(create())
 

@@ -10,9 +10,9 @@ import sys
 from pyspark.sql import SparkSession
 
 import logbus.spark
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
+from logbus.client.requests.topics import create_topics
 from logbus.protocol import ErrorCode
 
 
@@ -42,7 +42,7 @@ def ensure_topic(
     async def create() -> None:
         async with await Cluster.connect(bootstrap) as cluster:
             try:
-                await admin_ops.create_topics(
+                await create_topics(
                     await cluster.controller(), name, partitions, 1, configs or {}
                 )
             except KafkaError as exc:

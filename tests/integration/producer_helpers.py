@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from logbus.client import admin_ops
 from logbus.client.connection import Connection
+from logbus.client.requests.fetch import fetch
 from logbus.records.batch import BatchHeader
 from logbus.records.record import Record
 
@@ -19,7 +19,7 @@ async def read_partition_async(
         out: list[tuple[BatchHeader, list[Record]]] = []
         offset = 0
         while True:
-            fetched = await admin_ops.fetch(conn, topic, partition, offset, max_wait_ms=0)
+            fetched = await fetch(conn, topic, partition, offset, max_wait_ms=0)
             out.extend(fetched.batches)
             offset = fetched.next_offset
             if offset >= fetched.high_watermark:

@@ -19,8 +19,8 @@ from logbus.aio import (
     ResourceType,
     TopicPartition,
 )
-from logbus.client import admin_ops
 from logbus.client.admin import ConfigSource
+from logbus.client.requests import produce as produce_request
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 
@@ -28,7 +28,7 @@ from logbus.records.builder import NewRecord, build_batch
 async def produce(admin: Admin, topic: str, partition: int, timestamps: list[int]) -> None:
     records = [NewRecord(None, f"v{i}".encode(), timestamp=ts) for i, ts in enumerate(timestamps)]
     conn = await admin.cluster.leader(topic, partition)
-    await admin_ops.produce(conn, topic, partition, build_batch(records))
+    await produce_request.produce(conn, topic, partition, build_batch(records))
 
 
 def test_topic_lifecycle(broker: Any) -> None:

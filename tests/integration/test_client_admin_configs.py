@@ -18,8 +18,8 @@ from logbus.aio import (
     ResourceType,
     TopicPartition,
 )
-from logbus.client import admin_ops
 from logbus.client.admin import ConfigSource
+from logbus.client.requests import produce as produce_request
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 
@@ -157,7 +157,7 @@ def test_delete_records(broker: Any) -> None:
         for p in (0, 1):
             conn = await admin.cluster.leader(topic, p)
             records = [NewRecord(None, b"v%d" % i) for i in range(10)]
-            await admin_ops.produce(conn, topic, p, build_batch(records))
+            await produce_request.produce(conn, topic, p, build_batch(records))
         p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
 
         assert await admin.delete_records({p0: 4, p1: -1}) == {p0: 4, p1: 10}

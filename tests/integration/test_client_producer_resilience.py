@@ -19,9 +19,9 @@ import logbus
 from conftest import free_port
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
+from logbus.client.requests.topics import create_partitions, delete_topics
 from logbus.protocol import ApiKey
 
 _SIZE = struct.Struct(">i")
@@ -230,7 +230,7 @@ def test_partitions_added_are_found_after_metadata_max_age(broker: Any) -> None:
 
         async def grow() -> None:
             async with await Cluster.connect(broker.bootstrap) as cluster:
-                await admin_ops.create_partitions(await cluster.controller(), "grow", 2)
+                await create_partitions(await cluster.controller(), "grow", 2)
 
         asyncio.run(grow())
         deadline = time.monotonic() + 30
@@ -294,7 +294,7 @@ def test_metadata_refreshed_when_the_topic_vanishes_under_the_producer(broker: A
 
         async def delete() -> None:
             async with await Cluster.connect(broker.bootstrap) as cluster:
-                await admin_ops.delete_topics(await cluster.controller(), ["vanish"])
+                await delete_topics(await cluster.controller(), ["vanish"])
 
         asyncio.run(delete())
         md = p.send_and_wait("vanish", b"after")

@@ -20,8 +20,9 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from test_write import consume_all
 
 from conftest import create_topic
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
+from logbus.client.requests.fetch import FetchOptions, fetch_many_raw
+from logbus.client.requests.produce import produce_many
 from logbus.records.batch import BatchHeader
 from logbus.records.columnar_encode import encode_batches
 from logbus.records.compression import CompressionType
@@ -44,8 +45,8 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]
             headers: list[BatchHeader] = []
             offset = 0
             while True:
-                result = (await admin_ops.fetch_many_raw(conn, {(topic, partition): offset},
-                                                         max_wait_ms=0))[(topic, partition)]
+                result = (await fetch_many_raw(conn, {(topic, partition): offset},
+                                               FetchOptions(max_wait_ms=0)))[(topic, partition)]
                 assert not isinstance(result, Exception)
                 if not result.batches:
                     return headers
@@ -367,7 +368,7 @@ def test_a_sequence_the_broker_lost_bumps_the_epoch_and_the_write_goes_on(broker
             )[0]
             async with await Cluster.connect(b) as cluster:
                 conn = await cluster.leader("lost", 0)
-                result = (await admin_ops.produce_many(conn, {("lost", 0): intruder}))
+                result = (await produce_many(conn, {("lost", 0): intruder}))
                 assert result is not None
                 assert not isinstance(result[("lost", 0)], Exception)
             keys, values, topics = rows(second)

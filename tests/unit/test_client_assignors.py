@@ -15,7 +15,11 @@ from logbus.client.consumer.assignors import (
     make_assignors,
     rebalance_protocol,
 )
-from logbus.client.group_ops import Subscription, decode_subscription, encode_subscription
+from logbus.client.requests.consumer_protocol import (
+    Subscription,
+    decode_subscription,
+    encode_subscription,
+)
 from logbus.client.types import TopicPartition as TP
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from logbus.client.connection import format_address, parse_address, parse_bootstrap
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, check
-from logbus.client.metadata import parse_metadata
+from logbus.client.requests.metadata import read_metadata
 from logbus.protocol import ErrorCode, schema
 
 
@@ -111,8 +111,8 @@ def _metadata_response() -> dict[str, object]:
     return response
 
 
-def test_parse_metadata() -> None:
-    md = parse_metadata(_metadata_response())
+def test_read_metadata() -> None:
+    md = read_metadata(_metadata_response())
     assert md.controller_id == 1
     assert md.brokers[1].host == "h1"
     topic = md.topic("t")

@@ -14,10 +14,16 @@ import argparse
 from collections.abc import Awaitable, Callable
 
 from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
-from logbus.client import admin_ops
-from logbus.client.admin_ops import ConfigInfo
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
+from logbus.client.requests.alter_configs import OP_DELETE, OP_SET, incremental_alter_configs
+from logbus.client.requests.configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigInfo,
+    DescribeConfigsRequest,
+    describe_configs,
+)
 
 # DescribeConfigs' ConfigSource ids, by the names kafka-configs prints.
 SOURCE_NAMES = {
@@ -111,12 +117,12 @@ async def _target(cluster: Cluster, args: argparse.Namespace) -> tuple[Connectio
         if not args.topic:
             raise CommandError("the topic name must not be empty")
         conn = await cluster.bootstrap()
-        return conn, admin_ops.RESOURCE_TOPIC, args.topic, f"topic {args.topic}"
+        return conn, RESOURCE_TOPIC, args.topic, f"topic {args.topic}"
     if args.broker is not None:
         conn = await cluster.node(args.broker)
-        return conn, admin_ops.RESOURCE_BROKER, str(args.broker), f"broker {args.broker}"
+        return conn, RESOURCE_BROKER, str(args.broker), f"broker {args.broker}"
     conn = await cluster.bootstrap()
-    return conn, admin_ops.RESOURCE_BROKER, "", "brokers in the cluster"
+    return conn, RESOURCE_BROKER, "", "brokers in the cluster"
 
 
 def format_entry(entry: ConfigInfo) -> str:
@@ -139,11 +145,11 @@ def _shown(value: str | None, entry: ConfigInfo) -> str:
 
 async def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
     conn, resource_type, name, label = await _target(cluster, args)
-    entries = await admin_ops.describe_configs(conn, resource_type, name)
+    entries = await describe_configs(conn, DescribeConfigsRequest(resource_type, name))
     if not args.all:
         wanted = (
             _DYNAMIC_TOPIC
-            if resource_type == admin_ops.RESOURCE_TOPIC
+            if resource_type == RESOURCE_TOPIC
             else _DYNAMIC_BROKER
             if name
             else _DYNAMIC_DEFAULT
@@ -167,10 +173,10 @@ async def _alter(cluster: Cluster, args: argparse.Namespace) -> int:
         raise CommandError(f"{', '.join(both)} cannot be both set and deleted")
     conn, resource_type, name, label = await _target(cluster, args)
     ops: list[tuple[str, int, str | None]] = [
-        (key, admin_ops.OP_SET, value) for key, value in args.set
+        (key, OP_SET, value) for key, value in args.set
     ]
-    ops += [(key, admin_ops.OP_DELETE, None) for key in args.delete]
-    await admin_ops.incremental_alter_configs(
+    ops += [(key, OP_DELETE, None) for key in args.delete]
+    await incremental_alter_configs(
         conn, resource_type, name, ops, validate_only=args.validate_only
     )
     if args.validate_only:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
-from logbus.client import admin_ops
 from logbus.client.config import ConfigError
 from logbus.client.consumer import Consumer, ConsumerRecord
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.consumer.records import TIMESTAMP_LOG_APPEND_TIME
+from logbus.client.requests.list_offsets import EARLIEST, LATEST
 from logbus.client.types import TopicPartition
 
 PROPERTIES = (
@@ -113,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _offset(text: str) -> int:
-    named = {"earliest": admin_ops.EARLIEST, "latest": admin_ops.LATEST}
+    named = {"earliest": EARLIEST, "latest": LATEST}
     if text.lower() in named:
         return named[text.lower()]
     try:
@@ -240,9 +240,9 @@ async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
         consumer.assign([TopicPartition(args.topic, p) for p in chosen])
         if args.offset is not None:
             tp = TopicPartition(args.topic, args.partition)
-            if args.offset == admin_ops.EARLIEST:
+            if args.offset == EARLIEST:
                 consumer.seek_to_beginning(tp)
-            elif args.offset == admin_ops.LATEST:
+            elif args.offset == LATEST:
                 consumer.seek_to_end(tp)
             else:
                 consumer.seek(tp, args.offset)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 
 from logbus.cli.common import CommandError, add_bootstrap, non_negative_int, run, whole_number
-from logbus.client import admin_ops
-from logbus.client.admin_ops import LATEST
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
+from logbus.client.requests.delete_records import delete_records
+from logbus.client.requests.list_offsets import LATEST, list_offsets
 from logbus.protocol import ErrorCode
 
 
@@ -50,10 +50,10 @@ async def _delete_records(args: argparse.Namespace) -> int:
         md.topic(args.topic)  # raises UNKNOWN_TOPIC_OR_PARTITION for a missing topic
         conn = await cluster.leader(args.topic, args.partition)
         key = (args.topic, args.partition)
-        result = (await admin_ops.delete_records(conn, {key: args.before}))[key]
+        result = (await delete_records(conn, {key: args.before}))[key]
         if isinstance(result, KafkaError):
             if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                end = await admin_ops.list_offsets(conn, args.topic, args.partition, LATEST)
+                end = await list_offsets(conn, args.topic, args.partition, LATEST)
                 raise CommandError(
                     f"offset {args.before} is above the high watermark {end} of "
                     f"{args.topic}-{args.partition}"

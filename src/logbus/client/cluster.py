@@ -9,7 +9,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from logbus.client import admin_ops
 from logbus.client.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT,
@@ -20,6 +19,7 @@ from logbus.client.connection import (
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.requests.metadata import metadata
 from logbus.protocol import ErrorCode
 
 DEFAULT_RECONNECT_BACKOFF = 0.05
@@ -195,7 +195,7 @@ class Cluster(AsyncCloseable):
     async def _refresh_from(
         self, conn: Connection, topics: Sequence[str] | None, allow_auto_topic_creation: bool
     ) -> ClusterMetadata:
-        self.metadata = await admin_ops.metadata(
+        self.metadata = await metadata(
             conn, topics, allow_auto_topic_creation=allow_auto_topic_creation
         )
         self.metadata_at = time.monotonic()

@@ -19,6 +19,7 @@ from typing import Any
 from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncCloseable
+from logbus.client.requests.api_versions import build_api_versions, read_api_versions
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
@@ -30,7 +31,6 @@ _CORRELATION_AND_ERROR = struct.Struct(">ih")
 # The newest ApiVersions request that every Kafka broker since 2.4 understands; brokers
 # that do not answer with a v0 response naming their own range (KIP-511).
 _API_VERSIONS_FIRST_TRY = 3
-_SOFTWARE_NAME = "logbus"
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -169,14 +169,10 @@ class Connection(AsyncCloseable):
 
     async def _negotiate_versions(self) -> None:
         version = _API_VERSIONS_FIRST_TRY
-        body = {"client_software_name": _SOFTWARE_NAME, "client_software_version": __version__}
         while True:
+            body = build_api_versions(version, __version__)
             response = await self.request(ApiKey.API_VERSIONS, body, version)
-            ranges = {
-                entry["api_key"]: (entry["min_version"], entry["max_version"])
-                for entry in response["api_keys"]
-            }
-            code = response["error_code"]
+            code, ranges = read_api_versions(response)
             if code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
                 # KIP-511: the broker answered in v0 and named its own range; retry with
                 # the newest version it supports, or v0 if it named none we can use.

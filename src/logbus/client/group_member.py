@@ -15,20 +15,37 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from logbus.client import group_ops
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
+from logbus.client.coordinator_lookup import COORDINATOR_ERRORS, coordinator
 from logbus.client.errors import KafkaConnectionError, KafkaError, check
+from logbus.client.requests.consumer_protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from logbus.client.requests.group_membership import (
+    NOT_A_MEMBER,
+    JoinedMember,
+    JoinGroupRequest,
+    MemberIdentity,
+    heartbeat,
+    join_group,
+    leave_group,
+    sync_group,
+)
+from logbus.client.requests.group_offsets import commit_offsets, fetch_offsets_with_metadata
 from logbus.client.types import TopicPartition
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ErrorCode
 
 if TYPE_CHECKING:
     from logbus.client.consumer.assignors import Assignor
 
-PROTOCOL_TYPE = "consumer"
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
@@ -113,6 +130,11 @@ class GroupMember:
         await self.leave()
 
     @property
+    def identity(self) -> MemberIdentity:
+        """This member as it names itself in SyncGroup, Heartbeat and OffsetCommit."""
+        return MemberIdentity(self.member_id, self.generation_id, self.group_instance_id)
+
+    @property
     def generation_valid(self) -> bool:
         """Whether this member still holds a generation (its partitions are its own)."""
         return bool(self.member_id) and self.generation_id >= 0
@@ -125,7 +147,7 @@ class GroupMember:
         # Heartbeats and commits may both find the connection gone: one reconnects.
         async with self._connect_lock:
             if self._conn is None or self._conn.closed:
-                shared = await group_ops.coordinator(self.cluster, self.group_id)
+                shared = await coordinator(self.cluster, self.group_id)
                 # Our own connection: JoinGroup blocks its connection for a whole rebalance.
                 self._conn = await Connection.connect(
                     shared.host,
@@ -168,7 +190,7 @@ class GroupMember:
                 elif exc.code == ErrorCode.ILLEGAL_GENERATION:
                     self._reset_generation(keep_member_id=True)
                 elif isinstance(exc, KafkaConnectionError) or exc.code in (
-                    group_ops.COORDINATOR_ERRORS
+                    COORDINATOR_ERRORS
                 ):
                     await self._reset_coordinator()
                 elif exc.code != ErrorCode.REBALANCE_IN_PROGRESS:
@@ -187,59 +209,49 @@ class GroupMember:
     async def _join_once(self, owned: Sequence[TopicPartition]) -> Assignment:
         conn = await self._coordinator()
         protocols = [
-            {
-                "name": assignor.name,
-                "metadata": group_ops.encode_subscription(
+            (
+                assignor.name,
+                encode_subscription(
                     self.topics,
                     user_data=assignor.subscription_user_data(self.topics),
                     owned_partitions=owned,
                     generation_id=self.generation_id,
                 ),
-            }
+            )
             for assignor in self.assignors
         ]
-        body = {
-            "group_id": self.group_id,
-            "session_timeout_ms": self.session_timeout_ms,
-            "rebalance_timeout_ms": self.rebalance_timeout_ms,
-            "member_id": self.member_id,
-            "group_instance_id": self.group_instance_id,
-            "protocol_type": PROTOCOL_TYPE,
-            "protocols": protocols,
-            "reason": None,
-        }
-        wait = conn.request_timeout + self.rebalance_timeout_ms / 1000
-        joined = await conn.request(ApiKey.JOIN_GROUP, body, response_timeout=wait)
-        if joined["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+
+        request = JoinGroupRequest(
+            self.group_id,
+            self.member_id,
+            protocols,
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            self.group_instance_id,
+        )
+        joined = await join_group(conn, request)
+        if joined.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             # KIP-394: join again with the id the coordinator chose.
-            self.member_id = joined["member_id"]
-            joined = await conn.request(
-                ApiKey.JOIN_GROUP, {**body, "member_id": self.member_id}, response_timeout=wait
-            )
-        check(joined["error_code"], f"JoinGroup for group '{self.group_id}'")
-        self.member_id = joined["member_id"]
-        self.generation_id = joined["generation_id"]
-        protocol = joined["protocol_name"] or self.assignors[0].name
+            self.member_id = joined.member_id
+            joined = await join_group(conn, replace(request, member_id=self.member_id))
+        check(joined.error_code, f"JoinGroup for group '{self.group_id}'")
+        self.member_id = joined.member_id
+        self.generation_id = joined.generation_id
+        protocol = joined.protocol_name or self.assignors[0].name
         assignor = self._assignor(protocol)
         self.protocol_name = protocol
-        assignments: list[dict[str, object]] = []
-        if joined["leader"] == self.member_id:
-            assignments = await self._assign(assignor, joined["members"])
-        synced = await conn.request(
-            ApiKey.SYNC_GROUP,
-            {
-                "group_id": self.group_id,
-                "generation_id": self.generation_id,
-                "member_id": self.member_id,
-                "group_instance_id": self.group_instance_id,
-                "protocol_type": PROTOCOL_TYPE,
-                "protocol_name": protocol,
-                "assignments": assignments,
-            },
-            response_timeout=wait,
+        assignments: dict[str, bytes] = {}
+        if joined.leader == self.member_id:
+            assignments = await self._assign(assignor, joined.members)
+        synced = await sync_group(
+            conn,
+            self.group_id,
+            self.identity,
+            assignments,
+            protocol,
+            response_timeout=conn.request_timeout + self.rebalance_timeout_ms / 1000,
         )
-        check(synced["error_code"], f"SyncGroup for group '{self.group_id}'")
-        assignment = group_ops.decode_assignment(synced["assignment"])
+        assignment = decode_assignment(synced)
         assignor.on_assignment(
             [TopicPartition(t, p) for t, ps in assignment.items() for p in ps],
             self.generation_id,
@@ -256,12 +268,10 @@ class GroupMember:
         )
 
     async def _assign(
-        self, assignor: Assignor, members: list[dict[str, Any]]
-    ) -> list[dict[str, object]]:
-        subscriptions = {
-            str(m["member_id"]): group_ops.decode_subscription(m["metadata"]) for m in members
-        }
-        instance_ids = {str(m["member_id"]): m.get("group_instance_id") for m in members}
+        self, assignor: Assignor, members: list[JoinedMember]
+    ) -> dict[str, bytes]:
+        subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
+        instance_ids = {m.member_id: m.group_instance_id for m in members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         md = await self.cluster.refresh(topics)
         counts = {
@@ -270,10 +280,7 @@ class GroupMember:
             if t in md.topics and md.topics[t].error_code == ErrorCode.NONE
         }
         plan = assignor.assign(counts, subscriptions, instance_ids)
-        return [
-            {"member_id": member, "assignment": group_ops.encode_assignment(plan.get(member, {}))}
-            for member in subscriptions
-        ]
+        return {member: encode_assignment(plan.get(member, {})) for member in subscriptions}
 
     # --- heartbeats -------------------------------------------------------------------
 
@@ -290,23 +297,14 @@ class GroupMember:
                 return
             try:
                 conn = await self._coordinator()
-                response = await conn.request(
-                    ApiKey.HEARTBEAT,
-                    {
-                        "group_id": self.group_id,
-                        "generation_id": self.generation_id,
-                        "member_id": self.member_id,
-                        "group_instance_id": self.group_instance_id,
-                    },
-                )
+                code = await heartbeat(conn, self.group_id, self.identity)
             except KafkaError as exc:
-                if not (exc.retriable or exc.code in group_ops.COORDINATOR_ERRORS):
+                if not (exc.retriable or exc.code in COORDINATOR_ERRORS):
                     self._heartbeat_error = exc
                     self.rejoin_needed.set()
                     return
                 await self._reset_coordinator()  # find the coordinator again
                 continue
-            code = response["error_code"]
             if code == ErrorCode.NONE:
                 continue
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
@@ -321,7 +319,7 @@ class GroupMember:
                 self._reset_generation(keep_member_id=True)
                 self.rejoin_needed.set()
                 return
-            if code in group_ops.COORDINATOR_ERRORS:
+            if code in COORDINATOR_ERRORS:
                 await self._reset_coordinator()
                 continue
             self._heartbeat_error = KafkaError(code, f"Heartbeat for group '{self.group_id}'")
@@ -355,11 +353,11 @@ class GroupMember:
         """Committed (offset, metadata) of `partitions` (those that have one)."""
         for _ in range(_JOIN_ATTEMPTS):
             try:
-                return await group_ops.fetch_offsets_with_metadata(
+                return await fetch_offsets_with_metadata(
                     await self._coordinator(), self.group_id, partitions
                 )
             except KafkaError as exc:
-                if exc.code not in group_ops.COORDINATOR_ERRORS and not isinstance(
+                if exc.code not in COORDINATOR_ERRORS and not isinstance(
                     exc, KafkaConnectionError
                 ):
                     raise
@@ -376,16 +374,14 @@ class GroupMember:
         if not offsets:
             return
         try:
-            await group_ops.commit_offsets(
+            await commit_offsets(
                 await self._coordinator(),
                 self.group_id,
                 offsets,
-                generation_id=self.generation_id if as_member else -1,
-                member_id=self.member_id if as_member else "",
-                group_instance_id=self.group_instance_id if as_member else None,
+                self.identity if as_member else NOT_A_MEMBER,
             )
         except KafkaError as exc:
-            if isinstance(exc, KafkaConnectionError) or exc.code in group_ops.COORDINATOR_ERRORS:
+            if isinstance(exc, KafkaConnectionError) or exc.code in COORDINATOR_ERRORS:
                 await self._reset_coordinator()  # find it again next time
             raise
 
@@ -399,16 +395,7 @@ class GroupMember:
         if self._conn is None or self._conn.closed:
             return
         with contextlib.suppress(KafkaError):
-            await self._conn.request(
-                ApiKey.LEAVE_GROUP,
-                {
-                    "group_id": self.group_id,
-                    "member_id": self.member_id,
-                    "members": [
-                        {"member_id": self.member_id, "group_instance_id": None, "reason": reason}
-                    ],
-                },
-            )
+            await leave_group(self._conn, self.group_id, self.member_id, reason)
 
     async def leave(self) -> None:
         """Stop heartbeating, leave the group (if joined) and close the connection."""

@@ -1,11 +1,11 @@
 """A client's view of the cluster: brokers, controller, topics and their partitions, as one
-Metadata response described them. Immutable values; refresh by asking again."""
+Metadata response described them (read by `logbus.client.requests.metadata`).
+Immutable values; refresh by asking again."""
 
 from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 from logbus.client.errors import KafkaError
@@ -105,39 +105,3 @@ class ClusterMetadata:
                 ErrorCode.LEADER_NOT_AVAILABLE, f"partition {topic}-{partition} has no leader"
             )
         return part.leader
-
-
-def parse_metadata(response: dict[str, Any]) -> ClusterMetadata:
-    """Turn a decoded Metadata response (any version) into a ClusterMetadata."""
-    brokers = {
-        b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b["rack"])
-        for b in response["brokers"]
-    }
-    topics: dict[str, TopicInfo] = {}
-    for t in response["topics"]:
-        partitions = {
-            p["partition_index"]: PartitionInfo(
-                partition=p["partition_index"],
-                leader=p["leader_id"],
-                leader_epoch=p["leader_epoch"],
-                replicas=tuple(p["replica_nodes"]),
-                isr=tuple(p["isr_nodes"]),
-                offline_replicas=tuple(p["offline_replicas"]),
-                error_code=p["error_code"],
-            )
-            for p in t["partitions"]
-        }
-        name = t["name"] or ""
-        topics[name] = TopicInfo(
-            name=name,
-            topic_id=t["topic_id"],
-            is_internal=t["is_internal"],
-            partitions=dict(sorted(partitions.items())),
-            error_code=t["error_code"],
-        )
-    return ClusterMetadata(
-        cluster_id=response["cluster_id"],
-        controller_id=response["controller_id"],
-        brokers=brokers,
-        topics=topics,
-    )

@@ -15,9 +15,9 @@ import re
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
+from logbus.client.requests.list_offsets import list_offsets_many
 from logbus.protocol import ErrorCode
 from logbus.spark.options import (
     EARLIEST,
@@ -133,7 +133,7 @@ class OffsetReader:
                 results: dict[TP, int] = {}
                 for node, asked in by_leader.items():
                     conn = await cluster.node(node)
-                    for tp, value in (await admin_ops.list_offsets_many(conn, asked)).items():
+                    for tp, value in (await list_offsets_many(conn, asked)).items():
                         if isinstance(value, KafkaError):
                             raise value
                         results[tp] = value

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pyarrow as pa
 
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
+from logbus.client.requests.fetch import FetchOptions, RawFetchedPartition, fetch_many_raw
+from logbus.client.requests.list_offsets import list_offsets
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch
 from logbus.records.columnar import RecordColumns, decode_columns
@@ -29,6 +31,13 @@ _MAX_RETRIES = 5
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
 # waiting; give up after this many in a row.
 _MAX_EMPTY_FETCHES = 20
+
+
+class _SkipTo(NamedTuple):
+    """The position fell out of the log (retention): read on from `offset`, where the log
+    now starts."""
+
+    offset: int
 
 
 def _data_loss(rng: OffsetRange, what: str) -> LogbusSparkError:
@@ -68,6 +77,11 @@ class _RangeReader:
         self.position = rng.start
         self.cluster: Cluster | None = None
         self.empty_fetches = 0
+        self.options = FetchOptions(
+            max_wait_ms=settings.fetch_max_wait_ms,
+            max_bytes=settings.fetch_max_bytes,
+            partition_max_bytes=settings.max_partition_fetch_bytes,
+        )
 
     async def close(self) -> None:
         if self.cluster is not None:
@@ -88,6 +102,10 @@ class _RangeReader:
         fetched = await self._fetch()
         if fetched is None:
             return None
+        if isinstance(fetched, _SkipTo):
+            self.position = fetched.offset
+            self.empty_fetches = 0
+            return decode_columns([])
         try:
             columns = decode_columns(
                 fetched.batches, min_offset=self.position, end_offset=rng.end
@@ -118,20 +136,16 @@ class _RangeReader:
             )
         return decode_columns([])
 
-    async def _fetch(self) -> admin_ops.RawFetchedPartition | None:
+    async def _fetch(self) -> RawFetchedPartition | _SkipTo | None:
+        """The next fetch's answer; where to skip to when the position fell out of the
+        log; None when nothing of the range is left to read."""
         assert self.cluster is not None
         rng = self.rng
         tp = (rng.topic, rng.partition)
         for attempt in range(_MAX_RETRIES):
             try:
                 conn = await self.cluster.leader(*tp)
-                results = await admin_ops.fetch_many_raw(
-                    conn,
-                    {tp: self.position},
-                    max_wait_ms=self.settings.fetch_max_wait_ms,
-                    max_bytes=self.settings.fetch_max_bytes,
-                    partition_max_bytes=self.settings.max_partition_fetch_bytes,
-                )
+                results = await fetch_many_raw(conn, {tp: self.position}, self.options)
                 value = results[tp]
                 if isinstance(value, KafkaError):
                     raise value
@@ -150,12 +164,12 @@ class _RangeReader:
                 await self.cluster.refresh([rng.topic])
         raise AssertionError("unreachable")
 
-    async def _out_of_range(self) -> admin_ops.RawFetchedPartition | None:
+    async def _out_of_range(self) -> _SkipTo | None:
         """The position fell out of the log (retention): fail, or skip to what is left."""
         assert self.cluster is not None
         rng = self.rng
         conn = await self.cluster.leader(rng.topic, rng.partition)
-        earliest = await admin_ops.list_offsets(conn, rng.topic, rng.partition, EARLIEST)
+        earliest = await list_offsets(conn, rng.topic, rng.partition, EARLIEST)
         if self.fail:
             raise _data_loss(
                 rng,
@@ -163,10 +177,4 @@ class _RangeReader:
             )
         if earliest <= self.position or earliest >= rng.end:
             return None
-        return admin_ops.RawFetchedPartition(
-            batches=[],
-            next_offset=earliest,
-            high_watermark=earliest + 1,
-            last_stable_offset=earliest,
-            log_start_offset=earliest,
-        )
+        return _SkipTo(earliest)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from logbus.client import admin_ops, group_ops
+from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.types import (
     AdminBatchError,
@@ -38,12 +38,31 @@ from logbus.client.admin.types import (
     ResourceType,
     TopicDescription,
 )
-from logbus.client.admin_ops import CreatedTopic, ListedOffset
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.requests.alter_configs import alter_configs, incremental_alter_configs
+from logbus.client.requests.cluster import describe_cluster
+from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
+from logbus.client.requests.delete_records import delete_records
+from logbus.client.requests.group_membership import delete_groups, describe_groups, list_groups
+from logbus.client.requests.group_offsets import commit_offsets_each, delete_offsets, fetch_offsets
+from logbus.client.requests.list_offsets import (
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    ListedOffset,
+    list_offsets_info,
+)
+from logbus.client.requests.topics import (
+    CreatedTopic,
+    create_partitions_many,
+    create_topics_many,
+    delete_topics_many,
+    new_topic,
+)
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
@@ -57,9 +76,9 @@ Attempt = Callable[[list[K], int], Awaitable[Mapping[K, V | KafkaError]]]
 # answer, not a reason to wait.
 _FINAL = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 _OFFSET_SPECS = {
-    "earliest": admin_ops.EARLIEST,
-    "latest": admin_ops.LATEST,
-    "max_timestamp": admin_ops.MAX_TIMESTAMP,
+    "earliest": EARLIEST,
+    "latest": LATEST,
+    "max_timestamp": MAX_TIMESTAMP,
 }
 _ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 _BROKER_RESOURCES = (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
@@ -129,7 +148,7 @@ class Admin(AsyncService):
             if topic.name in bodies:
                 raise ValueError(f"topic {topic.name!r} is listed twice")
             by_assignment = topic.replica_assignment is not None
-            bodies[topic.name] = admin_ops.new_topic(
+            bodies[topic.name] = new_topic(
                 topic.name,
                 -1 if by_assignment else topic.num_partitions,
                 -1 if by_assignment else topic.replication_factor,
@@ -138,7 +157,7 @@ class Admin(AsyncService):
             )
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, CreatedTopic | KafkaError]:
-            return await admin_ops.create_topics_many(
+            return await create_topics_many(
                 await self._controller(),
                 [bodies[name] for name in names],
                 validate_only=validate_only,
@@ -152,7 +171,7 @@ class Admin(AsyncService):
         TOPIC_DELETION_DISABLED, ...) raises AdminBatchError."""
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
-            return await admin_ops.delete_topics_many(
+            return await delete_topics_many(
                 await self._controller(), names, timeout_ms=left_ms
             )
 
@@ -202,7 +221,7 @@ class Admin(AsyncService):
             wanted[name] = (spec.total_count, spec.new_assignments)
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
-            return await admin_ops.create_partitions_many(
+            return await create_partitions_many(
                 await self._controller(),
                 {name: wanted[name] for name in names},
                 validate_only=validate_only,
@@ -227,13 +246,13 @@ class Admin(AsyncService):
         keys = [_resource(r) for r in resources]
 
         async def describe(conn: Connection, r: ConfigResource) -> dict[str, ConfigEntry]:
-            found = await admin_ops.describe_configs(
-                conn,
+            query = DescribeConfigsRequest(
                 int(r.type),
                 r.name,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )
+            found = await describe_configs(conn, query)
             return {info.name: _config_entry(info) for info in found}
 
         return await self._each_resource(keys, describe, timeout_ms)
@@ -255,7 +274,7 @@ class Admin(AsyncService):
         wanted = {_resource(r): [_alter_op(op) for op in ops] for r, ops in changes.items()}
 
         async def alter(conn: Connection, r: ConfigResource) -> None:
-            await admin_ops.incremental_alter_configs(
+            await incremental_alter_configs(
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
@@ -274,7 +293,7 @@ class Admin(AsyncService):
         wanted = {_resource(r): dict(values) for r, values in configs.items()}
 
         async def alter(conn: Connection, r: ConfigResource) -> None:
-            await admin_ops.alter_configs(
+            await alter_configs(
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
@@ -304,7 +323,7 @@ class Admin(AsyncService):
         async def on_leader(
             conn: Connection, batch: list[TopicPartition]
         ) -> Mapping[Any, ListedOffset | KafkaError]:
-            return await admin_ops.list_offsets_info(
+            return await list_offsets_info(
                 conn, {tp: wanted[tp] for tp in batch}, isolation_level=level
             )
 
@@ -336,7 +355,7 @@ class Admin(AsyncService):
         async def on_leader(
             conn: Connection, batch: list[TopicPartition]
         ) -> Mapping[Any, int | KafkaError]:
-            return await admin_ops.delete_records(
+            return await delete_records(
                 conn, {tp: wanted[tp] for tp in batch}, timeout_ms=self._request_timeout_ms
             )
 
@@ -354,7 +373,7 @@ class Admin(AsyncService):
         on brokers without it)."""
 
         async def describe() -> ClusterMetadata:
-            return await admin_ops.describe_cluster(await self.cluster.bootstrap())
+            return await describe_cluster(await self.cluster.bootstrap())
 
         md = await self._single(describe, timeout_ms)
         nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
@@ -376,7 +395,7 @@ class Admin(AsyncService):
             for node_id in node_ids:
                 try:
                     conn = await self.cluster.node(node_id)
-                    out[node_id] = await group_ops.list_groups(conn, states)
+                    out[node_id] = await list_groups(conn, states)
                 except KafkaError as exc:
                     out[node_id] = exc
             return out
@@ -401,7 +420,7 @@ class Admin(AsyncService):
         async def on_coordinator(
             conn: Connection, node_id: int, batch: list[str]
         ) -> dict[str, ConsumerGroupDescription | KafkaError]:
-            found = await group_ops.describe_groups(conn, batch)
+            found = await describe_groups(conn, batch)
             md = self.cluster.metadata
             coordinator = md.brokers.get(node_id) if md is not None else None
             out: dict[str, ConsumerGroupDescription | KafkaError] = {}
@@ -433,7 +452,7 @@ class Admin(AsyncService):
         async def on_coordinator(
             conn: Connection, _: int, batch: list[str]
         ) -> dict[str, KafkaError | None]:
-            out = await group_ops.delete_groups(conn, batch)
+            out = await delete_groups(conn, batch)
             for group_id, result in out.items():
                 if isinstance(result, KafkaError) and result.code == ErrorCode.GROUP_ID_NOT_FOUND:
                     out[group_id] = _no_group(group_id)
@@ -457,8 +476,8 @@ class Admin(AsyncService):
         asked = None if partitions is None else [_tp(tp) for tp in partitions]
 
         async def fetch() -> dict[TopicPartition, int]:
-            conn = await group_ops.coordinator(self.cluster, group_id, wait=0)
-            found = await group_ops.fetch_offsets(conn, group_id, asked)
+            conn = await coordinator_lookup.coordinator(self.cluster, group_id, wait=0)
+            found = await fetch_offsets(conn, group_id, asked)
             return {TopicPartition(*tp): offset for tp, offset in sorted(found.items())}
 
         return await self._single(fetch, timeout_ms)
@@ -480,7 +499,7 @@ class Admin(AsyncService):
         async def on_coordinator(
             conn: Connection, batch: list[TopicPartition]
         ) -> Mapping[Any, KafkaError | None]:
-            return await group_ops.commit_offsets_each(
+            return await commit_offsets_each(
                 conn, group_id, {tp: wanted[tp] for tp in batch}
             )
 
@@ -500,7 +519,7 @@ class Admin(AsyncService):
         async def on_coordinator(
             conn: Connection, batch: list[TopicPartition]
         ) -> Mapping[Any, KafkaError | None]:
-            return await group_ops.delete_offsets(conn, group_id, batch)
+            return await delete_offsets(conn, group_id, batch)
 
         await self._each(
             [_tp(tp) for tp in partitions],
@@ -549,7 +568,7 @@ class Admin(AsyncService):
         by_node: dict[int, list[str]] = {}
         for group_id in group_ids:
             try:
-                node_id = await group_ops.coordinator_id(self.cluster, group_id, wait=0)
+                node_id = await coordinator_lookup.coordinator_id(self.cluster, group_id, wait=0)
             except KafkaError as exc:
                 out[group_id] = exc
                 continue
@@ -580,7 +599,7 @@ class Admin(AsyncService):
         async def attempt(
             batch: list[TopicPartition], _: int
         ) -> dict[TopicPartition, KafkaError | None]:
-            conn = await group_ops.coordinator(self.cluster, group_id, wait=0)
+            conn = await coordinator_lookup.coordinator(self.cluster, group_id, wait=0)
             found = await call(conn, batch)
             return {tp: _found(found, tp) for tp in batch}
 
@@ -784,7 +803,7 @@ def _alter_op(op: AlterConfigOp) -> tuple[str, int, str | None]:
     return op.name, int(kind), op.value
 
 
-def _config_entry(info: admin_ops.ConfigInfo) -> ConfigEntry:
+def _config_entry(info: ConfigInfo) -> ConfigEntry:
     return ConfigEntry(
         name=info.name,
         value=None if info.is_sensitive else info.value,

@@ -19,8 +19,9 @@ from logbus.client.admin.types import (
     OffsetSpec,
     TopicDescription,
 )
-from logbus.client.admin_ops import CreatedTopic, ListedOffset
 from logbus.client.blocking import BlockingClient
+from logbus.client.requests.list_offsets import ListedOffset
+from logbus.client.requests.topics import CreatedTopic
 from logbus.client.types import TopicPartition
 
 

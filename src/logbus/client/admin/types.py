@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, NamedTuple
 
-from logbus.client.admin_ops import CreatedTopic, ListedOffset
 from logbus.client.errors import KafkaError
-from logbus.client.group_ops import GroupMemberInfo, ListedGroup
 from logbus.client.metadata import BrokerInfo, PartitionInfo, TopicInfo
+from logbus.client.requests.group_membership import GroupMemberInfo, ListedGroup
+from logbus.client.requests.list_offsets import ListedOffset
+from logbus.client.requests.topics import CreatedTopic
 from logbus.client.types import TopicPartition
 
 __all__ = [

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 
-from logbus.client.group_ops import Subscription
+from logbus.client.requests.consumer_protocol import Subscription
 from logbus.client.types import TopicPartition
 
 Assignment = dict[str, list[int]]

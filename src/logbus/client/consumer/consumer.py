@@ -15,7 +15,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.config import ConfigError
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.consumer.coordinator import ConsumerCoordinator
-from logbus.client.consumer.fetcher import EARLIEST, LATEST, Deserializer, Fetcher
+from logbus.client.consumer.fetcher import Deserializer, Fetcher
 from logbus.client.consumer.records import (
     ConsumerRebalanceListener,
     ConsumerRecord,
@@ -26,6 +26,7 @@ from logbus.client.consumer.records import (
 from logbus.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from logbus.client.errors import KafkaError
 from logbus.client.lifecycle import AsyncService
+from logbus.client.requests.list_offsets import EARLIEST, LATEST
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from logbus.client import group_ops
 from logbus.client.cluster import Cluster
 from logbus.client.consumer.assignors import (
     RebalanceProtocol,
@@ -30,6 +29,7 @@ from logbus.client.consumer.records import (
     OffsetAndMetadata,
 )
 from logbus.client.consumer.subscription_state import SubscriptionState
+from logbus.client.coordinator_lookup import COORDINATOR_ERRORS
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.group_member import GroupMember
 from logbus.client.types import TopicPartition
@@ -265,7 +265,7 @@ class ConsumerCoordinator:
                     ) from exc
                 retriable = (
                     isinstance(exc, KafkaConnectionError)
-                    or exc.code in group_ops.COORDINATOR_ERRORS
+                    or exc.code in COORDINATOR_ERRORS
                     or exc.retriable
                 )
                 if not retriable or time.monotonic() >= deadline:

@@ -25,20 +25,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
+from uuid import UUID
 
-from logbus.client import admin_ops
 from logbus.client.cluster import Cluster
 from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
 from logbus.client.consumer.subscription_state import SubscriptionState
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.metadata import NO_LEADER
+from logbus.client.requests.fetch import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchedData,
+    FetchOptions,
+    FetchPosition,
+    fetch_partitions,
+)
+from logbus.client.requests.list_offsets import list_offsets_info
 from logbus.client.types import TopicPartition
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.control import ControlType, decode_control_key
 from logbus.records.reader import (
@@ -53,12 +63,6 @@ log = logging.getLogger(__name__)
 
 Deserializer = Callable[[bytes | None], Any]
 
-EARLIEST = -2
-LATEST = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-# Fetch v13+ names topics by id; by name is all a consumer needs.
-_FETCH_MAX_VERSION = 12
 # Errors that mean "the metadata is stale: look again, then retry" (Java's Fetcher).
 METADATA_ERRORS = frozenset(
     {
@@ -275,17 +279,23 @@ class Fetcher:
         self.subscriptions = subscriptions
         self._refresh_metadata = refresh_metadata
         self.max_wait_ms: int = config["fetch.max.wait.ms"]
-        self.min_bytes: int = config["fetch.min.bytes"]
-        self.max_bytes: int = config["fetch.max.bytes"]
-        self.partition_max_bytes: int = config["max.partition.fetch.bytes"]
         self.isolation_level = (
             READ_COMMITTED if config["isolation.level"] == "read_committed" else READ_UNCOMMITTED
         )
+        # A fetch that waits (fetch.max.wait.ms) and one that does not.
+        self._waiting_fetch = FetchOptions(
+            max_wait_ms=self.max_wait_ms,
+            min_bytes=config["fetch.min.bytes"],
+            max_bytes=config["fetch.max.bytes"],
+            partition_max_bytes=config["max.partition.fetch.bytes"],
+            isolation_level=self.isolation_level,
+            rack_id=config["client.rack"],
+        )
+        self._quick_fetch = dataclasses.replace(self._waiting_fetch, max_wait_ms=0)
         self.check_crcs: bool = config["check.crcs"]
         self.retry_backoff = config["retry.backoff.ms"] / 1000
         self.reconnect_backoff = config["reconnect.backoff.ms"] / 1000
         self.reconnect_backoff_max = config["reconnect.backoff.max.ms"] / 1000
-        self.rack: str = config["client.rack"]
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.data_ready = asyncio.Event()
@@ -522,45 +532,16 @@ class Fetcher:
             refresh(), name="logbus-consumer-metadata"
         )
 
-    def _fetch_body(
-        self, partitions: Mapping[TopicPartition, tuple[int, int]], max_wait_ms: int
-    ) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), (offset, _) in partitions.items():
-            topics.setdefault(topic, []).append(
-                {
-                    "partition": partition,
-                    "current_leader_epoch": -1,
-                    "fetch_offset": offset,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.partition_max_bytes,
-                }
-            )
-        return {
-            "replica_id": -1,
-            "max_wait_ms": max_wait_ms,
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "isolation_level": self.isolation_level,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [],
-            "rack_id": self.rack,
-        }
-
     async def _fetch(
         self, node: int, partitions: dict[TopicPartition, tuple[int, int]], max_wait_ms: int
     ) -> None:
         try:
             conn = await self.cluster.node(node)
-            version = conn.choose_version(ApiKey.FETCH, _FETCH_MAX_VERSION)
-            response = await conn.request(
-                ApiKey.FETCH,
-                self._fetch_body(partitions, max_wait_ms),
-                version,
-                response_timeout=conn.request_timeout + max_wait_ms / 1000,
+            response = await fetch_partitions(
+                conn,
+                {tp: FetchPosition(offset) for tp, (offset, _) in partitions.items()},
+                self._waiting_fetch if max_wait_ms > 0 else self._quick_fetch,
+                self._topic_ids(partitions),
             )
         except KafkaConnectionError as exc:
             log.debug("fetch from broker %d failed: %s", node, exc)
@@ -574,20 +555,30 @@ class Fetcher:
                 return
             raise
         self._node_failures.pop(node, None)
-        top_error = response.get("error_code", ErrorCode.NONE)
-        if top_error != ErrorCode.NONE:
+        if response.error_code != ErrorCode.NONE:
             self._back_off_node(node)
             self.request_metadata()
             return
-        for t in response["responses"]:
-            for p in t["partitions"]:
-                self._handle_partition(TopicPartition(t["topic"], p["partition_index"]), p,
-                                       partitions)
+        for tp, data in response.partitions.items():
+            self._handle_partition(TopicPartition(*tp), data, partitions)
+
+    def _topic_ids(self, partitions: Iterable[TopicPartition]) -> dict[str, UUID]:
+        """The ids of the partitions' topics known from metadata (Fetch v13+ names
+        topics by id; without every id the request stays at v12)."""
+        md = self.cluster.metadata
+        if md is None:
+            return {}
+        ids: dict[str, UUID] = {}
+        for topic, _ in partitions:
+            info = md.topics.get(topic)
+            if info is not None:
+                ids[topic] = info.topic_id
+        return ids
 
     def _handle_partition(
         self,
         tp: TopicPartition,
-        p: dict[str, Any],
+        p: FetchedData,
         asked: Mapping[TopicPartition, tuple[int, int]],
     ) -> None:
         request = asked.get(tp)
@@ -597,20 +588,17 @@ class Fetcher:
         offset, epoch = request
         if state.epoch != epoch or state.position != offset:
             return  # the application seeked meanwhile
-        code = p["error_code"]
+        code = p.error_code
         if code == ErrorCode.NONE:
-            state.high_watermark = p["high_watermark"]
-            state.last_stable_offset = p["last_stable_offset"]
-            state.log_start_offset = p["log_start_offset"]
-            records = p["records"]
+            state.high_watermark = p.high_watermark
+            state.last_stable_offset = p.last_stable_offset
+            state.log_start_offset = p.log_start_offset
+            records = p.records
             self._at_end[tp] = offset  # until records say otherwise
             if records:
                 aborted: list[tuple[int, int]] | None = None
                 if self.isolation_level == READ_COMMITTED:
-                    aborted = [
-                        (a["producer_id"], a["first_offset"])
-                        for a in p.get("aborted_transactions") or ()
-                    ]
+                    aborted = p.aborted_transactions or []
                 fetch = CompletedFetch(
                     tp,
                     epoch,
@@ -697,7 +685,7 @@ class Fetcher:
     ) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
         conn = await self.cluster.node(node)
         asked = {(tp.topic, tp.partition): when for tp, when in requests.items()}
-        found = await admin_ops.list_offsets_info(
+        found = await list_offsets_info(
             conn,
             asked,
             isolation_level=self.isolation_level,

@@ -23,15 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logbus.client import admin_ops
-from logbus.client.admin_ops import ProduceResult
 from logbus.client.cluster import Cluster
-from logbus.client.connection import Connection
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from logbus.client.producer.buffer_pool import BufferPool
-from logbus.client.producer.idempotence import (
+from logbus.client.requests.produce import produce_many
+from logbus.client.requests.producer_id import (
     NO_PRODUCER,
     init_producer_id,
 )
@@ -347,7 +345,9 @@ class Sender:
             payload: dict[tuple[str, int], bytearray | memoryview] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
-            results = await produce(conn, payload, s.acks, s.request_timeout_ms)
+            results = await produce_many(
+                conn, payload, s.acks, timeout_ms=s.request_timeout_ms
+            )
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._need_metadata = True
@@ -461,17 +461,6 @@ class Sender:
             state.unacked = deque(state.retry)
         self._needs_bump = False
         log.info("producer id %d now at epoch %d", producer_id, epoch)
-
-
-async def produce(
-    conn: Connection,
-    payload: Mapping[tuple[str, int], bytearray | memoryview],
-    acks: int,
-    timeout_ms: int,
-) -> Mapping[tuple[str, int], ProduceResult | KafkaError] | None:
-    """One Produce request carrying a sealed batch per partition: the request layer's
-    results per partition (None with acks=0)."""
-    return await admin_ops.produce_many(conn, payload, acks, timeout_ms=timeout_ms)
 
 
 def _expired(batch: ProducerBatch, now: float, cause: BaseException | None) -> KafkaTimeoutError:
