@@ -20,6 +20,7 @@ REQUESTS_MAY_USE = (
     "logbus.client.connection",
     "logbus.client.errors",
     "logbus.client.metadata",
+    "logbus.types",
 )
 
 

@@ -16,6 +16,7 @@ from logbus.client.errors import KafkaError
 from logbus.client.requests.delete_records import delete_records
 from logbus.client.requests.list_offsets import LATEST, list_offsets
 from logbus.protocol import ErrorCode
+from logbus.types import TopicPartition
 
 
 def _offset(text: str) -> int:
@@ -49,7 +50,7 @@ async def _delete_records(args: argparse.Namespace) -> int:
         md = await cluster.refresh([args.topic])
         md.topic(args.topic)  # raises UNKNOWN_TOPIC_OR_PARTITION for a missing topic
         conn = await cluster.leader(args.topic, args.partition)
-        key = (args.topic, args.partition)
+        key = TopicPartition(args.topic, args.partition)
         result = (await delete_records(conn, {key: args.before}))[key]
         if isinstance(result, KafkaError):
             if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:

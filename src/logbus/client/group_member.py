@@ -349,12 +349,13 @@ class GroupMember:
 
     async def committed_with_metadata(
         self, partitions: Sequence[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[int, str]]:
+    ) -> dict[TopicPartition, tuple[int, str]]:
         """Committed (offset, metadata) of `partitions` (those that have one)."""
         for _ in range(_JOIN_ATTEMPTS):
             try:
+                asked = [TopicPartition(*tp) for tp in partitions]
                 return await fetch_offsets_with_metadata(
-                    await self._coordinator(), self.group_id, partitions
+                    await self._coordinator(), self.group_id, asked
                 )
             except KafkaError as exc:
                 if exc.code not in COORDINATOR_ERRORS and not isinstance(
@@ -377,7 +378,7 @@ class GroupMember:
             await commit_offsets(
                 await self._coordinator(),
                 self.group_id,
-                offsets,
+                {TopicPartition(*tp): offset for tp, offset in offsets.items()},
                 self.identity if as_member else NOT_A_MEMBER,
             )
         except KafkaError as exc:

@@ -26,9 +26,10 @@ from logbus.spark.options import (
     LogbusSparkError,
     ReadOptions,
 )
+from logbus.types import TopicPartition
 
 T = TypeVar("T")
-TP = tuple[str, int]
+TP = TopicPartition
 
 
 def describe(tp: TP) -> str:
@@ -80,7 +81,7 @@ class OffsetReader:
             md = await cluster.refresh(None)
             pattern = re.compile(options.subscribe_pattern)
             return sorted(
-                (name, p)
+                TopicPartition(name, p)
                 for name, info in md.topics.items()
                 if not info.is_internal and info.error_code == ErrorCode.NONE
                 and pattern.fullmatch(name)
@@ -109,9 +110,9 @@ class OffsetReader:
                             f"option 'assign': partition {topic}-{p} does not exist "
                             f"(the topic has {len(info.partitions)} partitions)"
                         )
-                    found.append((topic, p))
+                    found.append(TopicPartition(topic, p))
             else:
-                found.extend((topic, p) for p in info.partitions)
+                found.extend(TopicPartition(topic, p) for p in info.partitions)
         return sorted(found)
 
     # --- offsets ----------------------------------------------------------------------
@@ -232,7 +233,7 @@ def _per_partition(name: str, given: dict[str, dict[int, int]], tps: list[TP]) -
                 raise LogbusSparkError(
                     f"option {name!r} names {topic}-{p}, which this query does not read"
                 )
-            wanted[(topic, p)] = value
+            wanted[TopicPartition(topic, p)] = value
     missing = [describe(tp) for tp in tps if tp not in wanted]
     if missing:
         raise LogbusSparkError(

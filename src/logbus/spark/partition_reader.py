@@ -26,6 +26,7 @@ from logbus.records.columnar import RecordColumns, decode_columns
 from logbus.spark.offset_range import OffsetRange
 from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
 from logbus.spark.schema import columns_to_record_batch
+from logbus.types import TopicPartition
 
 _MAX_RETRIES = 5
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
@@ -141,7 +142,7 @@ class _RangeReader:
         log; None when nothing of the range is left to read."""
         assert self.cluster is not None
         rng = self.rng
-        tp = (rng.topic, rng.partition)
+        tp = TopicPartition(rng.topic, rng.partition)
         for attempt in range(_MAX_RETRIES):
             try:
                 conn = await self.cluster.leader(*tp)

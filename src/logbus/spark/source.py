@@ -39,6 +39,7 @@ from logbus.spark.options import (
 from logbus.spark.partition_reader import read_range
 from logbus.spark.schema import arrow_schema, source_schema
 from logbus.spark.sink import LogbusBatchWriter, LogbusStreamWriter
+from logbus.types import TopicPartition
 
 JsonOffsets = dict[str, dict[str, int]]
 
@@ -48,14 +49,14 @@ def offsets_to_json(offsets: dict[TP, int]) -> JsonOffsets:
     writes them (so equal positions give equal JSON)."""
     out: JsonOffsets = {}
     for topic, partition in sorted(offsets, key=lambda tp: (tp[0], str(tp[1]))):
-        out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+        out.setdefault(topic, {})[str(partition)] = offsets[TopicPartition(topic, partition)]
     return {topic: dict(sorted(parts.items())) for topic, parts in sorted(out.items())}
 
 
 def offsets_from_json(offsets: dict[str, Any]) -> dict[TP, int]:
     try:
         return {
-            (topic, int(p)): int(off)
+            TopicPartition(topic, int(p)): int(off)
             for topic, parts in offsets.items()
             for p, off in parts.items()
         }

@@ -684,7 +684,7 @@ class Fetcher:
         self, node: int, requests: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
         conn = await self.cluster.node(node)
-        asked = {(tp.topic, tp.partition): when for tp, when in requests.items()}
+        asked = dict(requests)
         found = await list_offsets_info(
             conn,
             asked,

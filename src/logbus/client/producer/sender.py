@@ -342,7 +342,7 @@ class Sender:
                 if isinstance(exc, KafkaConnectionError):
                     raise
                 raise KafkaConnectionError(f"no connection to broker {node}: {exc}") from exc
-            payload: dict[tuple[str, int], bytearray | memoryview] = {
+            payload: dict[TopicPartition, bytearray | memoryview] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
             results = await produce_many(

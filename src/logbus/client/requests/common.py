@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.types import TopicPartition
 
-TopicPartition = tuple[str, int]
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 Entry = dict[str, Any]
@@ -89,5 +89,5 @@ def per_partition(
     def named(key: TopicPartition, entry: Entry) -> str:
         return entry.get("error_message") or f"{api} {key[0]}-{key[1]}"
 
-    entries = (((t["name"], p[index]), p) for t in topics for p in t[partitions])
+    entries = ((TopicPartition(t["name"], p[index]), p) for t in topics for p in t[partitions])
     return per_key(entries, asked, api, read, message or named)

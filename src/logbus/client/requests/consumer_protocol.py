@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbus.client.requests.common import TopicPartition
 from logbus.protocol import schema
+from logbus.types import TopicPartition
 
 PROTOCOL_TYPE = "consumer"
 _SUBSCRIPTION_VERSION = 2
@@ -65,7 +65,7 @@ def decode_subscription(data: bytes | None) -> Subscription:
         topics=list(body["topics"]),
         user_data=bytes(user_data) if user_data is not None else None,
         owned_partitions=[
-            (owned["topic"], partition)
+            TopicPartition(owned["topic"], partition)
             for owned in body.get("owned_partitions") or ()
             for partition in owned["partitions"]
         ],

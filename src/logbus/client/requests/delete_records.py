@@ -9,11 +9,11 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
-    TopicPartition,
     by_topic,
     per_partition,
 )
 from logbus.protocol import ApiKey
+from logbus.types import TopicPartition
 
 HIGH_WATERMARK = -1  # everything below the high watermark
 

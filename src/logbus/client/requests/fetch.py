@@ -18,7 +18,6 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
 from logbus.client.metadata import ZERO_UUID
 from logbus.client.requests.common import (
-    TopicPartition,
     fill_missing,
     require_version,
     value,
@@ -27,6 +26,7 @@ from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.reader import iter_record_set
 from logbus.records.record import Record
+from logbus.types import TopicPartition
 
 MIN_VERSION = 4
 LAST_VERSION_BY_NAME = 12
@@ -148,7 +148,7 @@ def read_fetch(
             continue
         for p in t["partitions"]:
             aborted = p["aborted_transactions"]
-            partitions[(name, p["partition_index"])] = FetchedData(
+            partitions[TopicPartition(name, p["partition_index"])] = FetchedData(
                 p["error_code"],
                 p["high_watermark"],
                 p["last_stable_offset"],
@@ -228,8 +228,9 @@ async def fetch(
     request is capped at Fetch v12, the last to name topics."""
     ids = {topic: topic_id} if topic_id is not None else {}
     options = FetchOptions(max_wait_ms, max_bytes=max_bytes, partition_max_bytes=max_bytes)
-    results = await _fetch(conn, {(topic, partition): offset}, options, ids, _decoded)
-    return value(results[(topic, partition)])
+    tp = TopicPartition(topic, partition)
+    results = await _fetch(conn, {tp: offset}, options, ids, _decoded)
+    return value(results[tp])
 
 
 DEFAULT_OPTIONS = FetchOptions()

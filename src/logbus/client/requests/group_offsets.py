@@ -8,9 +8,10 @@ from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import TopicPartition, by_topic, per_partition
+from logbus.client.requests.common import by_topic, per_partition
 from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.types import TopicPartition
 
 _GROUPS_FROM = 8  # OffsetFetch: several groups per request (KIP-709)
 _ALL_PARTITIONS_FROM = 2  # OffsetFetch: topics null asks for every committed partition
@@ -60,7 +61,7 @@ def read_offset_fetch(
         for p in t["partitions"]:
             check(p["error_code"], f"OffsetFetch {t['name']}-{p['partition_index']}")
             if p["committed_offset"] >= 0:
-                out[(t["name"], p["partition_index"])] = (
+                out[TopicPartition(t["name"], p["partition_index"])] = (
                     p["committed_offset"],
                     p.get("metadata") or "",
                 )

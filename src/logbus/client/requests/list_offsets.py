@@ -11,12 +11,12 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
-    TopicPartition,
     by_topic,
     per_partition,
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.types import TopicPartition
 
 EARLIEST = -2
 LATEST = -1
@@ -108,5 +108,6 @@ async def list_offsets_many(
 async def list_offsets(conn: Connection, topic: str, partition: int, timestamp: int) -> int:
     """The offset for a timestamp: EARLIEST (-2), LATEST (-1), or the first offset whose
     timestamp is at least `timestamp` ms (-1 if there is none). Must go to the leader."""
-    result = await list_offsets_many(conn, {(topic, partition): timestamp})
-    return value(result[(topic, partition)])
+    tp = TopicPartition(topic, partition)
+    result = await list_offsets_many(conn, {tp: timestamp})
+    return value(result[tp])

@@ -11,13 +11,13 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
-    TopicPartition,
     by_topic,
     per_partition,
     require_version,
     value,
 )
 from logbus.protocol import ApiKey
+from logbus.types import TopicPartition
 
 MIN_VERSION = 3
 Batch = bytes | bytearray | memoryview
@@ -103,5 +103,6 @@ async def produce(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
 ) -> ProduceResult | None:
     """Append one record batch (v2 bytes) to a partition, on its leader."""
-    results = await produce_many(conn, {(topic, partition): batch}, acks, timeout_ms=timeout_ms)
-    return None if results is None else value(results[(topic, partition)])
+    tp = TopicPartition(topic, partition)
+    results = await produce_many(conn, {tp: batch}, acks, timeout_ms=timeout_ms)
+    return None if results is None else value(results[tp])
