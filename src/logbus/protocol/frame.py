@@ -120,7 +120,7 @@ class FrameAssembler:
             return SIZE_PREFIX + self._frame_size
         if self._end - self._start < SIZE_PREFIX or self.error is not None:
             return 0
-        (size,) = _SIZE.unpack_from(self._scratch, self._start)
+        size: int = _SIZE.unpack_from(self._scratch, self._start)[0]
         return SIZE_PREFIX + size
 
     @property

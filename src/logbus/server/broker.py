@@ -21,10 +21,12 @@ from logbus.controller.controller import Controller, ensure_cluster_id, stored_t
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.find_coordinator import OFFSETS_TOPIC
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
 from logbus.server.dynamic_config import DynamicConfigManager
+from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
@@ -101,6 +103,7 @@ class Broker:
         self.dynamic_config: DynamicConfigManager | None = None
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
+        self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -137,6 +140,9 @@ class Broker:
             cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
+        self.connection_quotas.reconfigure(cfg.connection_limits)
+        queued_bytes = cfg.queued_max_request_bytes
+        memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
         for listener_cfg in cfg.listeners:
             listener = Listener(
                 listener_cfg.host,
@@ -145,6 +151,10 @@ class Broker:
                 max_request_size=cfg.socket_request_max_bytes,
                 send_buffer=cfg.socket_send_buffer_bytes,
                 receive_buffer=cfg.socket_receive_buffer_bytes,
+                quotas=self.connection_quotas,
+                memory_pool=memory_pool,
+                idle_timeout_ms=cfg.connections_max_idle_ms,
+                backlog=cfg.socket_listen_backlog_size,
             )
             await listener.start()
             self.listeners.append(listener)
@@ -250,6 +260,7 @@ class Broker:
         """Take a new broker config (dynamic broker configs changed): every log without an
         override of a changed setting gets its new effective config at once."""
         self.config = config
+        self.connection_quotas.reconfigure(config.connection_limits)
         if self.log_manager is not None:
             self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
             cleaner = self.log_manager.cleaner

@@ -24,6 +24,7 @@ from logbus.server.config_def import (
     UpdateMode,
 )
 from logbus.server.listeners import KNOWN_SECURITY_PROTOCOLS
+from logbus.server.network.connection_quotas import parse_per_ip_overrides
 
 __all__ = [
     "BROKER_CONFIG_DEF",
@@ -70,6 +71,16 @@ def _level(low: int, high: int, default: int) -> Check:
 
     return Check(test, f"[{low},...,{high}] or {default}")
 
+
+def _check_per_ip_overrides(value: ConfigValue) -> str | None:
+    try:
+        parse_per_ip_overrides(str(value))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+PER_IP_OVERRIDES: Final = Check(_check_per_ip_overrides, "host:count pairs, comma-separated")
 
 GZIP_LEVEL: Final = _level(1, 9, -1)
 LZ4_LEVEL: Final = Range(1, 17)
@@ -136,7 +147,9 @@ _define("background.threads", _INT, 10, _at_least(1), _HIGH,
 _define("queued.max.requests", _INT, 500, _at_least(1), _HIGH,
         "Requests allowed to queue before network threads stop reading.")
 _define("queued.max.request.bytes", _LONG, -1, None, _MEDIUM,
-        "Bytes of queued requests allowed before reading stops; -1 means no limit.")
+        "Bytes of requests read but not yet answered, across the broker, beyond which no "
+        "more requests are read until some are answered; -1 (or any value up to 0) means "
+        "no limit.")
 _define("socket.send.buffer.bytes", _INT, 102400, None, _HIGH,
         "SO_SNDBUF of server sockets; -1 uses the OS default.")
 _define("socket.receive.buffer.bytes", _INT, 102400, None, _HIGH,
@@ -146,15 +159,20 @@ _define("socket.request.max.bytes", _INT, 104857600, _at_least(1), _HIGH,
 _define("socket.listen.backlog.size", _INT, 50, _at_least(1), _MEDIUM,
         "Pending connections the listen socket queues.")
 _define("max.connections", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "Connections the broker accepts in total.", _CLUSTER)
+        "Connections the broker holds in total; new ones beyond it are closed at once.",
+        _CLUSTER)
 _define("max.connections.per.ip", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "Connections accepted from one IP address.", _CLUSTER)
-_define("max.connections.per.ip.overrides", _STR, "", None, _MEDIUM,
-        "Per-IP or per-host exceptions, as host:count pairs.", _CLUSTER)
+        "Connections the broker holds from one IP address; new ones beyond it are closed "
+        "at once. 0 only with max.connections.per.ip.overrides.", _CLUSTER)
+_define("max.connections.per.ip.overrides", _STR, "", PER_IP_OVERRIDES, _MEDIUM,
+        "Per-IP or per-host exceptions to max.connections.per.ip, as host:count pairs "
+        "(e.g. hostName:100,127.0.0.1:200).", _CLUSTER)
 _define("max.connection.creation.rate", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "New connections per second the broker accepts.", _CLUSTER)
+        "New connections per second the broker accepts; faster ones wait to be accepted.",
+        _CLUSTER)
 _define("connections.max.idle.ms", _LONG, 600000, None, _MEDIUM,
-        "Idle connections are closed after this long.")
+        "Connections idle (no request under way, no bytes received) for longer are closed; "
+        "a negative value never closes them.")
 _define("request.timeout.ms", _INT, 30000, _at_least(0), _MEDIUM,
         "Longest a client request waits for a response from another broker.")
 _define("fetch.max.bytes", _INT, 57671680, _at_least(1024), _MEDIUM,
