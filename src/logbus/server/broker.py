@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -194,9 +195,18 @@ class Broker:
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
+        # Recovery points, log start offsets and high watermarks are checkpointed together,
+        # as often as the shorter of their intervals asks; log start offsets also alone.
+        checkpoint_ms = min(
+            cfg.log_flush_offset_checkpoint_interval_ms,
+            cfg.replica_high_watermark_checkpoint_interval_ms,
+        )
+        self._spawn(self._every(checkpoint_ms, manager.checkpoint_all, in_thread=True))
         self._spawn(
             self._every(
-                cfg.log_flush_offset_checkpoint_interval_ms, manager.checkpoint_all, in_thread=True
+                cfg.log_flush_start_offset_checkpoint_interval_ms,
+                manager.checkpoint_log_start_offsets,
+                in_thread=True,
             )
         )
         # Rolled segments are flushed soon after the roll (Kafka schedules that at once);
@@ -208,7 +218,18 @@ class Broker:
             )
         )
         self._spawn(self._every(cfg.log_retention_check_interval_ms, self._cleanup_logs))
+        self._spawn(
+            self._every(
+                cfg.producer_id_expiration_check_interval_ms, self._remove_expired_producers
+            )
+        )
         self._spawn(self._every(1000, manager.remove_deleted))
+        if unused := cfg.without_effect():
+            log.info(
+                "settings with no effect on a stand-alone broker (see docs/configuration.md): "
+                "%s",
+                ", ".join(unused),
+            )
         log.info(
             "broker %d started, listening on %s:%d (cluster %s)",
             self.broker_id,
@@ -275,6 +296,12 @@ class Broker:
         self.log_manager.cleanup_logs(
             producer_id_expiration_ms=self.config.producer_id_expiration_ms
         )
+
+    def _remove_expired_producers(self) -> None:
+        assert self.log_manager is not None
+        now_ms = int(time.time() * 1000)
+        for partition_log in self.log_manager.all_logs():
+            partition_log.remove_expired_producers(now_ms, self.config.producer_id_expiration_ms)
 
     def _stored_log_config(self, topic: str) -> LogConfig:
         assert self.store is not None

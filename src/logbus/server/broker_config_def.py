@@ -29,11 +29,14 @@ from logbus.server.network.connection_quotas import parse_per_ip_overrides
 __all__ = [
     "BROKER_CONFIG_DEF",
     "CLEANUP_POLICIES",
+    "CLUSTER_ONLY",
     "COMPRESSION_TYPES",
     "GZIP_LEVEL",
     "INT_MAX",
     "LONG_MAX",
     "LZ4_LEVEL",
+    "NO_EFFECT",
+    "ONLY_DEFAULT",
     "TIMESTAMP_TYPES",
     "ZSTD_LEVEL",
 ]
@@ -373,4 +376,55 @@ _define("producer.id.expiration.ms", _INT, 86400000, _at_least(1), _LOW,
         "A producer id idle for this long is forgotten by partition leaders.", _CLUSTER)
 _define("producer.id.expiration.check.interval.ms", _INT, 600000, _at_least(1), _LOW,
         "How often expired producer ids are removed.")
+
+# --- settings a stand-alone logbus broker accepts without using them ---
+# Every other setting is used; tests/unit/test_broker_settings.py holds the code to that,
+# and docs/configuration.md lists these sets with the reason for each.
+
+CLUSTER_ONLY: Final = frozenset({
+    # ZooKeeper and the controller's work between brokers
+    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "zookeeper.max.in.flight.requests", "controller.socket.timeout.ms",
+    "controlled.shutdown.enable", "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms", "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    "inter.broker.listener.name", "security.inter.broker.protocol", "request.timeout.ms",
+    # followers: the replica fetcher and the ISR
+    "num.replica.fetchers", "replica.lag.time.max.ms", "replica.socket.timeout.ms",
+    "replica.socket.receive.buffer.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
+    "replica.fetch.backoff.ms", "unclean.leader.election.enable",
+})
+"""Used only when brokers form a replicated cluster: one broker is every partition's only
+replica and its own controller."""
+
+NO_EFFECT: Final = frozenset({
+    # tuning of machinery logbus does not have: one event loop instead of thread pools
+    # and a request queue, a purgatory that drops operations as they complete, no fetch
+    # sessions (every fetch is a full one, as with 0 session slots), no client quotas
+    "num.network.threads", "num.io.threads", "background.threads",
+    "num.recovery.threads.per.data.dir", "queued.max.requests",
+    "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
+    "max.incremental.fetch.session.cache.slots", "quota.window.num",
+    "quota.window.size.seconds", "offsets.load.buffer.size", "log.preallocate",
+    # tiered storage, which logbus does not have
+    "log.local.retention.ms", "log.local.retention.bytes",
+    # the transaction coordinator, not served yet (transactional producers are answered
+    # COORDINATOR_NOT_AVAILABLE)
+    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
+    "transaction.state.log.load.buffer.size", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+})
+"""Accepted so that Kafka's server.properties files work, with no effect: Kafka's own
+behaviour with these set would differ from logbus's only in speed."""
+
+ONLY_DEFAULT: Final = {
+    "offsets.topic.compression.codec": "logbus writes offset commits uncompressed",
+    "log.message.downconversion.enable": "logbus always down-converts batches for fetchers "
+    "that only read old message formats",
+}
+"""Settings logbus supports only at their default value: any other value stops start-up
+(and is refused by AlterConfigs) with the reason given here."""
 # fmt: on

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Generic, TypeVar, cast, overload
 
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.broker_config_def import BROKER_CONFIG_DEF, CLUSTER_ONLY, NO_EFFECT, ONLY_DEFAULT
 from logbus.server.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
 from logbus.server.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
@@ -128,6 +128,7 @@ class BrokerConfig:
         self.log_dirs: list[str] = self._log_dirs()
         self._check_retention()
         self._check_relations()
+        self._check_supported()
         self.connection_limits: ConnectionLimits = self._connection_limits()
 
     @classmethod
@@ -459,6 +460,18 @@ class BrokerConfig:
                 "Must be more than 1 MiB per cleaner thread",
                 self.log_cleaner_dedupe_buffer_size,
             )
+
+    def _check_supported(self) -> None:
+        """Refuse a value logbus cannot honour (ONLY_DEFAULT)."""
+        for name, reason in ONLY_DEFAULT.items():
+            value = self._values[name]
+            if value != BROKER_CONFIG_DEF[name].default:
+                raise ConfigError(name, f"Not supported: {reason}", value)
+
+    def without_effect(self) -> list[str]:
+        """The settings given explicitly that a stand-alone broker does not use
+        (CLUSTER_ONLY and NO_EFFECT), to say so at start-up."""
+        return sorted(name for name in CLUSTER_ONLY | NO_EFFECT if self.is_set(name))
 
     def _connection_limits(self) -> ConnectionLimits:
         """The connection settings, with the hosts of max.connections.per.ip.overrides

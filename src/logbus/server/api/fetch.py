@@ -96,7 +96,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     results = iter(
         await broker.replica_manager.fetch(
             wanted,
-            request["max_bytes"],
+            min(request["max_bytes"], broker.config.fetch_max_bytes),  # as Kafka: fetch.max.bytes
             request["min_bytes"],
             request["max_wait_ms"],
             read_committed,
