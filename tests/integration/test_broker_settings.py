@@ -4,12 +4,11 @@ broker."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_cli import start_broker
 
 from kafka_wire import WireClient
 from logbus.protocol import ErrorCode
@@ -39,12 +38,7 @@ def test_fetch_max_bytes_caps_every_fetch_response(broker_factory: Any) -> None:
     ["offsets.topic.compression.codec=1", "log.message.downconversion.enable=false"],
 )
 def test_a_value_logbus_cannot_honour_refuses_to_start(tmp_path: Path, override: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "logbus.cli.main", "server", "start",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={tmp_path}", "--override", override],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = start_broker(tmp_path, override)
     assert result.returncode != 0
     assert "invalid configuration" in result.stderr and "Not supported" in result.stderr
     assert "Traceback" not in result.stderr

@@ -9,15 +9,14 @@ import os
 import select
 import socket
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_cli import start_broker
 
-from kafka_wire import PRODUCE_V, WireClient, split_bootstrap, wait_for
+from kafka_wire import FETCH_V, PRODUCE_V, WireClient, fetch_body, split_bootstrap, wait_for
 from logbus.protocol import ApiKey, ErrorCode, codec
 from logbus.records.builder import NewRecord, build_batch
 
@@ -183,35 +182,10 @@ def test_a_connection_waiting_for_its_answer_is_not_idle(broker_factory: Any) ->
 
 
 def fetch_request(topic: str, *, max_wait_ms: int, padding: int = 0) -> bytes:
-    """A Fetch v12 frame for partition 0 from offset 0 waiting for one byte, with
-    `padding` bytes after its body (which the broker tolerates)."""
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    frame = codec.encode_request(codec.RequestHeader(ApiKey.FETCH, 12, 1, "wire"), body)
+    """A Fetch frame for partition 0 from offset 0 waiting for one byte, with `padding`
+    bytes after its body (which the broker tolerates)."""
+    body = fetch_body(topic, 0, 0, 1 << 20, max_wait_ms=max_wait_ms, min_bytes=1)
+    frame = codec.encode_request(codec.RequestHeader(ApiKey.FETCH, FETCH_V, 1, "wire"), body)
     payload = frame[4:] + bytes(padding)
     return struct.pack(">i", len(payload)) + payload
 
@@ -265,7 +239,7 @@ def test_requests_are_not_read_while_queued_bytes_are_over_the_limit(
         assert holder.sock in readable, "a produce was answered before the held fetch"
         frame = holder.recv_frame()
         assert frame is not None
-        _, fetched = codec.decode_response(ApiKey.FETCH, 12, frame)
+        _, fetched = codec.decode_response(ApiKey.FETCH, FETCH_V, frame)
         part = fetched["responses"][0]["partitions"][0]
         assert part["high_watermark"] == 0, "a produce was read while the pool was used up"
         # Then every produce request is read and answered; none is lost.
@@ -301,12 +275,7 @@ def test_requests_are_not_read_while_queued_bytes_are_over_the_limit(
 def test_bad_connection_settings_refuse_to_start(
     tmp_path: Path, override: str, message: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "logbus.cli.main", "server", "start",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={tmp_path}", "--override", override],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = start_broker(tmp_path, override)
     assert result.returncode != 0
     assert "invalid configuration" in result.stderr
     assert message in result.stderr
