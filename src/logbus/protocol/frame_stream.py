@@ -246,6 +246,11 @@ class FrameStream(asyncio.BufferedProtocol):
     # --- reading ------------------------------------------------------------------------
 
     @property
+    def waiting_for_memory(self) -> bool:
+        """Whether reading waits for the memory pool (a request is waiting, unread)."""
+        return self._waiting_for_memory
+
+    @property
     def queued_bytes(self) -> int:
         """Bytes of complete frames waiting for `read_frame()`."""
         return self._queued_bytes

@@ -52,8 +52,9 @@ class Connection:
 
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last did anything (0 while a request is under
-        way): connections.max.idle.ms is measured with it."""
-        if self._busy:
+        way, or waiting to be read for the broker's memory pool): connections.max.idle.ms
+        is measured with it."""
+        if self._busy or self.stream.waiting_for_memory:
             return 0.0
         return now - max(self.stream.last_received, self._answered_at)
 
