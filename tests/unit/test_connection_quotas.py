@@ -60,16 +60,26 @@ def test_new_limits_count_the_connections_already_open() -> None:
 
 def test_the_creation_rate_is_a_bucket_of_one_second() -> None:
     quotas = ConnectionQuotas(ConnectionLimits(UNLIMITED, UNLIMITED, max_creation_rate=2))
-    assert quotas.accept_delay(100.0) == 0
-    assert quotas.accept_delay(100.0) == 0
-    assert quotas.accept_delay(100.0) == pytest.approx(0.5)
-    assert quotas.accept_delay(100.5) == 0  # half a second later, one more
-    assert quotas.accept_delay(100.5) > 0
-    assert quotas.accept_delay(110.0) == 0  # an idle spell saves at most one second's worth
-    assert quotas.accept_delay(110.0) == 0
-    assert quotas.accept_delay(110.0) > 0
+
+    def accept(now: float) -> float:
+        delay = quotas.accept_delay(now)
+        if delay == 0:
+            quotas.created()
+        return delay
+
+    assert accept(100.0) == 0
+    assert quotas.accept_delay(100.0) == 0  # asking takes nothing
+    assert accept(100.0) == 0
+    assert accept(100.0) == pytest.approx(0.5)
+    assert accept(100.5) == 0  # half a second later, one more
+    assert accept(100.5) > 0
+    assert accept(110.0) == 0  # an idle spell saves at most one second's worth
+    assert accept(110.0) == 0
+    assert accept(110.0) > 0
 
 
 def test_no_creation_rate_limit_by_default() -> None:
     quotas = ConnectionQuotas(ConnectionLimits(UNLIMITED, UNLIMITED))
-    assert all(quotas.accept_delay(0.0) == 0 for _ in range(1000))
+    for _ in range(1000):
+        assert quotas.accept_delay(0.0) == 0
+        quotas.created()

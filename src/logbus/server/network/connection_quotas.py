@@ -2,8 +2,9 @@
 address, and how fast it takes new ones (`max.connections`, `max.connections.per.ip`,
 `max.connections.per.ip.overrides`, `max.connection.creation.rate`; KIP-402, KIP-612).
 
-Pure code: the listener asks `admit(address)` for each accepted socket, calls
-`release(address)` when it closes, and asks `accept_delay(now)` before accepting more.
+Pure code: the listener asks `accept_delay(now)` before accepting a connection and calls
+`created()` after, asks `admit(address)` whether the connection may stay, and calls
+`release(address)` when it closes.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class ConnectionQuotas:
 
     def accept_delay(self, now: float) -> float:
         """Seconds to wait before accepting the next connection under
-        max.connection.creation.rate; 0 takes one connection's share of the rate now."""
+        max.connection.creation.rate (0: accept it now, then call `created`)."""
         rate = self.limits.max_creation_rate
         if rate >= 2**31 - 1:
             return 0.0
@@ -99,8 +100,12 @@ class ConnectionQuotas:
             self._tokens = min(float(rate), self._tokens + (now - self._refilled_at) * rate)
         self._refilled_at = now
         if self._tokens >= 1:
-            self._tokens -= 1
             return 0.0
         if rate == 0:
             return 1.0  # no new connections at all: look again in a second
         return (1 - self._tokens) / rate
+
+    def created(self) -> None:
+        """A connection was accepted: it takes its share of the creation rate."""
+        if self.limits.max_creation_rate < 2**31 - 1:
+            self._tokens -= 1

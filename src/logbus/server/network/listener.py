@@ -130,6 +130,7 @@ class Listener:
             except OSError as exc:  # out of file descriptors and the like
                 log.warning("accepting a connection failed: %s", exc)
                 return
+            self.quotas.created()
             client = str(address[0]) if isinstance(address, tuple) else str(address)
             refusal = self.quotas.admit(client)
             if refusal is not None:
