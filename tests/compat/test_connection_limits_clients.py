@@ -25,8 +25,10 @@ pytestmark = pytest.mark.timeout(120)
 def test_producers_held_back_by_queued_max_request_bytes_lose_nothing(
     broker_factory: Any,
 ) -> None:
-    # A pool far smaller than the requests: most of them wait to be read.
-    broker = broker_factory(queued_max_request_bytes="65536")
+    # A pool as small as Kafka allows (the largest request): most requests wait.
+    broker = broker_factory(
+        queued_max_request_bytes="262144", socket_request_max_bytes="262144"
+    )
     topic = new_topic("pool")
     create_topic(broker.bootstrap, topic, 3)
     per_producer = 1500
@@ -40,8 +42,11 @@ def test_producers_held_back_by_queued_max_request_bytes_lose_nothing(
     results: dict[str, list[Delivery]] = {}
 
     def produce(name: str) -> None:
-        send = kafka_python_produce if name == "kafka-python" else confluent_produce
-        results[name] = send(broker.bootstrap, topic, batches[name])
+        if name == "kafka-python":  # batches of 16 KiB
+            results[name] = kafka_python_produce(broker.bootstrap, topic, batches[name])
+        else:  # requests within socket.request.max.bytes
+            small = {"batch.size": 60000, "message.max.bytes": 200000}
+            results[name] = confluent_produce(broker.bootstrap, topic, batches[name], small)
 
     threads = [threading.Thread(target=produce, args=(name,)) for name in batches]
     for thread in threads:

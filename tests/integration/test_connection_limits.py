@@ -181,12 +181,12 @@ def test_a_connection_waiting_for_its_answer_is_not_idle(broker_factory: Any) ->
 # --- queued.max.request.bytes ----------------------------------------------------------------
 
 
-def fetch_request(topic: str, *, max_wait_ms: int, padding: int = 0) -> bytes:
-    """A Fetch frame for partition 0 from offset 0 waiting for one byte, with `padding`
-    bytes after its body (which the broker tolerates)."""
+def fetch_request(topic: str, *, max_wait_ms: int, size: int = 0) -> bytes:
+    """A Fetch frame for partition 0 from offset 0 waiting for one byte, padded after its
+    body (which the broker tolerates) to `size` bytes."""
     body = fetch_body(topic, 0, 0, 1 << 20, max_wait_ms=max_wait_ms, min_bytes=1)
     frame = codec.encode_request(codec.RequestHeader(ApiKey.FETCH, FETCH_V, 1, "wire"), body)
-    payload = frame[4:] + bytes(padding)
+    payload = frame[4:] + bytes(max(0, size - len(frame) + 4))
     return struct.pack(">i", len(payload)) + payload
 
 
@@ -204,15 +204,18 @@ def produce_request(topic: str, batch: bytes, correlation_id: int) -> bytes:
 def test_requests_are_not_read_while_queued_bytes_are_over_the_limit(
     broker_factory: Any,
 ) -> None:
-    broker = broker_factory(queued_max_request_bytes=str(1 << 20))
+    # Kafka's rule: the pool holds at least the largest request.
+    broker = broker_factory(
+        queued_max_request_bytes=str(1 << 20), socket_request_max_bytes=str(1 << 20)
+    )
     setup = WireClient(broker.bootstrap)
     assert setup.create_topic("held", 1)[0] == ErrorCode.NONE
     holder = WireClient(broker.bootstrap)
     producer = WireClient(broker.bootstrap)
     probes: list[WireClient] = []
     try:
-        # A 2 MiB Fetch that waits up to 3 s for data takes more than the whole pool.
-        holder.send_raw(fetch_request("held", max_wait_ms=3000, padding=2 << 20))
+        # A Fetch as large as the pool, waiting up to 3 s for data, uses all of it.
+        holder.send_raw(fetch_request("held", max_wait_ms=3000, size=1 << 20))
 
         def pool_used_up() -> bool:
             """Whether a new connection's small request goes unread for a second."""
@@ -270,6 +273,7 @@ def test_requests_are_not_read_while_queued_bytes_are_over_the_limit(
         ("max.connections.per.ip.overrides=no-colon", "Expected host:count"),
         ("max.connections.per.ip.overrides=host.invalid:3", "Cannot resolve host"),
         ("max.connections.per.ip=0", "only if max.connections.per.ip.overrides is set"),
+        ("queued.max.request.bytes=1000", "Must be at least socket.request.max.bytes"),
     ],
 )
 def test_bad_connection_settings_refuse_to_start(

@@ -453,6 +453,14 @@ class BrokerConfig:
                 "Must be at most replica.lag.time.max.ms",
                 self.replica_fetch_wait_max_ms,
             )
+        queued = self.queued_max_request_bytes
+        if 0 < queued < self.socket_request_max_bytes:
+            raise ConfigError(
+                "queued.max.request.bytes",
+                "Must be at least socket.request.max.bytes "
+                f"({self.socket_request_max_bytes}), or -1 for no limit",
+                queued,
+            )
         threads = self.log_cleaner_threads
         if threads > 0 and self.log_cleaner_dedupe_buffer_size / threads <= 1024 * 1024:
             raise ConfigError(
