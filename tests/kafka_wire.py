@@ -141,32 +141,7 @@ class WireClient:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int = 64 << 20
     ) -> dict[str, Any]:
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": max_bytes,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        body = fetch_body(topic, partition, offset, max_bytes)
         response = self.request(ApiKey.FETCH, FETCH_V, body)
         part = dict(response["responses"][0]["partitions"][0])
         records = part.get("records")
@@ -208,6 +183,44 @@ class WireClient:
                 offset = out[-1].offset + 1
             if offset >= part["high_watermark"] or not part["records"]:
                 return out
+
+
+def fetch_body(
+    topic: str,
+    partition: int,
+    offset: int,
+    max_bytes: int = 64 << 20,
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> dict[str, Any]:
+    """A Fetch request (FETCH_V) for one partition."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:

@@ -15,7 +15,12 @@ from consumer_data import wait_until
 
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import FrameTooLarge
-from logbus.protocol.frame_stream import FrameStream, accept_frame_stream, open_frame_stream
+from logbus.protocol.frame_stream import (
+    FrameStream,
+    MemoryPool,
+    accept_frame_stream,
+    open_frame_stream,
+)
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
@@ -34,7 +39,7 @@ def run(request: pytest.FixtureRequest) -> Callable[[Coroutine[Any, Any, Any]], 
 
 
 async def connected(
-    max_frame_size: int = 1 << 24, max_queued_bytes: int = 1
+    max_frame_size: int = 1 << 24, max_queued_bytes: int = 1, pool: MemoryPool | None = None
 ) -> tuple[FrameStream, socket.socket]:
     """A FrameStream serving one end of a loopback TCP connection; the other end is a
     plain non-blocking socket the test drives."""
@@ -45,7 +50,9 @@ async def connected(
         peer.setblocking(False)
         await loop.sock_connect(peer, server.getsockname())
         sock, _ = await loop.sock_accept(server)
-    stream = await accept_frame_stream(sock, max_frame_size, max_queued_bytes=max_queued_bytes)
+    stream = await accept_frame_stream(
+        sock, max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=pool
+    )
     return stream, peer
 
 
@@ -221,5 +228,37 @@ def test_written_chunks_arrive_in_order_even_if_the_caller_changes_them(run: Any
         await stream.drain()
         assert received == expected
         await closed(stream, peer)
+
+    run(main())
+
+
+def test_a_shared_memory_pool_holds_frames_back_until_one_is_released(run: Any) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        pool = MemoryPool(100_000)
+        first, first_peer = await connected(pool=pool)
+        second, second_peer = await connected(pool=pool)
+        try:
+            # larger than the pool: it passes alone
+            sender = asyncio.create_task(loop.sock_sendall(first_peer, framed(b"a" * 150_000)))
+            assert bytes(await first.read_frame() or b"") == b"a" * 150_000
+            await sender
+            assert pool.used == 150_004
+            await loop.sock_sendall(second_peer, framed(b"b" * 10, b"c" * 10))
+            await wait_until(lambda: pool.waiting == 1)
+            reading = asyncio.ensure_future(second.read_frame())
+            await asyncio.sleep(0.05)
+            assert not reading.done(), "a frame was read while the pool was used up"
+            await loop.sock_sendall(first_peer, framed(b"next"))
+            # asking for the next frame releases the last one: the second stream reads
+            assert bytes(await first.read_frame() or b"") == b"next"
+            assert bytes(await reading or b"") == b"b" * 10
+            assert bytes(await second.read_frame() or b"") == b"c" * 10
+            assert pool.waiting == 0
+        finally:
+            await closed(first, first_peer)
+            await closed(second, second_peer)
+        # a closed stream gives back everything it held
+        assert pool.used == 0
 
     run(main())

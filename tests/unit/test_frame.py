@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logbus.protocol.errors import ProtocolError
-from logbus.protocol.frame import SIZE_PREFIX, FrameAssembler, FrameTooLarge
+from logbus.protocol.frame import GROWTH_STEP, SIZE_PREFIX, FrameAssembler, FrameTooLarge
 
 
 def framed(*bodies: bytes) -> bytes:
@@ -88,6 +88,33 @@ def test_a_large_frame_is_received_into_its_own_buffer() -> None:
     assert len(rest) == len(body) - (1024 - SIZE_PREFIX)
     assert assembler.pending == 1024
     assert receive(assembler, data[1024:]) == [body, b"next"]
+
+
+def test_a_size_prefix_alone_allocates_no_more_than_a_growth_step() -> None:
+    assembler = FrameAssembler(200 << 20, scratch_size=1024)
+    prefix = struct.pack(">i", 100 << 20)
+    assert receive(assembler, prefix + b"x" * 100) == []
+    assert assembler.announced == SIZE_PREFIX + (100 << 20)
+    assert 0 < assembler.allocated <= 100 + GROWTH_STEP
+    assert len(assembler.get_buffer()) <= GROWTH_STEP
+
+
+def test_a_frame_buffer_grows_with_the_bytes_received() -> None:
+    body = bytes(range(251)) * (5 * GROWTH_STEP // 251)
+    data = framed(body, b"next")
+    assembler = FrameAssembler(len(body), scratch_size=1024)
+    pos = 0
+    frames: list[bytes] = []
+    while pos < len(data):
+        buf = assembler.get_buffer()
+        n = min(len(buf), len(data) - pos, 300_000)
+        buf[:n] = data[pos : pos + n]
+        pos += n
+        frames += [bytes(f) for f in assembler.buffer_updated(n)]
+        if assembler.allocated:
+            # never more than twice what has arrived, plus one step
+            assert assembler.allocated <= 2 * assembler.pending + GROWTH_STEP
+    assert frames == [body, b"next"]
 
 
 def test_a_frame_buffer_is_reused_only_when_nothing_refers_to_it() -> None:

@@ -13,12 +13,25 @@ rest of the frame is received straight into it, never copied again. Those buffer
 recycled: a buffer is reused for a later frame once nothing refers to it any more (no
 frame, no view of one), which spares the allocator and the kernel a fresh megabyte of
 zeroed pages per request.
+
+A size prefix is only a promise: memory follows the bytes that actually arrive. A new
+buffer holds at most GROWTH_STEP bytes more than have arrived (a frame up to that size,
+the common case, is still received straight into a buffer of its full size); a larger
+frame's buffer doubles as it fills, its bytes moved along, so a peer that announces
+100 MiB and sends nothing costs a megabyte, not 100 MiB. A free recycled buffer large
+enough for the whole frame is taken at once: it costs nothing more. Frame buffers are
+not zeroed (every byte of a frame is received before it is handed out), so their pages
+cost memory only as bytes land in them, and moving a growing frame costs about what
+zeroing a buffer of its full size used to.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+from typing import Any
+
+import numpy as np
 
 from logbus.protocol.errors import ProtocolError
 
@@ -35,6 +48,8 @@ SMALL_FRAME = 16 * 1024
 # most SPARE_BUFFERS * MAX_SPARE_SIZE bytes.
 SPARE_BUFFERS = 2
 MAX_SPARE_SIZE = 16 * 1024 * 1024
+# A new frame buffer is at most this much larger than the bytes received so far.
+GROWTH_STEP = 1024 * 1024
 
 # A frame: its bytes, writable, valid for as long as the caller keeps it (or any slice).
 Frame = memoryview
@@ -63,6 +78,7 @@ class FrameAssembler:
         "_end",
         "_filled",
         "_frame",
+        "_frame_size",
         "_scratch",
         "_scratch_view",
         "_small_frame",
@@ -87,10 +103,12 @@ class FrameAssembler:
         # Received bytes not yet split into frames are scratch[_start:_end].
         self._start = 0
         self._end = 0
-        # A large frame being received into its own buffer, and how much of it has arrived.
+        # A large frame being received into its own buffer (which may hold only the first
+        # part of it so far), its full size, and how much of it has arrived.
         self._frame: memoryview | None = None
+        self._frame_size = 0
         self._filled = 0
-        self._spares: list[bytearray] = []
+        self._spares: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
         self.error: ProtocolError | None = None
 
     @property
@@ -99,6 +117,22 @@ class FrameAssembler:
         if self._frame is not None:
             return SIZE_PREFIX + self._filled
         return self._end - self._start
+
+    @property
+    def announced(self) -> int:
+        """Size (prefix included) of the incomplete frame whose size prefix has arrived;
+        0 when no such frame is under way."""
+        if self._frame is not None:
+            return SIZE_PREFIX + self._frame_size
+        if self._end - self._start < SIZE_PREFIX or self.error is not None:
+            return 0
+        size: int = _SIZE.unpack_from(self._scratch, self._start)[0]
+        return SIZE_PREFIX + size
+
+    @property
+    def allocated(self) -> int:
+        """Bytes of the buffer the frame under way is received into (0 for the scratch)."""
+        return 0 if self._frame is None else len(self._frame)
 
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
@@ -114,7 +148,9 @@ class FrameAssembler:
             return []
         if frame is not None:
             self._filled += nbytes
-            if self._filled < len(frame):
+            if self._filled < self._frame_size:
+                if self._filled == len(frame):
+                    self._grow()
                 return []
             self._frame = None
             return [frame]
@@ -138,10 +174,10 @@ class FrameAssembler:
                 start = body + size
                 continue
             if size > self._small_frame:
-                frame = self._buffer(size)
                 got = end - body
+                frame = self._buffer(size, got + GROWTH_STEP)
                 frame[:got] = self._scratch_view[body:end]
-                self._frame, self._filled = frame, got
+                self._frame, self._frame_size, self._filled = frame, size, got
                 start = end
             else:
                 need = SIZE_PREFIX + size
@@ -156,13 +192,25 @@ class FrameAssembler:
         self._start, self._end = start, end
         return frames
 
-    def _buffer(self, size: int) -> memoryview:
-        """Memory for a large frame: a spare buffer nobody holds any more, or a new one."""
+    def _grow(self) -> None:
+        """The frame's buffer is full but the frame is not: move it to one twice as large
+        (or to a free spare that holds the whole frame)."""
+        old = self._frame
+        assert old is not None
+        frame = self._buffer(self._frame_size, 2 * len(old))
+        frame[: self._filled] = old[: self._filled]
+        self._frame = frame
+
+    def _buffer(self, size: int, limit: int) -> memoryview:
+        """Memory for (the start of) a large frame of `size` bytes: a spare buffer nobody
+        holds any more, or a new one of at most `limit` bytes."""
         spares = self._spares
         for i in range(len(spares)):
             if len(spares[i]) >= size and sys.getrefcount(spares[i]) == _UNSHARED:
-                return memoryview(spares[i])[:size]
-        buf = bytearray(size + (size >> 3))  # room for the next, slightly larger frame
+                return spares[i].data[:size]
+        if size > limit:
+            return _uninitialised(limit).data  # a step of a frame still arriving
+        buf = _uninitialised(size + (size >> 3))  # room for the next, slightly larger frame
         if len(buf) <= MAX_SPARE_SIZE:
             for i in range(len(spares)):
                 if sys.getrefcount(spares[i]) == _UNSHARED:
@@ -171,7 +219,7 @@ class FrameAssembler:
             else:
                 if len(spares) < SPARE_BUFFERS:
                     spares.append(buf)
-        return memoryview(buf)[:size]
+        return buf.data[:size]
 
     def _check(self, size: int) -> ProtocolError | None:
         if size < 0:
@@ -185,3 +233,9 @@ class FrameAssembler:
                 f"frame of {size} bytes is shorter than the minimum of {self.min_frame_size}"
             )
         return None
+
+
+def _uninitialised(size: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """Memory for received bytes, not zeroed: the socket's bytes overwrite it, and pages
+    the kernel has not handed out yet cost nothing until they are written."""
+    return np.empty(size, dtype=np.uint8)

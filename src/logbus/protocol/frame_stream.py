@@ -5,21 +5,64 @@ into a buffer made for it (`logbus.protocol.frame.FrameAssembler`), with none of
 copies a StreamReader makes. The owner reads frames with `read_frame()` and writes with
 `write()` / `drain()`. Reading pauses while `max_queued_bytes` of frames wait to be read,
 so a peer that pipelines requests is held back by TCP, not buffered without bound.
+Streams may also share a `MemoryPool` (the broker's `queued.max.request.bytes`): a frame
+counts against it from the moment its size is known until the next frame is asked for,
+and a stream that needs memory while the pool is used up stops reading until it has room.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import socket
 from collections.abc import Iterable
 from typing import Any, cast
 
-from logbus.protocol.frame import Frame, FrameAssembler
+from logbus.protocol.frame import SIZE_PREFIX, Frame, FrameAssembler
 
 # Chunks smaller than this are joined with their neighbours into one write: a system call
 # costs more than copying them.
 COALESCE_BELOW = 64 * 1024
+
+
+class MemoryPool:
+    """Bytes of received frames shared by many streams, as Kafka's MemoryPool for
+    `queued.max.request.bytes`: a frame may take memory while any is left (so one frame
+    larger than the pool still gets through, alone), and streams that find none stop
+    reading until frames are released, first come first served. Owned by one event loop.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"a memory pool needs a positive capacity, not {capacity}")
+        self.capacity = capacity
+        self.used = 0
+        self._waiting: collections.deque[FrameStream] = collections.deque()
+
+    @property
+    def has_room(self) -> bool:
+        return self.used < self.capacity
+
+    @property
+    def waiting(self) -> int:
+        """Streams not reading until memory is released."""
+        return len(self._waiting)
+
+    def take(self, nbytes: int) -> None:
+        self.used += nbytes
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        while self._waiting and self.has_room:
+            self._waiting.popleft()._memory_available()
+
+    def wait(self, stream: FrameStream) -> None:
+        self._waiting.append(stream)
+
+    def forget(self, stream: FrameStream) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiting.remove(stream)
 
 
 class FrameStream(asyncio.BufferedProtocol):
@@ -29,11 +72,18 @@ class FrameStream(asyncio.BufferedProtocol):
     socket); lives until `close()`/`abort()` or the peer goes.
     `read_frame()` is for one task at a time; `write()` and `drain()` may be called from
     any task of the loop. A bad size prefix stops reading: `read_frame()` returns the
-    frames that came before it, then raises the ProtocolError.
+    frames that came before it, then raises the ProtocolError. With a `memory_pool`, the
+    frame `read_frame()` returned is released to it by the next call (or the connection's
+    end): one frame is handled at a time.
     """
 
     def __init__(
-        self, max_frame_size: int, *, max_queued_bytes: int = 1, min_frame_size: int = 0
+        self,
+        max_frame_size: int,
+        *,
+        max_queued_bytes: int = 1,
+        min_frame_size: int = 0,
+        memory_pool: MemoryPool | None = None,
     ) -> None:
         self._assembler = FrameAssembler(max_frame_size, min_frame_size=min_frame_size)
         self._frames: collections.deque[Frame] = collections.deque()
@@ -41,6 +91,14 @@ class FrameStream(asyncio.BufferedProtocol):
         self.max_queued_bytes = max_queued_bytes
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
+        self.last_received = self._loop.time()  # loop time of the last bytes received
+        self._pool = memory_pool
+        self._pool_held = 0  # bytes this stream holds in the pool
+        self._reserved = 0  # of which the frame being received (its size prefix included)
+        self._handed_out = 0  # of which the frame read_frame() returned last
+        self._unpaid: list[Frame] = []  # complete frames that found the pool used up
+        self._queue_full = False
+        self._waiting_for_memory = False
         self._reading_paused = False
         self._read_waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None  # raised once the queued frames are read
@@ -62,19 +120,91 @@ class FrameStream(asyncio.BufferedProtocol):
         return self._assembler.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = self._loop.time()
         assembler = self._assembler
         frames = assembler.buffer_updated(nbytes)
         if frames:
-            for frame in frames:
-                self._queued_bytes += len(frame)
-            self._frames.extend(frames)
-            if self._queued_bytes >= self.max_queued_bytes:
-                self._pause_reading()
-            self._wake_reader()
+            if self._pool is None:
+                self._deliver(frames)
+            else:
+                self._pay(frames)
         if assembler.error is not None and self._error is None:
             self._error = assembler.error  # raised once the frames before it are read
-            self._pause_reading()
+            self._sync_reading()
             self._wake_reader()
+        if self._pool is not None:
+            self._reserve_memory()
+
+    def _deliver(self, frames: Iterable[Frame]) -> None:
+        """Queue frames for read_frame()."""
+        for frame in frames:
+            self._queued_bytes += len(frame)
+            self._frames.append(frame)
+        if self._queued_bytes >= self.max_queued_bytes:
+            self._queue_full = True
+            self._sync_reading()
+        self._wake_reader()
+
+    # --- the memory pool: every frame takes memory from it before it is read ------------
+
+    def _pay(self, frames: list[Frame]) -> None:
+        """Take the pool's memory for complete frames and deliver them; frames that find
+        the pool used up wait, unread, until it has room."""
+        pool = self._pool
+        assert pool is not None
+        paid: list[Frame] = []
+        for frame in frames:
+            size = SIZE_PREFIX + len(frame)
+            if self._reserved:  # the frame under way had memory reserved for it
+                self._take(size - self._reserved)
+                self._reserved = 0
+                paid.append(frame)
+            elif pool.has_room and not self._unpaid:
+                self._take(size)
+                paid.append(frame)
+            else:
+                self._unpaid.append(frame)
+        if paid:
+            self._deliver(paid)
+
+    def _take(self, nbytes: int) -> None:
+        assert self._pool is not None
+        self._pool.take(nbytes)
+        self._pool_held += nbytes
+
+    def _reserve_memory(self) -> None:
+        """Reserve the pool's memory for the frame under way; without it (the pool used
+        up, with no frame under way or one that has no memory yet, or frames waiting to
+        be paid for) stop reading until the pool has room."""
+        pool = self._pool
+        assert pool is not None
+        if self._reserved or self._waiting_for_memory or self._lost:
+            return
+        if pool.has_room and not self._unpaid:
+            announced = self._assembler.announced
+            if announced:
+                self._take(announced)
+                self._reserved = announced
+            return
+        self._waiting_for_memory = True
+        pool.wait(self)
+        self._sync_reading()
+
+    def _memory_available(self) -> None:
+        """Called by the pool once it has room again for this waiting stream."""
+        self._waiting_for_memory = False
+        if self._lost:
+            return
+        unpaid, self._unpaid = self._unpaid, []
+        if unpaid:
+            self._pay(unpaid)
+        self._reserve_memory()
+        self._sync_reading()
+
+    def _release_memory(self, nbytes: int) -> None:
+        if self._pool is not None and nbytes:
+            self._pool_held -= nbytes
+            self._pool.release(nbytes)
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -83,6 +213,13 @@ class FrameStream(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        if self._pool is not None:
+            # What the peer sent is still read (as without a pool), and owes nothing more.
+            self._pool.forget(self)
+            self._reserved = self._handed_out = 0
+            self._release_memory(self._pool_held)
+            unpaid, self._unpaid = self._unpaid, []
+            self._deliver(unpaid)
         if exc is not None and self._error is None:
             self._error = exc
         self._wake_reader()
@@ -109,6 +246,11 @@ class FrameStream(asyncio.BufferedProtocol):
     # --- reading ------------------------------------------------------------------------
 
     @property
+    def waiting_for_memory(self) -> bool:
+        """Whether reading waits for the memory pool (a request is waiting, unread)."""
+        return self._waiting_for_memory
+
+    @property
     def queued_bytes(self) -> int:
         """Bytes of complete frames waiting for `read_frame()`."""
         return self._queued_bytes
@@ -118,10 +260,15 @@ class FrameStream(asyncio.BufferedProtocol):
         side at a frame boundary. Raises ProtocolError for a bad size prefix,
         IncompleteReadError if the peer closed in the middle of a frame, and the socket's
         error if the connection failed."""
+        if self._handed_out:
+            handed_out, self._handed_out = self._handed_out, 0
+            self._release_memory(handed_out)
         while not self._frames:
-            if self._error is not None:
+            if self._unpaid:  # frames waiting for the memory pool come first
+                pass
+            elif self._error is not None:
                 raise self._error
-            if self._eof or self._lost:
+            elif self._eof or self._lost:
                 if self._assembler.pending:
                     raise asyncio.IncompleteReadError(b"", None)
                 return None
@@ -132,16 +279,24 @@ class FrameStream(asyncio.BufferedProtocol):
                 self._read_waiter = None
         frame = self._frames.popleft()
         self._queued_bytes -= len(frame)
-        if self._reading_paused and self._queued_bytes < self.max_queued_bytes:
-            self._reading_paused = False
-            if self._transport is not None and self._error is None and not self._lost:
-                self._transport.resume_reading()
+        if self._pool is not None and not self._lost:
+            self._handed_out = SIZE_PREFIX + len(frame)
+        if self._queue_full and self._queued_bytes < self.max_queued_bytes:
+            self._queue_full = False
+            self._sync_reading()
         return frame
 
-    def _pause_reading(self) -> None:
-        if not self._reading_paused and self._transport is not None and not self._lost:
-            self._reading_paused = True
-            self._transport.pause_reading()
+    def _sync_reading(self) -> None:
+        """Pause or resume the transport's reading to match why it should be paused."""
+        if self._transport is None or self._lost:
+            return
+        paused = self._queue_full or self._waiting_for_memory or self._error is not None
+        if paused != self._reading_paused:
+            self._reading_paused = paused
+            if paused:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
     def _wake_reader(self) -> None:
         waiter = self._read_waiter
@@ -229,11 +384,18 @@ async def open_frame_stream(
 
 
 async def accept_frame_stream(
-    sock: socket.socket, max_frame_size: int, *, max_queued_bytes: int = 1
+    sock: socket.socket,
+    max_frame_size: int,
+    *,
+    max_queued_bytes: int = 1,
+    memory_pool: MemoryPool | None = None,
 ) -> FrameStream:
     """Serve an accepted socket."""
     loop = asyncio.get_running_loop()
     _, stream = await loop.connect_accepted_socket(
-        lambda: FrameStream(max_frame_size, max_queued_bytes=max_queued_bytes), sock
+        lambda: FrameStream(
+            max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool
+        ),
+        sock,
     )
     return stream

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -22,10 +23,12 @@ from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
 from logbus.server.config import BrokerConfig
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
+from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
@@ -106,6 +109,7 @@ class Broker:
         self._started = asyncio.Event()
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
+        self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -142,6 +146,9 @@ class Broker:
             cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
+        self.connection_quotas.reconfigure(cfg.connection_limits)
+        queued_bytes = cfg.queued_max_request_bytes
+        memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
         for listener_cfg in cfg.listeners:
             listener = Listener(
                 listener_cfg.host,
@@ -150,6 +157,10 @@ class Broker:
                 max_request_size=cfg.socket_request_max_bytes,
                 send_buffer=cfg.socket_send_buffer_bytes,
                 receive_buffer=cfg.socket_receive_buffer_bytes,
+                quotas=self.connection_quotas,
+                memory_pool=memory_pool,
+                idle_timeout_ms=cfg.connections_max_idle_ms,
+                backlog=cfg.socket_listen_backlog_size,
             )
             await listener.start()
             self.listeners.append(listener)
@@ -199,9 +210,18 @@ class Broker:
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
+        # Recovery points, log start offsets and high watermarks are checkpointed together,
+        # as often as the shorter of their intervals asks; log start offsets also alone.
+        checkpoint_ms = min(
+            cfg.log_flush_offset_checkpoint_interval_ms,
+            cfg.replica_high_watermark_checkpoint_interval_ms,
+        )
+        self._spawn(self._every(checkpoint_ms, manager.checkpoint_all, in_thread=True))
         self._spawn(
             self._every(
-                cfg.log_flush_offset_checkpoint_interval_ms, manager.checkpoint_all, in_thread=True
+                cfg.log_flush_start_offset_checkpoint_interval_ms,
+                manager.checkpoint_log_start_offsets,
+                in_thread=True,
             )
         )
         # Rolled segments are flushed soon after the roll (Kafka schedules that at once);
@@ -213,7 +233,18 @@ class Broker:
             )
         )
         self._spawn(self._every(cfg.log_retention_check_interval_ms, self._cleanup_logs))
+        self._spawn(
+            self._every(
+                cfg.producer_id_expiration_check_interval_ms, self._remove_expired_producers
+            )
+        )
         self._spawn(self._every(1000, manager.remove_deleted))
+        if unused := cfg.without_effect():
+            log.info(
+                "settings with no effect on a stand-alone broker (see docs/configuration.md): "
+                "%s",
+                ", ".join(unused),
+            )
         log.info(
             "broker %d started, listening on %s:%d (cluster %s)",
             self.broker_id,
@@ -274,6 +305,7 @@ class Broker:
         """Take a new broker config (dynamic broker configs changed): every log without an
         override of a changed setting gets its new effective config at once."""
         self.config = config
+        self.connection_quotas.reconfigure(config.connection_limits)
         if self.log_manager is not None:
             self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
             cleaner = self.log_manager.cleaner
@@ -288,6 +320,12 @@ class Broker:
         self.log_manager.cleanup_logs(
             producer_id_expiration_ms=self.config.producer_id_expiration_ms
         )
+
+    def _remove_expired_producers(self) -> None:
+        assert self.log_manager is not None
+        now_ms = int(time.time() * 1000)
+        for partition_log in self.log_manager.all_logs():
+            partition_log.remove_expired_producers(now_ms, self.config.producer_id_expiration_ms)
 
     def _stored_log_config(self, topic: str) -> LogConfig:
         assert self.store is not None

@@ -24,15 +24,19 @@ from logbus.server.config_def import (
     UpdateMode,
 )
 from logbus.server.listeners import KNOWN_SECURITY_PROTOCOLS
+from logbus.server.network.connection_quotas import parse_per_ip_overrides
 
 __all__ = [
     "BROKER_CONFIG_DEF",
     "CLEANUP_POLICIES",
+    "CLUSTER_ONLY",
     "COMPRESSION_TYPES",
     "GZIP_LEVEL",
     "INT_MAX",
     "LONG_MAX",
     "LZ4_LEVEL",
+    "NO_EFFECT",
+    "ONLY_DEFAULT",
     "TIMESTAMP_TYPES",
     "ZSTD_LEVEL",
 ]
@@ -70,6 +74,16 @@ def _level(low: int, high: int, default: int) -> Check:
 
     return Check(test, f"[{low},...,{high}] or {default}")
 
+
+def _check_per_ip_overrides(value: ConfigValue) -> str | None:
+    try:
+        parse_per_ip_overrides(str(value))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+PER_IP_OVERRIDES: Final = Check(_check_per_ip_overrides, "host:count pairs, comma-separated")
 
 GZIP_LEVEL: Final = _level(1, 9, -1)
 LZ4_LEVEL: Final = Range(1, 17)
@@ -136,7 +150,9 @@ _define("background.threads", _INT, 10, _at_least(1), _HIGH,
 _define("queued.max.requests", _INT, 500, _at_least(1), _HIGH,
         "Requests allowed to queue before network threads stop reading.")
 _define("queued.max.request.bytes", _LONG, -1, None, _MEDIUM,
-        "Bytes of queued requests allowed before reading stops; -1 means no limit.")
+        "Bytes of requests read but not yet answered, across the broker, beyond which no "
+        "more requests are read until some are answered; -1 (or any value up to 0) means "
+        "no limit.")
 _define("socket.send.buffer.bytes", _INT, 102400, None, _HIGH,
         "SO_SNDBUF of server sockets; -1 uses the OS default.")
 _define("socket.receive.buffer.bytes", _INT, 102400, None, _HIGH,
@@ -146,15 +162,20 @@ _define("socket.request.max.bytes", _INT, 104857600, _at_least(1), _HIGH,
 _define("socket.listen.backlog.size", _INT, 50, _at_least(1), _MEDIUM,
         "Pending connections the listen socket queues.")
 _define("max.connections", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "Connections the broker accepts in total.", _CLUSTER)
+        "Connections the broker holds in total; new ones beyond it are closed at once.",
+        _CLUSTER)
 _define("max.connections.per.ip", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "Connections accepted from one IP address.", _CLUSTER)
-_define("max.connections.per.ip.overrides", _STR, "", None, _MEDIUM,
-        "Per-IP or per-host exceptions, as host:count pairs.", _CLUSTER)
+        "Connections the broker holds from one IP address; new ones beyond it are closed "
+        "at once. 0 only with max.connections.per.ip.overrides.", _CLUSTER)
+_define("max.connections.per.ip.overrides", _STR, "", PER_IP_OVERRIDES, _MEDIUM,
+        "Per-IP or per-host exceptions to max.connections.per.ip, as host:count pairs "
+        "(e.g. hostName:100,127.0.0.1:200).", _CLUSTER)
 _define("max.connection.creation.rate", _INT, INT_MAX, _at_least(0), _MEDIUM,
-        "New connections per second the broker accepts.", _CLUSTER)
+        "New connections per second the broker accepts; faster ones wait to be accepted.",
+        _CLUSTER)
 _define("connections.max.idle.ms", _LONG, 600000, None, _MEDIUM,
-        "Idle connections are closed after this long.")
+        "Connections idle (no request under way, no bytes received) for longer are closed; "
+        "a negative value never closes them.")
 _define("request.timeout.ms", _INT, 30000, _at_least(0), _MEDIUM,
         "Longest a client request waits for a response from another broker.")
 _define("fetch.max.bytes", _INT, 57671680, _at_least(1024), _MEDIUM,
@@ -355,4 +376,55 @@ _define("producer.id.expiration.ms", _INT, 86400000, _at_least(1), _LOW,
         "A producer id idle for this long is forgotten by partition leaders.", _CLUSTER)
 _define("producer.id.expiration.check.interval.ms", _INT, 600000, _at_least(1), _LOW,
         "How often expired producer ids are removed.")
+
+# --- settings a stand-alone logbus broker accepts without using them ---
+# Every other setting is used; tests/unit/test_broker_settings.py holds the code to that,
+# and docs/configuration.md lists these sets with the reason for each.
+
+CLUSTER_ONLY: Final = frozenset({
+    # ZooKeeper and the controller's work between brokers
+    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "zookeeper.max.in.flight.requests", "controller.socket.timeout.ms",
+    "controlled.shutdown.enable", "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms", "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    "inter.broker.listener.name", "security.inter.broker.protocol", "request.timeout.ms",
+    # followers: the replica fetcher and the ISR
+    "num.replica.fetchers", "replica.lag.time.max.ms", "replica.socket.timeout.ms",
+    "replica.socket.receive.buffer.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
+    "replica.fetch.backoff.ms", "unclean.leader.election.enable",
+})
+"""Used only when brokers form a replicated cluster: one broker is every partition's only
+replica and its own controller."""
+
+NO_EFFECT: Final = frozenset({
+    # tuning of machinery logbus does not have: one event loop instead of thread pools
+    # and a request queue, a purgatory that drops operations as they complete, no fetch
+    # sessions (every fetch is a full one, as with 0 session slots), no client quotas
+    "num.network.threads", "num.io.threads", "background.threads",
+    "num.recovery.threads.per.data.dir", "queued.max.requests",
+    "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
+    "max.incremental.fetch.session.cache.slots", "quota.window.num",
+    "quota.window.size.seconds", "offsets.load.buffer.size", "log.preallocate",
+    # tiered storage, which logbus does not have
+    "log.local.retention.ms", "log.local.retention.bytes",
+    # the transaction coordinator, not served yet (transactional producers are answered
+    # COORDINATOR_NOT_AVAILABLE)
+    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
+    "transaction.state.log.load.buffer.size", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+})
+"""Accepted so that Kafka's server.properties files work, with no effect: Kafka's own
+behaviour with these set would differ from logbus's only in speed."""
+
+ONLY_DEFAULT: Final = {
+    "offsets.topic.compression.codec": "logbus writes offset commits uncompressed",
+    "log.message.downconversion.enable": "logbus always down-converts batches for fetchers "
+    "that only read old message formats",
+}
+"""Settings logbus supports only at their default value: any other value stops start-up
+(and is refused by AlterConfigs) with the reason given here."""
 # fmt: on

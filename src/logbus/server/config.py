@@ -10,12 +10,14 @@ The entry point is `BrokerConfig`; `load_properties` and `parse_overrides` read 
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Generic, TypeVar, cast, overload
 
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.broker_config_def import BROKER_CONFIG_DEF, CLUSTER_ONLY, NO_EFFECT, ONLY_DEFAULT
 from logbus.server.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
 from logbus.server.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
@@ -24,6 +26,7 @@ from logbus.server.listeners import (
     parse_listeners,
     parse_security_protocol_map,
 )
+from logbus.server.network.connection_quotas import ConnectionLimits, parse_per_ip_overrides
 from logbus.server.properties import load_properties, parse_overrides, parse_properties
 
 __all__ = [
@@ -125,6 +128,8 @@ class BrokerConfig:
         self.log_dirs: list[str] = self._log_dirs()
         self._check_retention()
         self._check_relations()
+        self._check_supported()
+        self.connection_limits: ConnectionLimits = self._connection_limits()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -448,6 +453,14 @@ class BrokerConfig:
                 "Must be at most replica.lag.time.max.ms",
                 self.replica_fetch_wait_max_ms,
             )
+        queued = self.queued_max_request_bytes
+        if 0 < queued < self.socket_request_max_bytes:
+            raise ConfigError(
+                "queued.max.request.bytes",
+                "Must be at least socket.request.max.bytes "
+                f"({self.socket_request_max_bytes}), or -1 for no limit",
+                queued,
+            )
         threads = self.log_cleaner_threads
         if threads > 0 and self.log_cleaner_dedupe_buffer_size / threads <= 1024 * 1024:
             raise ConfigError(
@@ -455,6 +468,50 @@ class BrokerConfig:
                 "Must be more than 1 MiB per cleaner thread",
                 self.log_cleaner_dedupe_buffer_size,
             )
+
+    def _check_supported(self) -> None:
+        """Refuse a value logbus cannot honour (ONLY_DEFAULT)."""
+        for name, reason in ONLY_DEFAULT.items():
+            value = self._values[name]
+            if value != BROKER_CONFIG_DEF[name].default:
+                raise ConfigError(name, f"Not supported: {reason}", value)
+
+    def without_effect(self) -> list[str]:
+        """The settings given explicitly that a stand-alone broker does not use
+        (CLUSTER_ONLY and NO_EFFECT), to say so at start-up."""
+        return sorted(name for name in CLUSTER_ONLY | NO_EFFECT if self.is_set(name))
+
+    def _connection_limits(self) -> ConnectionLimits:
+        """The connection settings, with the hosts of max.connections.per.ip.overrides
+        resolved to addresses (as Kafka's ConnectionQuotas does)."""
+        setting = "max.connections.per.ip.overrides"
+        raw = self.max_connections_per_ip_overrides
+        overrides = parse_per_ip_overrides(raw)
+        if self.max_connections_per_ip == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip", f"Can be 0 only if {setting} is set", 0)
+        by_address: dict[str, int] = {}
+        for host, limit in overrides.items():
+            for address in _addresses(host, setting, raw):
+                by_address[address] = limit
+        return ConnectionLimits(
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            per_ip_overrides=by_address,
+            max_creation_rate=self.max_connection_creation_rate,
+        )
+
+
+def _addresses(host: str, setting: str, raw: str) -> list[str]:
+    """The IP addresses of `host` (itself when it is one)."""
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise ConfigError(setting, f"Cannot resolve host {host!r}: {error}", raw) from None
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _parse_layer(props: Mapping[str, object], source: ConfigSource) -> dict[str, ConfigValue]:

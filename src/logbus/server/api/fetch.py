@@ -109,7 +109,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     results = iter(
         await replica_manager.fetch(
             wanted,
-            request["max_bytes"],
+            min(request["max_bytes"], broker.config.fetch_max_bytes),  # as Kafka: fetch.max.bytes
             request["min_bytes"],
             request["max_wait_ms"],
             read_committed,

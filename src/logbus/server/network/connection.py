@@ -47,14 +47,28 @@ class Connection:
         self.handler = handler
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._busy = False  # a request is being handled or answered
+        self._answered_at = stream.last_received
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since this connection last did anything (0 while a request is under
+        way, or waiting to be read for the broker's memory pool): connections.max.idle.ms
+        is measured with it."""
+        if self._busy or self.stream.waiting_for_memory:
+            return 0.0
+        return now - max(self.stream.last_received, self._answered_at)
 
     async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while (frame := await self.stream.read_frame()) is not None:
+                self._busy = True
                 chunks = await self.handler(self, frame)
                 del frame  # a produce request's records may be large: let them go
                 if chunks is not None:
                     await self.send(chunks)
+                self._busy = False
+                self._answered_at = loop.time()
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
