@@ -53,7 +53,8 @@ class AbstractIndex:
         self._lock = threading.RLock()
         self._mmap: mmap.mmap | None = None
         self.recently_used = False
-        # Written since the last fsync (entries through the mapping, or a new length).
+        # Entries written since the last fsync. A new length alone needs none: a wrong
+        # length after a crash is found by the sanity check, and the index rebuilt.
         self._dirty = False
         try:
             length = path.stat().st_size
@@ -123,7 +124,6 @@ class AbstractIndex:
         finally:
             os.close(fd)
         self._length = new_length
-        self._dirty = True
 
     def resize(self, new_size: int) -> bool:
         """Grow or shrink the file to `new_size` (rounded down to whole entries, never

@@ -70,14 +70,14 @@ class OpenFileCache:
         with self._lock:
             self._open[id(owner)] = owner
             self._open.move_to_end(id(owner))
-            # Every entry is looked at most twice: once to clear its flag, once to close.
-            budget = 2 * len(self._open)
+            # Every entry is looked at about twice: once to clear its flag, once to close.
+            budget = 2 * len(self._open) + 2
             while len(self._open) - len(victims) > self.capacity and budget > 0:
                 budget -= 1
                 key, oldest = next(iter(self._open.items()))
-                if oldest is owner:
-                    break
                 self._open.move_to_end(key)
+                if oldest is owner:
+                    continue
                 if oldest.recently_used:
                     oldest.recently_used = False
                 else:
