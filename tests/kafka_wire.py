@@ -141,6 +141,13 @@ class WireClient:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int = 64 << 20
     ) -> dict[str, Any]:
+        return self.fetch_partitions(topic, {partition: offset}, max_bytes)[0]
+
+    def fetch_partitions(
+        self, topic: str, offsets: dict[int, int], max_bytes: int = 64 << 20
+    ) -> list[dict[str, Any]]:
+        """One Fetch of several partitions of a topic (partition -> fetch offset); each
+        answer's `records` as bytes."""
         body = {
             "replica_id": -1,
             "max_wait_ms": 0,
@@ -161,6 +168,7 @@ class WireClient:
                             "log_start_offset": -1,
                             "partition_max_bytes": max_bytes,
                         }
+                        for partition, offset in offsets.items()
                     ],
                 }
             ],
@@ -168,10 +176,11 @@ class WireClient:
             "rack_id": "",
         }
         response = self.request(ApiKey.FETCH, FETCH_V, body)
-        part = dict(response["responses"][0]["partitions"][0])
-        records = part.get("records")
-        part["records"] = b"" if records is None else bytes(records)
-        return part
+        parts = [dict(part) for part in response["responses"][0]["partitions"]]
+        for part in parts:
+            records = part.get("records")
+            part["records"] = b"" if records is None else bytes(records)
+        return parts
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
         """(error_code, offset, timestamp) for a ListOffsets query (-2 earliest, -1 latest)."""

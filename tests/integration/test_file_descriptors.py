@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from test_admin_limits import create_topics
 
-from kafka_wire import FETCH_V, PRODUCE_V, WireClient
+from conftest import BrokerProcess, free_port
+from kafka_wire import PRODUCE_V, WireClient
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
@@ -26,39 +22,22 @@ DESCRIPTOR_LIMIT = 20_000
 TOPICS = {f"fd{i}": 2_000 for i in range(5)}  # 10,000 partitions, 2,000 per request
 
 
-def _limit_descriptors() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTOR_LIMIT, DESCRIPTOR_LIMIT))
+def start_broker(data_dir: Path, port: int) -> BrokerProcess:
+    """`logbus server start` with at most DESCRIPTOR_LIMIT open files: the child inherits
+    the soft limit this process has while it starts it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = DESCRIPTOR_LIMIT if hard == resource.RLIM_INFINITY else min(DESCRIPTOR_LIMIT, hard)
+    assert limit == DESCRIPTOR_LIMIT, f"the hard limit {hard} is below {DESCRIPTOR_LIMIT}"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        return BrokerProcess(data_dir, port).start(timeout=600)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def start_broker(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    args = [
-        sys.executable,
-        "-m",
-        "logbus.cli.main",
-        "server",
-        "start",
-        "--override",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        "--override",
-        f"log.dirs={data_dir}",
-    ]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=out, preexec_fn=_limit_descriptors)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("broker did not start listening")
-
-
-def open_descriptors(proc: subprocess.Popen[bytes]) -> int:
-    return len(os.listdir(f"/proc/{proc.pid}/fd"))
+def open_descriptors(proc: BrokerProcess) -> int:
+    assert proc.proc is not None
+    return len(os.listdir(f"/proc/{proc.proc.pid}/fd"))
 
 
 def value_of(topic: str, partition: int, round_: int) -> bytes:
@@ -97,54 +76,24 @@ def read_everywhere(client: WireClient) -> dict[tuple[str, int], list[bytes]]:
     """Every record of every partition: one Fetch request per topic."""
     found: dict[tuple[str, int], list[bytes]] = {}
     for topic, count in TOPICS.items():
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": 64 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": p,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": 0,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                        for p in range(count)
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
-        response = client.request(ApiKey.FETCH, FETCH_V, body)
-        for part in response["responses"][0]["partitions"]:
+        parts = client.fetch_partitions(topic, dict.fromkeys(range(count), 0), 1 << 20)
+        for part in parts:
             assert part["error_code"] == ErrorCode.NONE
-            values = [
+            found[(topic, part["partition_index"])] = [
                 record.value or b""
-                for _header, records in iter_record_set(bytes(part["records"] or b""))
+                for _header, records in iter_record_set(part["records"])
                 for record in records
             ]
-            found[(topic, part["partition_index"])] = values
     return found
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)
 def test_ten_thousand_partitions_within_twenty_thousand_descriptors(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    port = _free_port()
-    log = tmp_path / "broker.log"
-    proc = start_broker(data_dir, port, log)
+    proc = start_broker(data_dir, free_port())
     try:
-        with WireClient(f"127.0.0.1:{port}", timeout=600) as client:
+        with WireClient(proc.bootstrap, timeout=600) as client:
             for topic, count in TOPICS.items():
                 (result,) = create_topics(client, {topic: count})
                 assert result["error_code"] == ErrorCode.NONE, result["error_message"]
@@ -152,11 +101,10 @@ def test_ten_thousand_partitions_within_twenty_thousand_descriptors(tmp_path: Pa
         created = open_descriptors(proc)
         assert created < DESCRIPTOR_LIMIT * 3 // 4, created
 
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(300) == 0
-        proc = start_broker(data_dir, port, log)
+        assert proc.terminate() == 0
+        proc = start_broker(data_dir, proc.port)
         restarted = open_descriptors(proc)
-        with WireClient(f"127.0.0.1:{port}", timeout=600) as client:
+        with WireClient(proc.bootstrap, timeout=600) as client:
             produce_everywhere(client, 1)
             found = read_everywhere(client)
         assert len(found) == sum(TOPICS.values())
@@ -168,14 +116,7 @@ def test_ten_thousand_partitions_within_twenty_thousand_descriptors(tmp_path: Pa
         assert not wrong, list(wrong.items())[:5]
         after_reads = open_descriptors(proc)
         assert max(restarted, after_reads) < DESCRIPTOR_LIMIT * 3 // 4, (restarted, after_reads)
-        assert "Too many open files" not in log.read_text()
+        log = (tmp_path / f"broker-{proc.port}.log").read_text()
+        assert "Too many open files" not in log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        proc.kill()

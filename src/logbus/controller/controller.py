@@ -557,17 +557,6 @@ class Controller:
             self.store.delete(f"/admin/delete_topics/{name}")
         self.channel.send_update_metadata(self.live_brokers(), [], [name])
 
-    def create_partitions(
-        self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
-    ) -> TopicResult:
-        """CreatePartitions at once; the API goes through `register_partitions` and
-        `start_partitions` instead."""
-        creation = self.register_partitions(name, total, assignments, validate_only)
-        if isinstance(creation, TopicResult):
-            return creation
-        self.start_partitions(creation, creation.new_partitions)
-        return self.finish_creation(creation)
-
     def register_partitions(
         self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
     ) -> PartitionCreation | TopicResult:
