@@ -16,7 +16,6 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -214,18 +213,25 @@ class AbstractIndex:
             self._entries += 1
             self._dirty = True
 
-    def _floor_slot(self, target: int, key: Callable[[int], int]) -> int:
-        """The last slot whose key is <= target, or -1 (keys are non-decreasing)."""
-        lo, hi = 0, self._entries - 1
-        if hi < 0 or key(0) > target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if key(mid) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+    def _floor_slot(self, target: int, field: int) -> int:
+        """The last slot whose entry's `field` (0 or 1) is <= target, or -1 (the field is
+        non-decreasing). One lock and one mapping for the whole search."""
+        with self._lock:
+            hi = self._entries - 1
+            if hi < 0:
+                return -1
+            view = self._view()
+            unpack, size = self._ENTRY.unpack_from, self.ENTRY_SIZE
+            if unpack(view, 0)[field] > target:
+                return -1
+            lo = 0
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if unpack(view, mid * size)[field] <= target:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = max(0, min(entries, self._entries))
