@@ -133,9 +133,10 @@ async def start_new_partitions(
             await asyncio.to_thread(
                 log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
             )
-            await asyncio.to_thread(
-                log_manager.create_logs, topic.name, followed, config, topic.topic_id
-            )
+            if followed:
+                await asyncio.to_thread(
+                    log_manager.create_logs, topic.name, followed, config, topic.topic_id
+                )
         else:
             await asyncio.sleep(0)
         controller.start_partitions(creation, chunk)
@@ -156,9 +157,11 @@ class _DescriptorBudget:
         self.spare = spare_descriptors()
 
     def refusal(self, partitions: int) -> str | None:
-        if self.spare is None or partitions <= self.spare:
-            if self.spare is not None:
-                self.spare -= partitions
+        """Why `partitions` more cannot be hosted, or None (and they are counted)."""
+        if self.spare is None:
+            return None
+        if partitions <= self.spare:
+            self.spare -= partitions
             return None
         return (
             f"This broker cannot host {partitions} more partitions: it can open only "
