@@ -147,6 +147,7 @@ def test_other_clients_are_served_while_a_large_topic_is_created(broker: Any) ->
             if not created.is_set():
                 answered_during_creation += 1
     creator.join(600)
+    assert not [r for r in outcome if isinstance(r, Exception)], outcome
     assert [(r["name"], r["error_code"]) for r in outcome] == [("large", ErrorCode.NONE)]
     assert answered_during_creation >= 5
     with WireClient(broker.bootstrap) as client:
