@@ -155,3 +155,22 @@ def test_other_clients_are_served_while_a_large_topic_is_created(broker: Any) ->
         assert len(topic["partitions"]) == 5000
         assert all(p["leader_id"] == 0 for p in topic["partitions"])
     assert len(partition_dirs(broker.data_dir, "large")) == 5000
+
+
+def test_a_creation_that_cannot_create_its_logs_is_answered_and_can_be_deleted(
+    broker_factory: Any,
+) -> None:
+    running = broker_factory(log_segment_delete_delay_ms="0")
+    (running.data_dir / "blocked-3").write_bytes(b"not a directory")
+    with WireClient(running.bootstrap) as client:
+        (result,) = create_topics(client, {"blocked": 5})
+        assert result["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "Cannot create the logs" in result["error_message"]
+        assert client.create_topic("fine", 1)[0] == ErrorCode.NONE  # the broker carries on
+        response = client.request(
+            ApiKey.DELETE_TOPICS, 4, {"topic_names": ["blocked"], "timeout_ms": 10_000}
+        )
+        assert response["responses"][0]["error_code"] == ErrorCode.NONE
+        wait_for(
+            lambda: [p.name for p in partition_dirs(running.data_dir, "blocked")] == ["blocked-3"]
+        )

@@ -103,7 +103,9 @@ def test_a_crash_in_the_middle_of_a_deletion_leaves_nothing_behind(broker_proces
 
     _edit_store(data_dir, mark)
 
-    proc = broker_process(data_dir=data_dir, port=proc.port)
+    # Directories renamed for deletion now are removed at once (not after 60 s).
+    no_delay = ("--override", "log.segment.delete.delay.ms=0")
+    proc = broker_process(*no_delay, data_dir=data_dir, port=proc.port)
     wait_for(lambda: not traces(data_dir, "doomed") + traces(data_dir, "marked"), 30)
     with WireClient(proc.bootstrap) as client:
         for topic in ("doomed", "marked"):

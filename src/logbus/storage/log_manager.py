@@ -253,7 +253,9 @@ class LogManager:
         ]
         for topic, partition in stray:
             logger.warning("deleting stray log %s-%d: its topic no longer exists", topic, partition)
-            self.delete_log(topic, partition, delay_ms=0)
+            self.delete_log(topic, partition, delay_ms=0, checkpoint=False)
+        if stray:
+            self.checkpoint_all()
         return stray
 
     def _least_loaded_dir(self) -> _LogDir:
@@ -264,12 +266,31 @@ class LogManager:
             counts[id(log_dir)] += 1
         return min(self.log_dirs, key=lambda d: counts[id(d)])
 
+    def delete_logs(
+        self, topic: str, partitions: Iterable[int], *, delay_ms: int | None = None
+    ) -> int:
+        """`delete_log` for several partitions, the checkpoints written once at the end.
+        Returns how many logs existed."""
+        deleted = sum(
+            self.delete_log(topic, p, delay_ms=delay_ms, checkpoint=False) for p in partitions
+        )
+        if deleted:
+            self.checkpoint_all()
+        return deleted
+
     def delete_log(
-        self, topic: str, partition: int, *, now_ms: int | None = None, delay_ms: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        *,
+        now_ms: int | None = None,
+        delay_ms: int | None = None,
+        checkpoint: bool = True,
     ) -> bool:
         """Forget a partition's log: its directory is renamed at once and removed after
-        `delay_ms` (default: the log's file.delete.delay.ms). Returns whether the log
-        existed."""
+        `delay_ms` (default: the log's file.delete.delay.ms); the checkpoints are written
+        without it (unless `checkpoint` is False: the caller writes them). Returns whether
+        the log existed."""
         now = _now_ms() if now_ms is None else now_ms
         tp = (topic, partition)
         with self._lock:
@@ -291,7 +312,8 @@ class LogManager:
         delay = log.config.file_delete_delay_ms if delay_ms is None else delay_ms
         with self._lock:
             self._dirs_to_delete.append((now + delay, target, log))
-        self.checkpoint_all()
+        if checkpoint:
+            self.checkpoint_all()
         return True
 
     # -- periodic work --------------------------------------------------------------------

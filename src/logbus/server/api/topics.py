@@ -27,6 +27,7 @@ loop, so other clients are served meanwhile. Topic changes run one at a time.
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections import Counter
 from typing import Any
@@ -44,7 +45,10 @@ from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.config_def import ConfigError
 from logbus.server.topic_config import describe_topic, validate_topic_configs
+from logbus.storage.errors import StorageError
 from logbus.storage.open_files import spare_descriptors
+
+log = logging.getLogger(__name__)
 
 ZERO_UUID = UUID(int=0)
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
@@ -129,13 +133,24 @@ async def start_new_partitions(
             hosted = [p for p in chunk if broker.broker_id in topic.partitions[p].replicas]
             led = [p for p in hosted if topic.partitions[p].replicas[0] == broker.broker_id]
             followed = [p for p in hosted if topic.partitions[p].replicas[0] != broker.broker_id]
-            # A first election gives a new partition leader epoch 0 (its preferred leader).
-            await asyncio.to_thread(
-                log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
-            )
-            if followed:
+            try:
+                # A first election gives a new partition leader epoch 0 (its preferred
+                # leader).
                 await asyncio.to_thread(
-                    log_manager.create_logs, topic.name, followed, config, topic.topic_id
+                    log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
+                )
+                if followed:
+                    await asyncio.to_thread(
+                        log_manager.create_logs, topic.name, followed, config, topic.topic_id
+                    )
+            except (OSError, StorageError) as exc:
+                # The partitions not started stay without a leader (as after a crash) until
+                # the controller starts again; the topic can be deleted meanwhile.
+                log.warning("cannot create the logs of %s: %s", topic.name, exc)
+                return TopicResult(
+                    topic.name,
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"Cannot create the logs of partitions {chunk.start}-{chunk.stop - 1}: {exc}",
                 )
         else:
             await asyncio.sleep(0)
