@@ -144,7 +144,8 @@ class LogSegment:
         self._pinned = active
         self._file: LogFile | None = None
         if active:
-            self._size = os.fstat(self._log_file().fileno()).st_size
+            log_file = self._log_file()
+            self._size = os.fstat(log_file.fileno()).st_size
         else:
             self._size = self.log_path.stat().st_size
         index_path = segment_file(directory, base_offset, INDEX_SUFFIX + suffix)
@@ -317,7 +318,8 @@ class LogSegment:
         if largest_offset - self.base_offset > _INT32_MAX:
             raise ValueError(f"offset {largest_offset} is too far from base {self.base_offset}")
         position = self._size
-        fd = self._log_file().fileno()
+        log_file = self._log_file()
+        fd = log_file.fileno()
         try:
             view = memoryview(records)
             written = 0
@@ -522,7 +524,8 @@ class LogSegment:
             self.offset_index.resize(self.max_index_size)
             self.time_index.resize(self.max_index_size)
             removed = self._size - location.position
-            os.ftruncate(self._log_file().fileno(), location.position)
+            log_file = self._log_file()
+            os.ftruncate(log_file.fileno(), location.position)
             self._size = location.position
             self._max_timestamp = None
             self._rolling_timestamp = None if self._size > 0 else NO_TIMESTAMP
@@ -558,7 +561,8 @@ class LogSegment:
         with self._lock:
             if self._closed:
                 return
-            os.fsync(self._log_file().fileno())
+            log_file = self._log_file()
+            os.fsync(log_file.fileno())
             self.offset_index.flush()
             self.time_index.flush()
 
