@@ -6,8 +6,8 @@ between a clean shutdown and the next start), `recovery-point-offset-checkpoint`
 `cleaner-offset-checkpoint` (written by the `LogCleaner`) and one directory per
 partition. Deleted partitions are renamed to `<topic>-<partition>.<uuid hex>-delete` and
 removed after `file.delete.delay.ms`; a `-delete` directory found at start-up (a crash
-came before or during its removal) is removed at once, as is the log of a partition whose
-topic the cluster no longer has (`delete_stray_logs`).
+came before or during its removal) is removed by the first `remove_deleted` after it, as
+is the log of a partition whose topic the cluster no longer has (`delete_stray_logs`).
 """
 
 from __future__ import annotations
