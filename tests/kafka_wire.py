@@ -141,12 +141,20 @@ class WireClient:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int = 64 << 20
     ) -> dict[str, Any]:
-        body = fetch_body(topic, partition, offset, max_bytes)
+        return self.fetch_partitions(topic, {partition: offset}, max_bytes)[0]
+
+    def fetch_partitions(
+        self, topic: str, offsets: dict[int, int], max_bytes: int = 64 << 20
+    ) -> list[dict[str, Any]]:
+        """One Fetch of several partitions of a topic (partition -> fetch offset); each
+        answer's `records` as bytes."""
+        body = fetch_body_many(topic, offsets, max_bytes)
         response = self.request(ApiKey.FETCH, FETCH_V, body)
-        part = dict(response["responses"][0]["partitions"][0])
-        records = part.get("records")
-        part["records"] = b"" if records is None else bytes(records)
-        return part
+        parts = [dict(part) for part in response["responses"][0]["partitions"]]
+        for part in parts:
+            records = part.get("records")
+            part["records"] = b"" if records is None else bytes(records)
+        return parts
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
         """(error_code, offset, timestamp) for a ListOffsets query (-2 earliest, -1 latest)."""
@@ -195,6 +203,20 @@ def fetch_body(
     min_bytes: int = 0,
 ) -> dict[str, Any]:
     """A Fetch request (FETCH_V) for one partition."""
+    return fetch_body_many(
+        topic, {partition: offset}, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes
+    )
+
+
+def fetch_body_many(
+    topic: str,
+    offsets: dict[int, int],
+    max_bytes: int = 64 << 20,
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> dict[str, Any]:
+    """A Fetch request (FETCH_V) for several partitions of a topic (partition -> offset)."""
     return {
         "replica_id": -1,
         "max_wait_ms": max_wait_ms,
@@ -215,6 +237,7 @@ def fetch_body(
                         "log_start_offset": -1,
                         "partition_max_bytes": max_bytes,
                     }
+                    for partition, offset in offsets.items()
                 ],
             }
         ],

@@ -8,9 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from logbus.controller.controller import ControllerError, assign_replicas
+from logbus.controller.channel import LocalChannel
+from logbus.controller.cluster_metadata import BrokerInfo
+from logbus.controller.controller import (
+    EXCESSIVE_PARTITIONS_MESSAGE,
+    MAX_PARTITIONS_PER_REQUEST,
+    Controller,
+    ControllerError,
+    NewTopic,
+    PartitionCreation,
+    TopicResult,
+    assign_replicas,
+)
 from logbus.controller.metadata_store import BadVersion, EmbeddedStore, NodeExists, NoNode
 from logbus.controller.topic_validation import collision_key, topic_name_error
+from logbus.protocol import ErrorCode
 
 
 def test_store_compare_and_set_and_persistence(tmp_path: Path) -> None:
@@ -83,3 +95,66 @@ def test_topic_names(name: str, ok: bool) -> None:
 
 def test_topic_collisions() -> None:
     assert collision_key("a.b") == collision_key("a_b")
+
+
+def started_controller(tmp_path: Path, **options: int) -> Controller:
+    """A controller over an embedded store, alone in its cluster (broker 0)."""
+    controller = Controller(
+        EmbeddedStore(tmp_path), LocalChannel(), BrokerInfo(0, "localhost", 9092), **options
+    )
+    controller.start()
+    return controller
+
+
+def test_validation_counts_partitions_without_building_them(tmp_path: Path) -> None:
+    controller = started_controller(tmp_path)
+    huge = controller.validate_new_topic(NewTopic("t", 2**31 - 1, 1, {}, {}))
+    assert (huge.error, huge.message) == (ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+    edge = controller.validate_new_topic(NewTopic("t", MAX_PARTITIONS_PER_REQUEST, 1, {}, {}))
+    assert (edge.error, edge.num_partitions) == (ErrorCode.NONE, MAX_PARTITIONS_PER_REQUEST)
+    too_many_copies = controller.validate_new_topic(NewTopic("t", 2**31 - 1, 2, {}, {}))
+    assert too_many_copies.error == ErrorCode.POLICY_VIOLATION
+    assert controller.validate_new_topic(NewTopic("t", 10, 2, {}, {})).error == (
+        ErrorCode.INVALID_REPLICATION_FACTOR
+    )
+    assert controller.topics == {}
+
+
+def test_new_partitions_are_started_a_chunk_at_a_time(tmp_path: Path) -> None:
+    controller = started_controller(tmp_path)
+    creation = controller.register_topic(NewTopic("t", 1200, 1, {}, {}))
+    assert isinstance(creation, PartitionCreation)
+    chunks = list(creation.chunks())
+    assert [len(chunk) for chunk in chunks] == [500, 500, 200]
+    assert {state.leader for state in controller.topics["t"].partitions.values()} == {-1}
+    for chunk in chunks:
+        assert controller.start_partitions(creation, chunk)
+    assert controller.finish_creation(creation).error == ErrorCode.NONE
+    assert {state.leader for state in controller.topics["t"].partitions.values()} == {0}
+
+    # A topic deleted between two chunks is not started any further.
+    doomed = controller.register_topic(NewTopic("doomed", 3, 1, {}, {}))
+    assert isinstance(doomed, PartitionCreation)
+    controller.delete_topic("doomed")
+    assert not controller.start_partitions(doomed, doomed.new_partitions)
+    assert controller.finish_creation(doomed).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_max_broker_partitions_and_create_partitions_limits(tmp_path: Path) -> None:
+    controller = started_controller(tmp_path, max_broker_partitions=10)
+    assert controller.create_topic(NewTopic("a", 8, 1, {}, {})).error == ErrorCode.NONE
+    refused = controller.validate_new_topic(NewTopic("b", 3, 1, {}, {}))
+    assert refused.error == ErrorCode.POLICY_VIOLATION
+    assert refused.message is not None and "max.broker.partitions (10)" in refused.message
+    for validate_only in (True, False):
+        over = controller.register_partitions("a", 11, None, validate_only)
+        assert isinstance(over, TopicResult) and over.error == ErrorCode.POLICY_VIOLATION
+        huge = controller.register_partitions("a", 2**31 - 1, None, validate_only)
+        assert isinstance(huge, TopicResult)
+        assert (huge.error, huge.message) == (
+            ErrorCode.POLICY_VIOLATION,
+            EXCESSIVE_PARTITIONS_MESSAGE,
+        )
+    checked = controller.register_partitions("a", 10, None, True)
+    assert isinstance(checked, TopicResult) and checked.error == ErrorCode.NONE
+    assert len(controller.topics["a"].partitions) == 8  # validate_only built nothing

@@ -16,7 +16,10 @@ import json
 import random
 import time
 import uuid
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 from uuid import UUID
 
 from logbus.controller.channel import ControllerChannel
@@ -32,6 +35,14 @@ from logbus.controller.topic_validation import INTERNAL_TOPICS, collision_key, t
 from logbus.protocol import ErrorCode
 
 ZERO_UUID = UUID(int=0)
+
+# Kafka's controller refuses a CreateTopics or CreatePartitions request that would create
+# more partitions than this (`ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`).
+MAX_PARTITIONS_PER_REQUEST: Final = 10_000
+EXCESSIVE_PARTITIONS_MESSAGE: Final = "Excessively large number of partitions per request."
+# Leaders of new partitions are elected (and their logs created) this many at a time, so
+# a large creation can hand the event loop back between steps.
+START_CHUNK: Final = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +64,24 @@ class TopicResult:
     replication_factor: int = -1
 
 
+@dataclass(slots=True)
+class PartitionCreation:
+    """New partitions already written to the store whose leaders are not elected yet.
+
+    `Controller.start_partitions` elects them a chunk at a time (the caller may yield or
+    prepare logs between chunks), `Controller.finish_creation` announces the topic.
+    """
+
+    topic: TopicMetadata
+    new_partitions: range
+    result: TopicResult
+
+    def chunks(self, size: int = START_CHUNK) -> Iterator[range]:
+        parts = self.new_partitions
+        for start in range(0, len(parts), size):
+            yield parts[start : start + size]
+
+
 class ControllerError(Exception):
     def __init__(self, error: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -68,12 +97,7 @@ def assign_replicas(
     start_index: int | None = None,
 ) -> dict[int, list[int]]:
     """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
-    if replication_factor > len(brokers):
-        raise ControllerError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(brokers)}.",
-        )
+    check_replication_factor(replication_factor, len(brokers))
     ordered = sorted(brokers)
     n = len(ordered)
     start = random.randrange(n) if start_index is None else start_index
@@ -91,6 +115,16 @@ def assign_replicas(
             )
         out[p] = replicas
     return out
+
+
+def check_replication_factor(replication_factor: int, live_brokers: int) -> None:
+    """The check `assign_replicas` makes, without building an assignment."""
+    if replication_factor > live_brokers:
+        raise ControllerError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{live_brokers}.",
+        )
 
 
 def ensure_cluster_id(store: MetadataStore) -> str:
@@ -123,6 +157,7 @@ class Controller:
         default_partitions: int = 1,
         default_replication_factor: int = 1,
         validate_configs: object = None,
+        max_broker_partitions: int = (1 << 31) - 1,
     ) -> None:
         self.store = store
         self.channel = channel
@@ -133,6 +168,8 @@ class Controller:
         self.cluster_id = ""
         self.topics: dict[str, TopicMetadata] = {}
         self._validate_configs = validate_configs
+        # Partition replicas one broker may host (max.broker.partitions).
+        self.max_broker_partitions = max_broker_partitions
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -291,7 +328,8 @@ class Controller:
     # --- topic administration -------------------------------------------------------------
 
     def validate_new_topic(self, spec: NewTopic) -> TopicResult:
-        """Check a CreateTopics entry without changing anything."""
+        """Check a CreateTopics entry without changing anything: names, counts, the
+        replication arithmetic and the per-broker limit; no assignment is built."""
         error = topic_name_error(spec.name)
         if error is not None:
             return TopicResult(spec.name, ErrorCode.INVALID_TOPIC_EXCEPTION, error)
@@ -332,11 +370,19 @@ class Controller:
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0.",
             )
+        if spec.assignments:
+            partitions = len(spec.assignments)
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            return TopicResult(spec.name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
         try:
             if spec.assignments:
                 self._check_assignment(spec.assignments, 0)
+                rf = len(next(iter(spec.assignments.values())))
+                self._check_broker_limit(Counter(b for r in spec.assignments.values() for b in r))
             else:
-                assign_replicas([b.broker_id for b in self.live_brokers()], partitions, rf)
+                live = len(self.live_brokers())
+                check_replication_factor(rf, live)
+                self._check_broker_limit(self._spread(partitions, rf, live))
         except ControllerError as exc:
             return TopicResult(spec.name, exc.error, exc.message)
         if self._validate_configs is not None:
@@ -344,10 +390,38 @@ class Controller:
                 self._validate_configs(spec.configs)  # type: ignore[operator]
             except ValueError as exc:
                 return TopicResult(spec.name, ErrorCode.INVALID_CONFIG, str(exc))
-        if spec.assignments:
-            partitions = len(spec.assignments)
-            rf = len(next(iter(spec.assignments.values())))
         return TopicResult(spec.name, ErrorCode.NONE, None, UUID(int=0), partitions, rf)
+
+    def _spread(self, partitions: int, replication_factor: int, live: int) -> Counter[int]:
+        """The most replicas any one live broker can receive from `partitions` new
+        partitions, as a count per broker (the assignment spreads them evenly, and the
+        broker it starts from is chosen at random)."""
+        most = -(-partitions * replication_factor // max(live, 1))
+        return Counter({b.broker_id: most for b in self.live_brokers()})
+
+    def replicas_per_broker(self) -> Counter[int]:
+        """How many partition replicas each broker hosts."""
+        hosted: Counter[int] = Counter()
+        for topic in self.topics.values():
+            for state in topic.partitions.values():
+                hosted.update(state.replicas)
+        return hosted
+
+    def _check_broker_limit(self, added: Counter[int]) -> None:
+        """POLICY_VIOLATION if the new replicas would put more than max.broker.partitions
+        partition replicas on a broker."""
+        if not added:
+            return
+        hosted = self.replicas_per_broker()
+        for broker_id, count in sorted(added.items()):
+            total = hosted[broker_id] + count
+            if total > self.max_broker_partitions:
+                raise ControllerError(
+                    ErrorCode.POLICY_VIOLATION,
+                    f"Broker {broker_id} would host {total} partition replicas, more than "
+                    f"max.broker.partitions ({self.max_broker_partitions}); it hosts "
+                    f"{hosted[broker_id]}.",
+                )
 
     def _check_assignment(self, assignments: dict[int, list[int]], first: int) -> None:
         live = {b.broker_id for b in self.live_brokers()}
@@ -377,44 +451,50 @@ class Controller:
                 )
 
     def create_topic(self, spec: NewTopic) -> TopicResult:
-        with self.store.batch():
-            return self._create_topic(spec)
+        """Create a topic at once (internal and auto-created topics, which are small);
+        CreateTopics goes through `register_topic` and `start_partitions` instead."""
+        creation = self.register_topic(spec)
+        if isinstance(creation, TopicResult):
+            return creation
+        self.start_partitions(creation, creation.new_partitions)
+        return self.finish_creation(creation)
 
-    def _create_topic(self, spec: NewTopic) -> TopicResult:
-        checked = self.validate_new_topic(spec)
-        if checked.error != ErrorCode.NONE:
-            return checked
-        assignment = spec.assignments or assign_replicas(
-            [b.broker_id for b in self.live_brokers()],
-            checked.num_partitions,
-            checked.replication_factor,
-        )
-        topic = TopicMetadata(
-            spec.name,
-            uuid.uuid4(),
-            is_internal=spec.name in INTERNAL_TOPICS,
-            configs=dict(spec.configs),
-        )
-        if spec.configs:
-            self.store.create_json(
-                f"/config/topics/{spec.name}", {"version": 1, "config": spec.configs}
+    def register_topic(self, spec: NewTopic) -> PartitionCreation | TopicResult:
+        """Validate a new topic and write it (assignment, id, configs) to the store; its
+        partitions have no leader until `start_partitions`. An error is a TopicResult."""
+        with self.store.batch():
+            checked = self.validate_new_topic(spec)
+            if checked.error != ErrorCode.NONE:
+                return checked
+            assignment = spec.assignments or assign_replicas(
+                [b.broker_id for b in self.live_brokers()],
+                checked.num_partitions,
+                checked.replication_factor,
             )
-        self.store.create_json(
-            f"/brokers/topics/{spec.name}",
-            {
-                "version": 3,
-                "topic_id": topic_id_to_str(topic.topic_id),
-                "partitions": {str(p): r for p, r in assignment.items()},
-                "adding_replicas": {},
-                "removing_replicas": {},
-            },
-        )
+            topic = TopicMetadata(
+                spec.name,
+                uuid.uuid4(),
+                is_internal=spec.name in INTERNAL_TOPICS,
+                configs=dict(spec.configs),
+            )
+            if spec.configs:
+                self.store.create_json(
+                    f"/config/topics/{spec.name}", {"version": 1, "config": spec.configs}
+                )
+            self.store.create_json(
+                f"/brokers/topics/{spec.name}",
+                {
+                    "version": 3,
+                    "topic_id": topic_id_to_str(topic.topic_id),
+                    "partitions": {str(p): r for p, r in assignment.items()},
+                    "adding_replicas": {},
+                    "removing_replicas": {},
+                },
+            )
         for p, replicas in assignment.items():
             topic.partitions[p] = PartitionState(-1, -1, tuple(replicas), tuple(replicas))
         self.topics[spec.name] = topic
-        self._elect_leaders(topic, sorted(assignment))
-        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
-        return TopicResult(
+        result = TopicResult(
             spec.name,
             ErrorCode.NONE,
             None,
@@ -422,6 +502,29 @@ class Controller:
             len(assignment),
             len(next(iter(assignment.values()))),
         )
+        return PartitionCreation(topic, range(len(assignment)), result)
+
+    def start_partitions(self, creation: PartitionCreation, partitions: range) -> bool:
+        """Elect leaders of some of the new partitions (brokers create their logs on the
+        LeaderAndIsr). False, and nothing done, if the topic was deleted meanwhile."""
+        topic = creation.topic
+        if self.topics.get(topic.name) is not topic:
+            return False
+        with self.store.batch():
+            self._elect_leaders(topic, list(partitions))
+        return True
+
+    def finish_creation(self, creation: PartitionCreation) -> TopicResult:
+        """Tell every broker about the topic's new partitions (UpdateMetadata)."""
+        topic = creation.topic
+        if self.topics.get(topic.name) is not topic:
+            return TopicResult(
+                topic.name,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic '{topic.name}' was deleted while its partitions were created.",
+            )
+        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+        return creation.result
 
     def delete_topic(self, name: str) -> TopicResult:
         topic = self.topics.get(name)
@@ -431,9 +534,10 @@ class Controller:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
-        path = f"/admin/delete_topics/{name}"
-        if not self.store.exists(path):
-            self.store.create(path, b"")
+        with self.store.batch():
+            path = f"/admin/delete_topics/{name}"
+            if not self.store.exists(path):
+                self.store.create(path, b"")
         self._complete_delete(name)
         return TopicResult(name, topic_id=topic.topic_id)
 
@@ -446,21 +550,20 @@ class Controller:
                     by_broker.setdefault(r, []).append(p)
             for broker_id, parts in by_broker.items():
                 self.channel.send_stop_replica(broker_id, name, parts, True)
-        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
-            if self.store.exists(path):
-                self.store.delete(path, recursive=True)
-        self.store.delete(f"/admin/delete_topics/{name}")
+        with self.store.batch():
+            for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
+                if self.store.exists(path):
+                    self.store.delete(path, recursive=True)
+            self.store.delete(f"/admin/delete_topics/{name}")
         self.channel.send_update_metadata(self.live_brokers(), [], [name])
 
-    def create_partitions(
+    def register_partitions(
         self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
-    ) -> TopicResult:
-        with self.store.batch():
-            return self._create_partitions(name, total, assignments, validate_only)
-
-    def _create_partitions(
-        self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
-    ) -> TopicResult:
+    ) -> PartitionCreation | TopicResult:
+        """Validate an increase of a topic's partition count to `total` and, unless
+        `validate_only`, write the new assignment to the store; the new partitions have no
+        leader until `start_partitions`. With `validate_only` nothing is built: only the
+        counts and the replication arithmetic are checked."""
         topic = self.topics.get(name)
         if topic is None:
             return TopicResult(
@@ -476,13 +579,16 @@ class Controller:
                 if total < current
                 else f"Topic already has {current} partitions.",
             )
+        added = total - current
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            return TopicResult(name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
         rf = len(next(iter(topic.partitions.values())).replicas)
         try:
             if assignments is not None:
-                if len(assignments) != total - current:
+                if len(assignments) != added:
                     raise ControllerError(
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Increasing the number of partitions by {total - current} but "
+                        f"Increasing the number of partitions by {added} but "
                         f"{len(assignments)} assignments provided.",
                     )
                 new = {current + i: list(r) for i, r in enumerate(assignments)}
@@ -492,26 +598,28 @@ class Controller:
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                         f"Inconsistent replication factor, expected {rf}",
                     )
+                self._check_broker_limit(Counter(b for r in new.values() for b in r))
             else:
+                live = len(self.live_brokers())
+                check_replication_factor(rf, live)
+                self._check_broker_limit(self._spread(added, rf, live))
+                if validate_only:
+                    return TopicResult(name)
                 new = assign_replicas(
-                    [b.broker_id for b in self.live_brokers()],
-                    total - current,
-                    rf,
-                    first_partition=current,
+                    [b.broker_id for b in self.live_brokers()], added, rf, first_partition=current
                 )
         except ControllerError as exc:
             return TopicResult(name, exc.error, exc.message)
         if validate_only:
             return TopicResult(name)
-        data, version = self.store.get(f"/brokers/topics/{name}")
-        value = json.loads(data)
-        value["partitions"].update({str(p): r for p, r in new.items()})
-        self.store.set_json(f"/brokers/topics/{name}", value, version)
+        with self.store.batch():
+            data, version = self.store.get(f"/brokers/topics/{name}")
+            value = json.loads(data)
+            value["partitions"].update({str(p): r for p, r in new.items()})
+            self.store.set_json(f"/brokers/topics/{name}", value, version)
         for p, replicas in new.items():
             topic.partitions[p] = PartitionState(-1, -1, tuple(replicas), tuple(replicas))
-        self._elect_leaders(topic, sorted(new))
-        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
-        return TopicResult(name)
+        return PartitionCreation(topic, range(current, total), TopicResult(name))
 
     def shutdown(self) -> None:
         for path in (f"/brokers/ids/{self.broker.broker_id}", "/controller"):

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
@@ -191,8 +191,14 @@ class Broker:
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
+            max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
         )
         self.controller.start()
+        # Logs of topics deleted while this broker was down, or when a crash interrupted
+        # a deletion, are removed now rather than left behind.
+        self.log_manager.delete_stray_logs(
+            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
+        )
         self.dynamic_config.start(self.controller, self.replica_manager)
         self.metadata_cache.cluster_id = self.controller.cluster_id
         self.metadata_cache.controller_id = self.broker_id

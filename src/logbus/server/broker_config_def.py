@@ -201,6 +201,11 @@ _define("default.replication.factor", _INT, 1, None, _MEDIUM,
 _define("auto.create.topics.enable", _BOOL, True, None, _HIGH,
         "Create a topic when a client asks for metadata of one that does not exist.")
 _define("delete.topic.enable", _BOOL, True, None, _HIGH, "Allow topics to be deleted.")
+# --- partition limits (issue 13; the name is KIP-578's) ---
+_define("max.broker.partitions", _INT, 20000, _at_least(1), _MEDIUM,
+        "Most partition replicas one broker may host: a CreateTopics or CreatePartitions "
+        "that would exceed it gets POLICY_VIOLATION (each hosted partition keeps its active "
+        "segment's log file open).")
 _define("min.insync.replicas", _INT, 1, _at_least(1), _HIGH,
         "In-sync replicas needed to accept an acks=all write.", _CLUSTER)
 _define("unclean.leader.election.enable", _BOOL, False, None, _HIGH,

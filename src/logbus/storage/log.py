@@ -678,7 +678,11 @@ class Log:
         with self._lock:
             if clean:
                 self.flush()
-                self.producer_state.take_snapshot(self._log_end_offset)
+                # An empty log with no producer to remember has nothing to snapshot (a
+                # broker hosting thousands of idle partitions stops without writing
+                # thousands of files).
+                if self._log_end_offset > self.log_start_offset or self.producer_state.producers:
+                    self.producer_state.take_snapshot(self._log_end_offset)
             for segment in self._segments:
                 segment.close(clean=clean)
         if clean:

@@ -5,7 +5,9 @@ between a clean shutdown and the next start), `recovery-point-offset-checkpoint`
 `log-start-offset-checkpoint`, `replication-offset-checkpoint`,
 `cleaner-offset-checkpoint` (written by the `LogCleaner`) and one directory per
 partition. Deleted partitions are renamed to `<topic>-<partition>.<uuid hex>-delete` and
-removed after `file.delete.delay.ms`.
+removed after `file.delete.delay.ms`; a `-delete` directory found at start-up (a crash
+came before or during its removal) is removed by the first `remove_deleted` after it, as
+is the log of a partition whose topic the cluster no longer has (`delete_stray_logs`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from logbus.storage.checkpoint import OffsetCheckpointFile, TopicPartition, write_atomically
@@ -37,6 +40,7 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+_CLOSE_THREADS = 8
 
 
 def _now_ms() -> int:
@@ -188,7 +192,8 @@ class LogManager:
         *,
         now_ms: int | None = None,
     ) -> Log:
-        """The log of a partition, created in the log dir with the fewest partitions."""
+        """The log of a partition, created in the log dir with the fewest partitions. A
+        creation that fails half-way (no space, no descriptors) leaves no directory."""
         tp = TopicPartition(topic, partition)
         with self._lock:
             log = self._logs.get(tp)
@@ -199,26 +204,93 @@ class LogManager:
                     log.config = config
                 return log
             log_dir = self._least_loaded_dir()
-            log = Log(
-                log_dir.path / f"{topic}-{partition}",
-                config or self.config_for(topic),
-                topic_id=topic_id,
-                now_ms=now_ms,
-                decompress=self.decompress,
-            )
+            directory = log_dir.path / f"{topic}-{partition}"
+            existed = directory.exists()
+            try:
+                log = Log(
+                    directory,
+                    config or self.config_for(topic),
+                    topic_id=topic_id,
+                    now_ms=now_ms,
+                    decompress=self.decompress,
+                )
+            except BaseException:
+                if not existed:
+                    shutil.rmtree(directory, ignore_errors=True)
+                raise
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
             return log
 
+    def create_logs(
+        self,
+        topic: str,
+        partitions: Iterable[int],
+        config: LogConfig,
+        topic_id: uuid.UUID,
+        *,
+        leader_epoch: int | None = None,
+    ) -> None:
+        """Create the logs of new partitions: the file work (directories, segment files,
+        `partition.metadata`, fsyncs) of a LeaderAndIsr for them, done ahead of it, in a
+        worker thread, so that the event loop stays free. With `leader_epoch`, each new
+        log's leader epoch cache starts with that epoch at offset 0 (the epoch a first
+        election gives the partitions this broker will lead)."""
+        for partition in partitions:
+            log = self.get_or_create_log(topic, partition, config, topic_id)
+            if leader_epoch is not None and log.log_end_offset == 0:
+                log.leader_epoch_cache.assign(leader_epoch, 0)
+
+    def delete_stray_logs(self, topic_ids: Mapping[str, uuid.UUID]) -> list[TopicPartition]:
+        """Delete the logs of topics the cluster does not have (`topic_ids`: every topic and
+        its id), or whose stored topic id is another topic's of the same name: what a crash
+        in the middle of a topic deletion leaves behind. Returns what was deleted."""
+        stray = [
+            tp
+            for tp, log in list(self._logs.items())
+            if tp[0] not in topic_ids
+            or (log.topic_id is not None and log.topic_id != topic_ids[tp[0]])
+        ]
+        for topic, partition in stray:
+            logger.warning("deleting stray log %s-%d: its topic no longer exists", topic, partition)
+            self.delete_log(topic, partition, delay_ms=0, checkpoint=False)
+        if stray:
+            self.checkpoint_all()
+        return stray
+
     def _least_loaded_dir(self) -> _LogDir:
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         counts = {id(d): 0 for d in self.log_dirs}
         for log_dir in self._log_dir_of.values():
             counts[id(log_dir)] += 1
         return min(self.log_dirs, key=lambda d: counts[id(d)])
 
-    def delete_log(self, topic: str, partition: int, *, now_ms: int | None = None) -> bool:
-        """Forget a partition's log: its directory is renamed at once and removed after the
-        log's file.delete.delay.ms. Returns whether the log existed."""
+    def delete_logs(
+        self, topic: str, partitions: Iterable[int], *, delay_ms: int | None = None
+    ) -> int:
+        """`delete_log` for several partitions, the checkpoints written once at the end.
+        Returns how many logs existed."""
+        deleted = sum(
+            self.delete_log(topic, p, delay_ms=delay_ms, checkpoint=False) for p in partitions
+        )
+        if deleted:
+            self.checkpoint_all()
+        return deleted
+
+    def delete_log(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        now_ms: int | None = None,
+        delay_ms: int | None = None,
+        checkpoint: bool = True,
+    ) -> bool:
+        """Forget a partition's log: its directory is renamed at once and removed after
+        `delay_ms` (default: the log's file.delete.delay.ms); the checkpoints are written
+        without it (unless `checkpoint` is False: the caller writes them). Returns whether
+        the log existed."""
         now = _now_ms() if now_ms is None else now_ms
         tp = TopicPartition(topic, partition)
         with self._lock:
@@ -237,9 +309,11 @@ class LogManager:
             log.rename_dir(target)
         except OSError as exc:
             raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {exc}") from exc
+        delay = log.config.file_delete_delay_ms if delay_ms is None else delay_ms
         with self._lock:
-            self._dirs_to_delete.append((now + log.config.file_delete_delay_ms, target, log))
-        self.checkpoint_all()
+            self._dirs_to_delete.append((now + delay, target, log))
+        if checkpoint:
+            self.checkpoint_all()
         return True
 
     # -- periodic work --------------------------------------------------------------------
@@ -311,6 +385,11 @@ class LogManager:
                 deleted_log.delete()
             else:
                 shutil.rmtree(path, ignore_errors=True)
+            if path.exists():
+                # Something could not be removed (it is retried: no directory is left).
+                logger.warning("could not remove all of %s; retrying later", path)
+                with self._lock:
+                    self._dirs_to_delete.append((now + 1000, path, None))
 
     # -- shutdown -------------------------------------------------------------------------
 
@@ -321,8 +400,11 @@ class LogManager:
         if self.cleaner is not None:
             self.cleaner.shutdown()
         logs = self.all_logs()
-        for log in logs:
-            log.close(clean=clean)
+        # Each clean close fsyncs the log's tail and writes a producer snapshot: with many
+        # partitions those waits add up, so they overlap in a few threads.
+        with ThreadPoolExecutor(_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+            for _ in pool.map(lambda log: log.close(clean=clean), logs):
+                pass
         with self._lock:
             pending = list(self._dirs_to_delete)
             self._dirs_to_delete = []

@@ -55,12 +55,9 @@ class OffsetIndex(AbstractIndex):
                 )
         self._write_entry(relative, position)
 
-    def _relative_offset(self, slot: int) -> int:
-        return int(self._raw_entry(slot)[0])
-
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0)."""
-        slot = self._floor_slot(target_offset - self.base_offset, self._relative_offset)
+        slot = self._floor_slot(target_offset - self.base_offset, 0)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
@@ -68,7 +65,7 @@ class OffsetIndex(AbstractIndex):
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
         with self._lock:
-            slot = self._floor_slot(offset - self.base_offset, self._relative_offset)
+            slot = self._floor_slot(offset - self.base_offset, 0)
             if slot < 0:
                 self._truncate_to_entries(0)
             elif self.entry(slot).offset == offset:

@@ -2,10 +2,17 @@
 
 The `.log` file is a concatenation of record batches exactly as the log appended them;
 the indexes are sparse maps from offsets and timestamps to positions in it.
+
+Only the active segment keeps its log file open. Older segments open it when read and
+close it again when it is the least recently used of the broker's open segment files
+(`open_files.OPEN_FILES`); indexes are mapped the same way. A `FileSlice` holds the file
+object itself, so a slice being sent keeps its descriptor open after the segment let go.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import logging
 import os
 import threading
@@ -25,6 +32,7 @@ from logbus.storage.errors import CorruptIndexError
 from logbus.storage.file_slice import FileSlice
 from logbus.storage.log_config import LogConfig
 from logbus.storage.offset_index import OffsetIndex
+from logbus.storage.open_files import OPEN_FILES
 from logbus.storage.record_scan import Decompressor, iter_records
 from logbus.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
@@ -65,11 +73,25 @@ class SegmentRead(NamedTuple):
     position: int
 
 
+class LogFile(io.FileIO):
+    """A segment's open log file, shared by the segment and the `FileSlice`s read from it.
+
+    The segment never closes it while others may hold it: it lets go of it, and the
+    descriptor is closed when the last reference (the segment's or a slice's) is gone.
+    """
+
+    def __del__(self) -> None:
+        # Closed explicitly, so that dropping the last reference is not reported as a
+        # leaked file (ResourceWarning): letting go is how a segment closes it.
+        self.close()
+
+
 class _ReadWindow:
     """Buffered positional reads over a file: one pread serves many small batches."""
 
-    def __init__(self, fd: int, end: int, chunk: int) -> None:
-        self._fd = fd
+    def __init__(self, file: LogFile, end: int, chunk: int) -> None:
+        self._file = file  # kept open while the window reads it
+        self._fd = file.fileno()
         self._end = end
         self._chunk = chunk
         self._start = 0
@@ -90,9 +112,10 @@ class LogSegment:
     """The files of one segment and what is known about them in memory.
 
     Owns the log file handle (shared, read-only, with `FileSlice`s it hands out) and both
-    indexes. Appends, reads and truncation run on the broker's event loop; `flush` may run
-    in a thread pool, and `flush`, `close`, suffix changes and truncation serialize on an
-    internal lock so an fsync never meets a closed file.
+    indexes. The active segment keeps its log file open; an inactive one opens it on use
+    and lets the open-file bound close it when idle. Appends, reads and truncation run on
+    the broker's event loop; `flush` may run in a thread pool, and `flush`, `close`, suffix
+    changes, truncation and the closing of an idle file serialize on an internal lock.
     """
 
     def __init__(
@@ -116,10 +139,15 @@ class LogSegment:
         self._suffix = suffix
         self._lock = threading.RLock()
         self._closed = False
-        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.file = os.fdopen(fd, "r+b", buffering=0)
-        self._fd = fd
-        self._size = os.fstat(fd).st_size
+        self.recently_used = False
+        # The active segment's log file stays open; others are opened on use.
+        self._pinned = active
+        self._file: LogFile | None = None
+        if active:
+            log_file = self._log_file()
+            self._size = os.fstat(log_file.fileno()).st_size
+        else:
+            self._size = self.log_path.stat().st_size
         index_path = segment_file(directory, base_offset, INDEX_SUFFIX + suffix)
         time_index_path = segment_file(directory, base_offset, TIME_INDEX_SUFFIX + suffix)
         self._missing_indexes = [p for p in (index_path, time_index_path) if not p.exists()]
@@ -149,6 +177,41 @@ class LogSegment:
     @property
     def size(self) -> int:
         return self._size
+
+    def _log_file(self) -> LogFile:
+        """The open log file, opened now if it is not; callers keep the returned object
+        for as long as they use its descriptor."""
+        self.recently_used = True
+        f = self._file
+        if f is not None:
+            return f
+        with self._lock:
+            if self._closed:
+                raise OSError(errno.EBADF, f"segment {self.log_path} is closed")
+            f = self._file
+            if f is None:
+                fd = os.open(self.log_path, os.O_RDWR | (os.O_CREAT if self._pinned else 0), 0o644)
+                f = self._file = LogFile(fd, "r+")
+                if not self._pinned:
+                    OPEN_FILES.opened(self)
+            return f
+
+    def close_idle(self) -> bool:
+        """Let go of the log file of an inactive segment unless another thread is busy
+        with the segment (the open-file bound asks)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self._pinned:
+                self._file = None
+            return True
+        finally:
+            self._lock.release()
+
+    @property
+    def has_open_files(self) -> bool:
+        """Whether the log file or an index is open now (for tests and diagnostics)."""
+        return self._file is not None or self.offset_index.is_mapped or self.time_index.is_mapped
 
     @property
     def closed(self) -> bool:
@@ -255,14 +318,16 @@ class LogSegment:
         if largest_offset - self.base_offset > _INT32_MAX:
             raise ValueError(f"offset {largest_offset} is too far from base {self.base_offset}")
         position = self._size
+        log_file = self._log_file()
+        fd = log_file.fileno()
         try:
             view = memoryview(records)
             written = 0
             while written < size:
-                written += os.pwrite(self._fd, view[written:], position + written)
+                written += os.pwrite(fd, view[written:], position + written)
         except OSError:
             # Leave no partial batch behind that a later append would not overwrite.
-            os.ftruncate(self._fd, position)
+            os.ftruncate(fd, position)
             raise
         self._size = position + size
         if position == 0:
@@ -286,7 +351,7 @@ class LogSegment:
         """(position, header) of each batch from `start_position`; stops at anything that
         is not a whole v2 batch (only possible in a segment not yet recovered)."""
         end = self._size if end_position is None else min(end_position, self._size)
-        window = _ReadWindow(self._fd, end, _SCAN_CHUNK)
+        window = _ReadWindow(self._log_file(), end, _SCAN_CHUNK)
         position = start_position
         while position + HEADER_SIZE <= end:
             try:
@@ -300,7 +365,8 @@ class LogSegment:
             position += header.size
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        f = self._log_file()
+        return os.pread(f.fileno(), size, position)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""
@@ -330,7 +396,9 @@ class LogSegment:
         limit = max(max_size, location.size) if min_one_message else max_size
         size = max(0, min(end - location.position, limit))
         return SegmentRead(
-            FileSlice(self.file, location.position, size), location.base_offset, location.position
+            FileSlice(self._log_file(), location.position, size),
+            location.base_offset,
+            location.position,
         )
 
     def read_next_offset(self) -> int:
@@ -383,7 +451,8 @@ class LogSegment:
             self.offset_index.reset(self.max_index_size)
             self.time_index.reset(self.max_index_size)
             self._missing_indexes = []
-            window = _ReadWindow(self._fd, self._size, _RECOVERY_CHUNK)
+            log_file = self._log_file()
+            window = _ReadWindow(log_file, self._size, _RECOVERY_CHUNK)
             valid = 0
             last_index_position = 0
             next_offset = self.base_offset
@@ -408,7 +477,7 @@ class LogSegment:
                 logger.warning(
                     "truncating %s at byte %d: %d invalid bytes", self.log_path, valid, truncated
                 )
-                os.ftruncate(self._fd, valid)
+                os.ftruncate(log_file.fileno(), valid)
                 self._size = valid
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
             self.offset_index.trim_to_valid_size()
@@ -455,7 +524,8 @@ class LogSegment:
             self.offset_index.resize(self.max_index_size)
             self.time_index.resize(self.max_index_size)
             removed = self._size - location.position
-            os.ftruncate(self._fd, location.position)
+            log_file = self._log_file()
+            os.ftruncate(log_file.fileno(), location.position)
             self._size = location.position
             self._max_timestamp = None
             self._rolling_timestamp = None if self._size > 0 else NO_TIMESTAMP
@@ -465,24 +535,34 @@ class LogSegment:
     # -- lifecycle --------------------------------------------------------------------
 
     def resize_indexes(self, size: int) -> None:
-        """Give both indexes room for appends (the segment becomes the active one)."""
+        """Give both indexes room for appends and keep the log file open: the segment
+        becomes the active one."""
+        with self._lock:
+            self._pinned = True
+            OPEN_FILES.forget(self)
+            self._log_file()
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
     def on_become_inactive(self) -> None:
-        """Record the final largest timestamp and trim the indexes (on roll)."""
+        """Record the final largest timestamp and trim the indexes (on roll); the log file
+        is now closed when idle."""
         with self._lock:
             current = self._largest_timestamp_entry()
             self.time_index.maybe_append(current.timestamp, current.offset, skip_full_check=True)
             self.offset_index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
+            self._pinned = False
+            if self._file is not None:
+                OPEN_FILES.opened(self)
 
     def flush(self) -> None:
         """fsync the log file and both indexes (safe from any thread)."""
         with self._lock:
             if self._closed:
                 return
-            os.fsync(self._fd)
+            log_file = self._log_file()
+            os.fsync(log_file.fileno())
             self.offset_index.flush()
             self.time_index.flush()
 
@@ -498,7 +578,9 @@ class LogSegment:
             self.offset_index.close(trim=clean)
             self.time_index.close(trim=clean)
             self._closed = True
-            self.file.close()
+            # Slices still being sent keep the file open until they are done.
+            self._file = None
+            OPEN_FILES.forget(self)
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment, e.g. "" -> ".deleted"; handles stay valid."""

@@ -65,15 +65,9 @@ class TimeIndex(AbstractIndex):
         # One slot stays free for the entry written when the segment is rolled or closed.
         return self._entries >= self.max_entries - 1
 
-    def _timestamp(self, slot: int) -> int:
-        return int(self._raw_entry(slot)[0])
-
-    def _relative_offset(self, slot: int) -> int:
-        return int(self._raw_entry(slot)[1])
-
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (-1, base offset)."""
-        slot = self._floor_slot(target_timestamp, self._timestamp)
+        slot = self._floor_slot(target_timestamp, 0)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         return self.entry(slot)
@@ -81,7 +75,7 @@ class TimeIndex(AbstractIndex):
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
         with self._lock:
-            slot = self._floor_slot(offset - self.base_offset - 1, self._relative_offset)
+            slot = self._floor_slot(offset - self.base_offset - 1, 1)
             self._truncate_to_entries(slot + 1)
 
     def sanity_check(self) -> None:

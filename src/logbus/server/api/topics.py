@@ -14,22 +14,56 @@ Differences from Kafka, on purpose:
   Kafka.
 - Internal topics may be deleted, as in Kafka: the broker does not stop it (Kafka's
   `kafka-topics.sh` refuses on the client side).
+
+Limits (issue 13): a request creating more than 10,000 partitions in all is refused
+whole with POLICY_VIOLATION, as Kafka's KRaft controller does; so is a creation that
+would put more than `max.broker.partitions` replicas on a broker, or more partitions on
+this broker than it has file descriptors to spare. `validate_only` checks the counts and
+the assignment arithmetic without building anything. A large creation is done in chunks:
+each chunk's logs are created in a worker thread, then its leaders elected on the event
+loop, so other clients are served meanwhile. Topic changes run one at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import weakref
 from collections import Counter
 from typing import Any
 from uuid import UUID
 
-from logbus.controller.controller import Controller, NewTopic, TopicResult
+from logbus.controller.controller import (
+    EXCESSIVE_PARTITIONS_MESSAGE,
+    MAX_PARTITIONS_PER_REQUEST,
+    Controller,
+    NewTopic,
+    PartitionCreation,
+    TopicResult,
+)
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.config_def import ConfigError
 from logbus.server.topic_config import describe_topic, validate_topic_configs
+from logbus.storage.errors import StorageError
+from logbus.storage.open_files import spare_descriptors
+
+log = logging.getLogger(__name__)
 
 ZERO_UUID = UUID(int=0)
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+
+
+_ADMIN_LOCKS: weakref.WeakKeyDictionary[Controller, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def admin_lock(controller: Controller) -> asyncio.Lock:
+    """Topic changes through the API run one at a time, as Kafka's controller runs its
+    event queue: a deletion never meets a creation half-way through its chunks."""
+    lock = _ADMIN_LOCKS.get(controller)
+    if lock is None:
+        lock = _ADMIN_LOCKS[controller] = asyncio.Lock()
+    return lock
 
 
 def active_controller(ctx: RequestContext) -> Controller | None:
@@ -82,8 +116,94 @@ def _assignments(topic: Body) -> dict[int, list[int]] | str:
     return assignments
 
 
-def _create_topic(
-    ctx: RequestContext, controller: Controller, topic: Body, validate_only: bool
+async def start_new_partitions(
+    ctx: RequestContext, controller: Controller, creation: PartitionCreation
+) -> TopicResult:
+    """Elect the leaders of new partitions a chunk at a time; before each chunk, this
+    broker's logs of it are created in a worker thread (the file work, fsyncs included),
+    so the event loop only does the bookkeeping and serves other clients in between."""
+    broker = ctx.broker
+    topic = creation.topic
+    replica_manager = broker.replica_manager
+    log_manager = broker.log_manager
+    for chunk in creation.chunks():
+        if replica_manager is not None and log_manager is not None:
+            config = replica_manager.log_config_for(topic)
+            hosted = [p for p in chunk if broker.broker_id in topic.partitions[p].replicas]
+            led = [p for p in hosted if topic.partitions[p].replicas[0] == broker.broker_id]
+            followed = [p for p in hosted if topic.partitions[p].replicas[0] != broker.broker_id]
+            try:
+                # A first election gives a new partition leader epoch 0 (its preferred
+                # leader).
+                await asyncio.to_thread(
+                    log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
+                )
+                if followed:
+                    await asyncio.to_thread(
+                        log_manager.create_logs, topic.name, followed, config, topic.topic_id
+                    )
+            except (OSError, StorageError) as exc:
+                # The partitions not started stay without a leader (as after a crash) until
+                # the controller starts again; the topic can be deleted meanwhile.
+                log.warning("cannot create the logs of %s: %s", topic.name, exc)
+                return TopicResult(
+                    topic.name,
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"Cannot create the logs of partitions {chunk.start}-{chunk.stop - 1}: {exc}",
+                )
+        else:
+            await asyncio.sleep(0)
+        controller.start_partitions(creation, chunk)
+    return controller.finish_creation(creation)
+
+
+def _local_share(controller: Controller, partitions: int, replication_factor: int) -> int:
+    """At most how many replicas of `partitions` new partitions this broker will host."""
+    live = max(1, len(controller.live_brokers()))
+    return min(partitions, -(-partitions * replication_factor // live))
+
+
+class _DescriptorBudget:
+    """The file descriptors this broker can spare for new partitions, counted once per
+    request and spent as its topics are accepted (each hosted partition keeps one open)."""
+
+    def __init__(self) -> None:
+        self.spare = spare_descriptors()
+
+    def refusal(self, partitions: int) -> str | None:
+        """Why `partitions` more cannot be hosted, or None (and they are counted)."""
+        if self.spare is None:
+            return None
+        if partitions <= self.spare:
+            self.spare -= partitions
+            return None
+        return (
+            f"This broker cannot host {partitions} more partitions: it can open only "
+            f"{max(self.spare, 0)} more files within its RLIMIT_NOFILE, keeping a reserve "
+            f"for connections (each partition keeps its active segment open)."
+        )
+
+
+def _excessive(topics: list[Body], default_partitions: int) -> bool:
+    """Kafka's `validateTotalNumberOfPartitions`: more than 10,000 partitions requested
+    in all (counting the broker default for -1, nothing for other invalid counts)."""
+    total = 0
+    for topic in topics:
+        if topic["assignments"]:
+            total += len(topic["assignments"])
+        elif topic["num_partitions"] == -1:
+            total += default_partitions
+        elif topic["num_partitions"] > 0:
+            total += topic["num_partitions"]
+    return total > MAX_PARTITIONS_PER_REQUEST
+
+
+async def _create_topic(
+    ctx: RequestContext,
+    controller: Controller,
+    topic: Body,
+    validate_only: bool,
+    budget: _DescriptorBudget,
 ) -> Body:
     name: str = topic["name"]
     null_configs = [c["name"] for c in topic["configs"] if c["value"] is None]
@@ -109,7 +229,18 @@ def _create_topic(
         topic_configs = _topic_configs(ctx, configs) if ctx.version >= 5 else []
     except ConfigError as exc:
         return _created_error(name, ErrorCode.INVALID_CONFIG, str(exc))
-    result: TopicResult = checked if validate_only else controller.create_topic(spec)
+    refusal = budget.refusal(
+        _local_share(controller, checked.num_partitions, checked.replication_factor)
+    )
+    if refusal is not None:
+        return _created_error(name, ErrorCode.POLICY_VIOLATION, refusal)
+    result: TopicResult = checked
+    if not validate_only:
+        creation = controller.register_topic(spec)
+        if isinstance(creation, TopicResult):
+            result = creation
+        else:
+            result = await start_new_partitions(ctx, controller, creation)
     if result.error != ErrorCode.NONE:
         return _created_error(name, result.error, result.message)
     return {
@@ -128,7 +259,10 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     validate_only = bool(request["validate_only"])
     topics: list[Body] = request["topics"]
     counts = Counter(topic["name"] for topic in topics)
+    unique = [topic for topic in topics if counts[topic["name"]] == 1]
+    excessive = controller is not None and _excessive(unique, controller.default_partitions)
     results: list[Body] = []
+    budget = _DescriptorBudget()
     for topic in topics:
         name = topic["name"]
         if counts[name] > 1:
@@ -140,8 +274,14 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
             )
         elif controller is None:
             results.append(_created_error(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE))
+        elif excessive:
+            # The whole request is refused before anything is built, as in Kafka.
+            results.append(
+                _created_error(name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+            )
         else:
-            results.append(_create_topic(ctx, controller, topic, validate_only))
+            async with admin_lock(controller):
+                results.append(await _create_topic(ctx, controller, topic, validate_only, budget))
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -256,7 +396,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
             for name, topic_id in targets
         ]
     else:
-        results = _delete_all(controller, targets)
+        async with admin_lock(controller):
+            results = _delete_all(controller, targets)
     return {"throttle_time_ms": 0, "responses": results}
 
 
@@ -269,11 +410,55 @@ def _partitions_result(
     return {"name": name, "error_code": error, "error_message": message}
 
 
+def _partitions_added(controller: Controller, topics: list[Body]) -> int:
+    """How many partitions a CreatePartitions request adds in all (increases only)."""
+    added = 0
+    for topic in topics:
+        existing = controller.topics.get(topic["name"])
+        if existing is not None:
+            added += max(0, topic["count"] - len(existing.partitions))
+    return added
+
+
+async def _create_partitions(
+    ctx: RequestContext,
+    controller: Controller,
+    topic: Body,
+    validate_only: bool,
+    budget: _DescriptorBudget,
+) -> Body:
+    name: str = topic["name"]
+    raw: list[Any] | None = topic["assignments"]
+    assignments = None if raw is None else [list(a["broker_ids"]) for a in raw]
+    checked = controller.register_partitions(name, topic["count"], assignments, True)
+    if isinstance(checked, TopicResult) and checked.error != ErrorCode.NONE:
+        return _partitions_result(name, checked.error, checked.message)
+    existing = controller.topics[name]
+    added = topic["count"] - len(existing.partitions)
+    replication_factor = len(next(iter(existing.partitions.values())).replicas)
+    refusal = budget.refusal(_local_share(controller, added, replication_factor))
+    if refusal is not None:
+        return _partitions_result(name, ErrorCode.POLICY_VIOLATION, refusal)
+    if validate_only:
+        return _partitions_result(name)
+    creation = controller.register_partitions(name, topic["count"], assignments, False)
+    if isinstance(creation, TopicResult):
+        return _partitions_result(name, creation.error, creation.message)
+    result = await start_new_partitions(ctx, controller, creation)
+    return _partitions_result(name, result.error, result.message)
+
+
 async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
     controller = active_controller(ctx)
     validate_only = bool(request["validate_only"])
     topics: list[Body] = request["topics"]
     counts = Counter(topic["name"] for topic in topics)
+    unique = [topic for topic in topics if counts[topic["name"]] == 1]
+    excessive = (
+        controller is not None
+        and _partitions_added(controller, unique) > MAX_PARTITIONS_PER_REQUEST
+    )
+    budget = _DescriptorBudget()
     results: list[Body] = []
     seen: set[str] = set()
     for topic in topics:
@@ -290,11 +475,15 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
             results.append(
                 _partitions_result(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
             )
+        elif excessive:
+            results.append(
+                _partitions_result(name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+            )
         else:
-            raw: list[Any] | None = topic["assignments"]
-            assignments = None if raw is None else [list(a["broker_ids"]) for a in raw]
-            result = controller.create_partitions(name, topic["count"], assignments, validate_only)
-            results.append(_partitions_result(name, result.error, result.message))
+            async with admin_lock(controller):
+                results.append(
+                    await _create_partitions(ctx, controller, topic, validate_only, budget)
+                )
     return {"throttle_time_ms": 0, "results": results}
 
 

@@ -87,10 +87,11 @@ class ReplicaManager:
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         for p in partitions:
-            part = self.partitions.pop(TopicPartition(topic, p), None)
-            if part is not None and delete:
-                self.log_manager.delete_log(topic, p)
+            self.partitions.pop(TopicPartition(topic, p), None)
             self.purgatory.notify((topic, p))
+        if delete:
+            # Also logs that never got their partition started (their creation failed).
+            self.log_manager.delete_logs(topic, partitions)
 
     def update_log_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)
