@@ -19,19 +19,16 @@ buffer holds at most GROWTH_STEP bytes more than have arrived (a frame up to tha
 the common case, is still received straight into a buffer of its full size); a larger
 frame's buffer doubles as it fills, its bytes moved along, so a peer that announces
 100 MiB and sends nothing costs a megabyte, not 100 MiB. A free recycled buffer large
-enough for the whole frame is taken at once: it costs nothing more. Frame buffers are
-not zeroed (every byte of a frame is received before it is handed out), so their pages
-cost memory only as bytes land in them, and moving a growing frame costs about what
-zeroing a buffer of its full size used to.
+enough for the whole frame is taken at once: it costs nothing more. Moving a growing
+frame along costs about what zeroing a buffer of its full size at once used to; the
+buffers stay plain `bytearray`s (heap memory the allocator reuses: fresh anonymous pages
+cost far more to fault in on this kind of VM), and `protocol/` needs no numpy.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-from typing import Any
-
-import numpy as np
 
 from logbus.protocol.errors import ProtocolError
 
@@ -108,7 +105,7 @@ class FrameAssembler:
         self._frame: memoryview | None = None
         self._frame_size = 0
         self._filled = 0
-        self._spares: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
+        self._spares: list[bytearray] = []
         self.error: ProtocolError | None = None
 
     @property
@@ -207,10 +204,10 @@ class FrameAssembler:
         spares = self._spares
         for i in range(len(spares)):
             if len(spares[i]) >= size and sys.getrefcount(spares[i]) == _UNSHARED:
-                return spares[i].data[:size]
+                return memoryview(spares[i])[:size]
         if size > limit:
-            return _uninitialised(limit).data  # a step of a frame still arriving
-        buf = _uninitialised(size + (size >> 3))  # room for the next, slightly larger frame
+            return memoryview(bytearray(limit))  # a step of a frame still arriving
+        buf = bytearray(size + (size >> 3))  # room for the next, slightly larger frame
         if len(buf) <= MAX_SPARE_SIZE:
             for i in range(len(spares)):
                 if sys.getrefcount(spares[i]) == _UNSHARED:
@@ -219,7 +216,7 @@ class FrameAssembler:
             else:
                 if len(spares) < SPARE_BUFFERS:
                     spares.append(buf)
-        return buf.data[:size]
+        return memoryview(buf)[:size]
 
     def _check(self, size: int) -> ProtocolError | None:
         if size < 0:
@@ -233,9 +230,3 @@ class FrameAssembler:
                 f"frame of {size} bytes is shorter than the minimum of {self.min_frame_size}"
             )
         return None
-
-
-def _uninitialised(size: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
-    """Memory for received bytes, not zeroed: the socket's bytes overwrite it, and pages
-    the kernel has not handed out yet cost nothing until they are written."""
-    return np.empty(size, dtype=np.uint8)
