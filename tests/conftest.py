@@ -191,3 +191,16 @@ def broker_process(tmp_path: Path) -> Iterator[Any]:
             proc.kill()
     collect_leaks()
 
+
+FUZZ_LARGE = "fuzz_large"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the fuzz suite's large budget unless `-m` names it
+    (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md)."""
+    if FUZZ_LARGE in (config.getoption("markexpr") or ""):
+        return
+    keep = [item for item in items if item.get_closest_marker(FUZZ_LARGE) is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep

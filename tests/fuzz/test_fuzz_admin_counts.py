@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fuzz_broker import Case, Fuzzer
+from fuzz_fixtures import fuzzed_fixture  # noqa: F401  (the `fuzzed` fixture)
 
 from logbus.protocol import ApiKey, codec
 

@@ -13,6 +13,7 @@ import pytest
 from fuzz_batches import BATCH_FAMILIES
 from fuzz_broker import Case, Fuzzer
 from fuzz_budget import BUDGETS, Budget, selected, served_versions
+from fuzz_fixtures import fuzzed_fixture  # noqa: F401  (the `fuzzed` fixture)
 from fuzz_readers import confluent_read_problems
 
 from logbus.protocol import ApiKey, codec

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fuzz_broker import HANG_BOUND_S, RSS_BOUND_KB, Fuzzer, read_frames
+from fuzz_fixtures import fuzzed_fixture  # noqa: F401  (the `fuzzed` fixture)
 
 pytestmark = pytest.mark.timeout(120)
 

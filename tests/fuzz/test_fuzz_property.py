@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fuzz_broker import Case, Fuzzer
 from fuzz_budget import BUDGETS, Budget, served_versions, valid_frame
+from fuzz_fixtures import fuzzed_fixture  # noqa: F401  (the `fuzzed` fixture)
 from fuzz_layout import request_layout
 from fuzz_mutations import FAMILIES
 from hypothesis import HealthCheck, given, settings

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fuzz_broker import Case, Fuzzer
 from fuzz_budget import BUDGETS, Budget, request_rounds, served_versions, valid_frame
+from fuzz_fixtures import fuzzed_fixture  # noqa: F401  (the `fuzzed` fixture)
 from fuzz_layout import request_layout
 from fuzz_mutations import FAMILIES
 
