@@ -150,6 +150,7 @@ class Producer(AsyncService):
         if self._closed:
             return
         self._closed = True
+        self.admission.pool.close()  # sends waiting for buffer space fail now
         sender, cluster = self._sender, self._cluster
         if sender is None or cluster is None:
             return

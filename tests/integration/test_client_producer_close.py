@@ -1,0 +1,105 @@
+"""The blocking Producer shared between threads: sends from many threads (keyed and
+keyless) with idempotence, and close() waking sends that wait for buffer.memory."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from producer_helpers import read_records
+
+import logbus
+from logbus.aio import Producer as AioProducer
+from logbus.client.errors import ClientClosedError
+
+
+def test_threads_sending_keyed_and_keyless_records_lose_and_repeat_none(
+    broker_factory: Any,
+) -> None:
+    # Keyed and keyless records from six threads into three partitions, small batches:
+    # every future names a distinct (partition, offset) holding its own record, and each
+    # thread's records keep their order within a partition.
+    broker = broker_factory(num_partitions="3")
+    threads, per_thread = 6, 2000
+    futures: dict[int, list[logbus.FutureRecordMetadata]] = {}
+    with logbus.Producer(bootstrap_servers=broker.bootstrap, batch_size=2048, linger_ms=1) as p:
+
+        def run(thread: int) -> None:
+            futures[thread] = [
+                p.send("mixed", b"%d-%05d" % (thread, i), key=None if i % 3 else b"k%d" % (i % 7))
+                for i in range(per_thread)
+            ]
+
+        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        p.flush()
+    sent: dict[tuple[int, int], bytes] = {}
+    for thread, thread_futures in futures.items():
+        offsets: dict[int, list[int]] = {}
+        for i, future in enumerate(thread_futures):
+            md = future.result(0)
+            sent[(md.partition, md.offset)] = b"%d-%05d" % (thread, i)
+            offsets.setdefault(md.partition, []).append(md.offset)
+        assert all(o == sorted(o) for o in offsets.values())
+    assert len(sent) == threads * per_thread
+    stored = {
+        (partition, r.offset): r.value
+        for partition in range(3)
+        for r in read_records(broker.bootstrap, "mixed", partition)
+    }
+    assert stored == sent
+
+
+_FULL = {"buffer_memory": 5000, "max_block_ms": 120_000, "request_timeout_ms": 1000}
+
+
+def test_close_fails_sends_waiting_for_buffer_memory(broker: Any) -> None:
+    # With the broker gone, buffer.memory fills and send() waits (max.block.ms is long):
+    # close(timeout=0) from another thread ends that wait with ClientClosedError instead
+    # of leaving the sending thread blocked until max.block.ms.
+    producer = logbus.Producer(bootstrap_servers=broker.bootstrap, **_FULL)
+    producer.send_and_wait("blocked", b"while up")
+    broker.stop()
+    errors: list[BaseException] = []
+    filled = threading.Event()
+
+    def fill() -> None:
+        try:
+            for _ in range(4):
+                producer.send("blocked", b"x" * 1000)
+            filled.set()
+            producer.send("blocked", b"x" * 2000)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=fill, daemon=True)
+    worker.start()
+    assert filled.wait(60)
+    producer.close(timeout=0)
+    worker.join(60)
+    assert [type(e) for e in errors] == [ClientClosedError]
+
+
+def test_close_fails_asyncio_sends_waiting_for_buffer_memory(broker: Any) -> None:
+    async def main() -> BaseException | None:
+        async with AioProducer(bootstrap_servers=broker.bootstrap, **_FULL) as producer:
+            await producer.send_and_wait("blocked", b"while up")
+            broker.stop()
+            held = [await producer.send("blocked", b"x" * 1000) for _ in range(4)]
+            waiting = asyncio.ensure_future(producer.send("blocked", b"x" * 2000))
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            await producer.close(timeout=0)
+            for future in held:
+                assert isinstance(future.exception(), ClientClosedError)
+            try:
+                await asyncio.wait_for(waiting, 60)
+            except Exception as exc:
+                return exc
+            return None
+
+    assert isinstance(asyncio.run(main()), ClientClosedError)
