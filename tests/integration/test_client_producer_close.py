@@ -1,5 +1,6 @@
-"""The blocking Producer shared between threads: sends from many threads (keyed and
-keyless) with idempotence, and close() waking sends that wait for buffer.memory."""
+"""The blocking Producer shared between threads and callbacks: sends from many threads
+(keyed and keyless) with idempotence, close() from a delivery callback (Kafka's close(0)),
+close() waking sends that wait for buffer.memory, and callbacks that raise."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
 from producer_helpers import read_records
 
 import logbus
@@ -52,6 +54,41 @@ def test_threads_sending_keyed_and_keyless_records_lose_and_repeat_none(
         for r in read_records(broker.bootstrap, "mixed", partition)
     }
     assert stored == sent
+
+
+def test_close_from_a_delivery_callback_fails_what_is_buffered(broker: Any) -> None:
+    # The callback of a record sent at once (a full batch) closes the producer while
+    # records of another topic linger: as Kafka's close() from a callback, that is
+    # close(0). Every buffered record fails with ClientClosedError (its future and its
+    # callback), later sends raise, and the producer's thread stops.
+    producer = logbus.Producer(bootstrap_servers=broker.bootstrap, linger_ms=60_000,
+                               batch_size=1000)
+    producer.partitions_for("trigger")
+    held_errors: list[BaseException | None] = []
+    after: list[BaseException] = []
+
+    def close_now(md: Any, err: BaseException | None) -> None:
+        producer.close()
+        try:
+            producer.send("held", b"after close")
+        except ClientClosedError as exc:
+            after.append(exc)
+
+    held = [
+        producer.send("held", b"h%d" % i, on_delivery=lambda md, err: held_errors.append(err))
+        for i in range(10)
+    ]
+    trigger = producer.send("trigger", b"x" * 1000, on_delivery=close_now)
+    assert trigger.result(60).offset == 0
+    for future in held:
+        assert isinstance(future.exception(60), ClientClosedError)
+    producer.close()  # waits for the close the callback began
+    assert len(after) == 1
+    assert len(held_errors) == 10 and all(isinstance(e, ClientClosedError) for e in held_errors)
+    with pytest.raises(ClientClosedError):
+        producer.send("held", b"later")
+    assert [r.value for r in read_records(broker.bootstrap, "trigger")] == [b"x" * 1000]
+    assert read_records(broker.bootstrap, "held") == []
 
 
 _FULL = {"buffer_memory": 5000, "max_block_ms": 120_000, "request_timeout_ms": 1000}

@@ -10,7 +10,9 @@ filled (for linger.ms and batch.size), never per record; each record gets a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +44,7 @@ class Producer(BlockingClient[AsyncProducer]):
         super().__init__(AsyncProducer(config, **settings), "logbus-producer")
         self._admission = self._aio.admission
         self._router = self._aio.router
+        self._closer: threading.Thread | None = None  # close() called from a callback
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
@@ -148,8 +151,36 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to `timeout` seconds; None: as long as it takes),
-        fail the rest with ClientClosedError, disconnect and stop the loop thread."""
+        fail the rest with ClientClosedError, disconnect and stop the loop thread.
+
+        Called from a delivery callback (on the producer's own thread, which cannot wait
+        for itself), it is Kafka's `close(0)`: what is buffered fails with
+        ClientClosedError, and the closing finishes on a thread of its own once the
+        callback returns."""
+        try:
+            on_loop = asyncio.get_running_loop() is self._thread.loop
+        except RuntimeError:  # no loop running on this thread
+            on_loop = False
+        if on_loop:
+            with self._close_lock:
+                if self._closed:
+                    return
+                self._closed = True  # send() raises from now on
+            closer = threading.Thread(
+                target=self._close_from_callback, name="logbus-producer-close", daemon=True
+            )
+            self._closer = closer
+            closer.start()
+            return
         super().close(timeout)
+        if self._closer is not None:
+            self._closer.join()  # a close begun by a callback: let it finish
+
+    def _close_from_callback(self) -> None:
+        try:
+            self._shutdown(0)
+        finally:
+            self._thread.close()
 
     def _shutdown(self, timeout: float | None) -> None:
         with contextlib.suppress(KafkaTimeoutError):
