@@ -5,6 +5,7 @@ close() waking sends that wait for buffer.memory, and callbacks that raise."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -140,3 +141,18 @@ def test_close_fails_asyncio_sends_waiting_for_buffer_memory(broker: Any) -> Non
             return None
 
     assert isinstance(asyncio.run(main()), ClientClosedError)
+
+
+def test_a_raising_callback_added_to_a_settled_future_is_logged_not_raised(
+    broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+    with logbus.Producer(bootstrap_servers=broker.bootstrap) as producer:
+        future = producer.send("settled", b"one")
+        producer.flush()
+        with caplog.at_level(logging.ERROR):
+            future.add_done_callback(lambda f: 1 / 0)
+        future.add_done_callback(lambda f: calls.append(f.result().offset))
+        assert "a delivery callback raised" in caplog.text
+        assert calls == [0]
+        assert producer.send_and_wait("settled", b"two").offset == 1
