@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from producer_helpers import read_records
 
 import logbus
 from logbus.aio import Producer as AioProducer
-from logbus.client.errors import ClientClosedError
+from logbus.client.errors import ClientClosedError, KafkaTimeoutError
 
 
 def test_threads_sending_keyed_and_keyless_records_lose_and_repeat_none(
@@ -156,3 +157,42 @@ def test_a_raising_callback_added_to_a_settled_future_is_logged_not_raised(
         assert "a delivery callback raised" in caplog.text
         assert calls == [0]
         assert producer.send_and_wait("settled", b"two").offset == 1
+
+
+def test_a_callback_resending_into_a_full_buffer_is_refused_not_frozen(broker: Any) -> None:
+    # A common pattern: resend a record from its callback when it failed. With the broker
+    # gone and buffer.memory full, that send cannot wait for room (its callback holds the
+    # producer's thread, the only one freeing room): it raises KafkaTimeoutError at once
+    # instead of freezing the producer for max.block.ms.
+    producer = logbus.Producer(
+        bootstrap_servers=broker.bootstrap,
+        buffer_memory=3000,
+        max_block_ms=120_000,
+        delivery_timeout_ms=1500,
+        request_timeout_ms=1000,
+        linger_ms=0,
+    )
+    producer.send_and_wait("first", b"while up")
+    producer.partitions_for("later")
+    broker.stop()
+    resent: list[BaseException] = []
+    called = threading.Event()
+
+    def resend(md: Any, err: BaseException | None) -> None:
+        try:
+            producer.send("first", b"y" * 1500)
+        except KafkaTimeoutError as exc:
+            resent.append(exc)
+        called.set()
+
+    first = producer.send("first", b"x" * 1000, on_delivery=resend)
+    time.sleep(0.3)  # so that "later" expires after "first", holding its room meanwhile
+    later = producer.send("later", b"z" * 1900)
+    assert called.wait(60)
+    assert [str(e) for e in resent] == [
+        "no room for a record of about 1521 bytes in buffer.memory=3000, and send() from "
+        "a delivery callback cannot wait for it"
+    ]
+    assert isinstance(first.exception(60), KafkaTimeoutError)
+    assert isinstance(later.exception(60), KafkaTimeoutError)
+    producer.close(timeout=0)

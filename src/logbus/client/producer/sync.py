@@ -65,8 +65,9 @@ class Producer(BlockingClient[AsyncProducer]):
         RecordMetadata, or raises the error it failed with).
 
         Blocks (up to max.block.ms) only for the topic's metadata the first time and for
-        buffer space when buffer.memory is used up, then raises KafkaTimeoutError.
-        Serialization errors and records larger than max.request.size raise here.
+        buffer space when buffer.memory is used up, then raises KafkaTimeoutError (at
+        once when called from a delivery callback, which holds the thread that frees
+        room). Serialization errors and records larger than max.request.size raise here.
         `on_delivery(metadata, error)` runs on the producer's thread when the record is
         acknowledged or has failed.
         """
@@ -96,7 +97,8 @@ class Producer(BlockingClient[AsyncProducer]):
                 size += len(value)
         if size > admission.max_request_size:
             admission.check_size(size)
-        admission.reserve_blocking(size)
+        if not admission.pool.try_reserve(size):
+            self._wait_for_room(size)
         try:
             batch, index = self._aio.buffer(
                 topic, partition, key, value, headers, timestamp, size, count
@@ -157,11 +159,7 @@ class Producer(BlockingClient[AsyncProducer]):
         for itself), it is Kafka's `close(0)`: what is buffered fails with
         ClientClosedError, and the closing finishes on a thread of its own once the
         callback returns."""
-        try:
-            on_loop = asyncio.get_running_loop() is self._thread.loop
-        except RuntimeError:  # no loop running on this thread
-            on_loop = False
-        if on_loop:
+        if self._on_own_thread():
             with self._close_lock:
                 if self._closed:
                     return
@@ -175,6 +173,24 @@ class Producer(BlockingClient[AsyncProducer]):
         super().close(timeout)
         if self._closer is not None:
             self._closer.join()  # a close begun by a callback: let it finish
+
+    def _on_own_thread(self) -> bool:
+        """Whether the caller runs on the producer's event loop thread (a callback)."""
+        try:
+            return asyncio.get_running_loop() is self._thread.loop
+        except RuntimeError:  # no loop running on this thread
+            return False
+
+    def _wait_for_room(self, size: int) -> None:
+        """Wait up to max.block.ms for `size` bytes of buffer.memory. A delivery callback
+        cannot wait: it holds the producer's thread, the only one that frees room."""
+        if self._on_own_thread():
+            raise KafkaTimeoutError(
+                f"no room for a record of about {size} bytes in buffer.memory="
+                f"{self._admission.pool.limit}, and send() from a delivery callback "
+                "cannot wait for it"
+            )
+        self._admission.reserve_blocking(size)
 
     def _close_from_callback(self) -> None:
         try:
