@@ -196,3 +196,43 @@ def test_a_callback_resending_into_a_full_buffer_is_refused_not_frozen(broker: A
     assert isinstance(first.exception(60), KafkaTimeoutError)
     assert isinstance(later.exception(60), KafkaTimeoutError)
     producer.close(timeout=0)
+
+
+def test_close_fails_a_send_waiting_for_metadata(broker_factory: Any) -> None:
+    # send() to a topic that does not exist (and is not auto-created) waits up to
+    # max.block.ms for its metadata; close() from another thread ends that wait with
+    # ClientClosedError, not the CancelledError of the loop thread's shutdown.
+    broker = broker_factory(auto_create_topics_enable="false")
+    producer = logbus.Producer(bootstrap_servers=broker.bootstrap, max_block_ms=120_000)
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            producer.send("missing", b"x")
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=send, daemon=True)
+    worker.start()
+    time.sleep(0.3)  # so that send() is waiting for the metadata
+    producer.close(timeout=0)
+    worker.join(60)
+    assert [type(e) for e in errors] == [ClientClosedError]
+
+
+def test_close_fails_an_asyncio_send_waiting_for_metadata(broker_factory: Any) -> None:
+    broker = broker_factory(auto_create_topics_enable="false")
+
+    async def main() -> BaseException | None:
+        async with AioProducer(bootstrap_servers=broker.bootstrap, max_block_ms=120_000) as p:
+            waiting = asyncio.ensure_future(p.send("missing", b"x"))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            await p.close(timeout=0)
+            try:
+                await asyncio.wait_for(waiting, 60)
+            except Exception as exc:
+                return exc
+            return None
+
+    assert isinstance(asyncio.run(main()), ClientClosedError)

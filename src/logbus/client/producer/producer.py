@@ -224,6 +224,7 @@ class Producer(AsyncService):
                 )
             sender.wakeup()
             await asyncio.sleep(self._settings.retry_backoff)
+            self._check_open()  # closed meanwhile: stop waiting
 
     def buffer(
         self,

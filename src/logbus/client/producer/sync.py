@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import CancelledError
+from typing import Any, TypeVar
 
 from logbus.client.blocking import BlockingClient
 from logbus.client.errors import ClientClosedError, KafkaTimeoutError
@@ -23,6 +24,8 @@ from logbus.client.producer.future import FutureRecordMetadata
 from logbus.client.producer.producer import DeliveryCallback, Headers
 from logbus.client.producer.producer import Producer as AsyncProducer
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+
+T = TypeVar("T")
 
 
 class Producer(BlockingClient[AsyncProducer]):
@@ -174,6 +177,16 @@ class Producer(BlockingClient[AsyncProducer]):
         if self._closer is not None:
             self._closer.join()  # a close begun by a callback: let it finish
 
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the loop thread; ClientClosedError if the producer is closed
+        meanwhile (the loop thread's shutdown cancels what still runs there)."""
+        try:
+            return super()._run(coro, timeout)
+        except (CancelledError, asyncio.CancelledError, RuntimeError):
+            if self._closed:
+                raise ClientClosedError("the producer was closed") from None
+            raise
+
     def _on_own_thread(self) -> bool:
         """Whether the caller runs on the producer's event loop thread (a callback)."""
         try:
@@ -199,7 +212,7 @@ class Producer(BlockingClient[AsyncProducer]):
             self._thread.close()
 
     def _shutdown(self, timeout: float | None) -> None:
-        with contextlib.suppress(KafkaTimeoutError):
+        with contextlib.suppress(KafkaTimeoutError, ClientClosedError):
             self._run(self._aio.close(timeout))
 
 
