@@ -27,6 +27,7 @@ from logbus.client.producer.accumulator import (
     RecordAccumulator,
     RecordFuture,
     record_size,
+    valid_timestamp,
 )
 from logbus.client.producer.admission import RecordAdmission
 from logbus.client.producer.bulk import (
@@ -253,7 +254,7 @@ class Producer(AsyncService):
                 key,
                 value,
                 headers,
-                now_ms() if timestamp is None else timestamp,
+                now_ms() if timestamp is None else valid_timestamp(timestamp),
                 future,
                 size,
             )
@@ -513,13 +514,17 @@ class Producer(AsyncService):
                             key,
                             value,
                             headers,
-                            now if timestamp is None else timestamp,
+                            now if timestamp is None else valid_timestamp(timestamp),
                             None,
                             size,
                         )
                     else:
                         batch = accumulator.append_plain(
-                            tp, key, value, now if timestamp is None else timestamp, size
+                            tp,
+                            key,
+                            value,
+                            now if timestamp is None else valid_timestamp(timestamp),
+                            size,
                         )
                         index = batch.count - 1
                 if run is not None and run.batch is batch and run.first + run.count == index:
