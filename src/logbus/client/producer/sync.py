@@ -166,12 +166,12 @@ class Producer(BlockingClient[AsyncProducer]):
             with self._close_lock:
                 if self._closed:
                     return
+                # Started before it is seen closed, so that a close() elsewhere can join it.
+                self._closer = threading.Thread(
+                    target=self._close_from_callback, name="logbus-producer-close", daemon=True
+                )
+                self._closer.start()
                 self._closed = True  # send() raises from now on
-            closer = threading.Thread(
-                target=self._close_from_callback, name="logbus-producer-close", daemon=True
-            )
-            self._closer = closer
-            closer.start()
             return
         super().close(timeout)
         if self._closer is not None:
