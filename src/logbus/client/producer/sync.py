@@ -72,7 +72,8 @@ class Producer(BlockingClient[AsyncProducer]):
         once when called from a delivery callback, which holds the thread that frees
         room). Serialization errors and records larger than max.request.size raise here.
         `on_delivery(metadata, error)` runs on the producer's thread when the record is
-        acknowledged or has failed.
+        acknowledged or has failed (on the caller's, within send(), in the rare case its
+        batch settled before send() returned).
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
