@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from producer_helpers import read_partition, read_records
+from producer_helpers import read_partition, read_records, run_threads
 
 import logbus
 from logbus.aio import Producer as AioProducer
@@ -342,11 +342,7 @@ def test_blocking_send_from_many_threads_keeps_each_threads_order(broker_factory
                 for i in range(per_thread)
             ]
 
-        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        run_threads(run, threads)
         producer.flush()
     for thread, sent in futures.items():
         metadata = [future.result() for future in sent]

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from producer_helpers import read_records
+from producer_helpers import read_records, run_threads
 
 import logbus
 from logbus.aio import Producer as AioProducer
@@ -35,11 +35,7 @@ def test_threads_sending_keyed_and_keyless_records_lose_and_repeat_none(
                 for i in range(per_thread)
             ]
 
-        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        run_threads(run, threads)
         p.flush()
     sent: dict[tuple[int, int], bytes] = {}
     for thread, thread_futures in futures.items():
