@@ -89,6 +89,18 @@ def test_close_from_a_delivery_callback_fails_what_is_buffered(broker: Any) -> N
     assert read_records(broker.bootstrap, "held") == []
 
 
+async def close_then_error_of(
+    producer: AioProducer, waiting: asyncio.Future[Any]
+) -> BaseException | None:
+    """Close the producer at once, then what the send `waiting` raised (None: nothing)."""
+    await producer.close(timeout=0)
+    try:
+        await asyncio.wait_for(waiting, 60)
+    except Exception as exc:
+        return exc
+    return None
+
+
 _FULL = {"buffer_memory": 5000, "max_block_ms": 120_000, "request_timeout_ms": 1000}
 
 
@@ -128,14 +140,10 @@ def test_close_fails_asyncio_sends_waiting_for_buffer_memory(broker: Any) -> Non
             waiting = asyncio.ensure_future(producer.send("blocked", b"x" * 2000))
             await asyncio.sleep(0.1)
             assert not waiting.done()
-            await producer.close(timeout=0)
+            error = await close_then_error_of(producer, waiting)
             for future in held:
                 assert isinstance(future.exception(), ClientClosedError)
-            try:
-                await asyncio.wait_for(waiting, 60)
-            except Exception as exc:
-                return exc
-            return None
+            return error
 
     assert isinstance(asyncio.run(main()), ClientClosedError)
 
@@ -224,11 +232,6 @@ def test_close_fails_an_asyncio_send_waiting_for_metadata(broker_factory: Any) -
             waiting = asyncio.ensure_future(p.send("missing", b"x"))
             await asyncio.sleep(0.3)
             assert not waiting.done()
-            await p.close(timeout=0)
-            try:
-                await asyncio.wait_for(waiting, 60)
-            except Exception as exc:
-                return exc
-            return None
+            return await close_then_error_of(p, waiting)
 
     assert isinstance(asyncio.run(main()), ClientClosedError)
