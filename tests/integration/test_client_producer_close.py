@@ -1,6 +1,7 @@
-"""The blocking Producer shared between threads and callbacks: sends from many threads
-(keyed and keyless) with idempotence, close() from a delivery callback (Kafka's close(0)),
-close() waking sends that wait for buffer.memory, and callbacks that raise."""
+"""The Producer shared between threads and callbacks: sends from many threads (keyed and
+keyless) with idempotence, close() from a delivery callback (Kafka's close(0)), close()
+ending sends that wait for buffer.memory or metadata, callbacks that raise, and a callback
+resending into a full buffer."""
 
 from __future__ import annotations
 
