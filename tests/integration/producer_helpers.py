@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 
 from logbus.client.connection import Connection
 from logbus.client.requests.fetch import fetch
@@ -34,3 +36,12 @@ def read_partition(
 
 def read_records(bootstrap: str, topic: str, partition: int = 0) -> list[Record]:
     return [r for _, records in read_partition(bootstrap, topic, partition) for r in records]
+
+
+def run_threads(target: Callable[[int], object], count: int) -> None:
+    """Run `target(0)` ... `target(count - 1)` on as many threads at once, until all end."""
+    workers = [threading.Thread(target=target, args=(n,)) for n in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from producer_helpers import read_partition, read_records
+from producer_helpers import read_partition, read_records, run_threads
 
 import logbus
 from logbus.aio import Producer as AioProducer
@@ -229,6 +229,52 @@ def test_records_over_max_request_size_are_refused(broker: Any) -> None:
         assert p.send_and_wait("big", b"x" * 500).offset == 0
 
 
+BAD_RECORDS: list[dict[str, Any]] = [
+    {"headers": [("h", "a str, not bytes")]},
+    {"headers": [(b"a bytes key", b"v")]},
+    {"timestamp": "now"},
+    {"timestamp": 2**70},
+    {"timestamp": -5},
+]
+
+
+@pytest.mark.parametrize(
+    "bad", BAD_RECORDS, ids=["header-value", "header-key", "ts", "ts-big", "ts-negative"]
+)
+def test_a_record_that_cannot_be_encoded_leaves_its_batch_intact(
+    broker: Any, bad: dict[str, Any]
+) -> None:
+    # A record that fails while it is encoded into its partition's open batch raises
+    # from send(), first in a batch or after other records, and leaves the batch as it
+    # was: the records before and after it are written whole, none of them corrupt.
+    with logbus.Producer(bootstrap_servers=broker.bootstrap, linger_ms=60_000) as p:
+        p.partitions_for("bad")
+        with pytest.raises((TypeError, ValueError, AttributeError)):
+            p.send("bad", b"bad first", **bad)
+        sent = [p.send("bad", b"before")]
+        with pytest.raises((TypeError, ValueError, AttributeError)):
+            p.send("bad", b"bad", **bad)
+        sent.append(p.send("bad", b"after", headers=[("h", b"v")]))
+        p.flush()
+        assert [f.result().offset for f in sent] == [0, 1]
+
+    async def asyncio_send() -> list[int]:
+        async with AioProducer(bootstrap_servers=broker.bootstrap, linger_ms=60_000) as aio:
+            with pytest.raises((TypeError, ValueError, AttributeError)):
+                await aio.send("bad", b"bad first", **bad)
+            with pytest.raises((TypeError, ValueError, AttributeError)):
+                await aio.send_batch([ProducerRecord("bad", b"bad", **bad)])
+            return [md.offset for md in await aio.send_batch([ProducerRecord("bad", b"fine")])]
+
+    assert asyncio.run(asyncio_send()) == [2]
+    records = read_records(broker.bootstrap, "bad")
+    assert [(r.value, list(r.headers)) for r in records] == [
+        (b"before", []),
+        (b"after", [("h", b"v")]),
+        (b"fine", []),
+    ]
+
+
 def test_asyncio_producer_must_be_started_and_refuses_after_close(broker: Any) -> None:
     async def main() -> None:
         producer = AioProducer(bootstrap_servers=broker.bootstrap)
@@ -296,11 +342,7 @@ def test_blocking_send_from_many_threads_keeps_each_threads_order(broker_factory
                 for i in range(per_thread)
             ]
 
-        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        run_threads(run, threads)
         producer.flush()
     for thread, sent in futures.items():
         metadata = [future.result() for future in sent]

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 BATCH_SETTLED = threading.Condition()
 
 _EMPTY_HEADER = bytes(HEADER_SIZE)
+_TIMESTAMP_LIMIT = 1 << 63
 
 
 class EncodedBatch(NamedTuple):
@@ -58,6 +59,17 @@ class EncodedBatch(NamedTuple):
     records: int
     size: int
     timestamp: int
+
+
+def valid_timestamp(timestamp: int) -> int:
+    """A record's timestamp given by its sender, checked as Kafka's ProducerRecord does
+    (ValueError unless an int from 0 to 2**63-1)."""
+    if not isinstance(timestamp, int) or not 0 <= timestamp < _TIMESTAMP_LIMIT:
+        raise ValueError(
+            f"Invalid timestamp: {timestamp!r}. Timestamp should always be non-negative "
+            "milliseconds (an int below 2**63) or None."
+        )
+    return timestamp
 
 
 def record_size(
@@ -133,12 +145,21 @@ class ProducerBatch:
         future: RecordFuture | None,
         size: int,
     ) -> int:
-        """Encode one record into the batch; returns its index."""
+        """Encode one record into the batch; returns its index. A record that cannot be
+        encoded (headers not `(str, bytes | None)` pairs) raises and leaves the batch
+        as it was."""
         index = self.count
-        if headers:
-            write_record(self.buf, index, timestamp - self.base_timestamp, key, value, headers)
-        else:
-            write_plain_record(self.buf, index, timestamp - self.base_timestamp, key, value)
+        mark = len(self.buf)
+        try:
+            if headers:
+                write_record(
+                    self.buf, index, timestamp - self.base_timestamp, key, value, headers
+                )
+            else:
+                write_plain_record(self.buf, index, timestamp - self.base_timestamp, key, value)
+        except BaseException:
+            del self.buf[mark:]  # no half-written record
+            raise
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.timestamps.append(timestamp)
@@ -319,7 +340,12 @@ class RecordAccumulator:
             batch = ProducerBatch(tp, timestamp, time.monotonic())
             queue.append(batch)
             self._on_ready()  # a new linger deadline for the sender
-        index = batch.append(key, value, headers, timestamp, future, size)
+        try:
+            index = batch.append(key, value, headers, timestamp, future, size)
+        except BaseException:
+            if not batch.count:
+                queue.pop()  # made for this record: no empty batch is sent
+            raise
         if len(batch.buf) >= self.batch_size:
             self._on_ready()
         return batch, index

@@ -8,7 +8,7 @@ import asyncio
 import threading
 import time
 
-from logbus.client.errors import KafkaTimeoutError
+from logbus.client.errors import ClientClosedError, KafkaTimeoutError
 
 
 class BufferPool:
@@ -18,6 +18,7 @@ class BufferPool:
     (`reserve_blocking`, for the blocking API); released from either. Safe to share
     between those threads. A record larger than the whole budget is let through alone
     when nothing else is held, so it fails on its own merits rather than waiting forever.
+    `close()` (the producer closing) wakes whoever waits, with ClientClosedError.
     """
 
     def __init__(self, limit: int) -> None:
@@ -26,9 +27,18 @@ class BufferPool:
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._waiters: list[asyncio.Future[None]] = []
+        self.closed = False
 
     def _fits(self, size: int) -> bool:
         return self.used + size <= self.limit or self.used == 0
+
+    def close(self) -> None:
+        """Refuse every reservation from now on, failing those waiting for room (as
+        Kafka's BufferPool does when its producer closes)."""
+        with self._freed:
+            self.closed = True
+            self._freed.notify_all()
+        self._wake_all()
 
     def try_reserve(self, size: int) -> bool:
         with self._lock:
@@ -43,6 +53,8 @@ class BufferPool:
             return
         deadline = time.monotonic() + max_block
         while True:
+            if self.closed:
+                raise _closed()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _exhausted(size, self.limit, max_block)
@@ -64,6 +76,8 @@ class BufferPool:
         deadline = time.monotonic() + max_block
         with self._freed:
             while not self._fits(size):
+                if self.closed:
+                    raise _closed()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise _exhausted(size, self.limit, max_block)
@@ -75,6 +89,9 @@ class BufferPool:
         with self._freed:
             self.used -= size
             self._freed.notify_all()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             loop = waiter.get_loop()
@@ -86,6 +103,10 @@ class BufferPool:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _closed() -> ClientClosedError:
+    return ClientClosedError("the producer was closed while send() waited for buffer.memory")
 
 
 def _exhausted(size: int, limit: int, max_block: float) -> KafkaTimeoutError:

@@ -8,6 +8,7 @@ batch notifies when it settles; callbacks are kept by the batch.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import partial
@@ -15,6 +16,8 @@ from typing import Any
 
 from logbus.client.producer.accumulator import BATCH_SETTLED, ProducerBatch
 from logbus.client.producer.records import RecordMetadata
+
+log = logging.getLogger(__name__)
 
 
 class FutureRecordMetadata:
@@ -63,9 +66,14 @@ class FutureRecordMetadata:
 
     def add_done_callback(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
         """Call `fn(future)` once the record is settled: on the producer's thread, or at
-        once on this one if it is settled already."""
+        once on this one if it is settled already. An exception `fn` raises is logged,
+        not raised (as `concurrent.futures.Future` does): it must not make a `send` that
+        buffered its record look failed."""
         if not self._batch.on_settled(partial(fn, self)):
-            fn(self)
+            try:
+                fn(self)
+            except Exception:
+                log.exception("a delivery callback raised")
 
     def _wait(self, timeout: float | None) -> None:
         batch = self._batch

@@ -27,6 +27,7 @@ from logbus.client.producer.accumulator import (
     RecordAccumulator,
     RecordFuture,
     record_size,
+    valid_timestamp,
 )
 from logbus.client.producer.admission import RecordAdmission
 from logbus.client.producer.bulk import (
@@ -150,6 +151,7 @@ class Producer(AsyncService):
         if self._closed:
             return
         self._closed = True
+        self.admission.pool.close()  # sends waiting for buffer space fail now
         sender, cluster = self._sender, self._cluster
         if sender is None or cluster is None:
             return
@@ -223,6 +225,7 @@ class Producer(AsyncService):
                 )
             sender.wakeup()
             await asyncio.sleep(self._settings.retry_backoff)
+            self._check_open()  # closed meanwhile: stop waiting
 
     def buffer(
         self,
@@ -251,7 +254,7 @@ class Producer(AsyncService):
                 key,
                 value,
                 headers,
-                now_ms() if timestamp is None else timestamp,
+                now_ms() if timestamp is None else valid_timestamp(timestamp),
                 future,
                 size,
             )
@@ -511,13 +514,17 @@ class Producer(AsyncService):
                             key,
                             value,
                             headers,
-                            now if timestamp is None else timestamp,
+                            now if timestamp is None else valid_timestamp(timestamp),
                             None,
                             size,
                         )
                     else:
                         batch = accumulator.append_plain(
-                            tp, key, value, now if timestamp is None else timestamp, size
+                            tp,
+                            key,
+                            value,
+                            now if timestamp is None else valid_timestamp(timestamp),
+                            size,
                         )
                         index = batch.count - 1
                 if run is not None and run.batch is batch and run.first + run.count == index:

@@ -10,9 +10,12 @@ filled (for linger.ms and batch.size), never per record; each record gets a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
-from typing import Any
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import CancelledError
+from typing import Any, TypeVar
 
 from logbus.client.blocking import BlockingClient
 from logbus.client.errors import ClientClosedError, KafkaTimeoutError
@@ -21,6 +24,8 @@ from logbus.client.producer.future import FutureRecordMetadata
 from logbus.client.producer.producer import DeliveryCallback, Headers
 from logbus.client.producer.producer import Producer as AsyncProducer
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+
+T = TypeVar("T")
 
 
 class Producer(BlockingClient[AsyncProducer]):
@@ -42,6 +47,7 @@ class Producer(BlockingClient[AsyncProducer]):
         super().__init__(AsyncProducer(config, **settings), "logbus-producer")
         self._admission = self._aio.admission
         self._router = self._aio.router
+        self._closer: threading.Thread | None = None  # close() called from a callback
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
@@ -62,10 +68,12 @@ class Producer(BlockingClient[AsyncProducer]):
         RecordMetadata, or raises the error it failed with).
 
         Blocks (up to max.block.ms) only for the topic's metadata the first time and for
-        buffer space when buffer.memory is used up, then raises KafkaTimeoutError.
-        Serialization errors and records larger than max.request.size raise here.
+        buffer space when buffer.memory is used up, then raises KafkaTimeoutError (at
+        once when called from a delivery callback, which holds the thread that frees
+        room). Serialization errors and records larger than max.request.size raise here.
         `on_delivery(metadata, error)` runs on the producer's thread when the record is
-        acknowledged or has failed.
+        acknowledged or has failed (on the caller's, within send(), in the rare case its
+        batch settled before send() returned).
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
@@ -93,7 +101,8 @@ class Producer(BlockingClient[AsyncProducer]):
                 size += len(value)
         if size > admission.max_request_size:
             admission.check_size(size)
-        admission.reserve_blocking(size)
+        if not admission.pool.try_reserve(size):
+            self._wait_for_room(size)
         try:
             batch, index = self._aio.buffer(
                 topic, partition, key, value, headers, timestamp, size, count
@@ -148,11 +157,63 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to `timeout` seconds; None: as long as it takes),
-        fail the rest with ClientClosedError, disconnect and stop the loop thread."""
+        fail the rest with ClientClosedError, disconnect and stop the loop thread.
+
+        Called from a delivery callback (on the producer's own thread, which cannot wait
+        for itself), it is Kafka's `close(0)`: what is buffered fails with
+        ClientClosedError, and the closing finishes on a thread of its own once the
+        callback returns."""
+        if self._on_own_thread():
+            with self._close_lock:
+                if self._closed:
+                    return
+                # Started before it is seen closed, so that a close() elsewhere can join it.
+                self._closer = threading.Thread(
+                    target=self._close_from_callback, name="logbus-producer-close", daemon=True
+                )
+                self._closer.start()
+                self._closed = True  # send() raises from now on
+            return
         super().close(timeout)
+        if self._closer is not None:
+            self._closer.join()  # a close begun by a callback: let it finish
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the loop thread; ClientClosedError if the producer is closed
+        meanwhile (the loop thread's shutdown cancels what still runs there)."""
+        try:
+            return super()._run(coro, timeout)
+        except (CancelledError, asyncio.CancelledError, RuntimeError):
+            if self._closed:
+                raise ClientClosedError("the producer was closed") from None
+            raise
+
+    def _on_own_thread(self) -> bool:
+        """Whether the caller runs on the producer's event loop thread (a callback)."""
+        try:
+            return asyncio.get_running_loop() is self._thread.loop
+        except RuntimeError:  # no loop running on this thread
+            return False
+
+    def _wait_for_room(self, size: int) -> None:
+        """Wait up to max.block.ms for `size` bytes of buffer.memory. A delivery callback
+        cannot wait: it holds the producer's thread, the only one that frees room."""
+        if self._on_own_thread():
+            raise KafkaTimeoutError(
+                f"no room for a record of about {size} bytes in buffer.memory="
+                f"{self._admission.pool.limit}, and send() from a delivery callback "
+                "cannot wait for it"
+            )
+        self._admission.reserve_blocking(size)
+
+    def _close_from_callback(self) -> None:
+        try:
+            self._shutdown(0)
+        finally:
+            self._thread.close()
 
     def _shutdown(self, timeout: float | None) -> None:
-        with contextlib.suppress(KafkaTimeoutError):
+        with contextlib.suppress(KafkaTimeoutError, ClientClosedError):
             self._run(self._aio.close(timeout))
 
 
