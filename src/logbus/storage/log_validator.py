@@ -2,7 +2,7 @@
 
 Pure functions over bytes (no I/O). `analyze_records` reads each 61-byte header, checks
 the CRC32C and, for a produced batch, every record inside it (`records.validation`, at
-numpy speed; compressed batches decompressed into a bounded buffer first), so that what
+C speed; compressed batches decompressed into a bounded buffer first), so that what
 the log stores is always readable; `assign_offsets` copies the records once and rewrites
 `baseOffset` and `partitionLeaderEpoch` in place (neither is covered by the CRC); for
 LogAppendTime it also sets the timestamp type and `maxTimestamp` and recomputes the CRC.
@@ -211,7 +211,7 @@ def _check_keys(checked: RecordsCheck, where: str) -> None:
     if not len(checked.keyless):
         return
     message = f"Compacted topic cannot accept message without key in topic partition {where}."
-    errors = [(int(i), message) for i in checked.keyless[:1000]]
+    errors = [(i, message) for i in checked.keyless[:1000]]
     shown = ", ".join(
         f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
     )
