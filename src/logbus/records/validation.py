@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
-from logbus.records.batch import BatchHeader, InvalidBatch
+from logbus.records.batch import CONTROL_FLAG, TIMESTAMP_TYPE_MASK, BatchHeader, InvalidBatch
 from logbus.records.record import MIN_RECORD_BODY, decode_record
 
 _Section = Callable[
@@ -84,7 +84,9 @@ def check_records(
     count = header.record_count
     if count < 0:
         raise InvalidRecords(f"negative record count {count}")
-    view = memoryview(data).cast("B")
+    view = memoryview(data)
+    if view.format != "B":
+        view = view.cast("B")
     if count == 0:
         if len(view):
             raise InvalidRecords(f"{len(view)} bytes follow a batch of no records")
@@ -93,14 +95,21 @@ def check_records(
         raise InvalidRecords(
             f"{len(view)} bytes of records cannot hold the {count} records the header counts"
         )
-    walked = walker(compiled)(view, count, want_keyless)
-    if header.is_log_append_time:
-        low_ts = high_ts = header.max_timestamp
+    if compiled is None and _compiled_section is not None:  # the common case, inline
+        bad, low, high, found = _compiled_section(view, count, want_keyless)
+        if bad >= 0:
+            raise name_fault(view, low, bad, count)
+        keyless = [] if found is None else found
     else:
-        low_ts = header.base_timestamp + walked.min_delta
-        high_ts = header.base_timestamp + walked.max_delta
-    first_key = decode_record(view, 0, 0, 0)[0].key if header.is_control else None
-    return RecordsCheck(low_ts, high_ts, walked.keyless, first_key)
+        low, high, keyless = walker(compiled)(view, count, want_keyless)
+    attributes = header.attributes
+    if attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime
+        low = high = header.max_timestamp
+    else:
+        low += header.base_timestamp
+        high += header.base_timestamp
+    first_key = decode_record(view, 0, 0, 0)[0].key if attributes & CONTROL_FLAG else None
+    return RecordsCheck(low, high, keyless, first_key)
 
 
 def walker(compiled: bool | None = None) -> Walker:
