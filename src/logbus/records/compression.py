@@ -15,6 +15,7 @@ pool. Framings follow what Kafka clients exchange:
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +23,6 @@ from enum import IntEnum
 from typing import Final
 
 import cramjam
-import numpy as np
 
 Buffer = bytes | bytearray | memoryview
 
@@ -167,7 +167,8 @@ def _scratch(size: int) -> memoryview:
     kept: memoryview | None = getattr(_scratch_buffers, "buffer", None)
     if kept is not None and len(kept) >= size:
         return kept[:size]
-    fresh = np.empty(max(size, _FIRST_OUTPUT), np.uint8).data
+    # Anonymous memory: its pages are mapped as they are written, nothing is zeroed ahead.
+    fresh = memoryview(mmap.mmap(-1, max(size, _FIRST_OUTPUT)))
     if len(fresh) <= _KEPT_SCRATCH:
         _scratch_buffers.buffer = fresh
     return fresh[:size]
