@@ -92,71 +92,75 @@ typedef struct {
 static void
 walk(const uint8_t *b, Py_ssize_t n, Py_ssize_t count, int want_keyless, walk_result *r)
 {
-    Py_ssize_t p = 0, capacity = 0;
+    Py_ssize_t p = 0, start = 0, i = 0, capacity = 0, keyless_count = 0;
     int64_t low = INT64_MAX, high = INT64_MIN;
-    r->bad = -1;
-    r->keyless = NULL;
-    r->keyless_count = 0;
+    int64_t *keyless = NULL;
     r->out_of_memory = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t start = p;
+    for (; i < count; i++) {
         int64_t length, delta, offset, size, headers;
-        r->bad = i;
-        r->pos = start;
+        start = p;
         if (!VARINT(&p, n, &length) || length < MIN_RECORD_BODY || length > n - p) {
-            return;
+            goto bad;
         }
         Py_ssize_t end = p + (Py_ssize_t)length;
         p += 1; /* attributes: no bit is in use, every value is read the same way */
         if (!VARLONG(&p, end, &delta) || !VARINT(&p, end, &offset) || offset != i) {
-            return;
+            goto bad;
         }
         if (!skip_bytes(b, &p, end, &size)) {
-            return;
+            goto bad;
         }
         if (size == -1 && want_keyless) {
-            if (r->keyless_count == capacity) {
+            if (keyless_count == capacity) {
                 Py_ssize_t grown = capacity ? 2 * capacity : 256;
-                int64_t *more = realloc(r->keyless, (size_t)grown * sizeof(int64_t));
+                int64_t *more = realloc(keyless, (size_t)grown * sizeof(int64_t));
                 if (more == NULL) {
                     r->out_of_memory = 1;
-                    return;
+                    goto bad;
                 }
-                r->keyless = more;
+                keyless = more;
                 capacity = grown;
             }
-            r->keyless[r->keyless_count++] = i;
+            keyless[keyless_count++] = i;
         }
         if (!skip_bytes(b, &p, end, &size)) {
-            return;
+            goto bad;
         }
         if (!VARINT(&p, end, &headers) || headers < 0) {
-            return;
+            goto bad;
         }
         for (int64_t h = 0; h < headers; h++) {
             /* each header takes at least two bytes: the loop ends at the record's end */
             if (!VARINT(&p, end, &size) || size < 0 || size > end - p) {
-                return;
+                goto bad;
             }
             p += (Py_ssize_t)size;
             if (!skip_bytes(b, &p, end, &size)) {
-                return;
+                goto bad;
             }
         }
         if (p != end) {
-            return;
+            goto bad;
         }
-        if (delta < low) {
-            low = delta;
-        }
-        if (delta > high) {
-            high = delta;
-        }
+        low = delta < low ? delta : low;
+        high = delta > high ? delta : high;
     }
+    start = p;
+    if (p != n) {
+        goto bad; /* bytes follow the last record: bad is `count` */
+    }
+    r->bad = -1;
     r->pos = p;
-    r->bad = p == n ? -1 : count;
     r->low = low;
     r->high = high;
+    r->keyless = keyless;
+    r->keyless_count = keyless_count;
+    return;
+bad:
+    r->bad = i;
+    r->pos = start;
+    r->keyless = keyless;
+    r->keyless_count = 0;
 }
 
 PyDoc_STRVAR(check_section_doc,
