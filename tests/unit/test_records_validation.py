@@ -7,6 +7,8 @@ offset deltas out of order, but never accepts what the reference refuses)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -270,3 +272,21 @@ def test_decompression_is_bounded(codec: CompressionType) -> None:
     assert bytes(decompress_bounded(codec, packed, len(data))) == data
     with pytest.raises(CompressionError):
         decompress_bounded(codec, packed, len(data) - 1)
+
+
+@pytest.mark.skipif(not COMPILED, reason="records._validate not built")
+def test_appends_are_validated_without_loading_numpy() -> None:
+    # numpy costs the broker ~16 MB of memory; with the compiled walker, validating an
+    # append (every codec, keys read for a compacted topic) needs none of it.
+    script = """
+import sys
+from logbus.records.builder import build_batch
+from logbus.storage.log_validator import analyze_records
+for codec in range(5):
+    batch = build_batch([(b"k", b"v" * 100)] * 300, compression=codec)
+    analyze_records(batch, max_message_bytes=1 << 20, from_client=True, compact=True)
+print("numpy" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "False"
