@@ -10,7 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# setup.py builds the compiled record walker (a C compiler and Python's headers are needed);
+# a change to its source installs again, which rebuilds it.
+$(STAMP): pyproject.toml setup.py src/logbus/records/_validate.c | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 

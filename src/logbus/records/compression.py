@@ -15,6 +15,7 @@ pool. Framings follow what Kafka clients exchange:
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +23,6 @@ from enum import IntEnum
 from typing import Final
 
 import cramjam
-import numpy as np
 
 Buffer = bytes | bytearray | memoryview
 
@@ -52,7 +52,6 @@ class CompressionType(IntEnum):
 
 
 _BY_NAME: Final = {codec.name.lower(): codec for codec in CompressionType}
-_CODEC_IDS: Final = frozenset(int(codec) for codec in CompressionType)
 _DECOMPRESS_INTO: Final[dict[int, Callable[[Buffer, memoryview], int]]] = {
     CompressionType.GZIP: cramjam.gzip.decompress_into,
     CompressionType.LZ4: cramjam.lz4.decompress_into,
@@ -136,20 +135,20 @@ def decompress_bounded(codec: CompressionType | int, data: Buffer, limit: int) -
         if len(data) > limit:
             raise CompressionError(f"{len(data)} bytes exceed the limit of {limit}")
         return memoryview(data)
-    if codec not in _CODEC_IDS:
+    into = _DECOMPRESS_INTO.get(codec)
+    if into is None and codec != CompressionType.SNAPPY:
         raise CompressionError(f"unknown compression codec id {int(codec)}")
-    name = CompressionType(codec).config_name
-    kept = getattr(_scratch_buffers, "buffer", None)
+    kept: memoryview | None = getattr(_scratch_buffers, "buffer", None)
     size = min(max(_FIRST_OUTPUT, 4 * len(data), 0 if kept is None else len(kept)), limit)
     while True:
-        out = _scratch(size)
+        out = kept[:size] if kept is not None and len(kept) >= size else _scratch(size)
         try:
-            if codec == CompressionType.SNAPPY:
+            if into is None:
                 return out[: _snappy_decompress_into(memoryview(data), out)]
-            into = _DECOMPRESS_INTO[codec]
             return out[: into(data, out)]
         except (cramjam.DecompressionError, CompressionError) as exc:
             if size >= limit:
+                name = CompressionType(codec).config_name
                 raise CompressionError(
                     f"corrupt {name} data, or more than {limit} bytes once decompressed: {exc}"
                 ) from None
@@ -168,7 +167,8 @@ def _scratch(size: int) -> memoryview:
     kept: memoryview | None = getattr(_scratch_buffers, "buffer", None)
     if kept is not None and len(kept) >= size:
         return kept[:size]
-    fresh = np.empty(max(size, _FIRST_OUTPUT), np.uint8).data
+    # Anonymous memory: its pages are mapped as they are written, nothing is zeroed ahead.
+    fresh = memoryview(mmap.mmap(-1, max(size, _FIRST_OUTPUT)))
     if len(fresh) <= _KEPT_SCRATCH:
         _scratch_buffers.buffer = fresh
     return fresh[:size]

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
 from logbus.records.varint import Buffer
 
 # A run's offset deltas all have one width: 1 byte below 64, 2 below 8192, 3 below 2**20.
@@ -194,6 +192,8 @@ def _strided(data: Buffer, start: int, stop: int, step: int) -> bytes:
     faster than the memoryview itself)."""
     if isinstance(data, bytes):
         return data[start:stop:step]
+    import numpy as np  # only here: the broker's produce path does not load numpy
+
     return np.frombuffer(data, np.uint8)[start:stop:step].tobytes()
 
 

@@ -4,16 +4,15 @@ LogValidator (the broker's entry point is `storage.log_validator.analyze_records
 `check_records` takes a batch's records section (decompressed) and its header and
 accepts it only if it holds exactly `recordCount` records that the reference decoder
 (`records.record.decode_record`) reads, with offset deltas 0, 1, ..., n-1 in order. Nothing
-is decoded one record at a time in Python on the way to a yes:
+is decoded one record at a time in Python on the way to a yes. Two walkers do the work,
+both pinned to the reference decoder by the same differential tests:
 
-- runs of identically laid-out records (what producers write) are checked a whole run at
-  a time on strided numpy views (`records.columnar_stride.find_runs`);
-- the other records are found by following their length varints (`record_starts`:
-  equal sizes guessed and checked with numpy) and every field of all of them is decoded
-  at once with numpy (`records.varint_arrays.varints`): lengths, timestamp and offset
-  deltas, key and value lengths, header counts, then each header, one header index at a
-  time for all records that have that many (a few records with very many headers are left
-  to the reference decoder).
+- the compiled one (`records._validate`, C, built by `pip install -e .`): one pass over
+  the bytes, a few ns a record, reading each varint, length, header and offset delta as
+  the reference decoder does;
+- the numpy one (`records.validation_numpy`), used when the extension is not built (a
+  source tree on PYTHONPATH): runs of alike records checked with strided slices, the
+  others with numpy varint arrays. numpy is only imported for it.
 
 Only a refusal goes back to the reference decoder, to name what is wrong with the first
 bad record. The result carries what the log needs next: the smallest and largest record
@@ -22,38 +21,22 @@ timestamps, which records have no key, and the first record's key (a control rec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
-import numpy as np
-
-from logbus.records.batch import BatchHeader, InvalidBatch
+from logbus.records.batch import CONTROL_FLAG, TIMESTAMP_TYPE_MASK, BatchHeader, InvalidBatch
 from logbus.records.record import MIN_RECORD_BODY, decode_record
-from logbus.records.stride import MIN_RUN, RunExtent, find_run, timestamp_delta_low_bits
-from logbus.records.varint_arrays import (
-    VARINT_BYTES,
-    VARLONG_BYTES,
-    BoolArray,
-    Bytes,
-    Int64Array,
-    record_starts,
-    varints,
-)
 
-# Fewer records than this, left over by the runs, are read by the reference decoder: a
-# numpy pass costs a fixed ~100 us, about what it spends on so many records.
-_MIN_NUMPY_RECORDS: Final = 128
-# Headers are decoded one header index at a time for all records that have that many
-# while at least this many records remain; the rest go to the reference decoder.
-_MIN_HEADER_ROWS: Final = 32
-_SMALL_BATCH: Final = 1 << 16
-_KEY_SIZE: Final = 7  # where a run's layout holds its key size (-1: null keys)
-# The zigzag value of every one- and two-byte varint's low 14 bits.
-_ZIGZAG = np.arange(1 << 14, dtype=np.int64)
-_ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
-_ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
-# One-byte varints translated to their value + 64 (bytes that sort as the values do).
-_ZIGZAG_ORDER: Final = bytes(v + 64 for v in _ZIGZAG_1) + bytes(0x80)
-_SMALL_RUN: Final = 512
+_Section = Callable[
+    [bytes | bytearray | memoryview, int, bool], tuple[int, int, int, list[int] | None]
+]
+_compiled_section: _Section | None
+try:
+    from logbus.records._validate import check_section as _compiled_section
+except ImportError:  # a source tree without the built extension: the numpy walker
+    _compiled_section = None
+
+COMPILED: Final = _compiled_section is not None
 
 
 class InvalidRecords(InvalidBatch):
@@ -70,198 +53,87 @@ class RecordsCheck(NamedTuple):
 
     min_timestamp: int
     max_timestamp: int
-    keyless: Int64Array  # indexes of the records whose key is null
+    keyless: list[int]  # indexes of the records whose key is null
     first_key: bytes | None  # a control batch's first record's key, else None
 
 
-_EMPTY = np.empty(0, np.int64)
+class Walked(NamedTuple):
+    """What a walker learnt about the records of a section it accepted."""
+
+    min_delta: int  # the smallest and largest timestamp delta
+    max_delta: int
+    keyless: list[int]
+
+
+# (records section, record count > 0, want_keyless) -> Walked; raises InvalidRecords.
+Walker = Callable[[memoryview, int, bool], Walked]
 
 
 def check_records(
-    data: bytes | bytearray | memoryview, header: BatchHeader, *, want_keyless: bool = True
+    data: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    want_keyless: bool = True,
+    compiled: bool | None = None,
 ) -> RecordsCheck:
     """Check the records section `data` of the batch with `header` (decompressed).
-    `keyless` is only filled in `want_keyless`.
+    `keyless` is only filled in `want_keyless`. `compiled` picks the walker (None: the
+    compiled one when it is built; the tests pin both).
 
     Raises InvalidRecords, naming the first bad record."""
     count = header.record_count
     if count < 0:
         raise InvalidRecords(f"negative record count {count}")
-    view = memoryview(data).cast("B")
+    view = memoryview(data)
+    if view.format != "B":
+        view = view.cast("B")
     if count == 0:
         if len(view):
             raise InvalidRecords(f"{len(view)} bytes follow a batch of no records")
-        return RecordsCheck(header.max_timestamp, header.max_timestamp, _EMPTY, None)
+        return RecordsCheck(header.max_timestamp, header.max_timestamp, [], None)
     if count * (1 + MIN_RECORD_BODY) > len(view):
         raise InvalidRecords(
             f"{len(view)} bytes of records cannot hold the {count} records the header counts"
         )
-    lows: list[int] = []  # the smallest and largest timestamp delta of each part
-    highs: list[int] = []
-    keyless: list[Int64Array] = []
-    done = pos = 0
-    if count >= MIN_RUN:
-        # Strided slices of bytes cost less than numpy's gathers on small batches.
-        source: bytes | memoryview = bytes(view) if len(view) <= _SMALL_BATCH else view
-        while done < count:
-            run = find_run(source, pos, done, count - done)
-            if run is None:
-                break
-            low, high = _timestamp_range(run)
-            lows.append(low)
-            highs.append(high)
-            if want_keyless and run.layout[_KEY_SIZE] < 0:
-                keyless.append(np.arange(done, done + run.length))
-            done += run.length
-            pos = run.stop
-    if done < count:
-        if count - done < _MIN_NUMPY_RECORDS:
-            rest = _check_each(view, pos, done, count)
-        else:
-            rest = _check_generic(view, pos, done, count)
-        lows.append(rest.min_delta)
-        highs.append(rest.max_delta)
-        if want_keyless:
-            keyless.append(rest.keyless)
-    elif pos != len(view):
-        raise InvalidRecords(f"{len(view) - pos} bytes follow the {count} records")
-    low, high = min(lows), max(highs)
-    if header.is_log_append_time:
-        low_ts = high_ts = header.max_timestamp
+    if compiled is None and _compiled_section is not None:  # the common case, inline
+        bad, low, high, found = _compiled_section(view, count, want_keyless)
+        if bad >= 0:
+            raise name_fault(view, low, bad, count)
+        keyless = [] if found is None else found
     else:
-        low_ts, high_ts = header.base_timestamp + low, header.base_timestamp + high
-    found = (np.concatenate(keyless) if len(keyless) > 1 else keyless[0]) if keyless else _EMPTY
-    first_key = decode_record(view, 0, 0, 0)[0].key if header.is_control else None
-    return RecordsCheck(low_ts, high_ts, found, first_key)
-
-
-def _timestamp_range(run: RunExtent) -> tuple[int, int]:
-    """The smallest and largest timestamp delta of a run's records."""
-    last = run.last
-    low = timestamp_delta_low_bits(run)
-    if low is None:
-        if last.count(last[:1]) == len(last):  # what producers mostly write
-            delta = _ZIGZAG_1[last[0]]
-            return delta, delta
-        if len(last) <= _SMALL_RUN:
-            # bytes whose order is the deltas' order, compared in C
-            ordered = last.translate(_ZIGZAG_ORDER)
-            return min(ordered) - 64, max(ordered) - 64
-        deltas = _ZIGZAG[np.frombuffer(last, np.uint8)]
+        low, high, keyless = walker(compiled)(view, count, want_keyless)
+    attributes = header.attributes
+    if attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime
+        low = high = header.max_timestamp
     else:
-        raw = np.frombuffer(low, np.uint8).astype(np.int64)
-        raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
-        deltas = _ZIGZAG[raw]
-    return int(deltas.min()), int(deltas.max())
+        low += header.base_timestamp
+        high += header.base_timestamp
+    first_key = decode_record(view, 0, 0, 0)[0].key if attributes & CONTROL_FLAG else None
+    return RecordsCheck(low, high, keyless, first_key)
 
 
-class _Generic(NamedTuple):
-    min_delta: int
-    max_delta: int
-    keyless: Int64Array
+def walker(compiled: bool | None = None) -> Walker:
+    """The compiled walker (`compiled` None: when it is built), else the numpy one."""
+    if compiled is None:
+        compiled = COMPILED
+    if compiled:
+        if _compiled_section is None:
+            raise RuntimeError("logbus.records._validate is not built (pip install -e .)")
+        return _walk_compiled
+    from logbus.records.validation_numpy import walk  # numpy is loaded only here
+
+    return walk
 
 
-def _check_generic(view: memoryview, pos: int, first: int, count: int) -> _Generic:
-    """Records `first` to `count - 1`, from byte `pos` to the end of `view`, all at once."""
-    buf = np.frombuffer(view, np.uint8)
-    n = count - first
-    starts = record_starts(view, buf, [(pos, len(view), n)])
-    if starts is None:
-        raise _name_fault(view, pos, first, count)
-    length, p, ok = varints(buf, starts, VARINT_BYTES)
-    end = p + length
-    ok &= length >= MIN_RECORD_BODY
-    p = p + 1  # attributes: no bit is in use, every value is read the same way
-    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
-    ok &= good
-    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (offset_delta == np.arange(first, count, dtype=np.int64))
-    key_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (key_length >= -1)
-    p = p + np.maximum(key_length, 0)
-    ok &= p <= end
-    value_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (value_length >= -1)
-    p = p + np.maximum(value_length, 0)
-    ok &= p <= end
-    header_count, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (header_count >= 0)
-    with_headers = np.flatnonzero(ok & (header_count > 0))
-    if len(with_headers):
-        _check_headers(view, buf, with_headers, p, end, header_count, ok, starts)
-    ok &= p == end
-    if not ok.all():
-        bad = int(np.argmin(ok))
-        raise _name_fault(view, int(starts[bad]), first + bad, count)
-    return _Generic(
-        int(timestamp_delta.min()),
-        int(timestamp_delta.max()),
-        np.flatnonzero(key_length < 0) + first,
-    )
+def _walk_compiled(view: memoryview, count: int, want_keyless: bool) -> Walked:
+    assert _compiled_section is not None
+    bad, low, high, keyless = _compiled_section(view, count, want_keyless)
+    if bad >= 0:
+        raise name_fault(view, low, bad, count)
+    return Walked(low, high, [] if keyless is None else keyless)
 
 
-def _check_each(view: memoryview, pos: int, first: int, count: int) -> _Generic:
-    """Records `first` to `count - 1`, a few, read one by one by the reference decoder."""
-    stamps: list[int] = []
-    keyless: list[int] = []
-    end = len(view)
-    for index in range(first, count):
-        if pos >= end:
-            raise _name_fault(view, pos, index, count)
-        try:
-            record, pos = decode_record(view, pos, 0, 0)
-        except InvalidBatch:
-            raise _name_fault(view, pos, index, count) from None
-        if record.offset != index:
-            raise _name_fault(view, pos, index, count)
-        stamps.append(record.timestamp)
-        if record.key is None:
-            keyless.append(index)
-    if pos != end:
-        raise InvalidRecords(f"{end - pos} bytes follow the {count} records")
-    return _Generic(min(stamps), max(stamps), np.array(keyless, np.int64))
-
-
-def _check_headers(
-    view: memoryview,
-    buf: Bytes,
-    rows: Int64Array,
-    p: Int64Array,
-    end: Int64Array,
-    header_count: Int64Array,
-    ok: BoolArray,
-    starts: Int64Array,
-) -> None:
-    """Walk the headers of the records `rows` (all at once, one header index at a time),
-    clearing `ok` for a malformed record and moving `p` past the headers of good ones."""
-    at = p[rows]
-    stop = end[rows]
-    left = header_count[rows]
-    while len(rows) >= _MIN_HEADER_ROWS:
-        key_length, at, good = varints(buf, at, VARINT_BYTES)
-        good &= key_length >= 0
-        at = at + np.maximum(key_length, 0)
-        value_length, at, fine = varints(buf, at, VARINT_BYTES)
-        good &= fine & (value_length >= -1)
-        at = at + np.maximum(value_length, 0)
-        good &= at <= stop
-        left = left - 1
-        ok[rows[~good]] = False
-        finished = good & (left == 0)
-        p[rows[finished]] = at[finished]
-        more = good & (left > 0)
-        rows, at, stop, left = rows[more], at[more], stop[more], left[more]
-    # The few records left with many headers: the reference decoder reads them.
-    for row in rows.tolist():
-        try:
-            _, after = decode_record(view, int(starts[row]), 0, 0)
-        except InvalidBatch:
-            ok[row] = False
-        else:
-            p[row] = after
-
-
-def _name_fault(view: memoryview, pos: int, index: int, count: int) -> InvalidRecords:
+def name_fault(view: memoryview, pos: int, index: int, count: int) -> InvalidRecords:
     """The error for the first bad record at or after record `index` (at byte `pos`),
     named by the reference decoder."""
     end = len(view)

@@ -2,7 +2,7 @@
 
 Pure functions over bytes (no I/O). `analyze_records` reads each 61-byte header, checks
 the CRC32C and, for a produced batch, every record inside it (`records.validation`, at
-numpy speed; compressed batches decompressed into a bounded buffer first), so that what
+C speed; compressed batches decompressed into a bounded buffer first), so that what
 the log stores is always readable; `assign_offsets` copies the records once and rewrites
 `baseOffset` and `partitionLeaderEpoch` in place (neither is covered by the CRC); for
 LogAppendTime it also sets the timestamp type and `maxTimestamp` and recomputes the CRC.
@@ -123,15 +123,20 @@ def analyze_records(
             raise CorruptRecordError(f"CRC mismatch in batch at byte {position}")
         _check_header(header, from_client)
         low, high = header.base_timestamp, header.max_timestamp
-        if from_client or header.is_control:
-            where = f"batch {len(out)} (at byte {position}) of {topic_partition}"
+        control = header.is_control
+        if from_client or control:
+            where = (len(out), position, topic_partition)  # named only on a refusal
             checked = _check_records(batch, header, max_message_bytes, where, compact)
-            if from_client and not header.is_log_append_time:
-                _check_max_timestamp(header, checked, where)
-            if compact and not header.is_control:
+            if from_client and checked.max_timestamp != header.max_timestamp:
+                # (for LogAppendTime both are the header's maxTimestamp)
+                raise InvalidRecordError(
+                    f"{_named(where)}: maxTimestamp {header.max_timestamp} is not the largest "
+                    f"record timestamp {checked.max_timestamp}"
+                )
+            if compact and not control:
                 _check_keys(checked, topic_partition)
-            if header.is_control:
-                _check_control_key(checked, where)
+            if control:
+                _check_control_key(checked, _named(where))
             low, high = checked.min_timestamp, checked.max_timestamp
         out.append(BatchInfo(position, header, low, high))
         position += size
@@ -174,7 +179,11 @@ def _check_header(header: BatchHeader, from_client: bool) -> None:
 
 
 def _check_records(
-    batch: memoryview, header: BatchHeader, max_message_bytes: int, where: str, compact: bool
+    batch: memoryview,
+    header: BatchHeader,
+    max_message_bytes: int,
+    where: tuple[int, int, str],
+    compact: bool,
 ) -> RecordsCheck:
     """Every record of one batch (`records.validation.check_records`); a compressed
     batch is decompressed into at most `decompressed_limit(max_message_bytes)` bytes."""
@@ -183,27 +192,25 @@ def _check_records(
         limit = decompressed_limit(max_message_bytes)
         if header.record_count * _MIN_RECORD_SIZE > limit:
             raise InvalidRecordError(
-                f"{where}: {header.record_count} records cannot fit in the {limit} bytes a "
+                f"{_named(where)}: {header.record_count} records cannot fit in the {limit} bytes a "
                 "batch may decompress to"
             )
         try:
             body = decompress_bounded(header.compression, body, limit)
         except CompressionError as exc:
-            raise CorruptRecordError(f"{where}: {exc}") from None
+            raise CorruptRecordError(f"{_named(where)}: {exc}") from None
     try:
         return check_records(body, header, want_keyless=compact)
     except InvalidRecords as exc:
-        message = f"{where}: {exc}"
+        message = f"{_named(where)}: {exc}"
         errors = [] if exc.index is None else [(exc.index, message)]
         raise InvalidRecordError(message, errors) from None
 
 
-def _check_max_timestamp(header: BatchHeader, checked: RecordsCheck, where: str) -> None:
-    if header.max_timestamp != checked.max_timestamp:
-        raise InvalidRecordError(
-            f"{where}: maxTimestamp {header.max_timestamp} is not the largest record "
-            f"timestamp {checked.max_timestamp}"
-        )
+def _named(where: tuple[int, int, str]) -> str:
+    """(batch index, its byte position, topic-partition) as an error message names it."""
+    index, position, topic_partition = where
+    return f"batch {index} (at byte {position}) of {topic_partition}"
 
 
 def _check_keys(checked: RecordsCheck, where: str) -> None:
@@ -211,7 +218,7 @@ def _check_keys(checked: RecordsCheck, where: str) -> None:
     if not len(checked.keyless):
         return
     message = f"Compacted topic cannot accept message without key in topic partition {where}."
-    errors = [(int(i), message) for i in checked.keyless[:1000]]
+    errors = [(i, message) for i in checked.keyless[:1000]]
     shown = ", ".join(
         f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
     )
