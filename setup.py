@@ -1,7 +1,9 @@
 """The one compiled part of logbus: the record walker of the broker's record validation
 (src/logbus/records/_validate.c). Everything else is in pyproject.toml; `pip install -e .`
-builds it (a C compiler and Python's headers are needed). Run from a source tree without
-it (PYTHONPATH=src), logbus.records.validation falls back to its numpy path."""
+builds it when a C compiler and Python's headers are there (Debian: gcc, python3-dev).
+Where they are not, the install still succeeds (the extension is optional) and
+logbus.records.validation uses its numpy path, as it does from a source tree run with
+PYTHONPATH=src; `python setup.py build_ext --inplace` builds it into such a tree."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +13,7 @@ setup(
             "logbus.records._validate",
             ["src/logbus/records/_validate.c"],
             extra_compile_args=["-O2"],
+            optional=True,
         )
     ]
 )
