@@ -73,11 +73,11 @@ def _table(base: str, head: str, rows: dict[Key, dict[str, list[float]]]) -> str
              "| --- | --- | --- | --- | ---: | ---: | ---: |"]
     for key in sorted(rows):
         runs = rows[key]
-        if not runs.get("base") or not runs.get("head"):
-            continue
-        old, new = statistics.median(runs["base"]), statistics.median(runs["head"])
-        ratio = f"{new / old:.2f}" if old else "-"
-        lines.append(f"| {' | '.join(key)} | {old:,.1f} | {new:,.1f} | {ratio} |")
+        old = statistics.median(runs["base"]) if runs.get("base") else None
+        new = statistics.median(runs["head"]) if runs.get("head") else None
+        ratio = f"{new / old:.2f}" if old and new is not None else "-"
+        cells = [f"{x:,.1f}" if x is not None else "-" for x in (old, new)]
+        lines.append(f"| {' | '.join(key)} | {' | '.join(cells)} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
