@@ -42,7 +42,26 @@ from logbus.controller.controller import (
     TopicResult,
 )
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from logbus.protocol.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from logbus.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from logbus.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+from logbus.protocol.messages.delete_topics_request import DeleteTopicsRequest
+from logbus.protocol.messages.delete_topics_response import (
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
+from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.config_def import ConfigError
 from logbus.server.topic_config import describe_topic, validate_topic_configs
 from logbus.storage.errors import StorageError
@@ -77,7 +96,7 @@ def active_controller(ctx: RequestContext) -> Controller | None:
 # --- CreateTopics -----------------------------------------------------------------------
 
 
-def _created_error(name: str, error: ErrorCode, message: str | None) -> Body:
+def _created_error(name: str, error: ErrorCode, message: str | None) -> CreatableTopicResult:
     return {
         "name": name,
         "topic_id": ZERO_UUID,
@@ -89,7 +108,7 @@ def _created_error(name: str, error: ErrorCode, message: str | None) -> Body:
     }
 
 
-def _topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> list[Body]:
+def _topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> list[CreatableTopicConfigs]:
     entries = describe_topic(
         overrides, ctx.broker.config, include_synonyms=False, include_documentation=False
     )
@@ -105,7 +124,7 @@ def _topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> list[Body]
     ]
 
 
-def _assignments(topic: Body) -> dict[int, list[int]] | str:
+def _assignments(topic: CreatableTopic) -> dict[int, list[int]] | str:
     """The manual assignment of a CreateTopics entry, or why it is malformed."""
     assignments: dict[int, list[int]] = {}
     for entry in topic["assignments"]:
@@ -184,7 +203,7 @@ class _DescriptorBudget:
         )
 
 
-def _excessive(topics: list[Body], default_partitions: int) -> bool:
+def _excessive(topics: list[CreatableTopic], default_partitions: int) -> bool:
     """Kafka's `validateTotalNumberOfPartitions`: more than 10,000 partitions requested
     in all (counting the broker default for -1, nothing for other invalid counts)."""
     total = 0
@@ -201,10 +220,10 @@ def _excessive(topics: list[Body], default_partitions: int) -> bool:
 async def _create_topic(
     ctx: RequestContext,
     controller: Controller,
-    topic: Body,
+    topic: CreatableTopic,
     validate_only: bool,
     budget: _DescriptorBudget,
-) -> Body:
+) -> CreatableTopicResult:
     name: str = topic["name"]
     null_configs = [c["name"] for c in topic["configs"] if c["value"] is None]
     if null_configs:
@@ -213,7 +232,7 @@ async def _create_topic(
             ErrorCode.INVALID_CONFIG,
             f"Null value not supported for topic configs: {','.join(null_configs)}",
         )
-    configs: dict[str, str] = {c["name"]: c["value"] for c in topic["configs"]}
+    configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
     assignments = _assignments(topic)
     if isinstance(assignments, str):
         return _created_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, assignments)
@@ -254,14 +273,16 @@ async def _create_topic(
     }
 
 
-async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
+async def handle_create_topics(
+    ctx: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     controller = active_controller(ctx)
     validate_only = bool(request["validate_only"])
-    topics: list[Body] = request["topics"]
+    topics = request["topics"]
     counts = Counter(topic["name"] for topic in topics)
     unique = [topic for topic in topics if counts[topic["name"]] == 1]
     excessive = controller is not None and _excessive(unique, controller.default_partitions)
-    results: list[Body] = []
+    results: list[CreatableTopicResult] = []
     budget = _DescriptorBudget()
     for topic in topics:
         name = topic["name"]
@@ -290,17 +311,21 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
 
 def _deleted(
     name: str | None, topic_id: UUID, error: ErrorCode = ErrorCode.NONE, message: str | None = None
-) -> Body:
+) -> DeletableTopicResult:
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
 
 
-def _delete_targets(ctx: RequestContext, request: Body) -> list[tuple[str | None, UUID]]:
+def _delete_targets(
+    ctx: RequestContext, request: DeleteTopicsRequest
+) -> list[tuple[str | None, UUID]]:
     if ctx.version >= 6:
         return [(t["name"], t["topic_id"]) for t in request["topics"]]
     return [(name, ZERO_UUID) for name in request["topic_names"]]
 
 
-def _delete_all(controller: Controller, targets: list[tuple[str | None, UUID]]) -> list[Body]:
+def _delete_all(
+    controller: Controller, targets: list[tuple[str | None, UUID]]
+) -> list[DeletableTopicResult]:
     """KIP-516 checks (ControllerApis): exactly one of name and id per entry, each topic
     once; then resolve ids and delete, one result per distinct topic, in request order."""
     names = Counter(
@@ -310,7 +335,7 @@ def _delete_all(controller: Controller, targets: list[tuple[str | None, UUID]]) 
     by_id = {topic.topic_id: topic.name for topic in controller.topics.values()}
     # Topics also named by an id elsewhere in the request: the id wins, as in Kafka.
     id_of_named = {by_id[topic_id]: topic_id for topic_id in ids if topic_id in by_id}
-    results: list[Body] = []
+    results: list[DeletableTopicResult] = []
     reported: set[str | UUID] = set()
     for name, topic_id in targets:
         if name is None and topic_id == ZERO_UUID:
@@ -372,17 +397,19 @@ def _delete_all(controller: Controller, targets: list[tuple[str | None, UUID]]) 
     return results
 
 
-def _delete_one(controller: Controller, name: str) -> Body:
+def _delete_one(controller: Controller, name: str) -> DeletableTopicResult:
     result = controller.delete_topic(name)
     if result.error != ErrorCode.NONE:
         return _deleted(name, ZERO_UUID, result.error, result.message)
     return _deleted(name, result.topic_id)
 
 
-async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
+async def handle_delete_topics(
+    ctx: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     targets = _delete_targets(ctx, request)
     controller = active_controller(ctx)
-    results: list[Body]
+    results: list[DeletableTopicResult]
     if controller is None:
         results = [
             _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
@@ -406,11 +433,11 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
 
 def _partitions_result(
     name: str, error: ErrorCode = ErrorCode.NONE, message: str | None = None
-) -> Body:
+) -> CreatePartitionsTopicResult:
     return {"name": name, "error_code": error, "error_message": message}
 
 
-def _partitions_added(controller: Controller, topics: list[Body]) -> int:
+def _partitions_added(controller: Controller, topics: list[CreatePartitionsTopic]) -> int:
     """How many partitions a CreatePartitions request adds in all (increases only)."""
     added = 0
     for topic in topics:
@@ -423,10 +450,10 @@ def _partitions_added(controller: Controller, topics: list[Body]) -> int:
 async def _create_partitions(
     ctx: RequestContext,
     controller: Controller,
-    topic: Body,
+    topic: CreatePartitionsTopic,
     validate_only: bool,
     budget: _DescriptorBudget,
-) -> Body:
+) -> CreatePartitionsTopicResult:
     name: str = topic["name"]
     raw: list[Any] | None = topic["assignments"]
     assignments = None if raw is None else [list(a["broker_ids"]) for a in raw]
@@ -448,10 +475,12 @@ async def _create_partitions(
     return _partitions_result(name, result.error, result.message)
 
 
-async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
+async def handle_create_partitions(
+    ctx: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     controller = active_controller(ctx)
     validate_only = bool(request["validate_only"])
-    topics: list[Body] = request["topics"]
+    topics = request["topics"]
     counts = Counter(topic["name"] for topic in topics)
     unique = [topic for topic in topics if counts[topic["name"]] == 1]
     excessive = (
@@ -459,7 +488,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
         and _partitions_added(controller, unique) > MAX_PARTITIONS_PER_REQUEST
     )
     budget = _DescriptorBudget()
-    results: list[Body] = []
+    results: list[CreatePartitionsTopicResult] = []
     seen: set[str] = set()
     for topic in topics:
         name: str = topic["name"]
