@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_wire import WireClient
+from kafka_wire import WireClient, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 REPEATS = 2000
 
 
-def _create(client: WireClient, name: str) -> None:
+def _create(client: WireClient, name: str, partitions: int = 2) -> None:
     body = {
         "topics": [
             {
                 "name": name,
-                "num_partitions": 2,
+                "num_partitions": partitions,
                 "replication_factor": 1,
                 "assignments": [],
                 "configs": [],
@@ -72,3 +72,48 @@ def test_metadata_answers_a_repeated_topic_once(broker: Any) -> None:
         ("listed", ErrorCode.NONE, 2),
         ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0),
     ]
+
+
+def test_offset_commit_too_large_for_the_offsets_topic_is_not_retriable(broker: Any) -> None:
+    # 300 commits of 4,000-byte metadata (each under offset.metadata.max.bytes) make one
+    # 1.2 MB write, past the offsets topic's max.message.bytes. Kafka answers
+    # INVALID_COMMIT_OFFSET_SIZE, which clients raise; COORDINATOR_NOT_AVAILABLE had them
+    # retry the same commit for ever.
+    def commit(client: WireClient, count: int, metadata: str) -> list[int]:
+        partitions = [
+            {
+                "partition_index": i % 4,
+                "committed_offset": i,
+                "committed_leader_epoch": -1,
+                "committed_metadata": metadata,
+            }
+            for i in range(count)
+        ]
+        body = {
+            "group_id": "big-commit",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": "committed", "partitions": partitions}],
+        }
+        response = client.request(ApiKey.OFFSET_COMMIT, 8, body)
+        return [p["error_code"] for t in response["topics"] for p in t["partitions"]]
+
+    def committed(client: WireClient) -> list[tuple[int, int]]:
+        body = {"group_id": "big-commit", "topics": None, "require_stable": False}
+        response = client.request(ApiKey.OFFSET_FETCH, 7, body)
+        return [
+            (p["partition_index"], p["committed_offset"])
+            for t in response["topics"]
+            for p in t["partitions"]
+        ]
+
+    with WireClient(broker.bootstrap, timeout=60) as client:
+        _create(client, "committed", partitions=4)
+        # FindCoordinator creates the offsets topic; its partition then loads
+        found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "big-commit", "key_type": 0})
+        assert found["error_code"] == ErrorCode.NONE
+        wait_for(lambda: commit(client, 4, "small") == [ErrorCode.NONE] * 4, timeout=30)
+        assert set(commit(client, 300, "m" * 4000)) == {ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+        # nothing of the refused commit was stored
+        assert sorted(committed(client)) == [(0, 0), (1, 1), (2, 2), (3, 3)]
