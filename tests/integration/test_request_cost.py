@@ -4,10 +4,17 @@ so a small request cannot ask for an answer thousands of times its size."""
 
 from __future__ import annotations
 
+import select
+import socket
+import struct
+import time
 from typing import Any
 
 from kafka_wire import WireClient, wait_for
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ApiKey, ErrorCode, codec
+from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD, compute_crc
+from logbus.records.builder import NewRecord, build_batch
+from logbus.records.compression import CompressionType, compress
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 REPEATS = 2000
@@ -117,3 +124,62 @@ def test_offset_commit_too_large_for_the_offsets_topic_is_not_retriable(broker: 
         assert set(commit(client, 300, "m" * 4000)) == {ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
         # nothing of the refused commit was stored
         assert sorted(committed(client)) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def _decompression_bomb() -> bytes:
+    """A zstd batch of 1 KB, valid CRC, whose records section decompresses to 40 MiB of
+    zeros: past its bound, so the broker decompresses 32 MiB before it can refuse it."""
+    shell = bytearray(build_batch([NewRecord(None, b"v")], compression=CompressionType.ZSTD))
+    out = shell[:HEADER_SIZE] + compress(CompressionType.ZSTD, bytes(40 << 20))
+    struct.pack_into(">i", out, 8, len(out) - LOG_OVERHEAD)  # batchLength
+    struct.pack_into(">I", out, 17, compute_crc(out))  # crc
+    return bytes(out)
+
+
+def _recv_frame(sock: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return bytes(data)
+
+    return exact(struct.unpack(">i", exact(4))[0])
+
+
+def test_a_produce_of_costly_batches_does_not_stall_other_clients(broker_process: Any) -> None:
+    # 300 batches that each cost ~13 ms of decompression in one 400 KB request: the
+    # broker answers another connection's request while it works through them (it held
+    # every client until the whole request was done).
+    proc = broker_process()
+    with WireClient(proc.bootstrap, timeout=60) as client:
+        _create(client, "bombed", partitions=4)
+    bomb = _decompression_bomb()
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {
+                "name": "bombed",
+                "partition_data": [{"index": i % 4, "records": bomb} for i in range(300)],
+            }
+        ],
+    }
+    produce = codec.encode_request(codec.RequestHeader(ApiKey.PRODUCE, 9, 1, "bomber"), body)
+    probe = codec.encode_request(codec.RequestHeader(ApiKey.API_VERSIONS, 0, 2, "probe"), {})
+    host, port = proc.bootstrap.rsplit(":", 1)
+    with (
+        socket.create_connection((host, int(port)), timeout=120) as bomber,
+        socket.create_connection((host, int(port)), timeout=120) as other,
+    ):
+        bomber.sendall(produce)
+        time.sleep(0.5)  # the broker is into the request's batches
+        other.sendall(probe)
+        readable, _, _ = select.select([bomber, other], [], [], 120)
+        assert readable == [other], "the other client waited for the whole produce"
+        _recv_frame(other)
+        _cid, response = codec.decode_response(ApiKey.PRODUCE, 9, _recv_frame(bomber))
+    errors = {p["error_code"] for t in response["responses"] for p in t["partition_responses"]}
+    assert errors == {ErrorCode.CORRUPT_MESSAGE}
