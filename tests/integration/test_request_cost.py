@@ -10,6 +10,8 @@ import struct
 import time
 from typing import Any
 
+import cramjam
+
 from kafka_wire import WireClient, wait_for
 from logbus.protocol import ApiKey, ErrorCode, codec
 from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD, compute_crc
@@ -126,14 +128,20 @@ def test_offset_commit_too_large_for_the_offsets_topic_is_not_retriable(broker: 
         assert sorted(committed(client)) == [(0, 0), (1, 1), (2, 2), (3, 3)]
 
 
-def _decompression_bomb() -> bytes:
-    """A zstd batch of 1 KB, valid CRC, whose records section decompresses to 40 MiB of
-    zeros: past its bound, so the broker decompresses 32 MiB before it can refuse it."""
+def _with_records(compressed: bytes) -> bytes:
+    """A zstd batch of one record whose records section is `compressed` instead (valid
+    batchLength and CRC)."""
     shell = bytearray(build_batch([NewRecord(None, b"v")], compression=CompressionType.ZSTD))
-    out = shell[:HEADER_SIZE] + compress(CompressionType.ZSTD, bytes(40 << 20))
+    out = shell[:HEADER_SIZE] + compressed
     struct.pack_into(">i", out, 8, len(out) - LOG_OVERHEAD)  # batchLength
     struct.pack_into(">I", out, 17, compute_crc(out))  # crc
     return bytes(out)
+
+
+def _decompression_bomb() -> bytes:
+    """A zstd batch of 1 KB whose records section decompresses to 40 MiB of zeros: past
+    its bound, so the broker decompresses 32 MiB before it can refuse it."""
+    return _with_records(compress(CompressionType.ZSTD, bytes(40 << 20)))
 
 
 def _recv_frame(sock: socket.socket) -> bytes:
@@ -183,3 +191,55 @@ def test_a_produce_of_costly_batches_does_not_stall_other_clients(broker_process
         _cid, response = codec.decode_response(ApiKey.PRODUCE, 9, _recv_frame(bomber))
     errors = {p["error_code"] for t in response["responses"] for p in t["partition_responses"]}
     assert errors == {ErrorCode.CORRUPT_MESSAGE}
+
+
+def _peak_rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def test_a_decompression_bomb_is_bounded_on_a_topic_of_the_largest_batches(
+    broker_process: Any,
+) -> None:
+    # max.message.bytes=2147483647 is a valid setting; it raised the bound a compressed
+    # batch may decompress to up to 1 GiB, so one 35 KB zstd batch of 1.1 GiB of zeros
+    # took the broker past 1.1 GB of memory.
+    proc = broker_process()
+    with WireClient(proc.bootstrap, timeout=60) as client:
+        body = {
+            "topics": [
+                {
+                    "name": "largest",
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": "max.message.bytes", "value": "2147483647"}],
+                }
+            ],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        }
+        assert client.request(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
+        compressor = cramjam.zstd.Compressor(3)
+        zeros = bytes(16 << 20)
+        for _ in range(70):
+            compressor.compress(zeros)
+        bomb = _with_records(bytes(compressor.finish()))
+        # a real 20 MiB record compressed stays accepted
+        legit = build_batch([NewRecord(None, bytes(20 << 20))], compression=CompressionType.ZSTD)
+        errors = []
+        for records in (bomb, legit):
+            produce = {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 5000,
+                "topic_data": [
+                    {"name": "largest", "partition_data": [{"index": 0, "records": records}]}
+                ],
+            }
+            response = client.request(ApiKey.PRODUCE, 9, produce)
+            errors.append(response["responses"][0]["partition_responses"][0]["error_code"])
+    assert errors == [ErrorCode.CORRUPT_MESSAGE, ErrorCode.NONE]
+    assert proc.proc is not None
+    assert _peak_rss_kb(proc.proc.pid) < 512 << 10
