@@ -17,6 +17,7 @@ from logbus.protocol import ApiKey, ErrorCode, codec
 from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD, compute_crc
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.compression import CompressionType, compress
+from logbus.records.legacy import decode_message_set
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 REPEATS = 2000
@@ -243,3 +244,41 @@ def test_a_decompression_bomb_is_bounded_on_a_topic_of_the_largest_batches(
     assert errors == [ErrorCode.CORRUPT_MESSAGE, ErrorCode.NONE]
     assert proc.proc is not None
     assert _peak_rss_kb(proc.proc.pid) < 512 << 10
+
+
+def test_down_conversion_of_a_batch_of_tiny_records_is_bounded(broker: Any) -> None:
+    # 200,000 empty records compress to a few KB; Fetch v0-1 turned every one into a
+    # message of its own at once (a 37 MB answer and a 5.6 s stall for a million). Now a
+    # partition's messages stop at the stored bytes' size (and 1 MiB): the reader goes
+    # on from the next offset.
+    count = 200_000
+    records = build_batch([NewRecord(None, b"")] * count, compression=CompressionType.ZSTD)
+    produced = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "tiny", "partition_data": [{"index": 0, "records": records}]}],
+    }
+
+    def fetch_v0(client: WireClient, offset: int) -> list[int]:
+        part = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 2**31 - 1}
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "topics": [{"topic": "tiny", "partitions": [part]}],
+        }
+        response = client.request(ApiKey.FETCH, 0, body)["responses"][0]["partitions"][0]
+        assert response["error_code"] == ErrorCode.NONE
+        data = bytes(response["records"])
+        assert len(data) <= (1 << 20) + 64
+        return [m.offset for m in decode_message_set(data)]
+
+    with WireClient(broker.bootstrap, timeout=60) as client:
+        _create(client, "tiny", partitions=1)
+        response = client.request(ApiKey.PRODUCE, 9, produced)
+        assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+        first = fetch_v0(client, 0)
+        assert first == list(range(len(first))) and 0 < len(first) < count
+        second = fetch_v0(client, len(first))
+        assert second[0] == len(first)
