@@ -23,22 +23,8 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 REPEATS = 2000
 
 
-def _create(client: WireClient, name: str, partitions: int = 2) -> None:
-    body = {
-        "topics": [
-            {
-                "name": name,
-                "num_partitions": partitions,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-        ],
-        "timeout_ms": 5000,
-        "validate_only": False,
-    }
-    result = client.request(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
-    assert result["error_code"] == ErrorCode.NONE
+def _create(client: WireClient, name: str, partitions: int = 2, **configs: str) -> None:
+    assert client.create_topic(name, partitions, configs) == (ErrorCode.NONE, None)
 
 
 def test_describe_configs_describes_a_repeated_resource_once(broker: Any) -> None:
@@ -208,20 +194,7 @@ def test_a_decompression_bomb_is_bounded_on_a_topic_of_the_largest_batches(
     # took the broker past 1.1 GB of memory.
     proc = broker_process()
     with WireClient(proc.bootstrap, timeout=60) as client:
-        body = {
-            "topics": [
-                {
-                    "name": "largest",
-                    "num_partitions": 1,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [{"name": "max.message.bytes", "value": "2147483647"}],
-                }
-            ],
-            "timeout_ms": 5000,
-            "validate_only": False,
-        }
-        assert client.request(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
+        _create(client, "largest", 1, **{"max.message.bytes": "2147483647"})
         compressor = cramjam.zstd.Compressor(3)
         zeros = bytes(16 << 20)
         for _ in range(70):
@@ -229,18 +202,7 @@ def test_a_decompression_bomb_is_bounded_on_a_topic_of_the_largest_batches(
         bomb = _with_records(bytes(compressor.finish()))
         # a real 20 MiB record compressed stays accepted
         legit = build_batch([NewRecord(None, bytes(20 << 20))], compression=CompressionType.ZSTD)
-        errors = []
-        for records in (bomb, legit):
-            produce = {
-                "transactional_id": None,
-                "acks": 1,
-                "timeout_ms": 5000,
-                "topic_data": [
-                    {"name": "largest", "partition_data": [{"index": 0, "records": records}]}
-                ],
-            }
-            response = client.request(ApiKey.PRODUCE, 9, produce)
-            errors.append(response["responses"][0]["partition_responses"][0]["error_code"])
+        errors = [client.produce("largest", 0, records)["error_code"] for records in (bomb, legit)]
     assert errors == [ErrorCode.CORRUPT_MESSAGE, ErrorCode.NONE]
     assert proc.proc is not None
     assert _peak_rss_kb(proc.proc.pid) < 512 << 10
@@ -253,12 +215,6 @@ def test_down_conversion_of_a_batch_of_tiny_records_is_bounded(broker: Any) -> N
     # on from the next offset.
     count = 200_000
     records = build_batch([NewRecord(None, b"")] * count, compression=CompressionType.ZSTD)
-    produced = {
-        "transactional_id": None,
-        "acks": 1,
-        "timeout_ms": 5000,
-        "topic_data": [{"name": "tiny", "partition_data": [{"index": 0, "records": records}]}],
-    }
 
     def fetch_v0(client: WireClient, offset: int) -> list[int]:
         part = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 2**31 - 1}
@@ -276,8 +232,7 @@ def test_down_conversion_of_a_batch_of_tiny_records_is_bounded(broker: Any) -> N
 
     with WireClient(broker.bootstrap, timeout=60) as client:
         _create(client, "tiny", partitions=1)
-        response = client.request(ApiKey.PRODUCE, 9, produced)
-        assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+        assert client.produce("tiny", 0, records)["error_code"] == ErrorCode.NONE
         first = fetch_v0(client, 0)
         assert first == list(range(len(first))) and 0 < len(first) < count
         second = fetch_v0(client, len(first))
