@@ -116,34 +116,43 @@ def _record_count(header: BatchHeader) -> int:
 
 
 def _decode_body(view: memoryview, header: BatchHeader, verify_crc: bool) -> list[Record]:
+    return list(iter_batch_records(view, header, verify_crc=verify_crc))
+
+
+def iter_batch_records(
+    batch: Buffer, header: BatchHeader, *, verify_crc: bool = True
+) -> Iterator[Record]:
+    """The records of one whole batch decoded one at a time, so a reader that stops early
+    (a bounded down-conversion) does not pay for the rest; InvalidBatch as `decode_batch`
+    for a bad CRC, codec or record."""
+    view = memoryview(batch)
     where = f"record batch at offset {header.base_offset}"
     if verify_crc:
         _check_crc(view, header)
     count = _record_count(header)
     if count == 0:
         # As in Kafka, a batch without records has nothing to read (even if compressed).
-        return []
+        return
     data = _batch_data(view, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = header.max_timestamp if header.is_log_append_time else None
-    records: list[Record] = []
-    append = records.append
     pos = 0
     end = len(data)
-    try:
-        for index in range(count):
-            if pos >= end:
-                raise InvalidBatch(f"header counts {count} records but the data ends after {index}")
+    for index in range(count):
+        if pos >= end:
+            raise InvalidBatch(
+                f"{where}: header counts {count} records but the data ends after {index}"
+            )
+        try:
             record, pos = decode_record(data, pos, base_offset, base_timestamp, log_append_time)
-            append(record)
-    except InvalidBatch as exc:
-        raise InvalidBatch(f"{where}: {exc}") from None
+        except InvalidBatch as exc:
+            raise InvalidBatch(f"{where}: {exc}") from None
+        yield record
     if pos != end:
         raise InvalidBatch(
             f"{where}: {end - pos} bytes left over after the {count} records its header counts"
         )
-    return records
 
 
 class RecordColumns(NamedTuple):

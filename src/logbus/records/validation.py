@@ -158,11 +158,14 @@ def name_fault(view: memoryview, pos: int, index: int, count: int) -> InvalidRec
 
 
 MAX_COMPRESSION_RATIO: Final = 32
-MAX_DECOMPRESSED_BYTES: Final = 1 << 30
+# The largest batch a client builds is bounded by its max.request.size (records are sized
+# uncompressed), which the broker's socket.request.max.bytes (100 MiB) bounds in turn; a
+# topic with max.message.bytes=2147483647 let a 35 KB zstd batch take 1 GiB of memory.
+MAX_DECOMPRESSED_BYTES: Final = 128 << 20
 
 
 def decompressed_limit(max_message_bytes: int) -> int:
     """The most bytes a compressed batch's records may take once decompressed: a bound a
     decompression bomb runs into (`MAX_COMPRESSION_RATIO` times the larger of
-    max.message.bytes and 1 MiB, and never more than 1 GiB)."""
+    max.message.bytes and 1 MiB, and never more than 128 MiB)."""
     return min(MAX_COMPRESSION_RATIO * max(max_message_bytes, 1 << 20), MAX_DECOMPRESSED_BYTES)

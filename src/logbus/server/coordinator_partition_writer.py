@@ -33,7 +33,10 @@ class CoordinatorPartitionWriter:
         except PartitionError as exc:
             raise PartitionWriteError(exc.error, str(exc)) from exc
         except StorageError as exc:
-            raise PartitionWriteError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+            # the log's own code (MESSAGE_TOO_LARGE for a commit past max.message.bytes);
+            # a failure without one is the disk's
+            code = exc.error_code if exc.error_code >= 0 else ErrorCode.KAFKA_STORAGE_ERROR
+            raise PartitionWriteError(ErrorCode(code), str(exc)) from exc
         self.replica_manager.purgatory.notify(tp)
         return appended.last_offset
 

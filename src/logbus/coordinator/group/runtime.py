@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
+from logbus.coordinator.group.records import GROUP_METADATA_KEY_VERSION
 from logbus.coordinator.group.shard import apply, load_complete, replay
 from logbus.coordinator.group.state import (
     Cancel,
@@ -260,6 +261,8 @@ class GroupCoordinatorRuntime:
             )
         except PartitionWriteError as exc:
             log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            if exc.error in _TOO_LARGE:
+                return _too_large_error(result), -1
             return _coordinator_error(exc.error), -1
         return ErrorCode.NONE, last_offset
 
@@ -346,6 +349,28 @@ class GroupCoordinatorRuntime:
 
 def new_member_uuid() -> str:
     return str(uuid.uuid4())
+
+
+# Append errors of a write too large for the offsets topic's max.message.bytes: not a
+# coordinator that moved, so not worth a retry.
+_TOO_LARGE = (
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.INVALID_FETCH_SIZE,
+)
+
+
+def _too_large_error(result: Result) -> ErrorCode:
+    """Kafka's answer to a write too large to append: INVALID_COMMIT_OFFSET_SIZE for an
+    offset commit (the client raises it to its user; COORDINATOR_NOT_AVAILABLE made it
+    retry the same commit for ever), UNKNOWN_SERVER_ERROR for group metadata."""
+    if all(_key_version(key) < GROUP_METADATA_KEY_VERSION for key, _value in result.records):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _key_version(key: bytes) -> int:
+    return int.from_bytes(key[:2], "big", signed=True)
 
 
 def _coordinator_error(error: ErrorCode) -> ErrorCode:

@@ -25,14 +25,23 @@ READ_COMMITTED = 1
 logger = logging.getLogger(__name__)
 
 
-def _records(result: FetchResult, version: int) -> tuple[ErrorCode, object]:
+DOWNCONVERT_FLOOR = 1 << 20
+
+
+def _records(result: FetchResult, version: int, fetch_offset: int) -> tuple[ErrorCode, object]:
     """The partition's error and records. Down-conversion serves the batches before one
     it cannot read (stored data left corrupt by a disk fault or an older broker); a
     fetch that starts at such a batch gets CORRUPT_MESSAGE."""
     if result.records is None:
         return result.error, b""
     if version < MAGIC_V2_FROM:
-        converted, fault = downconvert_readable(result.records.read(), 0 if version < 2 else 1)
+        # at most the stored bytes' size (and 1 MiB) of messages: a compressed batch of a
+        # million tiny records must not cost a million messages
+        limit = max(result.records.size, DOWNCONVERT_FLOOR)
+        magic = 0 if version < 2 else 1
+        converted, fault = downconvert_readable(
+            result.records.read(), magic, limit, fetch_offset
+        )
         if fault is not None and not converted:
             logger.warning("Fetch v%d cannot down-convert stored records: %s", version, fault)
             return ErrorCode.CORRUPT_MESSAGE, b""
@@ -41,9 +50,9 @@ def _records(result: FetchResult, version: int) -> tuple[ErrorCode, object]:
 
 
 def _partition_response(
-    index: int, result: FetchResult, read_committed: bool, version: int
+    index: int, result: FetchResult, read_committed: bool, version: int, fetch_offset: int
 ) -> Body:
-    error, records = _records(result, version)
+    error, records = _records(result, version, fetch_offset)
     return {
         "partition_index": index,
         "error_code": error,
@@ -79,7 +88,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     responses: list[Body] = []
     # Each requested partition in request order: where its answer goes, and the error it
     # gets without reading when this broker does not know it.
-    planned: list[tuple[list[Body], int, ErrorCode | None]] = []
+    planned: list[tuple[list[Body], int, int, ErrorCode | None]] = []
     for topic in request["topics"]:
         if version >= TOPIC_IDS_FROM:
             name = cache.topic_name(topic["topic_id"])
@@ -94,9 +103,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
         for part in topic["partitions"]:
             index = part["partition"]
             if name is None or cache.partition(name, index) is None:
-                planned.append((partitions, index, missing))
+                planned.append((partitions, index, part["fetch_offset"], missing))
                 continue
-            planned.append((partitions, index, None))
+            planned.append((partitions, index, part["fetch_offset"], None))
             wanted.append(
                 FetchRequestPartition(
                     name,
@@ -115,9 +124,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
             read_committed,
         )
     )
-    for partitions, index, error in planned:
+    for partitions, index, offset, error in planned:
         result = FetchResult(error) if error is not None else next(results)
-        partitions.append(_partition_response(index, result, read_committed, version))
+        partitions.append(_partition_response(index, result, read_committed, version, offset))
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

@@ -87,8 +87,15 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     if all_topics:
         topics = [topic_entry(t, include_ops, live) for t in cache.topics.values()]
     else:
+        # Each topic once, as Kafka's set of requested topics: a 500 KB request naming
+        # one topic 100,000 times asked for a 12 MB answer and held the event loop 4 s.
+        seen: set[tuple[str | None, UUID]] = set()
         for entry in requested or ():
             name, topic_id = entry["name"], entry["topic_id"]
+            key = (name, ZERO_UUID if name is not None else topic_id)
+            if key in seen:
+                continue
+            seen.add(key)
             if name is None and version < TOPIC_IDS_FROM:
                 # v10-11 carry the fields but their responses cannot name a topic by id
                 # (nor hold a null name): Kafka refuses the request as invalid.
