@@ -237,3 +237,23 @@ def test_down_conversion_of_a_batch_of_tiny_records_is_bounded(broker: Any) -> N
         assert first == list(range(len(first))) and 0 < len(first) < count
         second = fetch_v0(client, len(first))
         assert second[0] == len(first)
+
+
+def test_a_request_of_too_many_array_elements_is_refused(broker_process: Any) -> None:
+    # 3,000,000 one-character group ids: a 6 MB DescribeGroups that decoded into gigabytes
+    # of Python objects (3.6 GB peak, 56 s during which no client was served). Past
+    # REQUEST_ELEMENT_LIMIT elements the request is malformed: the connection is closed,
+    # the broker keeps its memory and serves others.
+    proc = broker_process()
+    body = {"groups": ["g"] * 3_000_000, "include_authorized_operations": False}
+    frame = codec.encode_request(codec.RequestHeader(ApiKey.DESCRIBE_GROUPS, 5, 1, "many"), body)
+    with WireClient(proc.bootstrap, timeout=60) as attacker:
+        attacker.send_raw(frame)
+        assert attacker.wait_closed(timeout=60)
+    assert _peak_rss_kb(proc.proc.pid) < 400 * 1024
+    with WireClient(proc.bootstrap, timeout=60) as client:
+        # a request within the limit is answered as before
+        groups = ["alpha", "beta"] * 1000
+        body = {"groups": groups, "include_authorized_operations": False}
+        described = client.request(ApiKey.DESCRIBE_GROUPS, 5, body)["groups"]
+    assert {g["group_id"] for g in described} == {"alpha", "beta"}

@@ -77,12 +77,19 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[Request
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, dict[str, Any]]:
-    """Decode a request frame (without its size prefix). Trailing bytes are tolerated."""
+    """Decode a request frame (without its size prefix). Trailing bytes are tolerated; a
+    request whose arrays hold more than `REQUEST_ELEMENT_LIMIT` elements in all is a
+    ProtocolError (the broker closes the connection)."""
     view = memoryview(frame)
     header, pos = parse_request_header(view)
     if header.api_key == ApiKey.PRODUCE and header.api_version >= 3:
         return header, cast(dict[str, Any], decode_produce_request(view, pos, header.api_version))
-    body, _ = schema.request(header.api_key).reader(header.api_version)(view, pos)
+    budget = t.ELEMENT_BUDGET
+    budget.remaining = t.REQUEST_ELEMENT_LIMIT
+    try:
+        body, _ = schema.request(header.api_key).reader(header.api_version)(view, pos)
+    finally:
+        budget.remaining = None
     return header, body
 
 

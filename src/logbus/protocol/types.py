@@ -7,6 +7,7 @@ Readers raise `ProtocolError` for truncated or impossible input, never IndexErro
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -31,6 +32,10 @@ FLOAT64 = struct.Struct(">d")
 
 # A chunk bigger than this is sent as its own piece instead of being copied into the buffer.
 ZERO_COPY_THRESHOLD = 4096
+# Array elements one request may hold in all (logbus's bound; Kafka has none). The largest
+# legitimate requests stay far below it: a broker hosts at most max.broker.partitions
+# (20,000) partitions and one CreateTopics creates at most 10,000.
+REQUEST_ELEMENT_LIMIT = 200_000
 
 
 def _fixed(s: struct.Struct) -> Reader:
@@ -131,6 +136,18 @@ def make_bytes_reader(compact: bool, nullable: bool, as_view: bool) -> Reader:
     return read
 
 
+class ElementBudget(threading.local):
+    """How many more array elements the request being decoded on this thread may hold
+    (None: no limit, as for responses). Set by `codec.decode_request`: one Python object
+    per element costs far more than the byte or two it takes on the wire, so a small
+    request of huge arrays must not turn into gigabytes and seconds of work."""
+
+    remaining: int | None = None
+
+
+ELEMENT_BUDGET = ElementBudget()
+
+
 def make_array_reader(elem: Reader, compact: bool, nullable: bool) -> Reader:
     def read(buf: memoryview, pos: int) -> tuple[list[Any] | None, int]:
         n, pos = read_length(buf, pos, compact, wide=True)
@@ -141,6 +158,13 @@ def make_array_reader(elem: Reader, compact: bool, nullable: bool) -> Reader:
         if n > len(buf) - pos:
             # every element takes at least one byte: a larger count is a lie
             raise ProtocolError(f"array count {n} exceeds the bytes left")
+        budget = ELEMENT_BUDGET.remaining
+        if budget is not None:
+            if n > budget:
+                raise ProtocolError(
+                    f"request holds more than {REQUEST_ELEMENT_LIMIT} array elements"
+                )
+            ELEMENT_BUDGET.remaining = budget - n
         out: list[Any] = []
         append = out.append
         for _ in range(n):
