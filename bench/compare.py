@@ -1,14 +1,17 @@
 """Old commit against new, side by side in one run.
 
-    python -m bench.compare --baseline REV [--rounds 3] [--scale small] [--spark-rows N]
+    python -m bench.compare --baseline REV [--rounds 4] [--scale small] [--spark-rows N]
                             [SCENARIO ...]
 
 Checks REV out into a temporary git worktree, then runs the same scenarios (default: P1,
-C1, CL) from both trees, alternating round by round (base, head, base, head, ...), each
-with its own bench harness and its own `src/` on PYTHONPATH, so both commits meet the
-same machine load. With `--spark-rows N` it also runs `bench.spark_bench` (one timed run
-per round) from both trees. Each tree's figure is the median of its rounds; the table
-gives head / base. Writes `bench/results/compare-<date>-<base>-<head>.json` and `.md`.
+C1, CL) from both trees, round by round, each with its own bench harness and its own
+`src/` on PYTHONPATH, so both commits meet the same machine load; each round swaps which
+tree goes first (base, head; head, base; ...), so neither always runs second. With
+`--spark-rows N` it also runs `bench.spark_bench` (one timed run per round) from both
+trees. Each tree's figure is the median of its rounds; the table gives head / base.
+Writes `bench/results/compare-<date>-<base>-<head>.json` and `.md`. On this 2-core VM one
+run of a figure moves by up to 2x (the same commit against itself: see
+`bench/results/compare-2026-11-24-1316a60-1316a60.md`): read ratios with that in mind.
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", default=["P1", "C1", "CL"])
     parser.add_argument("--baseline", required=True, help="the old commit (any git revision)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="rounds; each swaps which tree runs first (default: 4)")
     parser.add_argument("--scale", default="small", choices=["full", "small", "tiny"])
     parser.add_argument("--cases", default="", help="passed to the bench (see its --help)")
     parser.add_argument("--spark-rows", type=int, default=0,
@@ -105,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             for tree in (base_tree, REPO):
                 _build(tree, work / "build.log")
             for round_ in range(args.rounds):
-                for side, tree in (("base", base_tree), ("head", REPO)):
+                sides = [("base", base_tree), ("head", REPO)]
+                # each round swaps the order: neither tree always runs second
+                for side, tree in sides if round_ % 2 == 0 else sides[::-1]:
                     out = work / f"{side}-{round_}"
                     out.mkdir()
                     log = work / f"{side}.log"
