@@ -85,3 +85,35 @@ def test_a_slice_outlives_the_segment_letting_go_of_its_file(
     assert again is not None and again.read() == expected
     del again
     log.close()
+
+
+class _File:
+    """A lazily opened file as the cache sees it: a flag and a close."""
+
+    def __init__(self) -> None:
+        self.recently_used = False
+        self.closed = False
+
+    def close_idle(self) -> bool:
+        self.closed = True
+        return True
+
+
+def test_the_cache_never_keeps_more_than_its_capacity_open() -> None:
+    from logbus.storage.open_files import OpenFileCache
+
+    cache = OpenFileCache(capacity=10)
+    files = [_File() for _ in range(50)]
+    for f in files:
+        cache.opened(f)
+        assert len(cache) <= 10
+    assert sum(not f.closed for f in files) == 10
+    assert not files[-1].closed  # the file just opened is never the one closed
+    # Many over the bound at once (a lowered capacity): the next open closes them all.
+    cache = OpenFileCache(capacity=50)
+    files = [_File() for _ in range(50)]
+    for f in files:
+        cache.opened(f)
+    cache.capacity = 10
+    cache.opened(_File())
+    assert len(cache) == 10

@@ -72,7 +72,7 @@ class OpenFileCache:
             self._open.move_to_end(id(owner))
             # Every entry is looked at about twice: once to clear its flag, once to close.
             budget = 2 * len(self._open) + 2
-            while len(self._open) - len(victims) > self.capacity and budget > 0:
+            while len(self._open) > self.capacity and budget > 0:
                 budget -= 1
                 key, oldest = next(iter(self._open.items()))
                 self._open.move_to_end(key)
