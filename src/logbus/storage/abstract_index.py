@@ -141,15 +141,23 @@ class AbstractIndex:
     def flush(self) -> None:
         """Write the entries and the file length to disk (pages written through a mapping
         since closed are still the file's, and fsync writes them too)."""
+        # The fsync runs outside the lock: appends on the event loop take it for each entry,
+        # and must not wait for a disk flush in a worker thread. Entries written meanwhile
+        # mark the index dirty again, for the next flush.
         with self._lock:
             if not self._dirty:
                 return
+            self._dirty = False
+        try:
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self._dirty = False
+        except OSError:
+            with self._lock:
+                self._dirty = True
+            raise
 
     def close(self, *, trim: bool = True) -> None:
         """Trim (unless this is a simulated crash) and release the file."""
