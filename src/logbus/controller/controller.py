@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import base64
 import json
-import random
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 from uuid import UUID
 
+from logbus.controller.assignment import (
+    ControllerError,
+    assign_replicas,
+    check_replication_factor,
+)
 from logbus.controller.channel import ControllerChannel
 from logbus.controller.cluster_metadata import (
     BrokerInfo,
@@ -30,11 +34,25 @@ from logbus.controller.cluster_metadata import (
     topic_id_from_str,
     topic_id_to_str,
 )
+from logbus.controller.election import elect
 from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
 from logbus.controller.topic_validation import INTERNAL_TOPICS, collision_key, topic_name_error
 from logbus.protocol import ErrorCode
 
 ZERO_UUID = UUID(int=0)
+UNCLEAN = "unclean.leader.election.enable"
+
+__all__ = [
+    "Controller",
+    "ControllerError",
+    "NewTopic",
+    "PartitionCreation",
+    "TopicResult",
+    "assign_replicas",
+    "check_replication_factor",
+    "ensure_cluster_id",
+    "stored_topic_configs",
+]
 
 # Kafka's controller refuses a CreateTopics or CreatePartitions request that would create
 # more partitions than this (`ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`).
@@ -82,49 +100,41 @@ class PartitionCreation:
             yield parts[start : start + size]
 
 
-class ControllerError(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
+def state_json(state: PartitionState) -> dict[str, object]:
+    """A partition state node's JSON, as Kafka writes it."""
+    return {
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "version": 1,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
 
 
-def assign_replicas(
-    brokers: list[int],
-    partitions: int,
-    replication_factor: int,
-    first_partition: int = 0,
-    start_index: int | None = None,
-) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment: round-robin leaders, shifted followers."""
-    check_replication_factor(replication_factor, len(brokers))
-    ordered = sorted(brokers)
-    n = len(ordered)
-    start = random.randrange(n) if start_index is None else start_index
-    shift = random.randrange(n) if start_index is None else start_index
-    out: dict[int, list[int]] = {}
-    for i in range(partitions):
-        p = first_partition + i
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (start + p) % n
-        replicas = [ordered[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(
-                ordered[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else ordered[0]
-            )
-        out[p] = replicas
-    return out
-
-
-def check_replication_factor(replication_factor: int, live_brokers: int) -> None:
-    """The check `assign_replicas` makes, without building an assignment."""
-    if replication_factor > live_brokers:
-        raise ControllerError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{live_brokers}.",
-        )
+def write_topic_znodes(
+    store: MetadataStore, topic: TopicMetadata, assignment: dict[int, list[int]]
+) -> None:
+    """Write a new topic as Kafka's `AdminZkClient` does: its configs at
+    `/config/topics/<topic>`, then its assignment and id at `/brokers/topics/<topic>` (the
+    node the controller watches). NodeExists if the topic exists."""
+    if store.exists(f"/brokers/topics/{topic.name}"):
+        raise NodeExists(topic.name)
+    config_path = f"/config/topics/{topic.name}"
+    config = {"version": 1, "config": topic.configs}
+    if store.exists(config_path):
+        store.set_json(config_path, config)
+    elif topic.configs:
+        store.create_json(config_path, config)
+    store.create_json(
+        f"/brokers/topics/{topic.name}",
+        {
+            "version": 3,
+            "topic_id": topic_id_to_str(topic.topic_id),
+            "partitions": {str(p): r for p, r in assignment.items()},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        },
+    )
 
 
 def ensure_cluster_id(store: MetadataStore) -> str:
@@ -158,6 +168,7 @@ class Controller:
         default_replication_factor: int = 1,
         validate_configs: object = None,
         max_broker_partitions: int = (1 << 31) - 1,
+        unclean_default: bool = False,
     ) -> None:
         self.store = store
         self.channel = channel
@@ -170,6 +181,8 @@ class Controller:
         self._validate_configs = validate_configs
         # Partition replicas one broker may host (max.broker.partitions).
         self.max_broker_partitions = max_broker_partitions
+        # unclean.leader.election.enable of the broker, for topics without an override.
+        self.unclean_default = unclean_default
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -266,34 +279,29 @@ class Controller:
 
     # --- leadership -----------------------------------------------------------------------
 
+    def unclean_enabled(self, topic: TopicMetadata) -> bool:
+        """unclean.leader.election.enable of a topic: its override, else the broker's."""
+        value = topic.configs.get(UNCLEAN)
+        if value is None:
+            return self.unclean_default
+        return value.strip().lower() == "true"
+
     def _elect_leaders(self, topic: TopicMetadata, partitions: list[int]) -> None:
-        """Elect a leader from the live ISR for partitions without a live leader, bump the
-        leader epoch, write the state with a compare-and-set, and tell the replicas."""
+        """Elect a leader for partitions without a live leader (from the live ISR; outside
+        it only where unclean election is enabled), bump the leader epoch, write the state
+        with a compare-and-set, and tell the replicas."""
         live = {b.broker_id for b in self.live_brokers()}
+        unclean = self.unclean_enabled(topic)
         changed: dict[int, list[int]] = {}
         for p in partitions:
             state = topic.partitions[p]
-            live_isr = [r for r in state.isr if r in live] or [
-                r for r in state.replicas if r in live and not state.isr
-            ]
-            if state.leader in live and state.leader in live_isr and state.leader_epoch >= 0:
-                new = state
-            elif live_isr:
-                new = PartitionState(
-                    live_isr[0],
-                    state.leader_epoch + 1,
-                    tuple(live_isr),
-                    state.replicas,
-                    self.epoch,
-                    state.version,
+            new = elect(state, live, unclean, self.epoch)
+            if new is not None:
+                topic.partitions[p] = new = self._write_state(
+                    topic.name, p, new, create=state.leader_epoch < 0
                 )
             else:
-                new = PartitionState(
-                    -1, state.leader_epoch + 1, state.isr, state.replicas, self.epoch, state.version
-                )
-            if new is not state:
-                new = self._write_state(topic.name, p, new, create=state.leader_epoch < 0)
-                topic.partitions[p] = new
+                new = state
             for replica in new.replicas:
                 if replica in live:
                     changed.setdefault(replica, []).append(p)
@@ -303,27 +311,16 @@ class Controller:
     def _write_state(
         self, topic: str, partition: int, state: PartitionState, create: bool
     ) -> PartitionState:
+        """Write a partition's state node (compare-and-set on its version unless
+        `create`); returns the state with the node's new version (the partition epoch)."""
         path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-        value = {
-            "controller_epoch": state.controller_epoch,
-            "leader": state.leader,
-            "version": 1,
-            "leader_epoch": state.leader_epoch,
-            "isr": list(state.isr),
-        }
+        value = json.dumps(state_json(state)).encode()
         if create and not self.store.exists(path):
-            self.store.create_json(path, value)
+            self.store.create(path, value)
             version = 0
         else:
-            version = self.store.set_json(path, value, state.version if not create else -1)
-        return PartitionState(
-            state.leader,
-            state.leader_epoch,
-            state.isr,
-            state.replicas,
-            state.controller_epoch,
-            version,
-        )
+            version = self.store.set(path, value, state.version if not create else -1)
+        return replace(state, version=version)
 
     # --- topic administration -------------------------------------------------------------
 
@@ -391,6 +388,20 @@ class Controller:
             except ValueError as exc:
                 return TopicResult(spec.name, ErrorCode.INVALID_CONFIG, str(exc))
         return TopicResult(spec.name, ErrorCode.NONE, None, UUID(int=0), partitions, rf)
+
+    def assign(
+        self, partitions: int, replication_factor: int, first_partition: int = 0
+    ) -> dict[int, list[int]]:
+        """Replicas for new partitions over the live brokers (rack-aware when they have
+        racks)."""
+        brokers = self.live_brokers()
+        return assign_replicas(
+            [b.broker_id for b in brokers],
+            partitions,
+            replication_factor,
+            first_partition=first_partition,
+            racks={b.broker_id: b.rack for b in brokers},
+        )
 
     def _spread(self, partitions: int, replication_factor: int, live: int) -> Counter[int]:
         """The most replicas any one live broker can receive from `partitions` new
@@ -466,31 +477,26 @@ class Controller:
             checked = self.validate_new_topic(spec)
             if checked.error != ErrorCode.NONE:
                 return checked
-            assignment = spec.assignments or assign_replicas(
-                [b.broker_id for b in self.live_brokers()],
-                checked.num_partitions,
-                checked.replication_factor,
-            )
+            try:
+                assignment = spec.assignments or self.assign(
+                    checked.num_partitions, checked.replication_factor
+                )
+            except ControllerError as exc:
+                return TopicResult(spec.name, exc.error, exc.message)
             topic = TopicMetadata(
                 spec.name,
                 uuid.uuid4(),
                 is_internal=spec.name in INTERNAL_TOPICS,
                 configs=dict(spec.configs),
             )
-            if spec.configs:
-                self.store.create_json(
-                    f"/config/topics/{spec.name}", {"version": 1, "config": spec.configs}
+            try:
+                write_topic_znodes(self.store, topic, assignment)
+            except NodeExists:
+                return TopicResult(
+                    spec.name,
+                    ErrorCode.TOPIC_ALREADY_EXISTS,
+                    f"Topic '{spec.name}' already exists.",
                 )
-            self.store.create_json(
-                f"/brokers/topics/{spec.name}",
-                {
-                    "version": 3,
-                    "topic_id": topic_id_to_str(topic.topic_id),
-                    "partitions": {str(p): r for p, r in assignment.items()},
-                    "adding_replicas": {},
-                    "removing_replicas": {},
-                },
-            )
         for p, replicas in assignment.items():
             topic.partitions[p] = PartitionState(-1, -1, tuple(replicas), tuple(replicas))
         self.topics[spec.name] = topic
@@ -550,12 +556,16 @@ class Controller:
                     by_broker.setdefault(r, []).append(p)
             for broker_id, parts in by_broker.items():
                 self.channel.send_stop_replica(broker_id, name, parts, True)
+        self._delete_topic_znodes(name)
+        self.channel.send_update_metadata(self.live_brokers(), [], [name])
+
+    def _delete_topic_znodes(self, name: str) -> None:
         with self.store.batch():
             for path in (f"/brokers/topics/{name}", f"/config/topics/{name}"):
                 if self.store.exists(path):
                     self.store.delete(path, recursive=True)
-            self.store.delete(f"/admin/delete_topics/{name}")
-        self.channel.send_update_metadata(self.live_brokers(), [], [name])
+            if self.store.exists(f"/admin/delete_topics/{name}"):
+                self.store.delete(f"/admin/delete_topics/{name}")
 
     def register_partitions(
         self, name: str, total: int, assignments: list[list[int]] | None, validate_only: bool
@@ -605,9 +615,7 @@ class Controller:
                 self._check_broker_limit(self._spread(added, rf, live))
                 if validate_only:
                     return TopicResult(name)
-                new = assign_replicas(
-                    [b.broker_id for b in self.live_brokers()], added, rf, first_partition=current
-                )
+                new = self.assign(added, rf, first_partition=current)
         except ControllerError as exc:
             return TopicResult(name, exc.error, exc.message)
         if validate_only:
