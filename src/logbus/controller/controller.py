@@ -322,6 +322,41 @@ class Controller:
             version = self.store.set(path, value, state.version if not create else -1)
         return replace(state, version=version)
 
+    def alter_partition(
+        self,
+        topic_name: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        new_isr: list[int],
+        partition_epoch: int,
+    ) -> tuple[ErrorCode, PartitionState | None]:
+        """An ISR change asked by a partition's leader (AlterPartition): checked as
+        Kafka's controller checks it, written with the compare-and-set on the state node
+        (the leader epoch stays; the node's new version is the new partition epoch), and
+        announced with UpdateMetadata. Returns the error and the state now in force."""
+        topic = self.topics.get(topic_name)
+        state = None if topic is None else topic.partitions.get(partition)
+        if topic is None or state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if leader_epoch < state.leader_epoch or state.leader != leader_id:
+            return ErrorCode.FENCED_LEADER_EPOCH, state
+        if leader_epoch > state.leader_epoch:
+            return ErrorCode.NOT_CONTROLLER, state
+        if partition_epoch != state.version:
+            return ErrorCode.INVALID_UPDATE_VERSION, state
+        live = {b.broker_id for b in self.live_brokers()}
+        if any(r not in state.replicas or r not in live for r in new_isr) or (
+            leader_id not in new_isr
+        ):
+            return ErrorCode.INELIGIBLE_REPLICA, state
+        if tuple(new_isr) == state.isr:
+            return ErrorCode.NONE, state
+        new = replace(state, isr=tuple(new_isr), controller_epoch=self.epoch)
+        topic.partitions[partition] = new = self._write_state(topic_name, partition, new, False)
+        self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+        return ErrorCode.NONE, new
+
     # --- topic administration -------------------------------------------------------------
 
     def validate_new_topic(self, spec: NewTopic) -> TopicResult:

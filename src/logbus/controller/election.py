@@ -64,18 +64,29 @@ def elect(
     return _with(state, leader, isr, controller_epoch)
 
 
-def remove_replica(
+def on_brokers_lost(
     state: PartitionState,
-    broker: int,
+    dead: Collection[int],
     live: Collection[int],
     unclean: bool,
     controller_epoch: int,
 ) -> PartitionState | None:
-    """The state after `broker` died: a follower leaves the ISR (unless it is its last
-    member); a leader is replaced by a live ISR member (or, with `unclean`, any live
-    replica), else the partition goes offline with its ISR kept as it is."""
-    if broker == state.leader:
-        return elect(state, live, unclean, controller_epoch)
-    if broker not in state.isr or len(state.isr) == 1:
+    """The state after the brokers `dead` died (Kafka's removal of offline replicas from
+    the ISR, then the offline partition election): dead followers leave the ISR; a dead
+    leader is replaced by the first live ISR member in assignment order (or, with
+    `unclean`, the first live replica); with none, the partition goes offline (leader -1)
+    and its ISR keeps one member, the one that may come back and lead without loss."""
+    if not any(b in dead for b in (*state.isr, state.leader)):
         return None
-    return _with(state, state.leader, tuple(r for r in state.isr if r != broker), controller_epoch)
+    remaining = tuple(r for r in state.isr if r not in dead)
+    if state.leader not in dead and state.leader != NO_LEADER:
+        return _with(state, state.leader, remaining, controller_epoch)
+    last = (state.leader,) if state.leader in state.isr else state.isr[:1]
+    shrunk = PartitionState(
+        NO_LEADER, state.leader_epoch, remaining or last, state.replicas,
+        state.controller_epoch, state.version,
+    )  # fmt: skip
+    chosen = offline_leader(shrunk, live, unclean)
+    if chosen is None:
+        return _with(shrunk, NO_LEADER, shrunk.isr, controller_epoch)
+    return _with(shrunk, chosen[0], chosen[1], controller_epoch)
