@@ -6,6 +6,7 @@ Blocking store calls: run off the event loop (controller thread or a worker thre
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -120,7 +121,5 @@ class BrokerRegistration:
         return self.store.exists(self.path)
 
     def deregister(self) -> None:
-        try:
+        with contextlib.suppress(NoNode):
             self.store.delete(self.path)
-        except NoNode:
-            pass

@@ -15,6 +15,7 @@ awaits them. The active controller watches `/brokers/ids` (broker failure and st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -137,10 +138,8 @@ class ClusterController(Controller):
         try:
             data, version = self.store.get(EPOCH_PATH)
         except NoNode:
-            try:
+            with contextlib.suppress(NodeExists):
                 self.store.create(EPOCH_PATH, b"0")
-            except NodeExists:
-                pass
             data, version = self.store.get(EPOCH_PATH)
         epoch = int(data or b"0") + 1
         me = {
@@ -184,10 +183,8 @@ class ClusterController(Controller):
         self.brokers = {}
         self.topics = {}
         if delete_node and self.active_controller_id() == self.broker.broker_id:
-            try:
+            with contextlib.suppress(NoNode):
                 self.store.delete(CONTROLLER_PATH)
-            except NoNode:
-                pass
 
     def resign_and_release(self) -> None:
         """Controlled shutdown of the controller: stop acting and free `/controller`."""
@@ -235,10 +232,8 @@ class ClusterController(Controller):
                 f"/brokers/topics/{topic}/partitions",
                 f"/brokers/topics/{topic}/partitions/{partition}",
             ):
-                try:
+                with contextlib.suppress(NodeExists):
                     self.store.create(parent, b"", make_parents=False)
-                except NodeExists:
-                    pass
             try:
                 expected = self.store.stat(path).version
             except NoNode:
@@ -317,10 +312,8 @@ class ClusterController(Controller):
         try:
             return self.store.children("/admin/delete_topics", watch=self._deletions_watch)
         except NoNode:
-            try:
+            with contextlib.suppress(NodeExists):
                 self.store.create("/admin/delete_topics", b"")
-            except NodeExists:
-                pass
             return self.store.children("/admin/delete_topics", watch=self._deletions_watch)
 
     # --- watches --------------------------------------------------------------------------
@@ -409,10 +402,8 @@ class ClusterController(Controller):
             if name in self.topics:
                 self._complete_delete(name)
             else:
-                try:
+                with contextlib.suppress(NoNode):
                     self._fenced([Delete(f"/admin/delete_topics/{name}")])
-                except NoNode:
-                    pass
 
     def on_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """A topic's dynamic configs changed: remember them; when unclean election was
