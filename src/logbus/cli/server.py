@@ -28,7 +28,11 @@ async def serve(config: BrokerConfig) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
     try:
         await stop.wait()
     finally:
@@ -58,8 +62,14 @@ def run(args: argparse.Namespace) -> int:
             uvloop.install()
         except ImportError:
             pass
+    from logbus.server.cluster_member import BrokerStartupError
+    from logbus.storage.errors import InconsistentBrokerMetadataError
+
     try:
         asyncio.run(serve(config))
+    except (BrokerStartupError, InconsistentBrokerMetadataError) as exc:
+        print(f"logbus: cannot start the broker: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"logbus: cannot start the broker: {exc}", file=sys.stderr)
         return 1

@@ -102,11 +102,19 @@ class ConfigChangeListener:
     `start()` processes the notifications present and watches for new ones.
     """
 
-    def __init__(self, store: MetadataStore, handlers: Mapping[str, EntityHandler]) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        handlers: Mapping[str, EntityHandler],
+        run: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
         self.store = store
         self.handlers = dict(handlers)
         self.last_processed = -1
         self._started = False
+        # How a watch's processing is run: inline (the embedded store fires watches on
+        # the broker's loop), or handed to a thread of its own (ZooKeeper's callbacks).
+        self._run = run
 
     def start(self) -> None:
         """Skip the notifications already present (the broker loaded every config when it
@@ -130,8 +138,12 @@ class ConfigChangeListener:
         ]
 
     def _on_change(self, _path: str) -> None:
-        if self._started:
+        if not self._started:
+            return
+        if self._run is None:
             self.process()
+        else:
+            self._run(self.process)
 
     def process(self) -> None:
         """Apply every notification newer than the last one processed."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from logbus.controller.channel import LocalChannel
+from logbus.controller.channel import ControllerChannel, LocalChannel
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
@@ -25,6 +25,12 @@ from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
+from logbus.server.cluster_member import (
+    ClusterMember,
+    check_cluster_id,
+    open_zookeeper,
+    stored_topic_ids,
+)
 from logbus.server.config import BrokerConfig
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
@@ -100,6 +106,12 @@ class Broker:
         self.channel = LocalChannel()
         self.metadata_cache = MetadataCache("", -1)
         self.controller: Controller | None = None
+        self.cluster: ClusterMember | None = None
+        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
+        self.broker_epoch = -1
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        """Cluster mode: topic configs read from `/config/topics` (controller requests do
+        not carry them), kept current by the config change listener."""
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
@@ -131,10 +143,18 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
-        self.store = EmbeddedStore(self.config.log_dirs[0])
-        cluster_id = ensure_cluster_id(self.store)
-        self.dynamic_config = DynamicConfigManager(self, self.store)
-        self.config = cfg = self.dynamic_config.load()
+        if self.config.uses_zookeeper:
+            self.store = store = await open_zookeeper(self.config)
+            cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
+            check_cluster_id(self.config.log_dirs, cluster_id)
+            self.metadata_cache.cluster_id = cluster_id
+            self.dynamic_config = DynamicConfigManager(self, store)
+            self.config = cfg = await asyncio.to_thread(self.dynamic_config.load)
+        else:
+            self.store = EmbeddedStore(self.config.log_dirs[0])
+            cluster_id = ensure_cluster_id(self.store)
+            self.dynamic_config = DynamicConfigManager(self, self.store)
+            self.config = cfg = self.dynamic_config.load()
         self.log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
@@ -183,26 +203,14 @@ class Broker:
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
         self.group_coordinator.start()
-        self.channel.register(self.broker_id, self)
-        self.controller = Controller(
-            self.store,
-            self.channel,
-            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
-            default_partitions=cfg.num_partitions,
-            default_replication_factor=cfg.default_replication_factor,
-            validate_configs=lambda configs: validate_topic_configs(configs, self.config),
-            max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
+        if self.config.uses_zookeeper:
+            await self._start_cluster_member(host, port)
+        else:
+            self._start_standalone_controller(host, port)
+        self.producer_ids = ProducerIdManager(
+            self.store, self.broker_id, threaded=self.config.uses_zookeeper
         )
-        self.controller.start()
-        # Logs of topics deleted while this broker was down, or when a crash interrupted
-        # a deletion, are removed now rather than left behind.
-        self.log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
-        )
-        self.dynamic_config.start(self.controller, self.replica_manager)
-        self.metadata_cache.cluster_id = self.controller.cluster_id
-        self.metadata_cache.controller_id = self.broker_id
-        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        assert self.controller is not None
         self.services = BrokerServices(
             store=self.store,
             log_manager=self.log_manager,
@@ -247,8 +255,7 @@ class Broker:
         self._spawn(self._every(1000, manager.remove_deleted))
         if unused := cfg.without_effect():
             log.info(
-                "settings with no effect on a stand-alone broker (see docs/configuration.md): "
-                "%s",
+                "settings with no effect on a stand-alone broker (see docs/configuration.md): %s",
                 ", ".join(unused),
             )
         log.info(
@@ -256,8 +263,50 @@ class Broker:
             self.broker_id,
             host,
             port,
-            self.controller.cluster_id,
+            cluster_id,
         )
+
+    def _start_standalone_controller(self, host: str, port: int) -> None:
+        """A stand-alone broker is its own controller over the embedded store."""
+        assert self.store is not None and self.log_manager is not None
+        assert self.dynamic_config is not None and self.replica_manager is not None
+        cfg = self.config
+        self.channel.register(self.broker_id, self)
+        self.controller = Controller(
+            self.store,
+            self.channel,
+            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
+            default_partitions=cfg.num_partitions,
+            default_replication_factor=cfg.default_replication_factor,
+            validate_configs=lambda configs: validate_topic_configs(configs, self.config),
+            max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
+        )
+        self.controller.start()
+        # Logs of topics deleted while this broker was down, or when a crash interrupted
+        # a deletion, are removed now rather than left behind.
+        self.log_manager.delete_stray_logs(
+            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
+        )
+        self.dynamic_config.start(self.controller, self.replica_manager)
+        self.metadata_cache.cluster_id = self.controller.cluster_id
+        self.metadata_cache.controller_id = self.broker_id
+
+    async def _start_cluster_member(self, host: str, port: int) -> None:
+        """Cluster mode: register in ZooKeeper and start this broker's controller (on its
+        own thread; one broker's is active)."""
+        assert self.store is not None and self.log_manager is not None
+        assert self.dynamic_config is not None and self.replica_manager is not None
+        self.cluster = ClusterMember(self, self.store)
+        self.controller = await self.cluster.start(self._network_channel(), host, port)
+        # Logs of topics deleted while this broker was down are removed now.
+        topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
+        self.log_manager.delete_stray_logs(topic_ids)
+        self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
+
+    def _network_channel(self) -> ControllerChannel:
+        from logbus.controller.network_channel import NetworkChannel
+
+        return NetworkChannel(self)  # type: ignore[call-arg]
 
     async def started(self) -> BrokerServices:
         """The services, once `start()` has built them: a request that arrives while the
@@ -297,12 +346,17 @@ class Broker:
                 await task
         if self.dynamic_config is not None:
             self.dynamic_config.stop()
-        if self.controller is not None:
+        if self.cluster is not None:
+            await self.cluster.stop()
+        elif self.controller is not None:
             self.controller.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown(clean=True)
         if self.store is not None:
-            self.store.close()
+            if self.cluster is not None or self.config.uses_zookeeper:
+                await asyncio.to_thread(self.store.close)
+            else:
+                self.store.close()
         log.info("broker %d stopped", self.broker_id)
 
     # --- configs --------------------------------------------------------------------------
@@ -348,8 +402,20 @@ class Broker:
 
     # --- controller callbacks (LocalChannel) ----------------------------------------------
 
+    def _with_stored_configs(self, topic: TopicMetadata) -> TopicMetadata:
+        """Cluster mode: a topic from a controller request gets its stored configs (read
+        once per topic; the config change listener keeps them current)."""
+        if self.cluster is None or self.store is None:
+            return topic
+        configs = self.topic_configs.get(topic.name)
+        if configs is None:
+            configs = self.topic_configs[topic.name] = stored_topic_configs(self.store, topic.name)
+        topic.configs = dict(configs)
+        return topic
+
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
         assert self.replica_manager is not None
+        topic = self._with_stored_configs(topic)
         self.replica_manager.apply_leader_and_isr(topic, partitions)
         if topic.name == OFFSETS_TOPIC and self.group_coordinator is not None:
             for p in partitions:
@@ -364,12 +430,14 @@ class Broker:
         cache = self.metadata_cache
         cache.brokers = {b.broker_id: b for b in brokers}
         for topic in topics:
+            topic = self._with_stored_configs(topic)
             old = cache.topics.get(topic.name)
             cache.update_topic(topic)
             if old is not None and self.replica_manager is not None:
                 self.replica_manager.update_log_config(topic)
         for name in deleted:
             cache.remove_topic(name)
+            self.topic_configs.pop(name, None)
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         assert self.replica_manager is not None

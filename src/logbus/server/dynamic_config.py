@@ -12,6 +12,7 @@ Owned by the broker's event loop; not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from logbus.controller.config_store import (
     ConfigChangeListener,
     fetch_entity_config,
 )
+from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import MetadataStore
 from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError, ConfigValue
@@ -64,6 +66,7 @@ class DynamicConfigManager:
         self.store = store
         self.static: dict[str, ConfigValue] = broker.config.originals
         self.listener: ConfigChangeListener | None = None
+        self._worker: ControllerEventManager | None = None
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
@@ -76,21 +79,67 @@ class DynamicConfigManager:
             fetch_entity_config(self.store, BROKER, str(self.broker.broker_id)),
         )
 
-    def start(self, controller: Controller, replica_manager: ReplicaManager) -> None:
+    def start(
+        self, controller: Controller, replica_manager: ReplicaManager, *, threaded: bool = False
+    ) -> None:
         """Follow the stored changes: a topic's new configs go to the controller's and the
-        metadata cache's view of the topic and to its logs."""
+        metadata cache's view of the topic and to its logs.
 
-        def on_topic_change(topic: str) -> None:
-            self.on_topic_change(topic, controller, replica_manager)
+        `threaded` (cluster mode, ZooKeeper): notifications are read on a thread of their
+        own (Kafka's change notification thread); what they change on the broker is handed
+        to the event loop, and topic configs to the controller's thread."""
+        if not threaded:
+
+            def on_topic_change(topic: str) -> None:
+                self.on_topic_change(topic, controller, replica_manager)
+
+            self.listener = ConfigChangeListener(
+                self.store, {TOPIC: on_topic_change, BROKER: self.on_broker_change}
+            )
+            self.listener.start()
+            return
+        loop = asyncio.get_running_loop()
+        self._worker = worker = ControllerEventManager("config-change-thread")
+
+        def topic_changed(topic: str) -> None:  # worker thread
+            configs = fetch_entity_config(self.store, TOPIC, topic)
+            loop.call_soon_threadsafe(self.apply_topic_configs, topic, configs, replica_manager)
+            on_topic_configs = getattr(controller, "on_topic_configs", None)
+            events = getattr(controller, "events", None)
+            if on_topic_configs is not None and events is not None:
+                events.put(lambda: on_topic_configs(topic, configs), "TopicConfigChange")
+
+        def broker_changed(name: str) -> None:  # worker thread
+            if name in (DEFAULT_ENTITY, str(self.broker.broker_id)):
+                config = self.load()
+                loop.call_soon_threadsafe(self._reconfigure, config, name)
 
         self.listener = ConfigChangeListener(
-            self.store, {TOPIC: on_topic_change, BROKER: self.on_broker_change}
+            self.store, {TOPIC: topic_changed, BROKER: broker_changed}, run=worker.put
         )
-        self.listener.start()
+        worker.start()
+        worker.put(self.listener.start, "ConfigChangeListenerStart")
+
+    def apply_topic_configs(
+        self, topic: str, configs: dict[str, str], replica_manager: ReplicaManager
+    ) -> None:
+        """Event loop: a topic's new configs reach the metadata cache and its logs."""
+        metadata = self.broker.metadata_cache.topics.get(topic)
+        if metadata is not None:
+            metadata.configs = dict(configs)
+            replica_manager.update_log_config(metadata)
+        self.broker.topic_configs[topic] = dict(configs)
+        log.info("applied new configs of topic %s: %s", topic, configs)
+
+    def _reconfigure(self, config: BrokerConfig, name: str) -> None:
+        self.broker.reconfigure(config)
+        log.info("applied new dynamic broker configs (%s)", name)
 
     def stop(self) -> None:
         if self.listener is not None:
             self.listener.stop()
+        if self._worker is not None:
+            self._worker.stop()
 
     def on_topic_change(
         self, topic: str, controller: Controller, replica_manager: ReplicaManager

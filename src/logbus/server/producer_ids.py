@@ -5,6 +5,7 @@ restarts and brokers; and the epochs of the idempotent producers this broker ser
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 
@@ -21,11 +22,18 @@ a forgotten producer that asks for an epoch bump gets a new id instead."""
 
 
 class ProducerIdManager:
-    """Hands out producer ids from the block this broker reserved. Event loop only."""
+    """Hands out producer ids from the block this broker reserved. Event loop only.
 
-    def __init__(self, store: MetadataStore, broker_id: int) -> None:
+    `threaded` (cluster mode: the store is ZooKeeper): blocks are reserved in a worker
+    thread by `ensure_available`, which callers await before taking an id, so the event
+    loop never waits for ZooKeeper. The compare-and-set on the block node keeps the ids
+    of brokers reserving at the same time apart."""
+
+    def __init__(self, store: MetadataStore, broker_id: int, *, threaded: bool = False) -> None:
         self.store = store
         self.broker_id = broker_id
+        self.threaded = threaded
+        self._reserving: asyncio.Lock | None = None
         self._next = 0
         self._end = -1
         self._epochs: OrderedDict[int, int] = OrderedDict()
@@ -52,6 +60,16 @@ class ProducerIdManager:
                 continue
             self._next, self._end = start, start + BLOCK_SIZE - 1
             return
+
+    async def ensure_available(self) -> None:
+        """Reserve the next block (off the event loop) when this one is used up."""
+        if not self.threaded or self._next <= self._end:
+            return
+        if self._reserving is None:
+            self._reserving = asyncio.Lock()
+        async with self._reserving:
+            if self._next > self._end:
+                await asyncio.to_thread(self._reserve_block)
 
     def next_id(self) -> int:
         if self._next > self._end:

@@ -51,6 +51,7 @@ async def handle_init_producer_id(
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     manager = ctx.services.producer_ids
+    await manager.ensure_available()
     if producer_id == NO_PRODUCER_ID:
         new_id, epoch = manager.new_producer()
     else:
