@@ -9,9 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import dataclass
 
-from logbus.controller.cluster_metadata import BrokerInfo
+from logbus.controller.cluster_metadata import BrokerInfo, EndPoint
 from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
 
 IDS_PATH = "/brokers/ids"
@@ -21,12 +20,7 @@ class BrokerIdRegistered(Exception):
     """Another live broker holds this broker id."""
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    listener: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
+Endpoint = EndPoint
 
 
 def broker_json(
@@ -59,11 +53,19 @@ def parse_endpoint(text: str) -> tuple[str, str, int]:
 def broker_info(broker_id: int, data: bytes, listener: str | None = None) -> BrokerInfo:
     """A registered broker's endpoint for `listener` (else its first one) and rack."""
     value = json.loads(data)
+    protocols = value.get("listener_security_protocol_map", {})
     endpoints = [parse_endpoint(e) for e in value.get("endpoints", [])]
     chosen = next((e for e in endpoints if e[0] == listener), None) or (
         endpoints[0] if endpoints else ("PLAINTEXT", value["host"], int(value["port"]))
     )
-    return BrokerInfo(broker_id, chosen[1], chosen[2], value.get("rack"), chosen[0])
+    return BrokerInfo(
+        broker_id,
+        chosen[1],
+        chosen[2],
+        value.get("rack"),
+        chosen[0],
+        tuple(EndPoint(n, h, p, protocols.get(n, "PLAINTEXT")) for n, h, p in endpoints),
+    )
 
 
 def registered_brokers(

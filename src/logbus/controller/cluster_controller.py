@@ -19,17 +19,22 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 
+from logbus.controller.assignment import ControllerError, assign_replicas
 from logbus.controller.broker_registration import BrokerRegistration, registered_brokers
 from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
 from logbus.controller.controller import (
     Controller,
+    NewTopic,
+    TopicResult,
     ensure_cluster_id,
     state_json,
+    write_topic_znodes,
 )
 from logbus.controller.controller_events import ControllerEventManager
-from logbus.controller.election import NO_LEADER, elect, on_brokers_lost
+from logbus.controller.election import NO_LEADER, on_brokers_lost
 from logbus.controller.metadata_store import (
     BadVersion,
     CheckVersion,
@@ -42,6 +47,8 @@ from logbus.controller.metadata_store import (
     SessionEvent,
     SetData,
 )
+from logbus.controller.topic_validation import INTERNAL_TOPICS
+from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -429,4 +436,42 @@ class ClusterController(Controller):
         broker's registration ends with its ZooKeeper session."""
 
 
-__all__ = ["ClusterController", "ControllerMovedError", "elect"]
+def admin_create_topic(
+    store: MetadataStore,
+    spec: NewTopic,
+    known_brokers: list[BrokerInfo],
+    default_partitions: int,
+    default_replication_factor: int,
+) -> TopicResult:
+    """Write a new topic's znodes from a broker that is not the controller (Kafka's
+    `AdminZkClient.createTopic`, used for auto-creation): the active controller sees it
+    through its `/brokers/topics` watch and elects its leaders. Blocking."""
+    partitions = default_partitions if spec.num_partitions == -1 else spec.num_partitions
+    rf = default_replication_factor if spec.replication_factor == -1 else spec.replication_factor
+    brokers = [info for info, _ in registered_brokers(store).values()] or known_brokers
+    if store.exists(f"/admin/delete_topics/{spec.name}"):
+        return TopicResult(
+            spec.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' is being deleted."
+        )
+    try:
+        assignment = spec.assignments or assign_replicas(
+            [b.broker_id for b in brokers],
+            partitions,
+            rf,
+            racks={b.broker_id: b.rack for b in brokers},
+        )
+    except ControllerError as exc:
+        return TopicResult(spec.name, exc.error, exc.message)
+    topic = TopicMetadata(
+        spec.name, uuid.uuid4(), is_internal=spec.name in INTERNAL_TOPICS, configs=spec.configs
+    )
+    try:
+        write_topic_znodes(store, topic, assignment)
+    except NodeExists:
+        return TopicResult(
+            spec.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists."
+        )
+    return TopicResult(
+        spec.name, ErrorCode.NONE, None, topic.topic_id, len(assignment),
+        len(next(iter(assignment.values()))),
+    )  # fmt: skip

@@ -12,12 +12,38 @@ from uuid import UUID
 
 
 @dataclass(frozen=True, slots=True)
+class EndPoint:
+    """One listener of a broker as the cluster sees it (`/brokers/ids/<id>` "endpoints",
+    UpdateMetadata's live broker endpoints)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. `host`/`port`/`listener` are the endpoint clients are told about;
+    `endpoints` every listener it registered (empty: only that one)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     listener: str = "PLAINTEXT"
+    endpoints: tuple[EndPoint, ...] = ()
+
+    def all_endpoints(self) -> tuple[EndPoint, ...]:
+        return self.endpoints or (EndPoint(self.listener, self.host, self.port),)
+
+    def endpoint(self, listener: str | None) -> EndPoint:
+        """The endpoint of `listener` (None: the client-facing one); that one when the
+        broker has no such listener."""
+        for ep in self.all_endpoints():
+            if ep.listener == listener:
+                return ep
+        return EndPoint(self.listener, self.host, self.port)
 
 
 @dataclass(frozen=True, slots=True)

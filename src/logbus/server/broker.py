@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from logbus.controller.channel import ControllerChannel, LocalChannel
+from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
+from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
@@ -107,8 +108,14 @@ class Broker:
         self.metadata_cache = MetadataCache("", -1)
         self.controller: Controller | None = None
         self.cluster: ClusterMember | None = None
+        self.network_channel: NetworkChannel | None = None
         """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
         self.broker_epoch = -1
+        """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
+        (-1: unknown, controller requests' broker epochs are not checked)."""
+        self.controller_epoch = 0
+        """The newest controller epoch seen in a controller request; older ones are
+        refused (STALE_CONTROLLER_EPOCH)."""
         self.topic_configs: dict[str, dict[str, str]] = {}
         """Cluster mode: topic configs read from `/config/topics` (controller requests do
         not carry them), kept current by the config change listener."""
@@ -282,6 +289,7 @@ class Broker:
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
         )
         self.controller.start()
+        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
         # Logs of topics deleted while this broker was down, or when a crash interrupted
         # a deletion, are removed now rather than left behind.
         self.log_manager.delete_stray_logs(
@@ -303,10 +311,13 @@ class Broker:
         self.log_manager.delete_stray_logs(topic_ids)
         self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
 
-    def _network_channel(self) -> ControllerChannel:
-        from logbus.controller.network_channel import NetworkChannel
-
-        return NetworkChannel(self)  # type: ignore[call-arg]
+    def _network_channel(self) -> NetworkChannel:
+        self.network_channel = NetworkChannel(
+            asyncio.get_running_loop(),
+            listener_name=self.config.inter_broker_listener_name,
+            request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
+        )
+        return self.network_channel
 
     async def started(self) -> BrokerServices:
         """The services, once `start()` has built them: a request that arrives while the
@@ -348,6 +359,8 @@ class Broker:
             self.dynamic_config.stop()
         if self.cluster is not None:
             await self.cluster.stop()
+            if self.network_channel is not None:
+                await self.network_channel.close()
         elif self.controller is not None:
             self.controller.shutdown()
         if self.log_manager is not None:
@@ -400,7 +413,7 @@ class Broker:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
 
-    # --- controller callbacks (LocalChannel) ----------------------------------------------
+    # --- controller callbacks (LocalChannel, server/api/controller_requests.py) -----------
 
     def _with_stored_configs(self, topic: TopicMetadata) -> TopicMetadata:
         """Cluster mode: a topic from a controller request gets its stored configs (read
@@ -425,9 +438,15 @@ class Broker:
                 )
 
     def apply_update_metadata(
-        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+        self,
+        brokers: list[BrokerInfo],
+        topics: list[TopicMetadata],
+        deleted: list[str],
+        controller_id: int | None = None,
     ) -> None:
         cache = self.metadata_cache
+        if controller_id is not None:
+            cache.controller_id = controller_id
         cache.brokers = {b.broker_id: b for b in brokers}
         for topic in topics:
             topic = self._with_stored_configs(topic)

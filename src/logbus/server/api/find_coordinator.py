@@ -15,15 +15,20 @@ from logbus.protocol.messages.find_coordinator_response import (
     FindCoordinatorResponse,
 )
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api.topics import create_topic_for_client
 
 GROUP, TRANSACTION = 0, 1
 
 
-def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
+async def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
+    """Create `__consumer_offsets` on first use, with offsets.topic.replication.factor
+    replicas: while fewer brokers are alive, creation fails and the answer is
+    COORDINATOR_NOT_AVAILABLE (Kafka's rule since 0.11, KIP-115)."""
     cfg = ctx.broker.config
     if OFFSETS_TOPIC in ctx.broker.metadata_cache.topics:
         return ErrorCode.NONE
-    result = ctx.services.controller.create_topic(
+    result = await create_topic_for_client(
+        ctx,
         NewTopic(
             OFFSETS_TOPIC,
             cfg.offsets_topic_num_partitions,
@@ -34,14 +39,14 @@ def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
                 "compression.type": "producer",
                 "segment.bytes": str(cfg.offsets_topic_segment_bytes),
             },
-        )
+        ),
     )
     if result.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
         return ErrorCode.NONE
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
-def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinator:
+async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinator:
     """One coordinator lookup: node_id, host, port, error_code, error_message."""
     none: Coordinator = {"node_id": -1, "host": "", "port": -1}
     if key_type == TRANSACTION:
@@ -62,7 +67,7 @@ def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinator:
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": "the group id must not be empty",
         }
-    error = ensure_offsets_topic(ctx)
+    error = await ensure_offsets_topic(ctx)
     cache = ctx.broker.metadata_cache
     topic = cache.topics.get(OFFSETS_TOPIC)
     if error != ErrorCode.NONE or topic is None:
@@ -88,10 +93,11 @@ async def handle_find_coordinator(
         return {
             "throttle_time_ms": 0,
             "coordinators": [
-                {**find(ctx, key, key_type), "key": key} for key in request["coordinator_keys"]
+                {**(await find(ctx, key, key_type)), "key": key}
+                for key in request["coordinator_keys"]
             ],
         }
-    found = find(ctx, request["key"], key_type)
+    found = await find(ctx, request["key"], key_type)
     return {
         "throttle_time_ms": 0,
         "error_code": found["error_code"],

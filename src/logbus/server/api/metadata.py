@@ -18,6 +18,7 @@ from logbus.protocol.messages.metadata_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.cluster import CLUSTER_OPERATIONS
+from logbus.server.api.topics import create_topic_for_client
 from logbus.server.network.connection import CloseConnection
 
 NO_OPERATIONS = -2147483648
@@ -26,9 +27,7 @@ ZERO_UUID = UUID(int=0)
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def topic_entry(
-    topic: TopicMetadata, include_ops: bool, live: set[int]
-) -> MetadataResponseTopic:
+def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> MetadataResponseTopic:
     partitions: list[MetadataResponsePartition] = []
     for index in sorted(topic.partitions):
         state = topic.partitions[index]
@@ -113,10 +112,13 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
             elif topic_name_error(name) is not None:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif auto_create:
-                result = ctx.services.controller.create_topic(NewTopic(name, -1, -1, {}, {}))
+                result = await create_topic_for_client(ctx, NewTopic(name, -1, -1, {}, {}))
                 created = cache.topics.get(name)
                 if result.error == ErrorCode.NONE and created is not None:
                     topics.append(topic_entry(created, include_ops, live))
+                elif result.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    # Created in a cluster, its leaders not elected yet (Kafka answers so).
+                    topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
                 else:
                     topics.append(error_entry(name, result.error))
             else:

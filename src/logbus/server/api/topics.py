@@ -30,9 +30,11 @@ import asyncio
 import logging
 import weakref
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
+from logbus.controller.cluster_controller import ControllerMovedError, admin_create_topic
 from logbus.controller.controller import (
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
@@ -69,6 +71,7 @@ from logbus.storage.open_files import spare_descriptors
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 ZERO_UUID = UUID(int=0)
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
@@ -88,9 +91,47 @@ def admin_lock(controller: Controller) -> asyncio.Lock:
 def active_controller(ctx: RequestContext) -> Controller | None:
     """The controller, if this broker is the active one (topic changes go through it)."""
     broker = ctx.broker
+    if broker.cluster is not None:
+        controller = ctx.services.controller
+        return controller if getattr(controller, "active", False) else None
     if broker.metadata_cache.controller_id != broker.broker_id:
         return None
     return ctx.services.controller
+
+
+async def on_controller(ctx: RequestContext, action: Callable[[], T]) -> T:
+    """Run controller work: on the controller thread in a cluster (awaited), inline on a
+    stand-alone broker (its controller lives on the event loop)."""
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return action()
+    return await cluster.events.call(action)
+
+
+async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicResult:
+    """Create a topic a client asked for implicitly (auto-creation, the offsets topic).
+
+    The active controller creates it; any other broker of a cluster writes the topic's
+    znodes itself, as Kafka's `AdminZkClient` does, and the controller, which watches
+    `/brokers/topics`, elects its leaders; the topic is then not known here yet."""
+    controller = ctx.services.controller
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return controller.create_topic(spec)
+    try:
+        if getattr(controller, "active", False):
+            return await cluster.events.call(lambda: controller.create_topic(spec))
+    except ControllerMovedError:
+        pass
+    config = ctx.broker.config
+    return await asyncio.to_thread(
+        admin_create_topic,
+        ctx.services.store,
+        spec,
+        list(ctx.broker.metadata_cache.brokers.values()),
+        config.num_partitions,
+        config.default_replication_factor,
+    )
 
 
 # --- CreateTopics -----------------------------------------------------------------------
@@ -176,9 +217,14 @@ async def start_new_partitions(
     return controller.finish_creation(creation)
 
 
-def _local_share(controller: Controller, partitions: int, replication_factor: int) -> int:
+def _local_share(
+    ctx: RequestContext, controller: Controller, partitions: int, replication_factor: int
+) -> int:
     """At most how many replicas of `partitions` new partitions this broker will host."""
-    live = max(1, len(controller.live_brokers()))
+    if ctx.broker.cluster is not None:
+        live = max(1, len(ctx.broker.metadata_cache.brokers))
+    else:
+        live = max(1, len(controller.live_brokers()))
     return min(partitions, -(-partitions * replication_factor // live))
 
 
@@ -239,7 +285,7 @@ async def _create_topic(
     spec = NewTopic(
         name, topic["num_partitions"], topic["replication_factor"], assignments, configs
     )
-    checked = controller.validate_new_topic(spec)
+    checked = await on_controller(ctx, lambda: controller.validate_new_topic(spec))
     if checked.error != ErrorCode.NONE:
         return _created_error(name, checked.error, checked.message)
     try:
@@ -249,12 +295,15 @@ async def _create_topic(
     except ConfigError as exc:
         return _created_error(name, ErrorCode.INVALID_CONFIG, str(exc))
     refusal = budget.refusal(
-        _local_share(controller, checked.num_partitions, checked.replication_factor)
+        _local_share(ctx, controller, checked.num_partitions, checked.replication_factor)
     )
     if refusal is not None:
         return _created_error(name, ErrorCode.POLICY_VIOLATION, refusal)
     result: TopicResult = checked
-    if not validate_only:
+    if not validate_only and ctx.broker.cluster is not None:
+        # In a cluster every broker creates its own logs on the controller's LeaderAndIsr.
+        result = await on_controller(ctx, lambda: controller.create_topic(spec))
+    elif not validate_only:
         creation = controller.register_topic(spec)
         if isinstance(creation, TopicResult):
             result = creation
@@ -302,7 +351,14 @@ async def handle_create_topics(
             )
         else:
             async with admin_lock(controller):
-                results.append(await _create_topic(ctx, controller, topic, validate_only, budget))
+                try:
+                    results.append(
+                        await _create_topic(ctx, controller, topic, validate_only, budget)
+                    )
+                except ControllerMovedError:
+                    results.append(
+                        _created_error(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+                    )
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -424,7 +480,13 @@ async def handle_delete_topics(
         ]
     else:
         async with admin_lock(controller):
-            results = _delete_all(controller, targets)
+            try:
+                results = await on_controller(ctx, lambda: _delete_all(controller, targets))
+            except ControllerMovedError:
+                results = [
+                    _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+                    for name, topic_id in targets
+                ]
     return {"throttle_time_ms": 0, "responses": results}
 
 
@@ -457,17 +519,34 @@ async def _create_partitions(
     name: str = topic["name"]
     raw: list[Any] | None = topic["assignments"]
     assignments = None if raw is None else [list(a["broker_ids"]) for a in raw]
-    checked = controller.register_partitions(name, topic["count"], assignments, True)
+
+    def check() -> tuple[PartitionCreation | TopicResult, int, int]:
+        checked = controller.register_partitions(name, topic["count"], assignments, True)
+        existing = controller.topics.get(name)
+        if existing is None:
+            return checked, 0, 0
+        added = topic["count"] - len(existing.partitions)
+        return checked, added, len(next(iter(existing.partitions.values())).replicas)
+
+    checked, added, replication_factor = await on_controller(ctx, check)
     if isinstance(checked, TopicResult) and checked.error != ErrorCode.NONE:
         return _partitions_result(name, checked.error, checked.message)
-    existing = controller.topics[name]
-    added = topic["count"] - len(existing.partitions)
-    replication_factor = len(next(iter(existing.partitions.values())).replicas)
-    refusal = budget.refusal(_local_share(controller, added, replication_factor))
+    refusal = budget.refusal(_local_share(ctx, controller, added, replication_factor))
     if refusal is not None:
         return _partitions_result(name, ErrorCode.POLICY_VIOLATION, refusal)
     if validate_only:
         return _partitions_result(name)
+    if ctx.broker.cluster is not None:
+
+        def create() -> TopicResult:
+            creation = controller.register_partitions(name, topic["count"], assignments, False)
+            if isinstance(creation, TopicResult):
+                return creation
+            controller.start_partitions(creation, creation.new_partitions)
+            return controller.finish_creation(creation)
+
+        done = await on_controller(ctx, create)
+        return _partitions_result(name, done.error, done.message)
     creation = controller.register_partitions(name, topic["count"], assignments, False)
     if isinstance(creation, TopicResult):
         return _partitions_result(name, creation.error, creation.message)
@@ -485,7 +564,8 @@ async def handle_create_partitions(
     unique = [topic for topic in topics if counts[topic["name"]] == 1]
     excessive = (
         controller is not None
-        and _partitions_added(controller, unique) > MAX_PARTITIONS_PER_REQUEST
+        and await on_controller(ctx, lambda: _partitions_added(controller, unique))
+        > MAX_PARTITIONS_PER_REQUEST
     )
     budget = _DescriptorBudget()
     results: list[CreatePartitionsTopicResult] = []
@@ -510,9 +590,14 @@ async def handle_create_partitions(
             )
         else:
             async with admin_lock(controller):
-                results.append(
-                    await _create_partitions(ctx, controller, topic, validate_only, budget)
-                )
+                try:
+                    results.append(
+                        await _create_partitions(ctx, controller, topic, validate_only, budget)
+                    )
+                except ControllerMovedError:
+                    results.append(
+                        _partitions_result(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+                    )
     return {"throttle_time_ms": 0, "results": results}
 
 
