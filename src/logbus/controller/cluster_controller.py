@@ -304,7 +304,18 @@ class ClusterController(Controller):
                 continue
         for name in self._deletion_names():
             self._complete_delete(name)
+        live = set(self.brokers)
         for topic in list(self.topics.values()):
+            # Replicas on brokers that are not alive leave the ISR (Kafka's replica state
+            # machine marks them offline at failover), then leaderless partitions elect.
+            unclean = self.unclean_enabled(topic)
+            for p, state in list(topic.partitions.items()):
+                if state.leader_epoch < 0:
+                    continue
+                dead = {r for r in (*state.isr, state.leader) if r not in live and r >= 0}
+                new = on_brokers_lost(state, dead, live, unclean, self.epoch) if dead else None
+                if new is not None:
+                    topic.partitions[p] = self._write_state(topic.name, p, new, create=False)
             self._elect_leaders(topic, list(topic.partitions))
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
 

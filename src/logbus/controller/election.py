@@ -87,6 +87,7 @@ def on_brokers_lost(
         state.controller_epoch, state.version,
     )  # fmt: skip
     chosen = offline_leader(shrunk, live, unclean)
-    if chosen is None:
-        return _with(shrunk, NO_LEADER, shrunk.isr, controller_epoch)
-    return _with(shrunk, chosen[0], chosen[1], controller_epoch)
+    leader, isr = (NO_LEADER, shrunk.isr) if chosen is None else chosen
+    if leader == state.leader and isr == state.isr:
+        return None  # offline already, and still
+    return _with(shrunk, leader, isr, controller_epoch)
