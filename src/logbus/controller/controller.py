@@ -143,7 +143,10 @@ def ensure_cluster_id(store: MetadataStore) -> str:
         return str(json.loads(store.get("/cluster/id")[0])["id"])
     except NoNode:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        store.create_json("/cluster/id", {"version": "1", "id": cluster_id})
+        try:
+            store.create_json("/cluster/id", {"version": "1", "id": cluster_id})
+        except NodeExists:  # another broker starting at the same time made it first
+            return str(json.loads(store.get("/cluster/id")[0])["id"])
         return cluster_id
 
 

@@ -27,6 +27,7 @@ loop, so other clients are served meanwhile. Topic changes run one at a time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
 from collections import Counter
@@ -217,6 +218,31 @@ async def start_new_partitions(
     return controller.finish_creation(creation)
 
 
+def _has_leaders(ctx: RequestContext, name: str) -> bool:
+    topic = ctx.broker.metadata_cache.topics.get(name)
+    return topic is not None and all(s.leader >= 0 for s in topic.partitions.values())
+
+
+async def _propagated(
+    ctx: RequestContext, result: TopicResult, done: Callable[[], bool], timeout_ms: int
+) -> TopicResult:
+    """In a cluster, wait (at most `timeout_ms`) until this broker's metadata shows the
+    change, as Kafka's broker waits in its purgatory; REQUEST_TIMED_OUT if it does not
+    (the change itself is made and goes on)."""
+    if timeout_ms <= 0:
+        return result
+    deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+    while not done():
+        if asyncio.get_running_loop().time() >= deadline:
+            return TopicResult(
+                result.name,
+                ErrorCode.REQUEST_TIMED_OUT,
+                "The controller made the change; this broker has not seen it yet.",
+            )
+        await asyncio.sleep(0.01)
+    return result
+
+
 def _local_share(
     ctx: RequestContext, controller: Controller, partitions: int, replication_factor: int
 ) -> int:
@@ -269,6 +295,7 @@ async def _create_topic(
     topic: CreatableTopic,
     validate_only: bool,
     budget: _DescriptorBudget,
+    timeout_ms: int = 0,
 ) -> CreatableTopicResult:
     name: str = topic["name"]
     null_configs = [c["name"] for c in topic["configs"] if c["value"] is None]
@@ -303,6 +330,8 @@ async def _create_topic(
     if not validate_only and ctx.broker.cluster is not None:
         # In a cluster every broker creates its own logs on the controller's LeaderAndIsr.
         result = await on_controller(ctx, lambda: controller.create_topic(spec))
+        if result.error == ErrorCode.NONE:
+            result = await _propagated(ctx, result, lambda: _has_leaders(ctx, name), timeout_ms)
     elif not validate_only:
         creation = controller.register_topic(spec)
         if isinstance(creation, TopicResult):
@@ -353,7 +382,9 @@ async def handle_create_topics(
             async with admin_lock(controller):
                 try:
                     results.append(
-                        await _create_topic(ctx, controller, topic, validate_only, budget)
+                        await _create_topic(
+                            ctx, controller, topic, validate_only, budget, request["timeout_ms"]
+                        )
                     )
                 except ControllerMovedError:
                     results.append(
@@ -482,12 +513,30 @@ async def handle_delete_topics(
         async with admin_lock(controller):
             try:
                 results = await on_controller(ctx, lambda: _delete_all(controller, targets))
+                if ctx.broker.cluster is not None:
+                    await _deletions_propagated(ctx, results, request["timeout_ms"])
             except ControllerMovedError:
                 results = [
                     _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
                     for name, topic_id in targets
                 ]
     return {"throttle_time_ms": 0, "responses": results}
+
+
+async def _deletions_propagated(
+    ctx: RequestContext, results: list[DeletableTopicResult], timeout_ms: int
+) -> None:
+    """In a cluster, wait until this broker's metadata no longer shows the deleted topics
+    (REQUEST_TIMED_OUT for those still there after `timeout_ms`)."""
+    cache = ctx.broker.metadata_cache
+    for i, entry in enumerate(results):
+        name = entry["name"]
+        if entry["error_code"] != ErrorCode.NONE or name is None:
+            continue
+        gone = functools.partial(lambda n: n not in cache.topics, name)
+        done = await _propagated(ctx, TopicResult(name), gone, timeout_ms)
+        if done.error != ErrorCode.NONE:
+            results[i] = _deleted(name, entry["topic_id"], done.error, done.message)
 
 
 # --- CreatePartitions -------------------------------------------------------------------
