@@ -387,18 +387,16 @@ _define("producer.id.expiration.check.interval.ms", _INT, 600000, _at_least(1), 
 # and docs/configuration.md lists these sets with the reason for each.
 
 CLUSTER_ONLY: Final = frozenset({
-    # ZooKeeper and the controller's work between brokers
-    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-    "zookeeper.max.in.flight.requests", "controller.socket.timeout.ms",
+    # the controller's work between brokers not done yet
     "controlled.shutdown.enable", "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms", "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
-    "inter.broker.listener.name", "security.inter.broker.protocol", "request.timeout.ms",
+    "security.inter.broker.protocol", "request.timeout.ms",
     # followers: the replica fetcher and the ISR
     "num.replica.fetchers", "replica.lag.time.max.ms", "replica.socket.timeout.ms",
     "replica.socket.receive.buffer.bytes", "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
-    "replica.fetch.backoff.ms", "unclean.leader.election.enable",
+    "replica.fetch.backoff.ms",
 })
 """Used only when brokers form a replicated cluster: one broker is every partition's only
 replica and its own controller."""
@@ -412,6 +410,8 @@ NO_EFFECT: Final = frozenset({
     "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
     "max.incremental.fetch.session.cache.slots", "quota.window.num",
     "quota.window.size.seconds", "offsets.load.buffer.size", "log.preallocate",
+    # the ZooKeeper client (kazoo) pipelines its requests without this limit
+    "zookeeper.max.in.flight.requests",
     # tiered storage, which logbus does not have
     "log.local.retention.ms", "log.local.retention.bytes",
     # the transaction coordinator, not served yet (transactional producers are answered
