@@ -229,6 +229,10 @@ def test_child_watches_fire_once(store: MetadataStore) -> None:
     store.set("/ids", b"data of the parent itself")
     store.delete("/ids/2")
     assert fired.wait(2) == ["/ids", "/ids"]
+    store.children("/ids", watch=fired)
+    store.delete("/ids", recursive=True)  # its children go, then itself: one firing
+    barrier(store, "/barrier")
+    assert fired.paths == ["/ids"] * 3
     with pytest.raises(NoNode):
         store.children("/none", watch=fired)
 
@@ -406,6 +410,25 @@ def test_calls_fail_while_the_connection_is_lost_and_work_again_after(
     finally:
         store.close()
         observer.close()
+
+
+def test_a_call_to_a_paused_server_times_out_and_the_session_lives_on(
+    zookeeper_factory: Any,
+) -> None:
+    server: ZooKeeperServer = zookeeper_factory()
+    store = zk_store(server.connect, session_ms=30000, connection_ms=500)
+    try:
+        store.create("/e", b"", ephemeral=True)
+        server.pause()  # SIGSTOP: the connection stays open, nothing answers
+        with pytest.raises(StoreUnavailable, match=f"ZooKeeper at {server.connect} "):
+            store.set("/e", b"late")
+        server.resume()
+        # the write may have been applied after all (as after ConnectionLoss); the session
+        # and its ephemeral node are still there
+        wait_for(lambda: store.get("/e")[0] == b"late")
+        assert store.stat("/e").ephemeral_owner == store.session_id
+    finally:
+        store.close()
 
 
 def test_an_expired_session_is_reported_and_a_new_one_follows(

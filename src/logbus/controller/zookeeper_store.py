@@ -330,5 +330,8 @@ class ZooKeeperStore(MetadataStore):
             self._closing = True
             self._armed.clear()
             self._dropped.clear()
-        self._client.stop()
+        try:
+            self._client.stop()  # waits for kazoo's connection thread (bounded by kazoo)
+        except Exception:
+            log.exception("stopping the ZooKeeper client for %s failed", self.connect)
         self._client.close()
