@@ -7,6 +7,7 @@ refused with Kafka's codes and change nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import threading
 import time
@@ -82,7 +83,7 @@ def brokers(broker_factory: Any) -> tuple[RunningBroker, RunningBroker]:
 
 
 def info(running: RunningBroker) -> BrokerInfo:
-    return BrokerInfo(int(running.overrides["broker.id"]), "127.0.0.1", running.port)
+    return BrokerInfo(int(running.overrides.get("broker.id", "0")), "127.0.0.1", running.port)
 
 
 def topic(
@@ -389,3 +390,60 @@ def test_api_versions_advertise_the_controller_requests(broker: RunningBroker) -
     assert ranges[ApiKey.LEADER_AND_ISR] == (0, 7)
     assert ranges[ApiKey.STOP_REPLICA] == (0, 4)
     assert ranges[ApiKey.UPDATE_METADATA] == (0, 8)
+
+
+def test_requests_from_the_controller_thread_arrive_in_order(
+    brokers: tuple[RunningBroker, RunningBroker], channel: tuple[NetworkChannel, Responses]
+) -> None:
+    first, second = brokers
+    net, responses = channel
+    net.set_controller(1, EPOCH)
+    net.add_broker(info(first), -1)
+    net.add_broker(info(second), -1)
+    partition = {"state": LED_BY_1}
+
+    def controller_thread() -> None:
+        # the controller changes its own objects right after each call
+        moving = topic({0: partition["state"]})
+        for epoch in range(1, 31):
+            moving.partitions[0] = PartitionState(1 + epoch % 2, epoch, (1, 2), (1, 2), EPOCH)
+            net.send_update_metadata([info(first), info(second)], [moving], [])
+        moving.partitions[0] = PartitionState(1, 99, (1,), (1, 2), EPOCH)  # never sent
+
+    thread = threading.Thread(target=controller_thread)
+    thread.start()
+    thread.join(30)
+    for broker_id in (1, 2):
+        for _ in range(30):
+            assert responses.next(broker_id, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
+    for running in brokers:
+        assert running.broker is not None
+        state = running.broker.metadata_cache.partition(TOPIC, 0)
+        assert state is not None and (state.leader, state.leader_epoch) == (1, 30)
+
+
+def test_close_while_retrying_leaves_nothing_behind(broker: RunningBroker) -> None:
+    loop = LoopThread()
+    net = NetworkChannel(loop.loop, retry_backoff=0.01, max_retry_backoff=0.05)
+    try:
+        net.set_controller(0, EPOCH)
+        net.add_broker(BrokerInfo(7, "127.0.0.1", 1), -1)  # nothing listens there
+        net.add_broker(info(broker), -1)
+        net.send_update_metadata([info(broker)], [topic({0: LED_BY_1})], [])
+        wait_for(lambda: TOPIC in cluster_metadata(broker.bootstrap).topics, "the update")
+        net.send_stop_replica(7, TOPIC, [0], True)
+        time.sleep(0.2)  # several attempts to reach broker 7
+        loop.run(net.close(), timeout=10)
+        tasks = loop.run(_other_tasks())
+        assert tasks == []
+        net.send_update_metadata([], [], [TOPIC])  # after close: dropped
+        time.sleep(0.1)
+        assert TOPIC in cluster_metadata(broker.bootstrap).topics
+    finally:
+        loop.run(net.close(), timeout=10)
+        loop.close()
+
+
+async def _other_tasks() -> list[str]:
+    current = asyncio.current_task()
+    return [t.get_name() for t in asyncio.all_tasks() if t is not current]
