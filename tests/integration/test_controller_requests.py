@@ -25,8 +25,10 @@ from wire import run
 from conftest import LoopThread, RunningBroker
 from kafka_wire import WireClient
 from logbus.client.connection import Connection
+from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.controller import ControlHeader, ControlResult, stop_replica
+from logbus.client.requests.metadata import metadata
 from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
 from logbus.controller.network_channel import NetworkChannel
 from logbus.protocol import ApiKey, ErrorCode
@@ -108,6 +110,16 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
 def cluster_metadata(bootstrap: str) -> Any:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return admin.list_topics(timeout=30)
+
+
+def broker_view(running: RunningBroker) -> ClusterMetadata:
+    """What this one broker answers to Metadata (a client such as librdkafka may send its
+    metadata requests to any broker it has learned of)."""
+
+    async def every_topic(conn: Connection) -> ClusterMetadata:
+        return await metadata(conn, None)
+
+    return run(running.bootstrap, every_topic)
 
 
 def setup_cluster(
@@ -244,7 +256,7 @@ def test_an_older_broker_epoch_is_refused(
     net.send_stop_replica(2, TOPIC, [0], False)
     assert responses.next(2, ApiKey.STOP_REPLICA).error == ErrorCode.STALE_BROKER_EPOCH
     assert second.broker.replica_manager.partition(TOPIC, 0) is None  # type: ignore[union-attr]
-    assert TOPIC not in cluster_metadata(second.bootstrap).topics
+    assert TOPIC not in broker_view(second).topics
     assert second.broker.controller_epoch < EPOCH  # a refused request teaches nothing
     # the current epoch is obeyed; so is a newer one (the controller may learn of a new
     # registration before the broker does)
@@ -252,7 +264,7 @@ def test_an_older_broker_epoch_is_refused(
         net.add_broker(info(second), epoch)
         net.send_update_metadata([info(first), info(second)], [topic({0: LED_BY_2})], [])
         assert responses.next(2, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
-    assert cluster_metadata(second.bootstrap).topics[TOPIC].partitions[0].leader == 2
+    assert broker_view(second).topics[TOPIC].partitions[0].leader == 2
 
 
 def test_a_leader_epoch_that_is_not_newer_is_refused_per_partition(
@@ -335,7 +347,7 @@ def test_requests_wait_for_a_broker_that_is_down(
     time.sleep(0.5)  # a few failed attempts
     second.start()  # on the same port
     assert responses.next(2, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
-    assert cluster_metadata(second.bootstrap).topics[TOPIC].partitions[0].leader == 2
+    assert broker_view(second).topics[TOPIC].partitions[0].leader == 2
 
 
 def test_a_removed_broker_gets_nothing_more(
@@ -356,7 +368,7 @@ def test_a_removed_broker_gets_nothing_more(
     net.send_update_metadata([info(second)], [], [])
     assert responses.next(2, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
     assert [b for b, _, _ in responses.items] == []
-    assert TOPIC in cluster_metadata(first.bootstrap).topics
+    assert TOPIC in broker_view(first).topics
 
 
 @pytest.mark.parametrize(
@@ -379,7 +391,7 @@ def test_a_malformed_body_closes_the_connection(
     with WireClient(broker.bootstrap) as conn:
         conn.send_raw(struct.pack(">i", len(body)) + body)
         assert conn.wait_closed(5.0), "the broker kept the connection open"
-    assert TOPIC not in cluster_metadata(broker.bootstrap).topics
+    assert TOPIC not in broker_view(broker).topics
 
 
 def test_api_versions_advertise_the_controller_requests(broker: RunningBroker) -> None:
@@ -430,7 +442,7 @@ def test_close_while_retrying_leaves_nothing_behind(broker: RunningBroker) -> No
         net.add_broker(BrokerInfo(7, "127.0.0.1", 1), -1)  # nothing listens there
         net.add_broker(info(broker), -1)
         net.send_update_metadata([info(broker)], [topic({0: LED_BY_1})], [])
-        wait_for(lambda: TOPIC in cluster_metadata(broker.bootstrap).topics, "the update")
+        wait_for(lambda: TOPIC in broker_view(broker).topics, "the update")
         net.send_stop_replica(7, TOPIC, [0], True)
         time.sleep(0.2)  # several attempts to reach broker 7
         loop.run(net.close(), timeout=10)
@@ -438,7 +450,7 @@ def test_close_while_retrying_leaves_nothing_behind(broker: RunningBroker) -> No
         assert tasks == []
         net.send_update_metadata([], [], [TOPIC])  # after close: dropped
         time.sleep(0.1)
-        assert TOPIC in cluster_metadata(broker.bootstrap).topics
+        assert TOPIC in broker_view(broker).topics
     finally:
         loop.run(net.close(), timeout=10)
         loop.close()
