@@ -29,7 +29,7 @@ from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.controller import ControlHeader, ControlResult, stop_replica
 from logbus.client.requests.metadata import metadata
-from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
+from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, PartitionState, TopicMetadata
 from logbus.controller.network_channel import NetworkChannel
 from logbus.protocol import ApiKey, ErrorCode
 
@@ -459,3 +459,37 @@ def test_close_while_retrying_leaves_nothing_behind(broker: RunningBroker) -> No
 async def _other_tasks() -> list[str]:
     current = asyncio.current_task()
     return [t.get_name() for t in asyncio.all_tasks() if t is not current]
+
+
+def test_the_channel_uses_the_inter_broker_listener(
+    broker_factory: Any, channel: tuple[NetworkChannel, Responses]
+) -> None:
+    running = broker_factory(
+        broker_id="1",
+        listeners="CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        listener_security_protocol_map="CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        inter_broker_listener_name="INTERNAL",
+    )
+    assert running.broker is not None
+    internal_port = running.broker.listeners[1].port
+    net, responses = channel
+    net.listener_name = "INTERNAL"
+    # the client-facing endpoint is a port where nothing listens: the request must go to
+    # the inter-broker one
+    registered = BrokerInfo(
+        1,
+        "127.0.0.1",
+        1,
+        "rack-x",
+        "CLIENT",
+        (EndPoint("CLIENT", "127.0.0.1", 1), EndPoint("INTERNAL", "127.0.0.1", internal_port)),
+    )
+    net.set_controller(1, EPOCH)
+    net.add_broker(registered, -1)
+    net.send_update_metadata([registered], [topic({0: LED_BY_1})], [])
+    assert responses.next(1, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
+    # clients are told each broker's endpoint of the listener they use
+    view = broker_view(running)
+    assert view.brokers[1].port == 1 and view.brokers[1].rack == "rack-x"
+    cached = running.broker.metadata_cache.brokers[1]
+    assert cached.endpoint("INTERNAL").port == internal_port
