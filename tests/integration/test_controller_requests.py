@@ -27,7 +27,16 @@ from kafka_wire import WireClient
 from logbus.client.connection import Connection
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.cluster import describe_cluster
-from logbus.client.requests.controller import ControlHeader, ControlResult, stop_replica
+from logbus.client.requests.controller import (
+    ControlHeader,
+    ControlResult,
+    build_leader_and_isr,
+    build_stop_replica,
+    build_update_metadata,
+    read_leader_and_isr,
+    read_stop_replica,
+    stop_replica,
+)
 from logbus.client.requests.metadata import metadata
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, PartitionState, TopicMetadata
 from logbus.controller.network_channel import NetworkChannel
@@ -493,3 +502,60 @@ def test_the_channel_uses_the_inter_broker_listener(
     assert view.brokers[1].port == 1 and view.brokers[1].rack == "rack-x"
     cached = running.broker.metadata_cache.brokers[1]
     assert cached.endpoint("INTERNAL").port == internal_port
+
+
+def _at_version(api_key: ApiKey, version: int, body: dict[str, Any]) -> Callable[..., Any]:
+    async def send(conn: Connection) -> dict[str, Any]:
+        return await conn.request(api_key, body, version)
+
+    return send
+
+
+@pytest.mark.parametrize("version", range(8))
+def test_every_leader_and_isr_version(broker: RunningBroker, version: int) -> None:
+    name = f"lai-v{version}"
+    made = TopicMetadata(
+        name,
+        uuid.uuid4(),
+        {0: PartitionState(0, 1, (0,), (0,)), 1: PartitionState(0, 1, (0,), (0,))},
+    )
+    header = ControlHeader(0, EPOCH, -1)
+    # the same topic twice in one request: each entry answered for itself
+    body = build_leader_and_isr(version, header, [(made, [0]), (made, [1])])
+    response = run(broker.bootstrap, _at_version(ApiKey.LEADER_AND_ISR, version, body))
+    result = read_leader_and_isr(response, version, {made.topic_id: name})
+    assert result.error == ErrorCode.NONE
+    assert result.partitions == {(name, 0): ErrorCode.NONE, (name, 1): ErrorCode.NONE}
+    assert broker.broker is not None and broker.broker.replica_manager is not None
+    part = broker.broker.replica_manager.partition(name, 1)
+    assert part is not None and part.is_leader and part.leader_epoch == 1
+    assert part.topic_id == (made.topic_id if version >= 5 else uuid.UUID(int=0))
+
+
+@pytest.mark.parametrize("version", range(9))
+def test_every_update_metadata_version(broker: RunningBroker, version: int) -> None:
+    name = f"um-v{version}"
+    made = TopicMetadata(name, uuid.uuid4(), {0: PartitionState(0, 4, (0,), (0, 5), EPOCH, 2)})
+    me = BrokerInfo(0, "127.0.0.1", broker.port, "rack-0")
+    body = build_update_metadata(version, ControlHeader(3, EPOCH, -1), [me], [made])
+    response = run(broker.bootstrap, _at_version(ApiKey.UPDATE_METADATA, version, body))
+    assert response["error_code"] == ErrorCode.NONE
+    view = broker_view(broker)
+    assert view.controller_id == 3
+    assert view.brokers[0].rack == ("rack-0" if version >= 2 else None)
+    partition = view.topics[name].partitions[0]
+    assert (partition.leader, partition.replicas, partition.isr) == (0, (0, 5), (0,))
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_every_stop_replica_version(broker: RunningBroker, version: int) -> None:
+    name = f"sr-v{version}"
+    made = TopicMetadata(name, uuid.uuid4(), {0: PartitionState(0, 2, (0,), (0,))})
+    header = ControlHeader(0, EPOCH, -1)
+    body = build_leader_and_isr(7, header, [(made, [0])])
+    run(broker.bootstrap, _at_version(ApiKey.LEADER_AND_ISR, 7, body))
+    assert (Path(broker.data_dir) / f"{name}-0").is_dir()
+    body = build_stop_replica(version, header, {name: [(0, 3)]}, True)
+    response = run(broker.bootstrap, _at_version(ApiKey.STOP_REPLICA, version, body))
+    assert read_stop_replica(response).partitions == {(name, 0): ErrorCode.NONE}
+    assert not (Path(broker.data_dir) / f"{name}-0").exists()
