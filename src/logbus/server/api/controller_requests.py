@@ -194,7 +194,7 @@ def _check_partition(
     stored_id = part.topic_id if part is not None else None
     if stored_id is None and existing is not None:
         stored_id = existing.topic_id
-    if stored_id not in (None, ZERO_UUID) and topic_id not in (ZERO_UUID, stored_id):
+    if stored_id is not None and topic_id not in (ZERO_UUID, stored_id):
         return ErrorCode.INCONSISTENT_TOPIC_ID
     if part is not None:
         current_epoch = part.leader_epoch
@@ -257,9 +257,12 @@ async def handle_leader_and_isr(
                 codes.update(dict.fromkeys(topic.states, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             topic_id = _known_topic_id(broker, topic)
-            for p, state in topic.states.items():
-                codes[p] = _check_partition(broker, topic.name, topic_id, state)
-            accepted = sorted(p for p, code in codes.items() if code == ErrorCode.NONE)
+            checked = {
+                p: _check_partition(broker, topic.name, topic_id, state)
+                for p, state in topic.states.items()
+            }
+            codes.update(checked)
+            accepted = sorted(p for p, code in checked.items() if code == ErrorCode.NONE)
             if not accepted:
                 continue
             cached = broker.metadata_cache.topics.get(topic.name)
