@@ -15,7 +15,7 @@ from logbus.protocol.messages.find_coordinator_response import (
     FindCoordinatorResponse,
 )
 from logbus.server.api import ApiHandler, RequestContext
-from logbus.server.api.topics import create_topic_for_client
+from logbus.server.api.topic_admin import create_topic_for_client
 
 GROUP, TRANSACTION = 0, 1
 

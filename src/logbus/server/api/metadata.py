@@ -18,7 +18,7 @@ from logbus.protocol.messages.metadata_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.cluster import CLUSTER_OPERATIONS
-from logbus.server.api.topics import create_topic_for_client
+from logbus.server.api.topic_admin import create_topic_for_client
 from logbus.server.network.connection import CloseConnection
 
 NO_OPERATIONS = -2147483648

@@ -31,11 +31,10 @@ import functools
 import logging
 import weakref
 from collections import Counter
-from collections.abc import Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
-from logbus.controller.cluster_controller import ControllerMovedError, admin_create_topic
+from logbus.controller.cluster_controller import ControllerMovedError
 from logbus.controller.controller import (
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
@@ -65,6 +64,12 @@ from logbus.protocol.messages.delete_topics_response import (
     DeleteTopicsResponse,
 )
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api.topic_admin import (
+    active_controller,
+    has_leaders,
+    on_controller,
+    propagated,
+)
 from logbus.server.config_def import ConfigError
 from logbus.server.topic_config import describe_topic, validate_topic_configs
 from logbus.storage.errors import StorageError
@@ -87,52 +92,6 @@ def admin_lock(controller: Controller) -> asyncio.Lock:
     if lock is None:
         lock = _ADMIN_LOCKS[controller] = asyncio.Lock()
     return lock
-
-
-def active_controller(ctx: RequestContext) -> Controller | None:
-    """The controller, if this broker is the active one (topic changes go through it)."""
-    broker = ctx.broker
-    if broker.cluster is not None:
-        controller = ctx.services.controller
-        return controller if getattr(controller, "active", False) else None
-    if broker.metadata_cache.controller_id != broker.broker_id:
-        return None
-    return ctx.services.controller
-
-
-async def on_controller(ctx: RequestContext, action: Callable[[], T]) -> T:
-    """Run controller work: on the controller thread in a cluster (awaited), inline on a
-    stand-alone broker (its controller lives on the event loop)."""
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return action()
-    return await cluster.events.call(action)
-
-
-async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicResult:
-    """Create a topic a client asked for implicitly (auto-creation, the offsets topic).
-
-    The active controller creates it; any other broker of a cluster writes the topic's
-    znodes itself, as Kafka's `AdminZkClient` does, and the controller, which watches
-    `/brokers/topics`, elects its leaders; the topic is then not known here yet."""
-    controller = ctx.services.controller
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return controller.create_topic(spec)
-    try:
-        if getattr(controller, "active", False):
-            return await cluster.events.call(lambda: controller.create_topic(spec))
-    except ControllerMovedError:
-        pass
-    config = ctx.broker.config
-    return await asyncio.to_thread(
-        admin_create_topic,
-        ctx.services.store,
-        spec,
-        list(ctx.broker.metadata_cache.brokers.values()),
-        config.num_partitions,
-        config.default_replication_factor,
-    )
 
 
 # --- CreateTopics -----------------------------------------------------------------------
@@ -216,31 +175,6 @@ async def start_new_partitions(
             await asyncio.sleep(0)
         controller.start_partitions(creation, chunk)
     return controller.finish_creation(creation)
-
-
-def _has_leaders(ctx: RequestContext, name: str) -> bool:
-    topic = ctx.broker.metadata_cache.topics.get(name)
-    return topic is not None and all(s.leader >= 0 for s in topic.partitions.values())
-
-
-async def _propagated(
-    ctx: RequestContext, result: TopicResult, done: Callable[[], bool], timeout_ms: int
-) -> TopicResult:
-    """In a cluster, wait (at most `timeout_ms`) until this broker's metadata shows the
-    change, as Kafka's broker waits in its purgatory; REQUEST_TIMED_OUT if it does not
-    (the change itself is made and goes on)."""
-    if timeout_ms <= 0:
-        return result
-    deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-    while not done():
-        if asyncio.get_running_loop().time() >= deadline:
-            return TopicResult(
-                result.name,
-                ErrorCode.REQUEST_TIMED_OUT,
-                "The controller made the change; this broker has not seen it yet.",
-            )
-        await asyncio.sleep(0.01)
-    return result
 
 
 def _local_share(
@@ -331,7 +265,7 @@ async def _create_topic(
         # In a cluster every broker creates its own logs on the controller's LeaderAndIsr.
         result = await on_controller(ctx, lambda: controller.create_topic(spec))
         if result.error == ErrorCode.NONE:
-            result = await _propagated(ctx, result, lambda: _has_leaders(ctx, name), timeout_ms)
+            result = await propagated(ctx, result, lambda: has_leaders(ctx, name), timeout_ms)
     elif not validate_only:
         creation = controller.register_topic(spec)
         if isinstance(creation, TopicResult):
@@ -534,7 +468,7 @@ async def _deletions_propagated(
         if entry["error_code"] != ErrorCode.NONE or name is None:
             continue
         gone = functools.partial(lambda n: n not in cache.topics, name)
-        done = await _propagated(ctx, TopicResult(name), gone, timeout_ms)
+        done = await propagated(ctx, TopicResult(name), gone, timeout_ms)
         if done.error != ErrorCode.NONE:
             results[i] = _deleted(name, entry["topic_id"], done.error, done.message)
 
