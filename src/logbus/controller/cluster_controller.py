@@ -427,18 +427,28 @@ class ClusterController(Controller):
         """A topic's dynamic configs changed: remember them; when unclean election was
         just enabled, elect the topic's offline partitions now (Kafka does the same)."""
         topic = self.topics.get(name)
-        if not self.active or topic is None:
+        if topic is None:
             return
         topic.configs = dict(configs)
-        if self.unclean_enabled(topic):
-            offline = [
-                p
-                for p, s in topic.partitions.items()
-                if s.leader == NO_LEADER or s.leader not in self.brokers
-            ]
-            if offline:
-                self._elect_leaders(topic, offline)
-                self.channel.send_update_metadata(self.live_brokers(), [topic], [])
+        self._elect_offline_unclean(topic)
+
+    def on_unclean_default(self, enabled: bool) -> None:
+        """The broker-wide unclean.leader.election.enable changed (dynamic config)."""
+        self.unclean_default = enabled
+        for topic in list(self.topics.values()):
+            self._elect_offline_unclean(topic)
+
+    def _elect_offline_unclean(self, topic: TopicMetadata) -> None:
+        if not self.active or not self.unclean_enabled(topic):
+            return
+        offline = [
+            p
+            for p, s in topic.partitions.items()
+            if s.leader == NO_LEADER or s.leader not in self.brokers
+        ]
+        if offline:
+            self._elect_leaders(topic, offline)
+            self.channel.send_update_metadata(self.live_brokers(), [topic], [])
 
     # --- requests from the broker ---------------------------------------------------------
 

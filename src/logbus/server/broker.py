@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from logbus.controller.channel import LocalChannel
+from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
@@ -379,6 +380,10 @@ class Broker:
         override of a changed setting gets its new effective config at once."""
         self.config = config
         self.connection_quotas.reconfigure(config.connection_limits)
+        controller = self.controller
+        if self.cluster is not None and isinstance(controller, ClusterController):
+            unclean = bool(config.get("unclean.leader.election.enable"))
+            self.cluster.events.put(lambda: controller.on_unclean_default(unclean))
         if self.log_manager is not None:
             self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
             cleaner = self.log_manager.cleaner
