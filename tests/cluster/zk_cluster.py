@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pytest
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+from logbus.controller.metadata_store import NoNode
 from logbus.controller.zookeeper_store import ZooKeeperStore
 
 SESSION_TIMEOUT_MS = 3000
@@ -159,13 +160,13 @@ class ZkCluster:
         return {int(c) for c in self.store.children("/brokers/ids")}
 
     def controller(self) -> tuple[int, int]:
-        """(active controller id, controller epoch); (-1, epoch) when none."""
-        epoch = int(self.store.get("/controller_epoch")[0])
+        """(active controller id, controller epoch); (-1, epoch) when none. `/controller`
+        is read first: a controller bumps the epoch in the transaction creating it."""
         try:
-            data, _ = self.store.get("/controller")
-        except Exception:
-            return -1, epoch
-        return int(json.loads(data)["brokerid"]), epoch
+            controller = int(json.loads(self.store.get("/controller")[0])["brokerid"])
+        except NoNode:
+            controller = -1
+        return controller, int(self.store.get("/controller_epoch")[0])
 
     def state(self, topic: str, partition: int) -> dict[str, Any]:
         data, version = self.store.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
