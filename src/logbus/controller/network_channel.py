@@ -221,6 +221,12 @@ class NetworkChannel:
         for topic in topics:
             self._remember(topic)
         gone = [t for t in (self._topics.pop(name, None) for name in deleted) if t is not None]
+        if len(gone) < len(deleted):
+            # Their partitions were never sent by this channel: nothing to announce.
+            log.info(
+                "controller channel: deleted topics never announced: %s",
+                sorted(set(deleted) - {t.name for t in gone}),
+            )
         for dest in self._brokers.values():
             header = self._header(dest)
 
@@ -293,6 +299,15 @@ class NetworkChannel:
                         exc,
                     )
                     dest.queue.popleft()
+                    continue
+                except Exception:  # a bug must not stop this broker's queue for good
+                    log.exception(
+                        "controller channel: %s to broker %d failed",
+                        request.api_key.name,
+                        dest.info.broker_id,
+                    )
+                    dest.queue.popleft()
+                    await self._drop_connection(dest)
                     continue
                 if failing:
                     log.info("controller channel: broker %d reachable again", dest.info.broker_id)
