@@ -10,7 +10,7 @@ import contextlib
 import json
 import time
 
-from logbus.controller.cluster_metadata import BrokerInfo, EndPoint
+from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, broker_from_registration
 from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
 
 IDS_PATH = "/brokers/ids"
@@ -43,29 +43,10 @@ def broker_json(
     return value
 
 
-def parse_endpoint(text: str) -> tuple[str, str, int]:
-    """("LISTENER", host, port) of "LISTENER://host:port" (IPv6 hosts in brackets)."""
-    name, _, address = text.partition("://")
-    host, _, port = address.rpartition(":")
-    return name, host.strip("[]"), int(port)
-
-
 def broker_info(broker_id: int, data: bytes, listener: str | None = None) -> BrokerInfo:
-    """A registered broker's endpoint for `listener` (else its first one) and rack."""
-    value = json.loads(data)
-    protocols = value.get("listener_security_protocol_map", {})
-    endpoints = [parse_endpoint(e) for e in value.get("endpoints", [])]
-    chosen = next((e for e in endpoints if e[0] == listener), None) or (
-        endpoints[0] if endpoints else ("PLAINTEXT", value["host"], int(value["port"]))
-    )
-    return BrokerInfo(
-        broker_id,
-        chosen[1],
-        chosen[2],
-        value.get("rack"),
-        chosen[0],
-        tuple(EndPoint(n, h, p, protocols.get(n, "PLAINTEXT")) for n, h, p in endpoints),
-    )
+    """A registered broker: its endpoint for `listener` (else its first one), rack and
+    every endpoint."""
+    return broker_from_registration(broker_id, json.loads(data), listener)
 
 
 def registered_brokers(
