@@ -19,6 +19,7 @@ import pytest
 from logbus.client.errors import KafkaError
 from logbus.client.requests import (
     alter_configs,
+    alter_partition,
     api_versions,
     cluster,
     configs,
@@ -28,6 +29,7 @@ from logbus.client.requests import (
     find_coordinator,
     group_membership,
     group_offsets,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,
@@ -37,6 +39,7 @@ from logbus.client.requests import (
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.api.registry import build_registry
+from logbus.types import TopicPartition
 
 TOPIC_ID = UUID("12345678-1234-5678-1234-567812345678")
 OTHER_ID = UUID("87654321-4321-8765-4321-876543218765")
@@ -145,6 +148,24 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         v, "g", {("a", 0): 5, ("b", 1): (7, "meta")}, MEMBER
     ),
     ApiKey.OFFSET_DELETE: lambda v: group_offsets.build_offset_delete(v, "g", [("a", 0)]),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda v: leader_epochs.build_offset_for_leader_epoch(
+        v,
+        {
+            TopicPartition("a", 0): leader_epochs.EpochQuery(3, 4),
+            TopicPartition("a", 2): leader_epochs.EpochQuery(0),
+            TopicPartition("b", 1): leader_epochs.EpochQuery(7, 7),
+        },
+        replica_id=2,
+    ),
+    ApiKey.ALTER_PARTITION: lambda v: alter_partition.build_alter_partition(
+        v,
+        1,
+        4294967299,
+        {
+            TopicPartition("a", 0): alter_partition.IsrChange(TOPIC_ID, 5, (1, 2), 9, {2: 77}),
+            TopicPartition("b", 3): alter_partition.IsrChange(OTHER_ID, 1, (1,), 0),
+        },
+    ),
 }
 
 

@@ -38,6 +38,8 @@ MODULES = (
     "group_offsets",
     "alter_configs",
     "delete_records",
+    "offset_for_leader_epoch",
+    "alter_partition",
 )
 
 
