@@ -76,7 +76,8 @@ class FetchedData:
     aborted_transactions: list[tuple[int, int]] | None
     preferred_read_replica: int
     records: bytes | memoryview | None
-    # (epoch, end offset) a leader sends a follower whose log diverged (v12+)
+    # (epoch, end offset) a leader sends a follower whose log diverged (v12+; an epoch
+    # of -1, the field's default, is no divergence)
     diverging_epoch: tuple[int, int] | None = None
 
 
@@ -161,7 +162,9 @@ def read_fetch(
                 else [(a["producer_id"], a["first_offset"]) for a in aborted],
                 p["preferred_read_replica"],
                 p["records"],
-                None if diverging is None else (diverging["epoch"], diverging["end_offset"]),
+                None
+                if diverging is None or diverging["epoch"] < 0
+                else (diverging["epoch"], diverging["end_offset"]),
             )
     return FetchResponse(response.get("error_code", ErrorCode.NONE), partitions)
 

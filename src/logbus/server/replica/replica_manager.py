@@ -399,7 +399,7 @@ class ReplicaManager:
             # The follower's last epoch must end at or after its fetch offset here: if not,
             # its log diverged and it truncates first (KIP-595's check, as Kafka's leader).
             epoch, end = part.last_offset_for_leader_epoch(-1, request.last_fetched_epoch)
-            if epoch < request.last_fetched_epoch or end < offset:
+            if epoch >= 0 and (epoch < request.last_fetched_epoch or end < offset):
                 hw = part.high_watermark
                 return FetchResult(
                     ErrorCode.NONE, hw, hw, log.log_start_offset, None, (epoch, end)

@@ -1,0 +1,265 @@
+"""Replication between real brokers in one process (tests/integration/replication_cluster.py):
+follower fetch and the high watermark, acks=all and min.insync.replicas, ISR shrink and
+expand through AlterPartition, and truncation by leader epochs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from replication_cluster import InProcessCluster, batch
+
+from logbus.client.errors import KafkaError
+from logbus.client.requests.fetch import FetchOptions, FetchPosition, fetch_partitions
+from logbus.client.requests.produce import produce
+from logbus.protocol import ErrorCode
+from logbus.types import TopicPartition
+
+T = "events"
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., InProcessCluster]]:
+    started: list[InProcessCluster] = []
+
+    def make(**overrides: str) -> InProcessCluster:
+        running = InProcessCluster(tmp_path, **overrides)
+        started.append(running)
+        return running.start()
+
+    yield make
+    for running in started:
+        running.close()
+
+
+@pytest.fixture
+def cluster(make_cluster: Callable[..., InProcessCluster]) -> InProcessCluster:
+    return make_cluster()
+
+
+FAST_LAG = {"replica_lag_time_max_ms": "1000", "replica_fetch_wait_max_ms": "100"}
+SLOW_LAG = {"replica_lag_time_max_ms": "60000"}
+
+
+def leo(cluster: InProcessCluster, broker_id: int, topic: str = T, index: int = 0) -> int:
+    return cluster.call(lambda: cluster.partition(broker_id, topic, index).log.log_end_offset)
+
+
+def hw(cluster: InProcessCluster, broker_id: int, topic: str = T, index: int = 0) -> int:
+    return cluster.call(lambda: cluster.partition(broker_id, topic, index).high_watermark)
+
+
+def send(cluster: InProcessCluster, broker_id: int, values: list[bytes], acks: int = -1,
+         timeout_ms: int = 20_000, topic: str = T) -> int:
+    conn = cluster.connect(broker_id)
+    result = cluster.run(produce(conn, topic, 0, batch(values), acks, timeout_ms=timeout_ms))
+    assert result is not None
+    return result.base_offset
+
+
+def consumer_fetch(cluster: InProcessCluster, broker_id: int, offset: int = 0) -> tuple[int, int]:
+    """(error, bytes) of a consumer's fetch of partition 0 from `broker_id`."""
+    conn = cluster.connect(broker_id)
+    response = cluster.run(
+        fetch_partitions(conn, {TopicPartition(T, 0): FetchPosition(offset)},
+                         FetchOptions(max_wait_ms=0))
+    )
+    data = response.partitions[TopicPartition(T, 0)]
+    return data.error_code, len(data.records or b"")
+
+
+def test_acks_all_records_are_identical_on_every_replica(cluster: InProcessCluster) -> None:
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    for i in range(20):
+        send(cluster, 0, [f"v{i}-{j}".encode() for j in range(i % 4 + 1)])
+    end = leo(cluster, 0)
+    assert hw(cluster, 0) == end  # every acks=all answer waited for the whole ISR
+    cluster.wait_for(lambda: all(
+        cluster.partition(b, T, 0).log.log_end_offset == end for b in (1, 2)
+    ), "followers to catch up")
+    leader = cluster.log_bytes(0, T, 0)
+    assert leader and cluster.log_bytes(1, T, 0) == leader
+    assert cluster.log_bytes(2, T, 0) == leader
+    cluster.wait_for(lambda: cluster.partition(2, T, 0).high_watermark == end, "follower HW")
+
+
+def test_high_watermark_waits_for_followers_and_bounds_consumers(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"a", b"b"])
+    assert hw(cluster, 0) == 2
+    cluster.stop_broker(2)
+    send(cluster, 0, [b"c", b"d", b"e"], acks=1)
+    cluster.wait_for(lambda: cluster.partition(1, T, 0).log.log_end_offset == 5, "broker 1")
+    assert leo(cluster, 0) == 5
+    assert hw(cluster, 0) == 2  # broker 2, still in the ISR, has not fetched them
+    error, size = consumer_fetch(cluster, 0, 2)
+    assert (error, size) == (ErrorCode.NONE, 0)  # nothing above the high watermark
+    error, _ = consumer_fetch(cluster, 1)
+    assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER  # consumers read from the leader
+    cluster.restart_broker(2)
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).high_watermark == 5, "HW to advance")
+    error, size = consumer_fetch(cluster, 0, 2)
+    assert error == ErrorCode.NONE and size > 0
+    assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(0, T, 0)
+
+
+def test_lagging_follower_leaves_the_isr_and_rejoins_after_catching_up(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**FAST_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"first"])
+    cluster.stop_broker(2)
+    send(cluster, 0, [b"while 2 is away"], acks=1)
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1), "ISR to shrink")
+    assert cluster.controller_isr(T, 0) == (0, 1)
+    assert cluster.state(T, 0).isr == (0, 1)
+    assert hw(cluster, 0) == leo(cluster, 0) == 2  # the smaller ISR has everything
+    send(cluster, 0, [b"acks=all without broker 2"])  # completes without it
+    cluster.restart_broker(2)
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1, 2), "ISR to expand")
+    assert cluster.controller_isr(T, 0) == (0, 1, 2)
+    cluster.wait_for(
+        lambda: cluster.brokers[1].metadata_cache.partition(T, 0).isr == (0, 1, 2),  # type: ignore[union-attr]
+        "UpdateMetadata with the new ISR",
+    )
+    assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(0, T, 0)
+
+
+def test_min_insync_replicas_refuses_acks_all_but_not_acks_1(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**FAST_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]}, {"min.insync.replicas": "2"})
+    send(cluster, 0, [b"ok"])
+    cluster.stop_broker(1)
+    cluster.stop_broker(2)
+    # (as Kafka's, a follower whose log end equals the leader's never falls out of sync)
+    send(cluster, 0, [b"not copied"], acks=1)
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0,), "ISR to shrink to 0")
+    end = leo(cluster, 0)
+    with pytest.raises(KafkaError) as refused:
+        send(cluster, 0, [b"refused"])
+    assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert leo(cluster, 0) == end  # refused before the append
+    assert send(cluster, 0, [b"acks=1"], acks=1) == end
+
+
+def test_isr_shrinking_below_min_insync_while_waiting(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**FAST_LAG)
+    cluster.create_topic(T, {0: [0, 1]}, {"min.insync.replicas": "2"})
+    send(cluster, 0, [b"ok"])
+    cluster.stop_broker(1)
+    with pytest.raises(KafkaError) as failed:
+        send(cluster, 0, [b"appended, then the ISR shrank"], timeout_ms=30_000)
+    assert failed.value.code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert cluster.partition(0, T, 0).isr == (0,)
+
+
+def test_leadership_moving_while_acks_all_waits(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"ok"])
+    cluster.stop_broker(2)
+    conn = cluster.connect(0)
+    waiting = asyncio.run_coroutine_threadsafe(
+        produce(conn, T, 0, batch([b"waits for broker 2"]), -1, timeout_ms=30_000),
+        cluster.loop.loop,
+    )
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).log.log_end_offset == 2, "the append")
+    cluster.elect(T, 0, 1, (0, 1))
+    with pytest.raises(KafkaError) as moved:
+        waiting.result(30)
+    assert moved.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_request_timeout_while_waiting_for_followers(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1]})
+    cluster.stop_broker(1)
+    with pytest.raises(KafkaError) as timed_out:
+        send(cluster, 0, [b"never replicated"], timeout_ms=300)
+    assert timed_out.value.code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_divergent_follower_truncates_at_the_divergence_point(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"r0", b"r1"])
+    send(cluster, 0, [b"r2", b"r3", b"r4"])
+    cluster.wait_for(lambda: all(leo(cluster, b) == 5 for b in (1, 2)), "replication")
+    # Broker 1 stops; broker 0 appends records nobody copies (it is about to be deposed).
+    cluster.stop_broker(1)
+    deposed = cluster.partition(0, T, 0)
+    epoch0 = deposed.leader_epoch
+    cluster.call(lambda: deposed.log.append_as_leader(batch([b"lost-5", b"lost-6", b"lost-7"]),
+                                                       epoch0))
+    cluster.wait_for(lambda: leo(cluster, 2) == 8, "broker 2 to copy them")
+    cluster.stop_broker(2)
+    # Broker 1 (offsets 0-4) becomes leader in a new epoch and takes new writes at 5-6.
+    cluster.elect(T, 0, 1, (1,))
+    cluster.restart_broker(1)
+    assert send(cluster, 1, [b"new-5", b"new-6"], acks=1) == 5
+    truncations = cluster.call(lambda: cluster.partition(0, T, 0).log.truncations)
+    # Broker 0 (0-7, epoch 0) follows: it truncates at 5, where epoch 0 ended on the new
+    # leader, and copies the new epoch's records.
+    cluster.wait_for(lambda: cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0),
+                     "broker 0 to converge")
+    assert cluster.call(lambda: cluster.partition(0, T, 0).log.truncations) == truncations + 1
+    entries = cluster.call(lambda: cluster.partition(0, T, 0).log.leader_epoch_cache.entries)
+    assert [(e.epoch, e.start_offset) for e in entries] == [(epoch0, 0), (epoch0 + 1, 5)]
+
+
+def test_follower_with_the_same_history_is_not_truncated_to_its_high_watermark(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"a", b"b", b"c"])
+    send(cluster, 0, [b"d", b"e"])
+    cluster.wait_for(lambda: all(leo(cluster, b) == 5 for b in (1, 2)), "replication")
+    follower = cluster.partition(2, T, 0)
+    # As if broker 2 restarted from an old replication-offset-checkpoint.
+    cluster.call(lambda: setattr(follower.log, "high_watermark", 1))
+    before = cluster.call(lambda: follower.log.truncations)
+    cluster.elect(T, 0, 1, (0, 1, 2))
+    assert send(cluster, 1, [b"f"]) == 5
+    cluster.wait_for(lambda: leo(cluster, 2) == 6, "broker 2 to follow broker 1")
+    assert cluster.call(lambda: follower.log.truncations) == before  # kept 1-4
+    assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(1, T, 0)
+
+
+def test_replica_fetch_fencing_and_non_replicas(cluster: InProcessCluster) -> None:
+    cluster.create_topic(T, {0: [0, 1]})
+    send(cluster, 0, [b"x"])
+    epoch = cluster.state(T, 0).leader_epoch
+    conn = cluster.connect(0)
+    tp = TopicPartition(T, 0)
+
+    def follower_fetch(replica_id: int, current_epoch: int) -> int:
+        response = cluster.run(fetch_partitions(
+            conn, {tp: FetchPosition(0, current_epoch)},
+            FetchOptions(max_wait_ms=0, replica_id=replica_id),
+        ))
+        return response.partitions[tp].error_code
+
+    assert follower_fetch(1, epoch) == ErrorCode.NONE
+    cluster.elect(T, 0, 0, (0, 1))  # a new leader epoch on the same leader
+    assert follower_fetch(1, epoch) == ErrorCode.FENCED_LEADER_EPOCH
+    assert follower_fetch(1, epoch + 2) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert follower_fetch(2, epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH  # not a replica
+    assert follower_fetch(2, -1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert follower_fetch(1, epoch + 1) == ErrorCode.NONE
