@@ -7,6 +7,10 @@ are registered in its store (`/brokers/ids/<id>`, with their real addresses) and
 `LocalChannel`, so its LeaderAndIsr, UpdateMetadata and AlterPartition handling reach
 every broker; the others' metadata caches name broker 0 as the controller, so their ISR
 changes travel to it over the wire as AlterPartition requests.
+
+A stopped broker is not started again: its own stand-alone controller would find the
+topic unknown to its store and delete the log as stray. A stalled follower is made by
+pausing its replica fetchers instead.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from conftest import LoopThread
-
 from logbus.client.connection import Connection
 from logbus.controller.cluster_metadata import PartitionState, TopicMetadata
 from logbus.controller.controller import Controller, NewTopic
@@ -97,23 +100,27 @@ class InProcessCluster:
         if broker_id != 0:
             self.controller.store.delete(f"/brokers/ids/{broker_id}")
 
-    def restart_broker(self, broker_id: int) -> Broker:
-        """Start a stopped broker on its old port and data; the controller sends it the
-        state of its partitions, as Kafka's does to a broker that comes back."""
-        broker = self._start_broker(broker_id)
+    def pause_fetching(self, broker_id: int) -> None:
+        """Stop a follower's replica fetchers (a broker that stalls: the leader stops
+        hearing from it). A LeaderAndIsr that moves the leader starts them again."""
 
-        async def resend() -> None:
-            controller = self.controller
-            controller.channel.send_update_metadata(
-                controller.live_brokers(), list(controller.topics.values()), []
-            )
-            for topic in controller.topics.values():
-                mine = [p for p, s in topic.partitions.items() if broker_id in s.replicas]
-                if mine:
-                    broker.apply_leader_and_isr(topic, mine)
+        def pause() -> None:
+            manager = self.brokers[broker_id].replica_manager
+            assert manager is not None and manager.fetchers is not None
+            for tp in list(manager.partitions):
+                manager.fetchers.remove_partitions([tp])
 
-        self.run(resend())
-        return broker
+        self.call(pause)
+
+    def resume_fetching(self, broker_id: int) -> None:
+        def resume() -> None:
+            manager = self.brokers[broker_id].replica_manager
+            assert manager is not None and manager.fetchers is not None
+            for part in manager.partitions.values():
+                if not part.is_leader and part.leader_id >= 0:
+                    manager.fetchers.add_partition(part)
+
+        self.call(resume)
 
     def close(self) -> None:
         async def close_all() -> None:

@@ -12,7 +12,13 @@ import pytest
 from replication_cluster import InProcessCluster, batch
 
 from logbus.client.errors import KafkaError
+from logbus.client.requests.alter_partition import IsrChange, alter_partition
 from logbus.client.requests.fetch import FetchOptions, FetchPosition, fetch_partitions
+from logbus.client.requests.leader_epochs import (
+    EpochEndOffset,
+    EpochQuery,
+    offset_for_leader_epoch,
+)
 from logbus.client.requests.produce import produce
 from logbus.protocol import ErrorCode
 from logbus.types import TopicPartition
@@ -51,8 +57,14 @@ def hw(cluster: InProcessCluster, broker_id: int, topic: str = T, index: int = 0
     return cluster.call(lambda: cluster.partition(broker_id, topic, index).high_watermark)
 
 
-def send(cluster: InProcessCluster, broker_id: int, values: list[bytes], acks: int = -1,
-         timeout_ms: int = 20_000, topic: str = T) -> int:
+def send(
+    cluster: InProcessCluster,
+    broker_id: int,
+    values: list[bytes],
+    acks: int = -1,
+    timeout_ms: int = 20_000,
+    topic: str = T,
+) -> int:
     conn = cluster.connect(broker_id)
     result = cluster.run(produce(conn, topic, 0, batch(values), acks, timeout_ms=timeout_ms))
     assert result is not None
@@ -63,8 +75,9 @@ def consumer_fetch(cluster: InProcessCluster, broker_id: int, offset: int = 0) -
     """(error, bytes) of a consumer's fetch of partition 0 from `broker_id`."""
     conn = cluster.connect(broker_id)
     response = cluster.run(
-        fetch_partitions(conn, {TopicPartition(T, 0): FetchPosition(offset)},
-                         FetchOptions(max_wait_ms=0))
+        fetch_partitions(
+            conn, {TopicPartition(T, 0): FetchPosition(offset)}, FetchOptions(max_wait_ms=0)
+        )
     )
     data = response.partitions[TopicPartition(T, 0)]
     return data.error_code, len(data.records or b"")
@@ -76,9 +89,10 @@ def test_acks_all_records_are_identical_on_every_replica(cluster: InProcessClust
         send(cluster, 0, [f"v{i}-{j}".encode() for j in range(i % 4 + 1)])
     end = leo(cluster, 0)
     assert hw(cluster, 0) == end  # every acks=all answer waited for the whole ISR
-    cluster.wait_for(lambda: all(
-        cluster.partition(b, T, 0).log.log_end_offset == end for b in (1, 2)
-    ), "followers to catch up")
+    cluster.wait_for(
+        lambda: all(cluster.partition(b, T, 0).log.log_end_offset == end for b in (1, 2)),
+        "followers to catch up",
+    )
     leader = cluster.log_bytes(0, T, 0)
     assert leader and cluster.log_bytes(1, T, 0) == leader
     assert cluster.log_bytes(2, T, 0) == leader
@@ -92,16 +106,16 @@ def test_high_watermark_waits_for_followers_and_bounds_consumers(
     cluster.create_topic(T, {0: [0, 1, 2]})
     send(cluster, 0, [b"a", b"b"])
     assert hw(cluster, 0) == 2
-    cluster.stop_broker(2)
+    cluster.pause_fetching(2)
     send(cluster, 0, [b"c", b"d", b"e"], acks=1)
     cluster.wait_for(lambda: cluster.partition(1, T, 0).log.log_end_offset == 5, "broker 1")
-    assert leo(cluster, 0) == 5
+    assert cluster.partition(0, T, 0).log.log_end_offset == 5
     assert hw(cluster, 0) == 2  # broker 2, still in the ISR, has not fetched them
     error, size = consumer_fetch(cluster, 0, 2)
     assert (error, size) == (ErrorCode.NONE, 0)  # nothing above the high watermark
     error, _ = consumer_fetch(cluster, 1)
     assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER  # consumers read from the leader
-    cluster.restart_broker(2)
+    cluster.resume_fetching(2)
     cluster.wait_for(lambda: cluster.partition(0, T, 0).high_watermark == 5, "HW to advance")
     error, size = consumer_fetch(cluster, 0, 2)
     assert error == ErrorCode.NONE and size > 0
@@ -114,14 +128,14 @@ def test_lagging_follower_leaves_the_isr_and_rejoins_after_catching_up(
     cluster = make_cluster(**FAST_LAG)
     cluster.create_topic(T, {0: [0, 1, 2]})
     send(cluster, 0, [b"first"])
-    cluster.stop_broker(2)
+    cluster.pause_fetching(2)
     send(cluster, 0, [b"while 2 is away"], acks=1)
     cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1), "ISR to shrink")
     assert cluster.controller_isr(T, 0) == (0, 1)
     assert cluster.state(T, 0).isr == (0, 1)
     assert hw(cluster, 0) == leo(cluster, 0) == 2  # the smaller ISR has everything
     send(cluster, 0, [b"acks=all without broker 2"])  # completes without it
-    cluster.restart_broker(2)
+    cluster.resume_fetching(2)
     cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1, 2), "ISR to expand")
     assert cluster.controller_isr(T, 0) == (0, 1, 2)
     cluster.wait_for(
@@ -142,7 +156,7 @@ def test_min_insync_replicas_refuses_acks_all_but_not_acks_1(
     # (as Kafka's, a follower whose log end equals the leader's never falls out of sync)
     send(cluster, 0, [b"not copied"], acks=1)
     cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0,), "ISR to shrink to 0")
-    end = leo(cluster, 0)
+    end = cluster.partition(0, T, 0).log.log_end_offset
     with pytest.raises(KafkaError) as refused:
         send(cluster, 0, [b"refused"])
     assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
@@ -200,24 +214,36 @@ def test_divergent_follower_truncates_at_the_divergence_point(
     cluster.create_topic(T, {0: [0, 1, 2]})
     send(cluster, 0, [b"r0", b"r1"])
     send(cluster, 0, [b"r2", b"r3", b"r4"])
-    cluster.wait_for(lambda: all(leo(cluster, b) == 5 for b in (1, 2)), "replication")
-    # Broker 1 stops; broker 0 appends records nobody copies (it is about to be deposed).
-    cluster.stop_broker(1)
+    cluster.wait_for(
+        lambda: all(cluster.partition(b, T, 0).log.log_end_offset == 5 for b in (1, 2)),
+        "replication",
+    )
+    # Broker 1 stalls; broker 0 appends records it does not copy (and is about to be
+    # deposed).
+    cluster.pause_fetching(1)
     deposed = cluster.partition(0, T, 0)
     epoch0 = deposed.leader_epoch
-    cluster.call(lambda: deposed.log.append_as_leader(batch([b"lost-5", b"lost-6", b"lost-7"]),
-                                                       epoch0))
-    cluster.wait_for(lambda: leo(cluster, 2) == 8, "broker 2 to copy them")
-    cluster.stop_broker(2)
-    # Broker 1 (offsets 0-4) becomes leader in a new epoch and takes new writes at 5-6.
-    cluster.elect(T, 0, 1, (1,))
-    cluster.restart_broker(1)
-    assert send(cluster, 1, [b"new-5", b"new-6"], acks=1) == 5
+    cluster.call(
+        lambda: deposed.log.append_as_leader(batch([b"lost-5", b"lost-6", b"lost-7"]), epoch0)
+    )
+    cluster.wait_for(
+        lambda: cluster.partition(2, T, 0).log.log_end_offset == 8, "broker 2 to copy them"
+    )
+    cluster.pause_fetching(2)
     truncations = cluster.call(lambda: cluster.partition(0, T, 0).log.truncations)
+    # Broker 1 (offsets 0-4) becomes leader in a new epoch and takes new writes at 5-6.
+    cluster.elect(T, 0, 1, (1, 2))
+    assert send(cluster, 1, [b"new-5", b"new-6"], acks=1) == 5
+
     # Broker 0 (0-7, epoch 0) follows: it truncates at 5, where epoch 0 ended on the new
     # leader, and copies the new epoch's records.
-    cluster.wait_for(lambda: cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0),
-                     "broker 0 to converge")
+    def converged() -> bool:
+        logs = {b: cluster.partition(b, T, 0).log for b in (0, 1, 2)}
+        return all(log.log_end_offset == 7 for log in logs.values())
+
+    cluster.wait_for(converged, "brokers 0 and 2 to converge")
+    assert cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0)
+    assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(1, T, 0)
     assert cluster.call(lambda: cluster.partition(0, T, 0).log.truncations) == truncations + 1
     entries = cluster.call(lambda: cluster.partition(0, T, 0).log.leader_epoch_cache.entries)
     assert [(e.epoch, e.start_offset) for e in entries] == [(epoch0, 0), (epoch0 + 1, 5)]
@@ -230,14 +256,19 @@ def test_follower_with_the_same_history_is_not_truncated_to_its_high_watermark(
     cluster.create_topic(T, {0: [0, 1, 2]})
     send(cluster, 0, [b"a", b"b", b"c"])
     send(cluster, 0, [b"d", b"e"])
-    cluster.wait_for(lambda: all(leo(cluster, b) == 5 for b in (1, 2)), "replication")
+    cluster.wait_for(
+        lambda: all(cluster.partition(b, T, 0).log.log_end_offset == 5 for b in (1, 2)),
+        "replication",
+    )
     follower = cluster.partition(2, T, 0)
     # As if broker 2 restarted from an old replication-offset-checkpoint.
     cluster.call(lambda: setattr(follower.log, "high_watermark", 1))
     before = cluster.call(lambda: follower.log.truncations)
     cluster.elect(T, 0, 1, (0, 1, 2))
     assert send(cluster, 1, [b"f"]) == 5
-    cluster.wait_for(lambda: leo(cluster, 2) == 6, "broker 2 to follow broker 1")
+    cluster.wait_for(
+        lambda: cluster.partition(2, T, 0).log.log_end_offset == 6, "broker 2 to follow broker 1"
+    )
     assert cluster.call(lambda: follower.log.truncations) == before  # kept 1-4
     assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(1, T, 0)
 
@@ -250,10 +281,13 @@ def test_replica_fetch_fencing_and_non_replicas(cluster: InProcessCluster) -> No
     tp = TopicPartition(T, 0)
 
     def follower_fetch(replica_id: int, current_epoch: int) -> int:
-        response = cluster.run(fetch_partitions(
-            conn, {tp: FetchPosition(0, current_epoch)},
-            FetchOptions(max_wait_ms=0, replica_id=replica_id),
-        ))
+        response = cluster.run(
+            fetch_partitions(
+                conn,
+                {tp: FetchPosition(0, current_epoch)},
+                FetchOptions(max_wait_ms=0, replica_id=replica_id),
+            )
+        )
         return response.partitions[tp].error_code
 
     assert follower_fetch(1, epoch) == ErrorCode.NONE
@@ -263,3 +297,57 @@ def test_replica_fetch_fencing_and_non_replicas(cluster: InProcessCluster) -> No
     assert follower_fetch(2, epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH  # not a replica
     assert follower_fetch(2, -1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert follower_fetch(1, epoch + 1) == ErrorCode.NONE
+
+
+def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluster) -> None:
+    topic = cluster.create_topic(T, {0: [0, 1, 2]})
+    state = cluster.state(T, 0)
+    tp = TopicPartition(T, 0)
+
+    def alter(broker: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int,
+              sender: int = 0) -> int:
+        conn = cluster.connect(broker)
+        change = IsrChange(topic.topic_id, leader_epoch, isr, partition_epoch)
+        response = cluster.run(alter_partition(conn, sender, -1, {tp: change}))
+        if response.error_code:
+            return response.error_code
+        result = response.partitions[tp]
+        return result.code if isinstance(result, KafkaError) else ErrorCode.NONE
+
+    epoch, version = state.leader_epoch, state.version
+    # (NOT_CONTROLLER needs brokers sharing one store: each in-process broker holds
+    # /controller in its own.)
+    assert alter(0, epoch, (0, 1), version, sender=7) == ErrorCode.STALE_BROKER_EPOCH
+    assert alter(0, epoch, (0, 1), version, sender=1) == ErrorCode.FENCED_LEADER_EPOCH
+    assert alter(0, epoch, (0, 1, 5), version) == ErrorCode.INVALID_REQUEST
+    assert alter(0, epoch, (0, 1), version) == ErrorCode.NONE
+    assert cluster.controller_isr(T, 0) == (0, 1)
+    assert alter(0, epoch, (0, 1), version) == ErrorCode.NONE  # a retry: already applied
+    assert alter(0, epoch, (0,), version) == ErrorCode.INVALID_UPDATE_VERSION
+    assert alter(0, epoch - 1, (0,), version + 1) == ErrorCode.FENCED_LEADER_EPOCH
+    cluster.stop_broker(2)
+    assert alter(0, epoch, (0, 1, 2), version + 1) == ErrorCode.INELIGIBLE_REPLICA
+
+
+def test_offset_for_leader_epoch_on_the_leader(cluster: InProcessCluster) -> None:
+    cluster.create_topic(T, {0: [0, 1]})
+    send(cluster, 0, [b"a", b"b"])
+    first = cluster.state(T, 0).leader_epoch
+    cluster.elect(T, 0, 0, (0, 1))
+    send(cluster, 0, [b"c"])
+    tp = TopicPartition(T, 0)
+
+    def ask(broker: int, epoch: int, current: int) -> EpochEndOffset | KafkaError:
+        conn = cluster.connect(broker)
+        return cluster.run(offset_for_leader_epoch(conn, {tp: EpochQuery(epoch, current)}))[tp]
+
+    assert ask(0, first, first + 1) == EpochEndOffset(first, 2)
+    assert ask(0, first + 1, first + 1) == EpochEndOffset(first + 1, 3)
+    assert ask(0, first + 5, -1) == EpochEndOffset(-1, -1)  # UNDEFINED_EPOCH(_OFFSET)
+    fenced = ask(0, first, first)
+    assert isinstance(fenced, KafkaError) and fenced.code == ErrorCode.FENCED_LEADER_EPOCH
+    unknown = ask(0, first, first + 2)
+    assert isinstance(unknown, KafkaError) and unknown.code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    follower = ask(1, first, first + 1)
+    assert isinstance(follower, KafkaError)
+    assert follower.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
