@@ -177,9 +177,17 @@ class InProcessCluster:
     def state(self, topic: str, partition: int) -> PartitionState:
         return self.call(lambda: self.controller.topics[topic].partitions[partition])
 
-    def elect(self, topic: str, partition: int, leader: int, isr: tuple[int, ...]) -> None:
+    def elect(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        isr: tuple[int, ...],
+        tell: set[int] | None = None,
+    ) -> None:
         """Move leadership as the controller does: bump the leader epoch, write the state
-        with its compare-and-set, send LeaderAndIsr to the live replicas."""
+        with its compare-and-set, send LeaderAndIsr to the live replicas (those in
+        `tell` only, when given: the others have not heard of it yet)."""
 
         def elect() -> None:
             controller = self.controller
@@ -192,11 +200,23 @@ class InProcessCluster:
                 topic, partition, new, create=False
             )
             for replica in old.replicas:
-                if replica in self.brokers:
+                if replica in self.brokers and (tell is None or replica in tell):
                     self.brokers[replica].apply_leader_and_isr(meta, [partition])
             controller.channel.send_update_metadata(controller.live_brokers(), [meta], [])
 
         self.call(elect)
+
+    def tell(self, broker_id: int, topic: str, partition: int) -> None:
+        """Deliver the current LeaderAndIsr of a partition to one broker."""
+        self.call(
+            lambda: self.brokers[broker_id].apply_leader_and_isr(
+                self.controller.topics[topic], [partition]
+            )
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
 
     def partition(self, broker_id: int, topic: str, index: int) -> Partition:
         manager = self.brokers[broker_id].replica_manager

@@ -5,6 +5,7 @@ expand through AlterPartition, and truncation by leader epochs."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -351,3 +352,98 @@ def test_offset_for_leader_epoch_on_the_leader(cluster: InProcessCluster) -> Non
     follower = ask(1, first, first + 1)
     assert isinstance(follower, KafkaError)
     assert follower.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_follower_with_an_old_leader_epoch_is_fenced_until_told(
+    cluster: InProcessCluster,
+) -> None:
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"a"])
+    cluster.wait_for(lambda: cluster.partition(2, T, 0).log.log_end_offset == 1, "replication")
+    # A new leader epoch on broker 0 that broker 2 has not heard of.
+    cluster.elect(T, 0, 0, (0, 1), tell={0, 1})
+    send(cluster, 0, [b"b"])
+    cluster.wait_for(lambda: cluster.partition(1, T, 0).log.log_end_offset == 2, "broker 1")
+    assert leo(cluster, 2) == 1  # its fetches at the old epoch are fenced
+    cluster.tell(2, T, 0)
+    cluster.wait_for(lambda: cluster.partition(2, T, 0).log.log_end_offset == 2, "broker 2")
+    assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(0, T, 0)
+
+
+def test_follower_behind_the_leaders_log_start_starts_over_there(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    cluster = make_cluster(**FAST_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    send(cluster, 0, [b"a", b"b"])
+    cluster.wait_for(lambda: cluster.partition(2, T, 0).log.log_end_offset == 2, "replication")
+    cluster.pause_fetching(2)
+    for i in range(3):
+        send(cluster, 0, [f"c{i}".encode()], acks=1)
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1), "ISR to shrink")
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).high_watermark == 5, "HW")
+    assert cluster.call(lambda: cluster.partition(0, T, 0).delete_records_on_leader(4)) == 4
+    cluster.resume_fetching(2)
+
+    def caught_up() -> bool:
+        log = cluster.partition(2, T, 0).log
+        return log.log_start_offset == 4 and log.log_end_offset == 5
+
+    cluster.wait_for(caught_up, "broker 2 to start over at the leader's log start")
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1, 2), "ISR to expand")
+
+
+def test_several_fetchers_per_leader(make_cluster: Callable[..., InProcessCluster]) -> None:
+    cluster = make_cluster(num_replica_fetchers="2")
+    cluster.create_topic(T, {p: [0, 1] for p in range(6)})
+    conn = cluster.connect(0)
+    for p in range(6):
+        cluster.run(produce(conn, T, p, batch([f"p{p}".encode()]), -1))
+    for p in range(6):
+        assert cluster.log_bytes(1, T, p) == cluster.log_bytes(0, T, p)
+    fetchers = cluster.call(lambda: set(cluster.brokers[1].replica_manager.fetchers.fetchers))  # type: ignore[union-attr]
+    assert fetchers == {(0, 0), (0, 1)}
+
+
+def test_kafka_clients_produce_acks_all_and_consume(cluster: InProcessCluster) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic(T, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
+    delivered: list[tuple[int, int]] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        assert err is None, err
+        delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    for i in range(300):
+        producer.produce(T, value=f"v{i}".encode(), partition=i % 3, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert len(delivered) == 300
+    del producer  # librdkafka closes its connections when the producer goes
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "g", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(T, p, 0) for p in range(3)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 300 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        assert sorted(seen) == sorted(f"v{i}".encode() for i in range(300))
+    finally:
+        consumer.close()
+    for p in range(3):
+        leader = cluster.log_bytes(p, T, p)
+        cluster.wait_for(
+            lambda p=p: all(
+                cluster.partition(b, T, p).log.log_end_offset
+                == cluster.partition(p, T, p).log.log_end_offset
+                for b in range(3)
+            ),
+            "replication",
+        )
+        assert all(cluster.log_bytes(b, T, p) == leader for b in range(3))
