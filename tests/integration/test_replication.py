@@ -14,7 +14,12 @@ from replication_cluster import InProcessCluster, batch
 
 from logbus.client.errors import KafkaError
 from logbus.client.requests.alter_partition import IsrChange, alter_partition
-from logbus.client.requests.fetch import FetchOptions, FetchPosition, fetch_partitions
+from logbus.client.requests.fetch import (
+    FetchedData,
+    FetchOptions,
+    FetchPosition,
+    fetch_partitions,
+)
 from logbus.client.requests.leader_epochs import (
     EpochEndOffset,
     EpochQuery,
@@ -447,3 +452,61 @@ def test_kafka_clients_produce_acks_all_and_consume(cluster: InProcessCluster) -
             "replication",
         )
         assert all(cluster.log_bytes(b, T, p) == leader for b in range(3))
+
+
+def test_leader_answers_a_diverged_follower_with_its_epoch_end(cluster: InProcessCluster) -> None:
+    cluster.create_topic(T, {0: [0, 1]})
+    send(cluster, 0, [b"a"])
+    first = cluster.state(T, 0).leader_epoch
+    cluster.elect(T, 0, 0, (0, 1))
+    send(cluster, 0, [b"b", b"c"])
+    conn = cluster.connect(0)
+    tp = TopicPartition(T, 0)
+
+    def fetch_at(offset: int, last_epoch: int) -> FetchedData:
+        response = cluster.run(fetch_partitions(
+            conn, {tp: FetchPosition(offset, first + 1, last_epoch)},
+            FetchOptions(max_wait_ms=0, replica_id=1),
+        ))
+        return response.partitions[tp]
+
+    # Epoch `first` ended at 1 here: a follower at 3 that last wrote in it diverged.
+    diverged = fetch_at(3, first)
+    assert diverged.error_code == ErrorCode.NONE
+    assert diverged.diverging_epoch == (first, 1) and not diverged.records
+    assert fetch_at(1, first).diverging_epoch is None
+    assert fetch_at(3, first + 1).diverging_epoch is None
+
+
+@pytest.mark.parametrize("found_by", ["OffsetForLeaderEpoch", "Fetch"])
+def test_divergence_found_by_either_request(
+    make_cluster: Callable[..., InProcessCluster], found_by: str
+) -> None:
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1]})
+    send(cluster, 0, [b"r0", b"r1"])
+    cluster.wait_for(lambda: cluster.partition(1, T, 0).log.log_end_offset == 2, "replication")
+    cluster.pause_fetching(1)
+    deposed = cluster.partition(0, T, 0)
+    epoch0 = deposed.leader_epoch
+    cluster.call(lambda: deposed.log.append_as_leader(batch([b"lost-2", b"lost-3"]), epoch0))
+    cluster.elect(T, 0, 1, (1,), tell={1})
+    assert send(cluster, 1, [b"new-2"], acks=1) == 2
+
+    def follow() -> None:
+        broker = cluster.brokers[0]
+        broker.apply_leader_and_isr(cluster.controller.topics[T], [0])
+        if found_by == "Fetch":
+            # as a Kafka 2.7+ follower: fetch at once, the leader answers DivergingEpoch
+            manager = broker.replica_manager
+            assert manager is not None and manager.fetchers is not None
+            for fetcher in manager.fetchers.fetchers.values():
+                fetcher.states[TopicPartition(T, 0)].truncating = False
+
+    cluster.call(follow)
+    cluster.wait_for(
+        lambda: cluster.partition(0, T, 0).log.log_end_offset == 3
+        and cluster.partition(0, T, 0).log.leader_epoch_cache.latest_epoch == epoch0 + 1,
+        "broker 0 to converge",
+    )
+    assert cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0)
