@@ -29,6 +29,12 @@ from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
 
+# Partition-level answers after which the same change is sent again: a controller that
+# is not (or no longer) the active one, or one that did not get to the partition.
+RETRIABLE = frozenset(
+    {ErrorCode.NOT_CONTROLLER, ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.UNKNOWN_SERVER_ERROR}
+)
+
 # (error, leader epoch, ISR, partition epoch) as the controller answered
 AlterPartitionCallback = Callable[[ErrorCode, int, tuple[int, ...], int], None]
 # the controller's broker id and address, if known
@@ -133,20 +139,21 @@ class AlterPartitionManager:
                 continue
             self._in_flight = batch
             try:
-                if not await self._send(batch):
-                    for tp, item in batch.items():
-                        self._unsent.setdefault(tp, item)
-                    await asyncio.sleep(backoff)
+                retry = await self._send(batch)
             finally:
                 self._in_flight = {}
+            if retry:
+                for tp, item in retry.items():
+                    self._unsent.setdefault(tp, item)
+                await asyncio.sleep(backoff)
 
-    async def _send(self, batch: dict[TopicPartition, _Item]) -> bool:
-        """Send one request; False if it must be sent again."""
+    async def _send(self, batch: dict[TopicPartition, _Item]) -> dict[TopicPartition, _Item]:
+        """Send one request; returns the changes to send again."""
         try:
             conn = await self._connection()
             if conn is None:
                 logger.info("AlterPartition: no controller known; retrying")
-                return False
+                return batch
             response = await alter_partition(
                 conn,
                 self.broker_id,
@@ -156,23 +163,25 @@ class AlterPartitionManager:
         except (KafkaError, OSError) as exc:
             logger.info("AlterPartition to the controller failed: %s; retrying", exc)
             await self._close()
-            return False
+            return batch
         if response.error_code != ErrorCode.NONE:
             logger.info(
                 "AlterPartition refused: %s; retrying", ErrorCode(response.error_code).name
             )
             if response.error_code == ErrorCode.NOT_CONTROLLER:
                 await self._close()
-            return False
+            return batch
+        retry: dict[TopicPartition, _Item] = {}
         for tp, item in batch.items():
             result = response.partitions[tp]
             if isinstance(result, KafkaError):
                 code = ErrorCode(result.code)
-                if code in (ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.UNKNOWN_SERVER_ERROR):
-                    self._unsent.setdefault(tp, item)
+                if code in RETRIABLE:
+                    retry[tp] = item
                     continue
                 item.callback(code, -1, (), -1)
             else:
-                item.callback(ErrorCode.NONE, result.leader_epoch, result.isr,
-                              result.partition_epoch)
-        return True
+                item.callback(
+                    ErrorCode.NONE, result.leader_epoch, result.isr, result.partition_epoch
+                )
+        return retry
