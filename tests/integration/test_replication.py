@@ -375,24 +375,26 @@ def test_a_follower_with_an_old_leader_epoch_is_fenced_until_told(
     assert cluster.log_bytes(2, T, 0) == cluster.log_bytes(0, T, 0)
 
 
+@pytest.mark.parametrize("new_start", [4, 3])  # at a batch, inside one
 def test_follower_behind_the_leaders_log_start_starts_over_there(
-    make_cluster: Callable[..., InProcessCluster],
+    make_cluster: Callable[..., InProcessCluster], new_start: int
 ) -> None:
     cluster = make_cluster(**FAST_LAG)
     cluster.create_topic(T, {0: [0, 1, 2]})
     send(cluster, 0, [b"a", b"b"])
     cluster.wait_for(lambda: cluster.partition(2, T, 0).log.log_end_offset == 2, "replication")
     cluster.pause_fetching(2)
-    for i in range(3):
-        send(cluster, 0, [f"c{i}".encode()], acks=1)
+    send(cluster, 0, [b"c0", b"c1"], acks=1)  # offsets 2-3
+    send(cluster, 0, [b"c2"], acks=1)  # offset 4
     cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1), "ISR to shrink")
     cluster.wait_for(lambda: cluster.partition(0, T, 0).high_watermark == 5, "HW")
-    assert cluster.call(lambda: cluster.partition(0, T, 0).delete_records_on_leader(4)) == 4
+    deleted = cluster.call(lambda: cluster.partition(0, T, 0).delete_records_on_leader(new_start))
+    assert deleted == new_start
     cluster.resume_fetching(2)
 
     def caught_up() -> bool:
         log = cluster.partition(2, T, 0).log
-        return log.log_start_offset == 4 and log.log_end_offset == 5
+        return log.log_start_offset == new_start and log.log_end_offset == 5
 
     cluster.wait_for(caught_up, "broker 2 to start over at the leader's log start")
     cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0, 1, 2), "ISR to expand")

@@ -320,6 +320,12 @@ class ReplicaFetcher:
             if records:
                 whole = split_batches(records)
                 if whole:
+                    first = whole[0][1]
+                    end = log.log_end_offset
+                    if end == log.log_start_offset and first.base_offset < end <= first.last_offset:
+                        # The leader's log start is inside this batch (DeleteRecords) and
+                        # our log is empty: start it at the batch, as Kafka's follower does.
+                        log.truncate_fully_and_start_at(first.base_offset)
                     pos, last = whole[-1]
                     log.append_as_follower(memoryview(records)[: pos + last.size])
             part.update_follower_high_watermark(data.high_watermark)
