@@ -19,6 +19,7 @@ import pytest
 from logbus.client.errors import KafkaError
 from logbus.client.requests import (
     alter_configs,
+    alter_partition,
     api_versions,
     cluster,
     configs,
@@ -29,6 +30,7 @@ from logbus.client.requests import (
     find_coordinator,
     group_membership,
     group_offsets,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,
@@ -44,6 +46,7 @@ from logbus.controller.cluster_metadata import (
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.api.registry import build_registry
+from logbus.types import TopicPartition
 
 TOPIC_ID = UUID("12345678-1234-5678-1234-567812345678")
 OTHER_ID = UUID("87654321-4321-8765-4321-876543218765")
@@ -178,6 +181,23 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ),
     ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
         v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda v: leader_epochs.build_offset_for_leader_epoch(
+        v,
+        {
+            TopicPartition("a", 0): leader_epochs.EpochQuery(3, 4),
+            TopicPartition("a", 2): leader_epochs.EpochQuery(0),
+            TopicPartition("b", 1): leader_epochs.EpochQuery(7, 7),
+        },
+        replica_id=2,
+    ),
+    ApiKey.ALTER_PARTITION: lambda v: alter_partition.build_alter_partition(
+        v,
+        1,
+        4294967299,
+        {
+            TopicPartition("a", 0): alter_partition.IsrChange(TOPIC_ID, 5, (1, 2), 9, {2: 77}),
+            TopicPartition("b", 3): alter_partition.IsrChange(OTHER_ID, 1, (1,), 0),
+        },
     ),
 }
 

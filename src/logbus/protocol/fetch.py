@@ -2,7 +2,8 @@
 
 Record data stays as it came from the log: file slices are spliced into the output as
 their own chunks, to be sent with `sendfile`. Produces the same bytes as the generic codec
-for the fields the broker sets (per-partition tagged fields are not emitted).
+for the fields the broker sets (of the per-partition tagged fields only `diverging_epoch`,
+which a leader sends a follower whose log diverged, is emitted).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from logbus.protocol.messages.fetch_response import FetchResponse
 _HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, LSO, log start
 _ABORTED = struct.Struct(">qq")
+_DIVERGING = struct.Struct(">iq")  # epoch, end offset
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 
@@ -82,7 +84,16 @@ def encode_fetch_response(w: t.Writer, body: FetchResponse, version: int) -> Non
                 t.write_length(w, t.records_size(records), flexible, wide=True)
                 t.write_records_body(w, records)
             if flexible:
-                w.uvarint(0)
+                diverging = p.get("diverging_epoch")
+                if diverging is None:
+                    w.uvarint(0)
+                else:
+                    # one tagged field: tag 0, the DivergingEpoch struct (KIP-595/KIP-320)
+                    w.uvarint(1)
+                    w.uvarint(0)
+                    w.uvarint(_DIVERGING.size + 1)
+                    write(_DIVERGING.pack(diverging["epoch"], diverging["end_offset"]))
+                    w.uvarint(0)
         if flexible:
             w.uvarint(0)
     if flexible:

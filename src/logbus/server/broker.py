@@ -229,6 +229,7 @@ class Broker:
             dynamic_config=self.dynamic_config,
         )
         self._started.set()
+        self.replica_manager.start_replication(cfg, self.metadata_cache)
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -351,6 +352,8 @@ class Broker:
             await listener.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.replica_manager is not None:
+            await self.replica_manager.stop_replication()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -76,6 +76,9 @@ class FetchedData:
     aborted_transactions: list[tuple[int, int]] | None
     preferred_read_replica: int
     records: bytes | memoryview | None
+    # (epoch, end offset) a leader sends a follower whose log diverged (v12+; an epoch
+    # of -1, the field's default, is no divergence)
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class FetchResponse(NamedTuple):
@@ -148,6 +151,7 @@ def read_fetch(
             continue
         for p in t["partitions"]:
             aborted = p["aborted_transactions"]
+            diverging = p.get("diverging_epoch")
             partitions[TopicPartition(name, p["partition_index"])] = FetchedData(
                 p["error_code"],
                 p["high_watermark"],
@@ -158,6 +162,9 @@ def read_fetch(
                 else [(a["producer_id"], a["first_offset"]) for a in aborted],
                 p["preferred_read_replica"],
                 p["records"],
+                None
+                if diverging is None or diverging["epoch"] < 0
+                else (diverging["epoch"], diverging["end_offset"]),
             )
     return FetchResponse(response.get("error_code", ErrorCode.NONE), partitions)
 

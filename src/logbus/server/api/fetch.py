@@ -3,6 +3,10 @@ with `min_bytes`/`max_wait_ms`, `max_bytes` per partition and per response, topi
 (v13+). Record data goes out as file slices, never decoded, except for the old versions
 (v0-3, message formats 0 and 1), whose record batches are down-converted as Kafka does.
 
+A fetch with a replica id (v15+: `ReplicaState`) is a follower's: it reads up to the log
+end, its fetch offset moves the high watermark, and a follower whose last fetched epoch
+diverged from this leader's log gets `diverging_epoch` instead of records (v12+).
+
 Fetch sessions (KIP-227) are answered as sessionless: the response carries session id 0,
 which tells the client to keep sending full fetch requests.
 """
@@ -20,6 +24,8 @@ from logbus.server.replica.replica_manager import FetchRequestPartition, FetchRe
 # Fetch v4 is the first that carries record batches (magic 2) as stored.
 MAGIC_V2_FROM = 4
 TOPIC_IDS_FROM = 13
+DIVERGING_EPOCH_FROM = 12
+REPLICA_STATE_FROM = 15
 READ_COMMITTED = 1
 
 logger = logging.getLogger(__name__)
@@ -53,7 +59,7 @@ def _partition_response(
     index: int, result: FetchResult, read_committed: bool, version: int, fetch_offset: int
 ) -> Body:
     error, records = _records(result, version, fetch_offset)
-    return {
+    body: Body = {
         "partition_index": index,
         "error_code": error,
         "high_watermark": result.high_watermark,
@@ -63,6 +69,10 @@ def _partition_response(
         "preferred_read_replica": -1,
         "records": records,
     }
+    if result.diverging_epoch is not None and version >= DIVERGING_EPOCH_FROM:
+        epoch, end_offset = result.diverging_epoch
+        body["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
+    return body
 
 
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
@@ -84,6 +94,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
             "responses": [],
         }
     read_committed = request["isolation_level"] == READ_COMMITTED
+    if version >= REPLICA_STATE_FROM:
+        state = request.get("replica_state") or {}
+        replica_id = state.get("replica_id", -1)
+        replica_epoch = state.get("replica_epoch", -1)
+    else:
+        replica_id, replica_epoch = request["replica_id"], -1
     wanted: list[FetchRequestPartition] = []
     responses: list[Body] = []
     # Each requested partition in request order: where its answer goes, and the error it
@@ -113,6 +129,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
                     part["fetch_offset"],
                     part["partition_max_bytes"],
                     part["current_leader_epoch"],
+                    part["last_fetched_epoch"],
+                    part["log_start_offset"],
                 )
             )
     results = iter(
@@ -122,6 +140,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
             request["min_bytes"],
             request["max_wait_ms"],
             read_committed,
+            replica_id,
+            replica_epoch,
         )
     )
     for partitions, index, offset, error in planned:

@@ -39,6 +39,8 @@ MODULES = (
     "alter_configs",
     "delete_records",
     "controller_requests",
+    "offset_for_leader_epoch",
+    "alter_partition",
 )
 
 

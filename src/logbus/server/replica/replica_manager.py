@@ -2,25 +2,41 @@
 LeaderAndIsr and StopReplica decisions, appends produced batches as leader, and reads for
 fetches, parking requests in the purgatory until they can complete.
 
+Replication (started by `start_replication`): partitions this broker follows are fetched
+by the `ReplicaFetcherManager`; as leader it records each follower's fetches, moves the
+high watermark, and proposes ISR changes to the controller through the
+`AlterPartitionManager` (shrinks are checked every replica.lag.time.max.ms / 2).
+
 Owned by the broker's event loop thread; not safe to share between threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
 from logbus.server.purgatory import Purgatory
-from logbus.server.replica.partition import AppendResult, Partition, PartitionError
+from logbus.server.replica.alter_partition_manager import AlterPartitionManager
+from logbus.server.replica.partition import Partition, PartitionError, ReplicaState
+from logbus.server.replica.replica_fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
 from logbus.storage.errors import OffsetOutOfRangeError, StorageError
 from logbus.storage.file_slice import FileSlice
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
 from logbus.types import TopicPartition
+
+if TYPE_CHECKING:
+    from logbus.controller.cluster_metadata import MetadataCache
+    from logbus.server.config import BrokerConfig
+
+logger = logging.getLogger(__name__)
 
 # A request's partitions are appended one after another; whenever they have held the event
 # loop this long it serves other connections before the next one, so a request full of
@@ -47,6 +63,8 @@ class FetchRequestPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # a follower's (Fetch v12+): checked for divergence
+    log_start_offset: int = -1  # a follower's own
 
 
 @dataclass(slots=True)
@@ -56,6 +74,8 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    # (epoch, end offset) where a follower's log diverged from the leader's (Fetch v12+)
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -74,25 +94,138 @@ class ReplicaManager:
         self.log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
         self.purgatory = Purgatory()
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.alter_partition: AlterPartitionManager | None = None
+        self.replica_lag_time_max_ms = 30_000
+        self._isr_task: asyncio.Task[None] | None = None
+
+    # --- replication ----------------------------------------------------------------------
+
+    def start_replication(
+        self,
+        config: BrokerConfig,
+        metadata_cache: MetadataCache,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
+        """Start following and leading with replicas (call on the event loop): partitions
+        led elsewhere are fetched from their leader (addresses from `metadata_cache`), ISR
+        changes go to the controller it names, shrinks are checked every
+        replica.lag.time.max.ms / 2. `broker_epoch` is this broker's registration epoch."""
+        def endpoint(broker_id: int) -> tuple[str, int] | None:
+            info = metadata_cache.brokers.get(broker_id)
+            return None if info is None else (info.host, info.port)
+
+        def controller() -> tuple[int, str, int] | None:
+            controller_id = metadata_cache.controller_id
+            found = endpoint(controller_id)
+            return None if found is None else (controller_id, *found)
+
+        fetcher_config = ReplicaFetcherConfig.from_broker_config(config)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, fetcher_config, endpoint, broker_epoch
+        )
+        self.alter_partition = AlterPartitionManager(
+            self.broker_id,
+            controller,
+            broker_epoch,
+            retry_backoff_ms=min(fetcher_config.fetch_backoff_ms, 1000),
+            request_timeout_ms=config.controller_socket_timeout_ms,
+        )
+        self.replica_lag_time_max_ms = lag = config.replica_lag_time_max_ms
+        for part in self.partitions.values():
+            part.replica_lag_time_max_ms = lag
+            if not part.is_leader and part.leader_id >= 0:
+                self.fetchers.add_partition(part)
+        self._isr_task = asyncio.get_running_loop().create_task(
+            self._check_isr_every(max(lag // 2, 10) / 1000)
+        )
+
+    async def stop_replication(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_task
+            self._isr_task = None
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
+        if self.alter_partition is not None:
+            await self.alter_partition.shutdown()
+
+    async def _check_isr_every(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.maybe_shrink_isr()
+            except Exception:
+                logger.exception("ISR check failed")
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> None:
+        """Propose dropping the followers not caught up for replica.lag.time.max.ms."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for part in self.partitions.values():
+            if part.remote and part.is_leader:
+                proposed = part.isr_to_shrink(now)
+                if proposed is not None:
+                    self._propose_isr(part, proposed)
+
+    def _propose_isr(self, part: Partition, proposed: tuple[int, ...]) -> None:
+        alter = self.alter_partition
+        if alter is None:
+            return
+        part.begin_isr_change(proposed)
+
+        def done(
+            error: ErrorCode, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
+        ) -> None:
+            part.complete_isr_change(
+                proposed, error, leader_epoch, isr, partition_epoch, int(time.time() * 1000)
+            )
+            # acks=all waiters re-check (the ISR size, the high watermark)
+            self.purgatory.notify((part.topic, part.index))
+
+        if not alter.submit(part, proposed, done):
+            part.pending_isr = None
 
     # --- controller decisions -------------------------------------------------------------
 
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
         config = self.log_config_for(topic)
+        now_ms = int(time.time() * 1000)
         for p in partitions:
             state = topic.partitions[p]
-            part = self.partitions.get(TopicPartition(topic.name, p))
+            tp = TopicPartition(topic.name, p)
+            part = self.partitions.get(tp)
             if part is None:
                 log = self.log_manager.get_or_create_log(topic.name, p, config, topic.topic_id)
                 part = Partition(topic.name, p, topic.topic_id, log, self.broker_id)
-                self.partitions[TopicPartition(topic.name, p)] = part
+                part.replica_lag_time_max_ms = self.replica_lag_time_max_ms
+                self.partitions[tp] = part
+            elif part.is_stale(state.leader_epoch, state.version):
+                logger.info(
+                    "ignoring LeaderAndIsr of %s-%d at leader epoch %d (partition epoch %d): "
+                    "it has %d (%d)", topic.name, p, state.leader_epoch, state.version,
+                    part.leader_epoch, part.partition_epoch,
+                )
+                continue
             if state.leader == self.broker_id:
-                part.make_leader(state.leader_epoch, state.isr, state.replicas)
+                part.make_leader(
+                    state.leader_epoch, state.isr, state.replicas, state.version, now_ms
+                )
+                if self.fetchers is not None:
+                    self.fetchers.remove_partitions([tp])
             else:
-                part.make_follower(state.leader, state.leader_epoch, state.isr, state.replicas)
+                changed = part.make_follower(
+                    state.leader, state.leader_epoch, state.isr, state.replicas, state.version
+                )
+                if self.fetchers is not None and (changed or not self.fetchers.has(tp)):
+                    self.fetchers.remove_partitions([tp])
+                    if state.leader >= 0:
+                        self.fetchers.add_partition(part)
             self.purgatory.notify((topic.name, p))
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions([TopicPartition(topic, p) for p in partitions])
         for p in partitions:
             self.partitions.pop(TopicPartition(topic, p), None)
             self.purgatory.notify((topic, p))
@@ -122,7 +255,8 @@ class ReplicaManager:
         watermark passes them (or the timeout fires: REQUEST_TIMED_OUT)."""
         now_ms = int(time.time() * 1000)
         results: list[ProduceResult] = []
-        waiting: list[tuple[int, Partition, AppendResult]] = []
+        # (index in results, partition, leader epoch of the append, last offset)
+        waiting: list[tuple[int, Partition, int, int]] = []
         turn_start = time.monotonic()
         for topic, index, records in entries:
             if time.monotonic() - turn_start > APPEND_TURN_S:
@@ -166,18 +300,34 @@ class ReplicaManager:
                 )
             )
             if acks == -1:
-                waiting.append((len(results) - 1, part, appended))
+                waiting.append((len(results) - 1, part, part.leader_epoch, appended.last_offset))
         if waiting:
+            outcomes: dict[int, ErrorCode] = {}
 
             def replicated() -> bool:
-                return all(p.high_watermark > a.last_offset for _i, p, a in waiting)
+                for i, part, epoch, last_offset in waiting:
+                    if i not in outcomes:
+                        current = self.partitions.get(TopicPartition(part.topic, part.index))
+                        outcome = (
+                            part.replication_outcome(epoch, last_offset)
+                            if current is part
+                            else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        )
+                        if outcome is not None:
+                            outcomes[i] = outcome
+                return len(outcomes) == len(waiting)
 
-            if not await self.purgatory.wait_until(
-                replicated, [(p.topic, p.index) for _i, p, _a in waiting], timeout_ms
-            ):
-                for i, part, appended in waiting:
-                    if part.high_watermark <= appended.last_offset:
-                        results[i] = ProduceResult(ErrorCode.REQUEST_TIMED_OUT)
+            if not replicated():
+                await self.purgatory.wait_until(
+                    replicated,
+                    [(p.topic, p.index) for _i, p, _e, _o in waiting],
+                    timeout_ms,
+                    known_unmet=True,
+                )
+            for i, _part, _epoch, _offset in waiting:
+                error = outcomes.get(i, ErrorCode.REQUEST_TIMED_OUT)
+                if error != ErrorCode.NONE:
+                    results[i] = ProduceResult(error, message=None)
         return results
 
     # --- fetch ----------------------------------------------------------------------------
@@ -188,16 +338,29 @@ class ReplicaManager:
         max_bytes: int,
         min_one_message: bool,
         read_committed: bool,
+        replica_id: int = -1,
+        replica_epoch: int = -1,
     ) -> FetchResult:
+        """One partition of a fetch. Consumers (replica_id < 0) read below the high
+        watermark; a follower reads up to the log end, and its fetch offset is recorded
+        as its log end offset (which may move the high watermark and grow the ISR)."""
         part = self.partitions.get(TopicPartition(request.topic, request.partition))
         if part is None:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             part.ensure_leader()
             part.check_leader_epoch(request.current_leader_epoch)
+            follower = (
+                part.follower(replica_id, request.current_leader_epoch >= 0)
+                if replica_id >= 0
+                else None
+            )
         except PartitionError as exc:
             return FetchResult(exc.error)
         log = part.log
+        if follower is not None:
+            return self._read_for_follower(part, follower, request, max_bytes, min_one_message,
+                                           replica_epoch)
         high_watermark = part.high_watermark
         # No transactions yet: the last stable offset is the high watermark.
         last_stable = high_watermark
@@ -221,8 +384,53 @@ class ReplicaManager:
             ErrorCode.NONE, high_watermark, last_stable, log.log_start_offset, info.records
         )
 
+    def _read_for_follower(
+        self,
+        part: Partition,
+        follower: ReplicaState,
+        request: FetchRequestPartition,
+        max_bytes: int,
+        min_one_message: bool,
+        replica_epoch: int,
+    ) -> FetchResult:
+        log = part.log
+        offset = request.fetch_offset
+        if request.last_fetched_epoch >= 0:
+            # The follower's last epoch must end at or after its fetch offset here: if not,
+            # its log diverged and it truncates first (KIP-595's check, as Kafka's leader).
+            epoch, end = part.last_offset_for_leader_epoch(-1, request.last_fetched_epoch)
+            if epoch >= 0 and (epoch < request.last_fetched_epoch or end < offset):
+                hw = part.high_watermark
+                return FetchResult(
+                    ErrorCode.NONE, hw, hw, log.log_start_offset, None, (epoch, end)
+                )
+        leader_end = log.log_end_offset
+        try:
+            info = log.read(offset, min(max_bytes, request.max_bytes), None, min_one_message)
+        except OffsetOutOfRangeError:
+            hw = part.high_watermark
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, log.log_start_offset)
+        except StorageError as exc:
+            hw = part.high_watermark
+            return FetchResult(ErrorCode(exc.error_code), hw, hw, log.log_start_offset)
+        now_ms = int(time.time() * 1000)
+        if part.update_follower_fetch_state(
+            follower, offset, request.log_start_offset, now_ms, leader_end, replica_epoch
+        ):
+            self.purgatory.notify((part.topic, part.index))
+        expanded = part.isr_to_expand(follower.broker_id)
+        if expanded is not None:
+            self._propose_isr(part, expanded)
+        hw = part.high_watermark
+        return FetchResult(ErrorCode.NONE, hw, hw, log.log_start_offset, info.records)
+
     def read_all(
-        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool
+        self,
+        requests: list[FetchRequestPartition],
+        max_bytes: int,
+        read_committed: bool,
+        replica_id: int = -1,
+        replica_epoch: int = -1,
     ) -> list[FetchResult]:
         """Read each partition within the response limit; the first non-empty partition
         may exceed the limits by one batch so that consumers always progress (KIP-74)."""
@@ -230,7 +438,9 @@ class ReplicaManager:
         remaining = max_bytes
         first = True
         for request in requests:
-            result = self.read(request, max(0, remaining), first, read_committed)
+            result = self.read(
+                request, max(0, remaining), first, read_committed, replica_id, replica_epoch
+            )
             if result.size:
                 first = False
                 remaining -= result.size
@@ -244,22 +454,23 @@ class ReplicaManager:
         min_bytes: int,
         max_wait_ms: int,
         read_committed: bool,
+        replica_id: int = -1,
+        replica_epoch: int = -1,
     ) -> list[FetchResult]:
         """Read now; if fewer than `min_bytes` are available and nothing failed, wait for
-        appends to the requested partitions until `max_wait_ms` passes."""
-        results = self.read_all(requests, max_bytes, read_committed)
+        appends to the requested partitions until `max_wait_ms` passes. `replica_id` >= 0
+        is a follower's fetch."""
+        results = self.read_all(requests, max_bytes, read_committed, replica_id, replica_epoch)
 
         def satisfied() -> bool:
             nonlocal results
-            results = self.read_all(requests, max_bytes, read_committed)
-            return sum(r.size for r in results) >= min_bytes or any(
-                r.error != ErrorCode.NONE for r in results
-            )
+            results = self.read_all(requests, max_bytes, read_committed, replica_id, replica_epoch)
+            return sum(r.size for r in results) >= min_bytes or _any_answer(results)
 
         if (
             max_wait_ms > 0
             and sum(r.size for r in results) < min_bytes
-            and not any(r.error != ErrorCode.NONE for r in results)
+            and not _any_answer(results)
             and requests
         ):
             await self.purgatory.wait_until(
@@ -269,3 +480,8 @@ class ReplicaManager:
                 known_unmet=True,
             )
         return results
+
+
+def _any_answer(results: list[FetchResult]) -> bool:
+    """Whether a partition has an answer that must not wait: an error or a divergence."""
+    return any(r.error != ErrorCode.NONE or r.diverging_epoch is not None for r in results)
