@@ -181,6 +181,7 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ),
     ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
         v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
+    ),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda v: leader_epochs.build_offset_for_leader_epoch(
         v,
         {
