@@ -63,7 +63,10 @@ class IsrChangeResult:
 
 
 def is_active(controller: Controller) -> bool:
-    """Whether `controller` holds `/controller`."""
+    """Whether `controller` holds `/controller` (a cluster's controller knows)."""
+    active = getattr(controller, "active", None)
+    if active is not None:
+        return bool(active)
     try:
         value = json.loads(controller.store.get("/controller")[0])
     except NoNode:

@@ -229,7 +229,9 @@ class Broker:
             dynamic_config=self.dynamic_config,
         )
         self._started.set()
-        self.replica_manager.start_replication(cfg, self.metadata_cache)
+        self.replica_manager.start_replication(
+            cfg, self.metadata_cache, broker_epoch=lambda: self.broker_epoch
+        )
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -292,6 +294,8 @@ class Broker:
         )
         self.controller.start()
         self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
+        # As in a cluster: the broker epoch is the registration's creation txid.
+        self.broker_epoch = self.store.stat(f"/brokers/ids/{self.broker_id}").czxid
         # Logs of topics deleted while this broker was down, or when a crash interrupted
         # a deletion, are removed now rather than left behind.
         self.log_manager.delete_stray_logs(

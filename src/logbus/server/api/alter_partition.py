@@ -7,6 +7,7 @@ id from v2 (UNKNOWN_TOPIC_ID when the id is unknown).
 
 from __future__ import annotations
 
+from logbus.controller.cluster_controller import ControllerMovedError
 from logbus.controller.isr_changes import IsrChangeRequest, alter_partition
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.alter_partition_request import AlterPartitionRequest
@@ -16,6 +17,7 @@ from logbus.protocol.messages.alter_partition_response import (
     TopicData,
 )
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api.topic_admin import on_controller
 
 TOPIC_IDS_FROM = 2
 ISR_WITH_EPOCHS_FROM = 3
@@ -24,7 +26,16 @@ ISR_WITH_EPOCHS_FROM = 3
 async def handle_alter_partition(
     ctx: RequestContext, request: AlterPartitionRequest
 ) -> AlterPartitionResponse:
-    version = ctx.version
+    try:
+        return await on_controller(ctx, lambda: _alter(ctx.version, ctx, request))
+    except ControllerMovedError:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+
+
+def _alter(
+    version: int, ctx: RequestContext, request: AlterPartitionRequest
+) -> AlterPartitionResponse:
+    """On the controller's thread (cluster) or the event loop (stand-alone)."""
     controller = ctx.services.controller
     by_id = version >= TOPIC_IDS_FROM
     names = {t.topic_id: name for name, t in controller.topics.items()}
