@@ -314,7 +314,11 @@ def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluste
               sender: int = 0) -> int:
         conn = cluster.connect(broker)
         change = IsrChange(topic.topic_id, leader_epoch, isr, partition_epoch)
-        response = cluster.run(alter_partition(conn, sender, -1, {tp: change}))
+        store = cluster.controller.store
+        path = f"/brokers/ids/{sender}"
+        # the sender's current broker epoch (an older one is STALE_BROKER_EPOCH)
+        epoch = store.stat(path).czxid if store.exists(path) else -1
+        response = cluster.run(alter_partition(conn, sender, epoch, {tp: change}))
         if response.error_code:
             return response.error_code
         result = response.partitions[tp]
