@@ -117,9 +117,6 @@ class Broker:
         self.controller_epoch = 0
         """The newest controller epoch seen in a controller request; older ones are
         refused (STALE_CONTROLLER_EPOCH)."""
-        self.topic_configs: dict[str, dict[str, str]] = {}
-        """Cluster mode: topic configs read from `/config/topics` (controller requests do
-        not carry them), kept current by the config change listener."""
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
@@ -266,7 +263,8 @@ class Broker:
         self._spawn(self._every(1000, manager.remove_deleted))
         if unused := cfg.without_effect():
             log.info(
-                "settings with no effect on a stand-alone broker (see docs/configuration.md): %s",
+                "settings with no effect on %s (see docs/configuration.md): %s",
+                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
                 ", ".join(unused),
             )
         log.info(
@@ -427,20 +425,8 @@ class Broker:
 
     # --- controller callbacks (LocalChannel, server/api/controller_requests.py) -----------
 
-    def _with_stored_configs(self, topic: TopicMetadata) -> TopicMetadata:
-        """Cluster mode: a topic from a controller request gets its stored configs (read
-        once per topic; the config change listener keeps them current)."""
-        if self.cluster is None or self.store is None:
-            return topic
-        configs = self.topic_configs.get(topic.name)
-        if configs is None:
-            configs = self.topic_configs[topic.name] = stored_topic_configs(self.store, topic.name)
-        topic.configs = dict(configs)
-        return topic
-
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
         assert self.replica_manager is not None
-        topic = self._with_stored_configs(topic)
         self.replica_manager.apply_leader_and_isr(topic, partitions)
         if topic.name == OFFSETS_TOPIC and self.group_coordinator is not None:
             for p in partitions:
@@ -461,14 +447,12 @@ class Broker:
             cache.controller_id = controller_id
         cache.brokers = {b.broker_id: b for b in brokers}
         for topic in topics:
-            topic = self._with_stored_configs(topic)
             old = cache.topics.get(topic.name)
             cache.update_topic(topic)
             if old is not None and self.replica_manager is not None:
                 self.replica_manager.update_log_config(topic)
         for name in deleted:
             cache.remove_topic(name)
-            self.topic_configs.pop(name, None)
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         assert self.replica_manager is not None

@@ -128,7 +128,6 @@ class DynamicConfigManager:
         if metadata is not None:
             metadata.configs = dict(configs)
             replica_manager.update_log_config(metadata)
-        self.broker.topic_configs[topic] = dict(configs)
         log.info("applied new configs of topic %s: %s", topic, configs)
 
     def _reconfigure(self, config: BrokerConfig, name: str) -> None:
