@@ -27,6 +27,7 @@ from logbus.client.requests.leader_epochs import (
 )
 from logbus.client.requests.produce import produce
 from logbus.protocol import ErrorCode
+from logbus.records.reader import iter_record_set
 from logbus.types import TopicPartition
 
 T = "events"
@@ -512,3 +513,55 @@ def test_divergence_found_by_either_request(
         "broker 0 to converge",
     )
     assert cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0)
+
+
+def test_leadership_moves_under_idempotent_acks_all_load_lose_nothing(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "retry.backoff.ms": 20,
+            "topic.metadata.refresh.interval.ms": 200,
+        }
+    )
+    acked: dict[int, bytes] = {}
+    failed: list[str] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            acked[msg.offset()] = msg.value()  # type: ignore[attr-defined]
+
+    sent = 0
+    # Leadership moves every few milliseconds: a broker often leads an epoch in which it
+    # appends nothing, and the next leader must not take that epoch for a divergence.
+    for leader in [1, 2, 0] * 6:
+        for _ in range(60):
+            producer.produce(T, value=f"v{sent}".encode(), partition=0, on_delivery=on_delivery)
+            sent += 1
+            producer.poll(0)
+        time.sleep(0.005)
+        cluster.elect(T, 0, leader, (0, 1, 2))
+    assert producer.flush(60) == 0
+    del producer
+    assert failed == []
+    assert len(acked) == sent  # every record acknowledged once, at its own offset
+    final = cluster.state(T, 0).leader
+    end = leo(cluster, final)
+    cluster.wait_for(
+        lambda: all(cluster.partition(b, T, 0).log.log_end_offset == end for b in range(3)),
+        "replicas to converge",
+    )
+    stored = cluster.log_bytes(final, T, 0)
+    assert all(cluster.log_bytes(b, T, 0) == stored for b in range(3))
+    records = {r.offset: r.value for _h, rs in iter_record_set(stored) for r in rs}
+    assert records == acked
+    assert sorted(records.values()) == sorted(f"v{i}".encode() for i in range(sent))

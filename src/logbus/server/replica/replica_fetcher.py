@@ -255,7 +255,9 @@ class ReplicaFetcher:
                 "%s: truncating %s from %d to %d (leader %d, epoch %d)",
                 self.name, tp, end, target, self.leader_id, state.leader_epoch,
             )
-            log.truncate_to(target)
+        # Also at the log end: that drops an epoch this broker started there as leader
+        # without appending (the leader does not know it, so the fetch would diverge again).
+        log.truncate_to(target)
         state.truncating = not done
 
     # --- fetching -------------------------------------------------------------------------
