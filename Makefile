@@ -22,11 +22,25 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/logbus server start
 
-## Install what the tests need (kcat from apt when missing and we are root) and run every test.
+## Install what the tests need (kcat and ZooKeeper from apt when missing and we are root) and
+## run every test.
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
 
+# ZooKeeper (Debian's `zookeeper`: the jars only, no service; tests start the server themselves
+# with java) and a Java runtime when none is on the PATH. The cluster tests fail without them.
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+
 system-deps:
+	@if [ ! -f $(ZOOKEEPER_JAR) ] || ! command -v java >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			pkgs=zookeeper; command -v java >/dev/null 2>&1 || pkgs="$$pkgs default-jre-headless"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends $$pkgs) >/dev/null 2>&1 \
+				|| echo "warning: could not install $$pkgs; the ZooKeeper tests will fail"; \
+		else echo "warning: ZooKeeper ($(ZOOKEEPER_JAR)) or java missing and not root;" \
+			"install Debian's zookeeper package: the ZooKeeper tests will fail"; fi; \
+	fi
 	@if ! command -v kcat >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null 2>&1 \

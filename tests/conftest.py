@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, settings
 
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
+from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a
 # per-example deadline (or the too_slow health check) is a timed assertion that fails on a
@@ -190,6 +192,50 @@ def broker_process(tmp_path: Path) -> Iterator[Any]:
         if proc.proc is not None and proc.proc.poll() is None:
             proc.kill()
     collect_leaks()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole test session (tests/zookeeper_server.py).
+    Tests share it, each in its own chroot (`zk_connect`); a test that stops, kills or
+    pauses ZooKeeper takes a private one from `zookeeper_factory`. Fails (never skips)
+    when ZooKeeper or java is not installed."""
+    problem = zookeeper_missing()
+    if problem:
+        pytest.fail(f"ZooKeeper tests need a ZooKeeper server: {problem}", pytrace=False)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    try:  # killed whatever ends the session: a failure, Ctrl-C (pytest tears down)
+        server.start()
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
+    """`127.0.0.1:<port>/<chroot>`: the session's ZooKeeper under a chroot of this test's
+    own (the store creates it), so tests never see each other's nodes."""
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)[:60]
+    return f"{zookeeper.connect}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def zookeeper_factory(tmp_path: Path) -> Iterator[Any]:
+    """`make()` starts a private ZooKeeper server (for tests that stop, kill, pause or
+    restart it); every one is killed when the test ends."""
+    problem = zookeeper_missing()
+    if problem:
+        pytest.fail(f"ZooKeeper tests need a ZooKeeper server: {problem}", pytrace=False)
+    servers: list[ZooKeeperServer] = []
+
+    def make() -> ZooKeeperServer:
+        server = ZooKeeperServer(tmp_path / f"zookeeper-{len(servers)}")
+        servers.append(server)
+        return server.start()
+
+    yield make
+    for server in servers:
+        server.kill()
 
 
 FUZZ_LARGE = "fuzz_large"

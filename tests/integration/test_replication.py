@@ -312,10 +312,10 @@ def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluste
     tp = TopicPartition(T, 0)
 
     def alter(broker: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int,
-              sender: int = 0) -> int:
+              sender: int = 0, broker_epoch: int = -1) -> int:
         conn = cluster.connect(broker)
         change = IsrChange(topic.topic_id, leader_epoch, isr, partition_epoch)
-        response = cluster.run(alter_partition(conn, sender, -1, {tp: change}))
+        response = cluster.run(alter_partition(conn, sender, broker_epoch, {tp: change}))
         if response.error_code:
             return response.error_code
         result = response.partitions[tp]
@@ -325,6 +325,11 @@ def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluste
     # (NOT_CONTROLLER needs brokers sharing one store: each in-process broker holds
     # /controller in its own.)
     assert alter(0, epoch, (0, 1), version, sender=7) == ErrorCode.STALE_BROKER_EPOCH
+    registered = cluster.call(lambda: cluster.controller.store.stat("/brokers/ids/0").czxid)
+    assert (
+        alter(0, epoch, (0, 1), version, broker_epoch=registered - 1)
+        == ErrorCode.STALE_BROKER_EPOCH
+    )
     assert alter(0, epoch, (0, 1), version, sender=1) == ErrorCode.FENCED_LEADER_EPOCH
     assert alter(0, epoch, (0, 1, 5), version) == ErrorCode.INVALID_REQUEST
     assert alter(0, epoch, (0, 1), version) == ErrorCode.NONE

@@ -24,6 +24,7 @@ from logbus.client.requests import (
     cluster,
     configs,
     consumer_protocol,
+    controller,
     delete_records,
     fetch,
     find_coordinator,
@@ -35,6 +36,12 @@ from logbus.client.requests import (
     produce,
     producer_id,
     topics,
+)
+from logbus.controller.cluster_metadata import (
+    BrokerInfo,
+    EndPoint,
+    PartitionState,
+    TopicMetadata,
 )
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
 from logbus.records.builder import NewRecord, build_batch
@@ -50,6 +57,20 @@ SERVED = {key: (h.min_version, h.max_version) for key, h in build_registry().ite
 # writes or reads.
 CLIENT_MIN = {ApiKey.PRODUCE: produce.MIN_VERSION, ApiKey.FETCH: fetch.MIN_VERSION,
               ApiKey.DESCRIBE_CONFIGS: configs.MIN_VERSION}
+
+CONTROL = controller.ControlHeader(controller_id=2, controller_epoch=7, broker_epoch=4242)
+CONTROL_TOPIC = TopicMetadata(
+    "a",
+    TOPIC_ID,
+    {0: PartitionState(1, 5, (1, 2), (1, 2, 3), 7, 11), 1: PartitionState(2, 3, (2,), (2, 3))},
+)
+CONTROL_BROKERS = [
+    BrokerInfo(
+        1, "h1", 9092, "rack-a", "PLAINTEXT",
+        (EndPoint("PLAINTEXT", "h1", 9092), EndPoint("INTERNAL", "i1", 9093)),
+    ),
+    BrokerInfo(2, "h2", 9092),
+]
 
 # api key -> builder of a request body at a version (with everything optional filled in)
 BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
@@ -165,6 +186,19 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
             TopicPartition("a", 0): alter_partition.IsrChange(TOPIC_ID, 5, (1, 2), 9, {2: 77}),
             TopicPartition("b", 3): alter_partition.IsrChange(OTHER_ID, 1, (1,), 0),
         },
+    ),
+    ApiKey.LEADER_AND_ISR: lambda v: controller.build_leader_and_isr(
+        v, CONTROL, [(CONTROL_TOPIC, [0, 1])], CONTROL_BROKERS, listener="INTERNAL"
+    ),
+    ApiKey.UPDATE_METADATA: lambda v: controller.build_update_metadata(
+        v,
+        CONTROL,
+        CONTROL_BROKERS,
+        [CONTROL_TOPIC],
+        [TopicMetadata("gone", OTHER_ID, {0: PartitionState(3, 1, (3,), (3,))})],
+    ),
+    ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
+        v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
     ),
 }
 
@@ -530,3 +564,99 @@ def test_read_topic_results(key: int) -> None:
             assert out["a"] is None
         assert out["b"].code == ErrorCode.TOPIC_ALREADY_EXISTS
         assert out["c"].code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# --- the controller's requests ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", range(8))
+def test_leader_and_isr_carries_states_epochs_and_leaders(version: int) -> None:
+    decoded = _round_trip(
+        ApiKey.LEADER_AND_ISR, version, BUILDERS[ApiKey.LEADER_AND_ISR](version)
+    )
+    if version >= 2:
+        [topic] = decoded["topic_states"]
+        assert topic["topic_name"] == "a"
+        assert topic["topic_id"] == (TOPIC_ID if version >= 5 else UUID(int=0))
+        states = topic["partition_states"]
+        assert decoded["broker_epoch"] == 4242
+    else:
+        states = decoded["ungrouped_partition_states"]
+        assert {s["topic_name"] for s in states} == {"a"}
+    first = states[0]
+    assert (first["leader"], first["leader_epoch"], first["isr"], first["replicas"]) == (
+        1, 5, [1, 2], [1, 2, 3]
+    )
+    assert (first["partition_epoch"], first["controller_epoch"]) == (11, 7)
+    assert (decoded["controller_id"], decoded["controller_epoch"]) == (2, 7)
+    # the leaders' inter-broker endpoints
+    assert [(b["broker_id"], b["host_name"], b["port"]) for b in decoded["live_leaders"]] == [
+        (1, "i1", 9093), (2, "h2", 9092)
+    ]
+
+
+@pytest.mark.parametrize("version", range(9))
+def test_update_metadata_sends_deleted_topics_led_by_minus_two(version: int) -> None:
+    decoded = _round_trip(
+        ApiKey.UPDATE_METADATA, version, BUILDERS[ApiKey.UPDATE_METADATA](version)
+    )
+    if version >= 5:
+        states = {
+            (t["topic_name"], s["partition_index"]): s
+            for t in decoded["topic_states"]
+            for s in t["partition_states"]
+        }
+    else:
+        states = {
+            (s["topic_name"], s["partition_index"]): s
+            for s in decoded["ungrouped_partition_states"]
+        }
+    assert states[("gone", 0)]["leader"] == controller.LEADER_DURING_DELETE
+    assert states[("a", 0)]["leader"] == 1 and states[("a", 0)]["zk_version"] == 11
+    if version >= 4:
+        assert states[("a", 0)]["offline_replicas"] == [3]
+    brokers = {b["id"]: b for b in decoded["live_brokers"]}
+    if version == 0:
+        assert (brokers[1]["v0_host"], brokers[1]["v0_port"]) == ("h1", 9092)
+    else:
+        endpoints = [(e["host"], e["port"]) for e in brokers[1]["endpoints"]]
+        assert endpoints == [("h1", 9092), ("i1", 9093)]
+    if version >= 2:
+        assert (brokers[1]["rack"], brokers[2]["rack"]) == ("rack-a", None)
+    if version >= 3:
+        assert brokers[1]["endpoints"][1]["listener"] == "INTERNAL"
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_stop_replica_sends_leader_epochs_from_v3(version: int) -> None:
+    decoded = _round_trip(ApiKey.STOP_REPLICA, version, BUILDERS[ApiKey.STOP_REPLICA](version))
+    if version >= 3:
+        got = {
+            (t["topic_name"], p["partition_index"]): (p["leader_epoch"], p["delete_partition"])
+            for t in decoded["topic_states"]
+            for p in t["partition_states"]
+        }
+        assert got == {("a", 0): (5, True), ("a", 1): (-2, True), ("b", 2): (-1, True)}
+    elif version >= 1:
+        assert decoded["delete_partitions"] is True
+        assert [(t["name"], t["partition_indexes"]) for t in decoded["topics"]] == [
+            ("a", [0, 1]), ("b", [2])
+        ]
+    else:
+        named = [(p["topic_name"], p["partition_index"]) for p in decoded["ungrouped_partitions"]]
+        assert named == [("a", 0), ("a", 1), ("b", 2)]
+
+
+@pytest.mark.parametrize("version", range(8))
+def test_read_leader_and_isr(version: int) -> None:
+    errors = [{"topic_name": "a", "partition_index": 0, "error_code": 0},
+              {"topic_name": "a", "partition_index": 1,
+               "error_code": ErrorCode.STALE_CONTROLLER_EPOCH}]
+    body = {"error_code": 0, "partition_errors": errors,
+            "topics": [{"topic_id": TOPIC_ID, "partition_errors": errors}]}
+    result = controller.read_leader_and_isr(
+        _response(ApiKey.LEADER_AND_ISR, version, body), version, {TOPIC_ID: "a"}
+    )
+    assert result.error == ErrorCode.NONE
+    assert result.failed() == {("a", 1): ErrorCode.STALE_CONTROLLER_EPOCH}
+    assert set(result.partitions) == {("a", 0), ("a", 1)}

@@ -2,7 +2,10 @@
 
 In Kafka's ZooKeeper mode these are the LeaderAndIsr, UpdateMetadata and StopReplica
 requests. `LocalChannel` delivers them to the controller's own broker in-process, which is
-all a stand-alone broker needs; a cluster adds a channel that sends the requests.
+all a stand-alone broker needs; a cluster uses `network_channel.NetworkChannel`, which
+sends them over the wire to every broker (itself included), stamped with the
+controller's id and epoch and each broker's epoch. On the receiving broker
+`server/api/controller_requests.py` checks those epochs and calls its `BrokerCallbacks`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,14 @@ class BrokerCallbacks(Protocol):
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None: ...
 
     def apply_update_metadata(
-        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
-    ) -> None: ...
+        self,
+        brokers: list[BrokerInfo],
+        topics: list[TopicMetadata],
+        deleted: list[str],
+        controller_id: int | None = None,
+    ) -> None:
+        """`controller_id` (None: unchanged) is what Metadata and DescribeCluster answer
+        as the controller."""
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None: ...
 

@@ -100,6 +100,12 @@ class Broker:
         self.channel = LocalChannel()
         self.metadata_cache = MetadataCache("", -1)
         self.controller: Controller | None = None
+        self.broker_epoch = -1
+        """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
+        (-1: unknown, controller requests' broker epochs are not checked)."""
+        self.controller_epoch = 0
+        """The newest controller epoch seen in a controller request; older ones are
+        refused (STALE_CONTROLLER_EPOCH)."""
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
@@ -194,6 +200,7 @@ class Broker:
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
         )
         self.controller.start()
+        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
         # Logs of topics deleted while this broker was down, or when a crash interrupted
         # a deletion, are removed now rather than left behind.
         self.log_manager.delete_stray_logs(
@@ -213,7 +220,7 @@ class Broker:
             dynamic_config=self.dynamic_config,
         )
         self._started.set()
-        self.replica_manager.start_replication(cfg, self.metadata_cache)
+        self.replica_manager.start_replication(cfg, self.metadata_cache, lambda: self.broker_epoch)
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -349,7 +356,7 @@ class Broker:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
 
-    # --- controller callbacks (LocalChannel) ----------------------------------------------
+    # --- controller callbacks (LocalChannel, server/api/controller_requests.py) -----------
 
     def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
         assert self.replica_manager is not None
@@ -362,9 +369,15 @@ class Broker:
                 )
 
     def apply_update_metadata(
-        self, brokers: list[BrokerInfo], topics: list[TopicMetadata], deleted: list[str]
+        self,
+        brokers: list[BrokerInfo],
+        topics: list[TopicMetadata],
+        deleted: list[str],
+        controller_id: int | None = None,
     ) -> None:
         cache = self.metadata_cache
+        if controller_id is not None:
+            cache.controller_id = controller_id
         cache.brokers = {b.broker_id: b for b in brokers}
         for topic in topics:
             old = cache.topics.get(topic.name)

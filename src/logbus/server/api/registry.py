@@ -38,6 +38,7 @@ MODULES = (
     "group_offsets",
     "alter_configs",
     "delete_records",
+    "controller_requests",
     "offset_for_leader_epoch",
     "alter_partition",
 )

@@ -1,0 +1,340 @@
+"""The controller's requests to brokers (Kafka's ZooKeeper mode): LeaderAndIsr v0-7,
+UpdateMetadata v0-8 and StopReplica v0-4, each stamped with the controller's id and epoch
+and the destination broker's epoch (KIP-380).
+
+Builders take the cluster metadata model (`logbus.controller.cluster_metadata`, read by
+attribute only: this layer does not import the controller); readers turn a response into
+its request-level error and one error per partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from uuid import UUID
+
+from logbus.client.connection import Connection
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.types import TopicPartition
+
+if TYPE_CHECKING:
+    from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
+
+UNKNOWN_BROKER_EPOCH: Final = -1
+LEADER_DURING_DELETE: Final = -2
+"""The leader an UpdateMetadata gives the partitions of a topic being deleted."""
+EPOCH_DURING_DELETE: Final = -2
+"""StopReplica's leader epoch for a deleted topic: stops the replica whatever its epoch."""
+NO_EPOCH: Final = -1
+"""StopReplica's leader epoch when the controller knows none: no epoch check."""
+# LeaderAndIsr v5+ request types (AbstractControlRequest.Type).
+INCREMENTAL: Final = 1
+FULL: Final = 2
+SECURITY_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SECURITY_PROTOCOL_NAMES: Final = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
+
+_GROUPED_LEADER_AND_ISR = 2  # topic_states instead of ungrouped partition states
+_LEADER_AND_ISR_TOPIC_IDS = 5
+_GROUPED_UPDATE_METADATA = 5
+_STOP_REPLICA_TOPICS = 1
+_STOP_REPLICA_STATES = 3
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlHeader:
+    """What every controller request carries: who sent it, in which controller epoch,
+    to which incarnation (broker epoch) of the destination."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
+
+
+@dataclass(slots=True)
+class ControlResult:
+    """A controller request's answer: its error, and each partition's."""
+
+    error: ErrorCode
+    partitions: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+    def failed(self) -> dict[TopicPartition, ErrorCode]:
+        return {tp: e for tp, e in self.partitions.items() if e != ErrorCode.NONE}
+
+
+def error_code(code: int) -> ErrorCode:
+    """A response's error code; one this client does not know is UNKNOWN_SERVER_ERROR."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _header(version: int, header: ControlHeader, broker_epoch_from: int) -> Body:
+    body: Body = {
+        "controller_id": header.controller_id,
+        "controller_epoch": header.controller_epoch,
+    }
+    if version >= broker_epoch_from:
+        body["broker_epoch"] = header.broker_epoch
+    return body
+
+
+# --- LeaderAndIsr -------------------------------------------------------------------------
+
+
+def _leader_and_isr_state(topic: str, index: int, state: PartitionState, grouped: bool) -> Body:
+    entry: Body = {
+        "partition_index": index,
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+        "partition_epoch": state.version,
+        "replicas": list(state.replicas),
+        "adding_replicas": [],
+        "removing_replicas": [],
+        "is_new": False,
+        "leader_recovery_state": 0,
+    }
+    if not grouped:
+        entry["topic_name"] = topic
+    return entry
+
+
+def build_leader_and_isr(
+    version: int,
+    header: ControlHeader,
+    topics: Iterable[tuple[TopicMetadata, Iterable[int]]],
+    live_leaders: Iterable[BrokerInfo] = (),
+    *,
+    listener: str | None = None,
+    request_type: int = INCREMENTAL,
+) -> Body:
+    """Leadership of the given partitions of each topic; `live_leaders` are the brokers
+    leading them (their `listener` endpoint: the inter-broker one)."""
+    grouped = version >= _GROUPED_LEADER_AND_ISR
+    body = _header(version, header, _GROUPED_LEADER_AND_ISR)
+    if version >= _LEADER_AND_ISR_TOPIC_IDS:
+        body["type"] = request_type
+    states: list[Body] = []
+    topic_states: list[Body] = []
+    for topic, partitions in topics:
+        entries = [
+            _leader_and_isr_state(topic.name, p, topic.partitions[p], grouped) for p in partitions
+        ]
+        if grouped:
+            topic_states.append(
+                {"topic_name": topic.name, "topic_id": topic.topic_id, "partition_states": entries}
+            )
+        else:
+            states.extend(entries)
+    if grouped:
+        body["topic_states"] = topic_states
+    else:
+        body["ungrouped_partition_states"] = states
+    leaders = []
+    for broker in live_leaders:
+        ep = broker.endpoint(listener)
+        leaders.append({"broker_id": broker.broker_id, "host_name": ep.host, "port": ep.port})
+    body["live_leaders"] = leaders
+    return body
+
+
+def read_leader_and_isr(
+    response: Body, version: int, topic_names: Mapping[UUID, str] | None = None
+) -> ControlResult:
+    """v5+ names topics by id: `topic_names` maps them back (an unknown id is kept as its
+    string form)."""
+    result = ControlResult(error_code(response["error_code"]))
+    if version >= _LEADER_AND_ISR_TOPIC_IDS:
+        names = topic_names or {}
+        for topic in response["topics"]:
+            name = names.get(topic["topic_id"], str(topic["topic_id"]))
+            for p in topic["partition_errors"]:
+                result.partitions[TopicPartition(name, p["partition_index"])] = error_code(
+                    p["error_code"]
+                )
+    else:
+        for p in response["partition_errors"]:
+            result.partitions[TopicPartition(p["topic_name"], p["partition_index"])] = error_code(
+                p["error_code"]
+            )
+    return result
+
+
+async def leader_and_isr(
+    conn: Connection,
+    header: ControlHeader,
+    topics: list[tuple[TopicMetadata, list[int]]],
+    live_leaders: Iterable[BrokerInfo] = (),
+    *,
+    listener: str | None = None,
+) -> ControlResult:
+    version = conn.choose_version(ApiKey.LEADER_AND_ISR)
+    body = build_leader_and_isr(version, header, topics, live_leaders, listener=listener)
+    response = await conn.request(ApiKey.LEADER_AND_ISR, body, version)
+    return read_leader_and_isr(response, version, {t.topic_id: t.name for t, _ in topics})
+
+
+# --- UpdateMetadata -----------------------------------------------------------------------
+
+
+def _update_metadata_state(
+    topic: str, index: int, state: PartitionState, live: set[int], grouped: bool, leader: int
+) -> Body:
+    entry: Body = {
+        "partition_index": index,
+        "controller_epoch": state.controller_epoch,
+        "leader": leader,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+        "zk_version": state.version,
+        "replicas": list(state.replicas),
+        "offline_replicas": [r for r in state.replicas if r not in live],
+    }
+    if not grouped:
+        entry["topic_name"] = topic
+    return entry
+
+
+def _live_broker(version: int, broker: BrokerInfo) -> Body:
+    if version == 0:
+        return {"id": broker.broker_id, "v0_host": broker.host, "v0_port": broker.port}
+    return {
+        "id": broker.broker_id,
+        "endpoints": [
+            {
+                "port": ep.port,
+                "host": ep.host,
+                "listener": ep.listener,
+                "security_protocol": SECURITY_PROTOCOL_IDS.get(ep.security_protocol, 0),
+            }
+            for ep in broker.all_endpoints()
+        ],
+        "rack": broker.rack,
+    }
+
+
+def build_update_metadata(
+    version: int,
+    header: ControlHeader,
+    brokers: Iterable[BrokerInfo],
+    topics: Iterable[TopicMetadata],
+    deleted: Iterable[TopicMetadata] = (),
+) -> Body:
+    """Every live broker and the state of every partition of `topics`; the partitions of
+    `deleted` topics go with leader LEADER_DURING_DELETE, which makes brokers forget them."""
+    live_brokers = list(brokers)
+    live = {b.broker_id for b in live_brokers}
+    grouped = version >= _GROUPED_UPDATE_METADATA
+    body = _header(version, header, _GROUPED_UPDATE_METADATA)
+    states: list[Body] = []
+    topic_states: list[Body] = []
+    for topics_of, deleting in ((topics, False), (deleted, True)):
+        for topic in topics_of:
+            entries = [
+                _update_metadata_state(
+                    topic.name,
+                    p,
+                    state,
+                    live,
+                    grouped,
+                    LEADER_DURING_DELETE if deleting else state.leader,
+                )
+                for p, state in sorted(topic.partitions.items())
+            ]
+            if grouped:
+                topic_states.append(
+                    {
+                        "topic_name": topic.name,
+                        "topic_id": topic.topic_id,
+                        "partition_states": entries,
+                    }
+                )
+            else:
+                states.extend(entries)
+    if grouped:
+        body["topic_states"] = topic_states
+    else:
+        body["ungrouped_partition_states"] = states
+    body["live_brokers"] = [_live_broker(version, b) for b in live_brokers]
+    return body
+
+
+def read_update_metadata(response: Body) -> ControlResult:
+    return ControlResult(error_code(response["error_code"]))
+
+
+async def update_metadata(
+    conn: Connection,
+    header: ControlHeader,
+    brokers: Iterable[BrokerInfo],
+    topics: Iterable[TopicMetadata],
+    deleted: Iterable[TopicMetadata] = (),
+) -> ControlResult:
+    version = conn.choose_version(ApiKey.UPDATE_METADATA)
+    body = build_update_metadata(version, header, brokers, topics, deleted)
+    return read_update_metadata(await conn.request(ApiKey.UPDATE_METADATA, body, version))
+
+
+# --- StopReplica --------------------------------------------------------------------------
+
+
+def build_stop_replica(
+    version: int,
+    header: ControlHeader,
+    partitions: Mapping[str, Iterable[tuple[int, int]]],
+    delete: bool,
+) -> Body:
+    """Stop (and with `delete`, delete) replicas: `partitions` maps each topic to
+    (partition, leader epoch) pairs; the epochs travel from v3 (EPOCH_DURING_DELETE for a
+    deleted topic, NO_EPOCH when unknown)."""
+    body = _header(version, header, _STOP_REPLICA_TOPICS)
+    if version < _STOP_REPLICA_STATES:
+        body["delete_partitions"] = delete
+    if version < _STOP_REPLICA_TOPICS:
+        body["ungrouped_partitions"] = [
+            {"topic_name": topic, "partition_index": p}
+            for topic, entries in partitions.items()
+            for p, _ in entries
+        ]
+    elif version < _STOP_REPLICA_STATES:
+        body["topics"] = [
+            {"name": topic, "partition_indexes": [p for p, _ in entries]}
+            for topic, entries in partitions.items()
+        ]
+    else:
+        body["topic_states"] = [
+            {
+                "topic_name": topic,
+                "partition_states": [
+                    {"partition_index": p, "leader_epoch": epoch, "delete_partition": delete}
+                    for p, epoch in entries
+                ],
+            }
+            for topic, entries in partitions.items()
+        ]
+    return body
+
+
+def read_stop_replica(response: Body) -> ControlResult:
+    result = ControlResult(error_code(response["error_code"]))
+    for p in response["partition_errors"]:
+        result.partitions[TopicPartition(p["topic_name"], p["partition_index"])] = error_code(
+            p["error_code"]
+        )
+    return result
+
+
+async def stop_replica(
+    conn: Connection,
+    header: ControlHeader,
+    partitions: Mapping[str, Iterable[tuple[int, int]]],
+    delete: bool,
+) -> ControlResult:
+    version = conn.choose_version(ApiKey.STOP_REPLICA)
+    body = build_stop_replica(version, header, partitions, delete)
+    return read_stop_replica(await conn.request(ApiKey.STOP_REPLICA, body, version))
