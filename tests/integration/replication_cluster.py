@@ -68,6 +68,9 @@ class InProcessCluster:
             self.controller.channel.register(broker_id, broker)  # type: ignore[attr-defined]
             self._register(broker_id)
         broker.metadata_cache.controller_id = 0
+        if broker_id != 0:
+            # one cluster for clients (each broker's own store made its own id)
+            broker.metadata_cache.cluster_id = self.controller.cluster_id
         return broker
 
     def _register(self, broker_id: int) -> None:

@@ -27,6 +27,7 @@ from logbus.client.requests.leader_epochs import (
 )
 from logbus.client.requests.produce import produce
 from logbus.protocol import ErrorCode
+from logbus.records.reader import iter_record_set
 from logbus.types import TopicPartition
 
 T = "events"
@@ -311,14 +312,10 @@ def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluste
     tp = TopicPartition(T, 0)
 
     def alter(broker: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int,
-              sender: int = 0) -> int:
+              sender: int = 0, broker_epoch: int = -1) -> int:
         conn = cluster.connect(broker)
         change = IsrChange(topic.topic_id, leader_epoch, isr, partition_epoch)
-        store = cluster.controller.store
-        path = f"/brokers/ids/{sender}"
-        # the sender's current broker epoch (an older one is STALE_BROKER_EPOCH)
-        epoch = store.stat(path).czxid if store.exists(path) else -1
-        response = cluster.run(alter_partition(conn, sender, epoch, {tp: change}))
+        response = cluster.run(alter_partition(conn, sender, broker_epoch, {tp: change}))
         if response.error_code:
             return response.error_code
         result = response.partitions[tp]
@@ -328,6 +325,11 @@ def test_alter_partition_is_validated_by_the_controller(cluster: InProcessCluste
     # (NOT_CONTROLLER needs brokers sharing one store: each in-process broker holds
     # /controller in its own.)
     assert alter(0, epoch, (0, 1), version, sender=7) == ErrorCode.STALE_BROKER_EPOCH
+    registered = cluster.call(lambda: cluster.controller.store.stat("/brokers/ids/0").czxid)
+    assert (
+        alter(0, epoch, (0, 1), version, broker_epoch=registered - 1)
+        == ErrorCode.STALE_BROKER_EPOCH
+    )
     assert alter(0, epoch, (0, 1), version, sender=1) == ErrorCode.FENCED_LEADER_EPOCH
     assert alter(0, epoch, (0, 1, 5), version) == ErrorCode.INVALID_REQUEST
     assert alter(0, epoch, (0, 1), version) == ErrorCode.NONE
@@ -516,3 +518,55 @@ def test_divergence_found_by_either_request(
         "broker 0 to converge",
     )
     assert cluster.log_bytes(0, T, 0) == cluster.log_bytes(1, T, 0)
+
+
+def test_leadership_moves_under_idempotent_acks_all_load_lose_nothing(
+    make_cluster: Callable[..., InProcessCluster],
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster = make_cluster(**SLOW_LAG)
+    cluster.create_topic(T, {0: [0, 1, 2]})
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "retry.backoff.ms": 20,
+            "topic.metadata.refresh.interval.ms": 200,
+        }
+    )
+    acked: dict[int, bytes] = {}
+    failed: list[str] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            acked[msg.offset()] = msg.value()  # type: ignore[attr-defined]
+
+    sent = 0
+    # Leadership moves every few milliseconds: a broker often leads an epoch in which it
+    # appends nothing, and the next leader must not take that epoch for a divergence.
+    for leader in [1, 2, 0] * 6:
+        for _ in range(60):
+            producer.produce(T, value=f"v{sent}".encode(), partition=0, on_delivery=on_delivery)
+            sent += 1
+            producer.poll(0)
+        time.sleep(0.005)
+        cluster.elect(T, 0, leader, (0, 1, 2))
+    assert producer.flush(60) == 0
+    del producer
+    assert failed == []
+    assert len(acked) == sent  # every record acknowledged once, at its own offset
+    final = cluster.state(T, 0).leader
+    end = leo(cluster, final)
+    cluster.wait_for(
+        lambda: all(cluster.partition(b, T, 0).log.log_end_offset == end for b in range(3)),
+        "replicas to converge",
+    )
+    stored = cluster.log_bytes(final, T, 0)
+    assert all(cluster.log_bytes(b, T, 0) == stored for b in range(3))
+    records = {r.offset: r.value for _h, rs in iter_record_set(stored) for r in rs}
+    assert records == acked
+    assert sorted(records.values()) == sorted(f"v{i}".encode() for i in range(sent))

@@ -169,19 +169,6 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         v, "g", {("a", 0): 5, ("b", 1): (7, "meta")}, MEMBER
     ),
     ApiKey.OFFSET_DELETE: lambda v: group_offsets.build_offset_delete(v, "g", [("a", 0)]),
-    ApiKey.LEADER_AND_ISR: lambda v: controller.build_leader_and_isr(
-        v, CONTROL, [(CONTROL_TOPIC, [0, 1])], CONTROL_BROKERS, listener="INTERNAL"
-    ),
-    ApiKey.UPDATE_METADATA: lambda v: controller.build_update_metadata(
-        v,
-        CONTROL,
-        CONTROL_BROKERS,
-        [CONTROL_TOPIC],
-        [TopicMetadata("gone", OTHER_ID, {0: PartitionState(3, 1, (3,), (3,))})],
-    ),
-    ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
-        v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
-    ),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda v: leader_epochs.build_offset_for_leader_epoch(
         v,
         {
@@ -199,6 +186,19 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
             TopicPartition("a", 0): alter_partition.IsrChange(TOPIC_ID, 5, (1, 2), 9, {2: 77}),
             TopicPartition("b", 3): alter_partition.IsrChange(OTHER_ID, 1, (1,), 0),
         },
+    ),
+    ApiKey.LEADER_AND_ISR: lambda v: controller.build_leader_and_isr(
+        v, CONTROL, [(CONTROL_TOPIC, [0, 1])], CONTROL_BROKERS, listener="INTERNAL"
+    ),
+    ApiKey.UPDATE_METADATA: lambda v: controller.build_update_metadata(
+        v,
+        CONTROL,
+        CONTROL_BROKERS,
+        [CONTROL_TOPIC],
+        [TopicMetadata("gone", OTHER_ID, {0: PartitionState(3, 1, (3,), (3,))})],
+    ),
+    ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
+        v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
     ),
 }
 

@@ -261,6 +261,18 @@ def test_truncate_to(tmp_path: Path) -> None:
     log.close()
 
 
+def test_truncate_at_the_log_end_drops_an_epoch_started_there(tmp_path: Path) -> None:
+    """A broker that led epoch 5 without appending has an entry (5, end) the next leader
+    does not know: truncating to the end keeps the records and drops it (as Kafka)."""
+    log = open_log(tmp_path)
+    log.append_as_leader(make_batch(2), 3)
+    log.leader_epoch_cache.assign(5, log.log_end_offset)
+    assert not log.truncate_to(2)
+    assert log.log_end_offset == 2
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(3, 0)]
+    log.close()
+
+
 def test_truncate_fully(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(make_batch(5), 0)

@@ -3,9 +3,10 @@ controller handles them (2.7+, KIP-497, KIP-841).
 
 `alter_partition` checks that this broker is the active controller (NOT_CONTROLLER) and
 that the request comes from a live broker with its current broker epoch
-(STALE_BROKER_EPOCH); then, for each partition: an unknown partition is
-UNKNOWN_TOPIC_OR_PARTITION; a leader epoch or partition epoch newer than the
-controller's means this controller is stale (NOT_CONTROLLER); an older leader epoch is
+(STALE_BROKER_EPOCH; -1, from a broker that does not know its epoch, is not checked);
+then, for each partition: an unknown partition is UNKNOWN_TOPIC_OR_PARTITION; a leader
+epoch or partition epoch newer than the controller's means this controller is stale
+(NOT_CONTROLLER); an older leader epoch is
 FENCED_LEADER_EPOCH; a change already applied is answered with the current state (a
 retry is idempotent); an older partition epoch is INVALID_UPDATE_VERSION; an ISR member
 that is not an assigned replica is INVALID_REQUEST, one that is not a live broker
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RECOVERED = 0
+UNKNOWN_BROKER_EPOCH = -1  # a broker that does not know its epoch: not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,8 @@ def alter_partition(
         return ErrorCode.NOT_CONTROLLER, [IsrChangeResult(ErrorCode.NOT_CONTROLLER)] * len(changes)
     live = {b.broker_id for b in controller.live_brokers()}
     known_epoch = registered_broker_epoch(controller, broker_id)
-    if broker_id not in live or (known_epoch is not None and broker_epoch < known_epoch):
+    checked = known_epoch is not None and broker_epoch != UNKNOWN_BROKER_EPOCH
+    if broker_id not in live or (checked and broker_epoch < (known_epoch or 0)):
         logger.info(
             "AlterPartition from broker %d at epoch %d refused: its epoch is %s",
             broker_id, broker_epoch, known_epoch,

@@ -484,6 +484,10 @@ class Log:
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             if target_offset >= self._log_end_offset:
+                # Nothing to remove, but an epoch that starts at the log end (this broker
+                # led in it without appending) may conflict with the leader's: drop it,
+                # as Kafka does.
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return False
             if target_offset < self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(target_offset, now_ms=now)

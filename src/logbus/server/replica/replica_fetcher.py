@@ -255,7 +255,9 @@ class ReplicaFetcher:
                 "%s: truncating %s from %d to %d (leader %d, epoch %d)",
                 self.name, tp, end, target, self.leader_id, state.leader_epoch,
             )
-            log.truncate_to(target)
+        # Also at the log end: that drops an epoch this broker started there as leader
+        # without appending (the leader does not know it, so the fetch would diverge again).
+        log.truncate_to(target)
         state.truncating = not done
 
     # --- fetching -------------------------------------------------------------------------
@@ -313,8 +315,20 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE:
             if data.diverging_epoch is not None:
                 epoch, end_offset = data.diverging_epoch
+                before = (log.log_end_offset, log.leader_epoch_cache.latest_epoch)
                 state.truncating = True
                 self._truncate_to_epoch(tp, state, epoch, end_offset)
+                if not state.truncating and before == (
+                    log.log_end_offset, log.leader_epoch_cache.latest_epoch
+                ):
+                    # Nothing changed: fetching again would diverge again. Ask the leader
+                    # with OffsetForLeaderEpoch after the backoff instead.
+                    logger.warning(
+                        "%s: %s diverges at epoch %d offset %d but nothing to truncate",
+                        self.name, tp, epoch, end_offset,
+                    )
+                    state.truncating = True
+                    self._delay(state)
                 return
             records = data.records
             if records:

@@ -110,10 +110,17 @@ class ReplicaManager:
         """Start following and leading with replicas (call on the event loop): partitions
         led elsewhere are fetched from their leader (addresses from `metadata_cache`), ISR
         changes go to the controller it names, shrinks are checked every
-        replica.lag.time.max.ms / 2. `broker_epoch` is this broker's registration epoch."""
+        replica.lag.time.max.ms / 2. Brokers are reached on inter.broker.listener.name.
+        `broker_epoch` is this broker's registration epoch."""
+        listener = config.inter_broker_listener_name
+
         def endpoint(broker_id: int) -> tuple[str, int] | None:
+            """A broker's inter-broker listener (its client one if it has no such)."""
             info = metadata_cache.brokers.get(broker_id)
-            return None if info is None else (info.host, info.port)
+            if info is None:
+                return None
+            found = info.endpoint(listener)
+            return found.host, found.port
 
         def controller() -> tuple[int, str, int] | None:
             controller_id = metadata_cache.controller_id
