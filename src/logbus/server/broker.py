@@ -17,14 +17,22 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from logbus.controller.channel import LocalChannel
+from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
+from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
+from logbus.server.cluster_member import (
+    ClusterMember,
+    check_cluster_id,
+    open_zookeeper,
+    stored_topic_ids,
+)
 from logbus.server.config import BrokerConfig
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
@@ -100,6 +108,9 @@ class Broker:
         self.channel = LocalChannel()
         self.metadata_cache = MetadataCache("", -1)
         self.controller: Controller | None = None
+        self.cluster: ClusterMember | None = None
+        self.network_channel: NetworkChannel | None = None
+        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
         self.broker_epoch = -1
         """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
         (-1: unknown, controller requests' broker epochs are not checked)."""
@@ -137,10 +148,18 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
-        self.store = EmbeddedStore(self.config.log_dirs[0])
-        cluster_id = ensure_cluster_id(self.store)
-        self.dynamic_config = DynamicConfigManager(self, self.store)
-        self.config = cfg = self.dynamic_config.load()
+        if self.config.uses_zookeeper:
+            self.store = store = await open_zookeeper(self.config)
+            cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
+            check_cluster_id(self.config.log_dirs, cluster_id)
+            self.metadata_cache.cluster_id = cluster_id
+            self.dynamic_config = DynamicConfigManager(self, store)
+            self.config = cfg = await asyncio.to_thread(self.dynamic_config.load)
+        else:
+            self.store = EmbeddedStore(self.config.log_dirs[0])
+            cluster_id = ensure_cluster_id(self.store)
+            self.dynamic_config = DynamicConfigManager(self, self.store)
+            self.config = cfg = self.dynamic_config.load()
         self.log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
@@ -189,27 +208,14 @@ class Broker:
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
         self.group_coordinator.start()
-        self.channel.register(self.broker_id, self)
-        self.controller = Controller(
-            self.store,
-            self.channel,
-            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
-            default_partitions=cfg.num_partitions,
-            default_replication_factor=cfg.default_replication_factor,
-            validate_configs=lambda configs: validate_topic_configs(configs, self.config),
-            max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
+        if self.config.uses_zookeeper:
+            await self._start_cluster_member(host, port)
+        else:
+            self._start_standalone_controller(host, port)
+        self.producer_ids = ProducerIdManager(
+            self.store, self.broker_id, threaded=self.config.uses_zookeeper
         )
-        self.controller.start()
-        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
-        # Logs of topics deleted while this broker was down, or when a crash interrupted
-        # a deletion, are removed now rather than left behind.
-        self.log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
-        )
-        self.dynamic_config.start(self.controller, self.replica_manager)
-        self.metadata_cache.cluster_id = self.controller.cluster_id
-        self.metadata_cache.controller_id = self.broker_id
-        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        assert self.controller is not None
         self.services = BrokerServices(
             store=self.store,
             log_manager=self.log_manager,
@@ -220,7 +226,9 @@ class Broker:
             dynamic_config=self.dynamic_config,
         )
         self._started.set()
-        self.replica_manager.start_replication(cfg, self.metadata_cache, lambda: self.broker_epoch)
+        self.replica_manager.start_replication(
+            cfg, self.metadata_cache, broker_epoch=lambda: self.broker_epoch
+        )
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -255,8 +263,8 @@ class Broker:
         self._spawn(self._every(1000, manager.remove_deleted))
         if unused := cfg.without_effect():
             log.info(
-                "settings with no effect on a stand-alone broker (see docs/configuration.md): "
-                "%s",
+                "settings with no effect on %s (see docs/configuration.md): %s",
+                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
                 ", ".join(unused),
             )
         log.info(
@@ -264,8 +272,56 @@ class Broker:
             self.broker_id,
             host,
             port,
-            self.controller.cluster_id,
+            cluster_id,
         )
+
+    def _start_standalone_controller(self, host: str, port: int) -> None:
+        """A stand-alone broker is its own controller over the embedded store."""
+        assert self.store is not None and self.log_manager is not None
+        assert self.dynamic_config is not None and self.replica_manager is not None
+        cfg = self.config
+        self.channel.register(self.broker_id, self)
+        self.controller = Controller(
+            self.store,
+            self.channel,
+            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
+            default_partitions=cfg.num_partitions,
+            default_replication_factor=cfg.default_replication_factor,
+            validate_configs=lambda configs: validate_topic_configs(configs, self.config),
+            max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
+        )
+        self.controller.start()
+        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
+        # As in a cluster: the broker epoch is the registration's creation txid.
+        self.broker_epoch = self.store.stat(f"/brokers/ids/{self.broker_id}").czxid
+        # Logs of topics deleted while this broker was down, or when a crash interrupted
+        # a deletion, are removed now rather than left behind.
+        self.log_manager.delete_stray_logs(
+            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
+        )
+        self.dynamic_config.start(self.controller, self.replica_manager)
+        self.metadata_cache.cluster_id = self.controller.cluster_id
+        self.metadata_cache.controller_id = self.broker_id
+
+    async def _start_cluster_member(self, host: str, port: int) -> None:
+        """Cluster mode: register in ZooKeeper and start this broker's controller (on its
+        own thread; one broker's is active)."""
+        assert self.store is not None and self.log_manager is not None
+        assert self.dynamic_config is not None and self.replica_manager is not None
+        self.cluster = ClusterMember(self, self.store)
+        self.controller = await self.cluster.start(self._network_channel(), host, port)
+        # Logs of topics deleted while this broker was down are removed now.
+        topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
+        self.log_manager.delete_stray_logs(topic_ids)
+        self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
+
+    def _network_channel(self) -> NetworkChannel:
+        self.network_channel = NetworkChannel(
+            asyncio.get_running_loop(),
+            listener_name=self.config.inter_broker_listener_name,
+            request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
+        )
+        return self.network_channel
 
     async def started(self) -> BrokerServices:
         """The services, once `start()` has built them: a request that arrives while the
@@ -307,12 +363,19 @@ class Broker:
                 await task
         if self.dynamic_config is not None:
             self.dynamic_config.stop()
-        if self.controller is not None:
+        if self.cluster is not None:
+            await self.cluster.stop()
+            if self.network_channel is not None:
+                await self.network_channel.close()
+        elif self.controller is not None:
             self.controller.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown(clean=True)
         if self.store is not None:
-            self.store.close()
+            if self.cluster is not None or self.config.uses_zookeeper:
+                await asyncio.to_thread(self.store.close)
+            else:
+                self.store.close()
         log.info("broker %d stopped", self.broker_id)
 
     # --- configs --------------------------------------------------------------------------
@@ -322,6 +385,10 @@ class Broker:
         override of a changed setting gets its new effective config at once."""
         self.config = config
         self.connection_quotas.reconfigure(config.connection_limits)
+        controller = self.controller
+        if self.cluster is not None and isinstance(controller, ClusterController):
+            unclean = bool(config.get("unclean.leader.election.enable"))
+            self.cluster.events.put(lambda: controller.on_unclean_default(unclean))
         if self.log_manager is not None:
             self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
             cleaner = self.log_manager.cleaner
