@@ -10,7 +10,13 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 from zk_cluster import ClusterBroker, ZkCluster, cluster_factory, wait_for
 
 from logbus.client.connection import Connection
@@ -182,3 +188,26 @@ def test_producer_ids_unique_across_brokers(cluster_factory: Callable[..., ZkClu
     block = json.loads(cluster.store.get("/latest_producer_id_block")[0])
     assert block["version"] == 1 and block["broker"] in (1, 2, 3)
     assert int(block["block_end"]) - int(block["block_start"]) == 999
+
+
+def test_create_partitions_reaches_every_broker(
+    cluster_factory: Callable[..., ZkCluster],
+) -> None:
+    cluster = cluster_factory(3)
+    cluster.wait_controller()
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("grow", 2, 2)])["grow"].result(30)
+    topic_everywhere(cluster, "grow")
+    admin.create_partitions([NewPartitions("grow", 5)])["grow"].result(30)
+
+    def grown() -> bool:
+        for broker in cluster.brokers.values():
+            meta = broker.metadata("grow").topics["grow"]
+            if len(meta.partitions) != 5 or any(p.leader < 0 for p in meta.partitions.values()):
+                return False
+        return True
+
+    wait_for(grown, 30, "five partitions with leaders on every broker")
+    for p in range(5):
+        state = cluster.state("grow", p)
+        assert len(state["isr"]) == 2 and state["leader"] in state["isr"]

@@ -19,6 +19,7 @@ with a change notification, so every broker applies it at once (`dynamic_config`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -261,16 +262,28 @@ def _alter_all(
     return {"throttle_time_ms": 0, "responses": results}
 
 
+async def _run(
+    ctx: RequestContext,
+    request: alter_req.AlterConfigsRequest | incremental_req.IncrementalAlterConfigsRequest,
+    incremental: bool,
+) -> AlterConfigsResponse:
+    """Inline over the embedded store (it lives on the event loop); in a cluster in a
+    worker thread, as ZooKeeper's reads and writes must not block the loop."""
+    if ctx.broker.cluster is None:
+        return _alter_all(ctx, request, incremental)
+    return await asyncio.to_thread(_alter_all, ctx, request, incremental)
+
+
 async def handle_alter_configs(
     ctx: RequestContext, request: alter_req.AlterConfigsRequest
 ) -> AlterConfigsResponse:
-    return _alter_all(ctx, request, incremental=False)
+    return await _run(ctx, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(
     ctx: RequestContext, request: incremental_req.IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    return _alter_all(ctx, request, incremental=True)
+    return await _run(ctx, request, incremental=True)
 
 
 HANDLERS = [
