@@ -23,15 +23,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 import pytest
+from checker import ReplicaLogs, replica_batches
 
-from logbus.cli.zookeeper_process import ZooKeeperProcess
+from logbus.cli.zookeeper_process import ZooKeeperProcess, die_with_parent
 
 T = TypeVar("T")
 
@@ -113,6 +114,7 @@ class BrokerNode:
                 stdout=log,
                 stderr=log,
                 env={**os.environ},
+                preexec_fn=die_with_parent,  # no broker outlives a killed test run
             )
         self.paused = False
 
@@ -141,6 +143,16 @@ class BrokerNode:
     def wait(self, timeout: float) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)
+
+    def state(self) -> str:
+        """The process's state letter from /proc (R, S, T when stopped, ...; "" if gone)."""
+        if self.proc is None:
+            return ""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return ""
+        return stat.rsplit(")", 1)[1].split()[0]
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -263,13 +275,19 @@ class ProcessCluster:
 
     def pause(self, broker_id: int) -> None:
         """SIGSTOP: the process keeps its sockets and ZooKeeper session until the session
-        times out, and answers nothing (a GC pause or a hung machine)."""
-        self.nodes[broker_id].send(signal.SIGSTOP)
-        self.nodes[broker_id].paused = True
+        times out, and answers nothing (a GC pause or a hung machine). Returns once the
+        kernel shows it stopped."""
+        node = self.nodes[broker_id]
+        node.send(signal.SIGSTOP)
+        node.paused = True
+        self.wait_for(lambda: node.state() in ("T", "t", ""), 10, f"broker {broker_id} to stop")
 
     def resume(self, broker_id: int) -> None:
-        self.nodes[broker_id].send(signal.SIGCONT)
-        self.nodes[broker_id].paused = False
+        """SIGCONT; returns once the kernel shows the process running again."""
+        node = self.nodes[broker_id]
+        node.send(signal.SIGCONT)
+        node.paused = False
+        self.wait_for(lambda: node.state() not in ("T", "t"), 10, f"broker {broker_id} to run")
 
     def restart(self, broker_id: int, *, clean: bool = True) -> None:
         """Stop the broker if it runs (SIGTERM, or SIGKILL with clean=False), start it
@@ -360,6 +378,31 @@ class ProcessCluster:
             return len(parts) == partitions and all(p.leader >= 0 for p in parts.values())
 
         self.wait_for(has_leaders, 60, f"leaders for {topic}")
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark, by ListOffsets "latest" to its leader."""
+        import logbus
+
+        tp = logbus.TopicPartition(topic, partition)
+        with self._admin(None) as admin:
+            return int(admin.list_offsets({tp: "latest"})[tp].offset)
+
+    def replica_logs(self, topic: str, partitions: Iterable[int]) -> dict[Any, ReplicaLogs]:
+        """The checker's view of each partition's replicas now: the high watermark and ISR
+        from the leader, and every replica's batches read from its segment files. Quiesce
+        the load first (followers may still be fetching the last batches)."""
+        info = self.metadata(topic)
+        out = {}
+        for partition in partitions:
+            part = info.partitions[partition]
+            out[(topic, partition)] = ReplicaLogs(
+                high_watermark=self.high_watermark(topic, partition),
+                isr=tuple(part.isr),
+                logs={
+                    b: replica_batches(self.data_dir(b), topic, partition) for b in part.replicas
+                },
+            )
+        return out
 
     @staticmethod
     def wait_for(

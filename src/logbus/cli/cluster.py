@@ -17,8 +17,6 @@ which stops them in order; each child also gets SIGTERM if this process dies
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import signal
 import socket
 import subprocess
@@ -32,12 +30,16 @@ from types import FrameType
 from typing import IO
 
 from logbus.cli.common import key_value, positive_int, whole_number
-from logbus.cli.zookeeper_process import ZooKeeperError, ZooKeeperProcess, port_is_free
+from logbus.cli.zookeeper_process import (
+    ZooKeeperError,
+    ZooKeeperProcess,
+    die_with_parent,
+    port_is_free,
+)
 
 DEFAULT_BASE_PORT = 9092
 DEFAULT_ZOOKEEPER_PORT = 2181
 _POLL_INTERVAL = 0.1
-_PR_SET_PDEATHSIG = 1
 
 
 class ClusterError(Exception):
@@ -173,25 +175,6 @@ def check_zookeeper_reachable(connect: str, timeout: float = 3.0) -> None:
 # --- one broker process ------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the child between fork and exec: SIGTERM when the parent dies."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if sys.platform != "linux" or name is None:
-        return None
-    try:
-        return ctypes.CDLL(name, use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()
-
-
 @dataclass
 class BrokerRun:
     """One `logbus server start` child: its config, data, log file and output pump."""
@@ -212,7 +195,7 @@ class BrokerRun:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         assert self.proc.stdout is not None
         self.pump = threading.Thread(

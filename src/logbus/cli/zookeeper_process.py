@@ -6,11 +6,14 @@ is not meant to be shared between threads."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,30 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 _LOGGER_JARS = (Path("/usr/share/java/slf4j-simple.jar"), Path("/usr/share/java/slf4j-nop.jar"))
 _MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 INSTALL_HINT = "install it with: sudo apt-get install zookeeper (Debian/Ubuntu)"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if sys.platform != "linux" or name is None:
+        return None
+    try:
+        return ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()
+
+
+def die_with_parent() -> None:
+    """For `preexec_fn` (in the child between fork and exec): have the kernel send the
+    child SIGTERM when its parent dies (Linux PR_SET_PDEATHSIG), so a parent killed with
+    SIGKILL leaves no server behind. Nothing elsewhere."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class ZooKeeperError(Exception):
@@ -127,6 +154,7 @@ class ZooKeeperProcess:
                 # its own process group: the terminal's Ctrl-C reaches only our parent,
                 # which stops ZooKeeper after the brokers that use it
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
