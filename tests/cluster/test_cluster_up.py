@@ -306,3 +306,33 @@ def test_up_forms_one_cluster_that_topics_describe_shows(cluster_up: Any) -> Non
     )
     # all replicas join the ISR once they have fetched (nothing to fetch yet)
     assert under.stdout == ""
+
+
+def children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def test_a_broker_that_dies_is_reported_and_the_last_one_ends_the_cluster(
+    cluster_up: Any,
+) -> None:
+    args, base, zk_port = ports_args(2)
+    run = cluster_up(*args)
+    run.wait_for_line("Cluster up.")
+    by_port = {}
+    for child in children(run.proc.pid):
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"server" in cmdline:
+            config = cmdline[-2] if cmdline[-1] == b"" else cmdline[-1]
+            by_port[load_properties(config.decode())["listeners"].rsplit(":", 1)[1]] = child
+    assert sorted(by_port) == [str(base), str(base + 1)]
+
+    os.kill(by_port[str(base + 1)], signal.SIGKILL)
+    run.wait_for_line("broker 1 exited unexpectedly")
+    assert listening(base) and listening(zk_port)  # the others keep running
+
+    os.kill(by_port[str(base)], signal.SIGKILL)
+    status, _ = run.finish()
+    assert status == 1
+    assert "every broker has exited" in run.lines
+    wait_closed(zk_port)
