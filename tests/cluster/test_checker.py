@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from checker import (
     Backwards,
     Consumed,
@@ -18,6 +19,7 @@ from checker import (
     check,
     replica_batches,
 )
+from load import Client, ProducerLoad, read_all
 
 import logbus
 
@@ -285,3 +287,27 @@ def test_replica_logs_read_from_segment_files_find_a_changed_batch(
     assert clean.ok, clean  # replica 1 is not in the ISR
     result = check(history, records, {("copied", 0): ReplicaLogs(200, [0, 1], logs)})
     assert [d.base_offset for d in result.divergent_batches] == [0]
+
+
+@pytest.mark.parametrize(
+    ("client", "config"),
+    [
+        ("logbus", {"acks": "all", "enable_idempotence": True}),
+        ("confluent", {"acks": "all", "enable.idempotence": True, "linger.ms": 2}),
+    ],
+)
+def test_a_background_load_of_either_client_against_a_real_broker_is_clean(
+    broker_factory: Any, client: Client, config: dict[str, Any]
+) -> None:
+    broker = broker_factory(num_partitions="2")
+    history = History()
+    with ProducerLoad(
+        broker.bootstrap, history, "bg", producers=2, client=client, **config
+    ) as load:
+        load.wait_acknowledged(300)
+    assert not load.errors
+    assert history.count(Outcome.PENDING) == 0  # stop() waited for every outcome
+    records = read_all(broker.bootstrap, "bg")
+    result = check(history, records)
+    assert result.ok, result
+    assert result.acknowledged == result.read >= 300
