@@ -298,15 +298,37 @@ class ProcessCluster:
                 self.terminate(broker_id)
             else:
                 self.kill(broker_id)
+        self.start_broker(broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a broker that was killed or terminated, once ZooKeeper has dropped its
+        old registration (after a kill, when its session expires: a broker id still
+        registered by a live session is refused at start-up, as Kafka does)."""
+        node = self.nodes[broker_id]
+        assert not node.running, f"broker {broker_id} is running"
+        timeout = 3 * int(node.properties["zookeeper.session.timeout.ms"]) / 1000 + 10
+        self.wait_for(
+            lambda: not self.registered(broker_id),
+            timeout,
+            f"the session of the stopped broker {broker_id} to expire",
+        )
         node.spawn()
         node.wait_listening(self.start_timeout)
 
-    def start_broker(self, broker_id: int) -> None:
-        """Start a broker that was killed or terminated."""
-        node = self.nodes[broker_id]
-        assert not node.running, f"broker {broker_id} is running"
-        node.spawn()
-        node.wait_listening(self.start_timeout)
+    def registered(self, broker_id: int) -> bool:
+        """Whether /brokers/ids/<id> exists in ZooKeeper (read with kazoo)."""
+        from kazoo.client import KazooClient
+
+        hosts, slash, chroot = self.zk_connect.partition("/")
+        # without the chroot in the connect string: kazoo warns when it does not exist yet
+        client = KazooClient(hosts=hosts, timeout=10)
+        client.start(10)
+        try:
+            path = f"{slash}{chroot.rstrip('/')}/brokers/ids/{broker_id}".replace("//", "/")
+            return client.exists(path) is not None
+        finally:
+            client.stop()
+            client.close()
 
     # -- where things are -----------------------------------------------------------------
 
