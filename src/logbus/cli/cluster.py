@@ -37,6 +37,9 @@ from logbus.cli.zookeeper_process import (
     port_is_free,
 )
 
+# Not ./data itself: that is a stand-alone broker's log dir (`make run`), which would take
+# broker-N for partition N of a topic "broker" and delete it as a stray log.
+DEFAULT_DATA_DIR = Path("data/cluster")
 DEFAULT_BASE_PORT = 9092
 DEFAULT_ZOOKEEPER_PORT = 2181
 _POLL_INTERVAL = 0.1
@@ -55,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Start a cluster of N brokers on this machine (and a ZooKeeper server "
         "from Debian's zookeeper package, unless --zookeeper names one). Ctrl-C stops it.",
     )
-    up.add_argument("--brokers", type=positive_int, default=3, help="how many (default: 3)")
+    up.add_argument(
+        "--brokers", type=positive_int, default=3, metavar="N", help="how many (default: 3)"
+    )
     up.add_argument(
         "--zookeeper",
         metavar="HOST:PORT[,HOST:PORT][/CHROOT]",
@@ -64,18 +69,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument(
         "--zookeeper-port",
         type=_port,
+        metavar="PORT",
         default=DEFAULT_ZOOKEEPER_PORT,
         help=f"client port of the ZooKeeper started here (default: {DEFAULT_ZOOKEEPER_PORT})",
     )
     up.add_argument(
         "--data-dir",
         type=Path,
-        default=Path("data"),
-        help="where configs, logs and data go (default: ./data)",
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"where configs, logs and data go (default: ./{DEFAULT_DATA_DIR})",
     )
     up.add_argument(
         "--base-port",
         type=_port,
+        metavar="PORT",
         default=DEFAULT_BASE_PORT,
         help=f"broker N listens on BASE_PORT + N (default: {DEFAULT_BASE_PORT})",
     )
@@ -371,6 +379,11 @@ _OUTPUT_LOCK = threading.Lock()
 
 def build_cluster(args: argparse.Namespace) -> Cluster:
     data_dir: Path = args.data_dir.resolve()
+    if (data_dir / "meta.properties").exists():
+        raise ClusterError(
+            f"{data_dir} is a broker's log dir (it holds meta.properties): a broker started "
+            "on it would take the brokers' directories for partitions; choose another --data-dir"
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     zookeeper = None
     if args.zookeeper:
