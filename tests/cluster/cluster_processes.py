@@ -59,9 +59,18 @@ def listening(port: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    """One real ZooKeeper server for the test session (each test uses a chroot of its
-    own through `zk_connect`)."""
+def cluster_zookeeper(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """The test session's real ZooKeeper server (each test uses a chroot of its own
+    through `zk_connect`): tests/conftest.py's `zookeeper` fixture where it exists, so a
+    session runs one server, otherwise one started here. Either has `.connect`
+    ("127.0.0.1:<port>")."""
+    try:
+        yield request.getfixturevalue("zookeeper")
+        return
+    except pytest.FixtureLookupError:
+        pass
     server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), free_port())
     server.start()
     try:
@@ -74,7 +83,7 @@ _CHROOTS = itertools.count()
 
 
 @pytest.fixture
-def zk_connect(cluster_zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
+def zk_connect(cluster_zookeeper: Any, request: pytest.FixtureRequest) -> str:
     """`host:port/chroot` of a fresh chroot for this test (the brokers create it, as
     Kafka's do)."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
