@@ -220,7 +220,7 @@ class BrokerRun:
 
     def listening(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            with socket.create_connection(("localhost", self.port), timeout=0.5):
                 return True
         except OSError:
             return False
@@ -257,7 +257,10 @@ def _pump(
             log.write(line)
             log.flush()
             if echo is not None:
-                echo(prefix + line.decode("utf-8", errors="replace").rstrip("\n"))
+                try:
+                    echo(prefix + line.decode("utf-8", errors="replace").rstrip("\n"))
+                except (OSError, ValueError):
+                    echo = None  # our stdout is gone (`| head`): keep the log file going
 
 
 # --- the cluster -------------------------------------------------------------------------
@@ -364,6 +367,8 @@ class Cluster:
 
 
 def _exit_message(broker: BrokerRun, when: str) -> str:
+    if broker.pump is not None:
+        broker.pump.join(5)  # its last words reach the log file
     status = broker.proc.returncode if broker.proc is not None else None
     tail = "".join(f"\n  {line}" for line in broker.last_lines())
     return f"broker {broker.broker_id} exited {when} (status {status}); {broker.log_file}:{tail}"
