@@ -443,10 +443,10 @@ def run_up(args: argparse.Namespace) -> int:
         status = cluster.watch(stopping)
         say("stopping the cluster")
     except (ClusterError, ZooKeeperError) as exc:
-        print(f"logbus cluster: error: {exc}", file=sys.stderr, flush=True)
+        print(f"logbus: error: {exc}", file=sys.stderr, flush=True)
         status = 1
     except OSError as exc:
-        print(f"logbus cluster: error: {exc}", file=sys.stderr, flush=True)
+        print(f"logbus: error: {exc}", file=sys.stderr, flush=True)
         status = 1
     finally:
         if cluster is not None:
