@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.cluster import LogbusCluster
 from bench.scale import Scale
 from bench.systems import LogbusBroker, NafkaBroker, RedisServer, Server
 
@@ -37,6 +38,10 @@ class Case:
     # the servers this case needs (default: `system` if it names one); cases whose servers
     # are not selected with --systems are skipped
     requires: tuple[str, ...] | None = None
+    # runs of this case instead of ctx.runs (F1: one run is already a distribution of kills)
+    runs: int | None = None
+    # --profile: the pid py-spy attaches to (default: the shared logbus broker's)
+    profile_pid: Callable[[Context], int] | None = None
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -66,6 +71,7 @@ class Context:
     profile_dir: Path | None = None  # --profile: py-spy the logbus broker into this dir
     case_filter: list[str] = field(default_factory=list)  # --cases: label substrings
     _servers: dict[str, Server] = field(default_factory=dict)
+    _cluster: LogbusCluster | None = None
     # data left by one scenario for another (C1 reads what P1 wrote): key -> description
     datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -91,10 +97,22 @@ class Context:
         assert isinstance(server, LogbusBroker)
         return server
 
+    def cluster(self) -> LogbusCluster:
+        """Three brokers on ZooKeeper (P3, L2, F1); Unavailable without ZooKeeper/Java."""
+        if self._cluster is None:
+            cluster = LogbusCluster(self.workdir / "cluster", self.event_loop)
+            self.progress.note("starting ZooKeeper and a cluster of 3 logbus brokers")
+            cluster.start()
+            self._cluster = cluster
+        return self._cluster
+
     def stop_all(self) -> None:
         for server in self._servers.values():
             server.stop()
         self._servers.clear()
+        if self._cluster is not None:
+            self._cluster.stop()
+            self._cluster = None
 
 
 @dataclass

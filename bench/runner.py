@@ -29,10 +29,12 @@ def run_case(ctx: Context, scenario: Scenario, case: Case) -> CaseResult:
     try:
         if case.setup is not None:
             case.setup(ctx)
-        for index in range(ctx.runs):
-            ctx.progress.note(f"{label} run {index + 1}/{ctx.runs}")
+        runs_wanted = case.runs if case.runs is not None else ctx.runs
+        for index in range(runs_wanted):
+            ctx.progress.note(f"{label} run {index + 1}/{runs_wanted}")
             # the last run: one-time work (creating __consumer_offsets ...) is behind us
-            if ctx.profile_dir is not None and case.system == "logbus" and index == ctx.runs - 1:
+            profiled = case.system == "logbus" or case.profile_pid is not None
+            if ctx.profile_dir is not None and profiled and index == runs_wanted - 1:
                 runs.append(profiled_run(ctx, scenario, case, result))
             else:
                 runs.append(case.run(ctx))
@@ -63,10 +65,11 @@ def run_case(ctx: Context, scenario: Scenario, case: Case) -> CaseResult:
 def profiled_run(ctx: Context, scenario: Scenario, case: Case, result: CaseResult) -> Metrics:
     """A run of a logbus case under py-spy; its summary goes to the profile dir."""
     assert ctx.profile_dir is not None
-    ctx.logbus()  # started before py-spy attaches
+    # the broker is started before py-spy attaches
+    pid = case.profile_pid(ctx) if case.profile_pid is not None else ctx.logbus().pid
     slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{scenario.name}-{case.variant}").strip("-")
     raw = ctx.workdir / "profiles" / f"{slug}.raw"
-    with Profiler(ctx.logbus().pid, raw):
+    with Profiler(pid, raw):
         metrics = case.run(ctx)
     summary = summarize(raw)
     ctx.profile_dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ class Scale:
     client_records_1k: int  # CL, per client and direction
     client_records_100: int
     runs: int
+    failover_kills: int = 10  # F1: kill -9 of a leader, this many times in its one run
 
 
 SCALES = {
@@ -30,5 +31,5 @@ SCALES = {
     "small": Scale("small", 256 * MIB, 32 * MIB, 128 * MIB, 8 * MIB, 5.0, 10_000, 3.0,
                    20_000, 40_000, 3),
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
-                  1_000, 2_000, 1),
+                  1_000, 2_000, 1, failover_kills=1),
 }

@@ -64,6 +64,20 @@ def _definitions() -> list[Target]:
     targets.append(Target("CL send_batch 1 KiB >= confluent-kafka producer",
                           "CL|producer 1 KiB|logbus send_batch|records_s",
                           "CL|producer 1 KiB|confluent-kafka|records_s", 1.0))
+    # issue 14: the replicated cluster (3 brokers, rf=3, acks=all) against the single broker
+    targets += [
+        Target("P3 rf=3 acks=all MB/s >= 0.30x single-broker P1",
+               "P3|1 KiB rf=3 acks=all|logbus x3|mb_s", p1, 0.30),
+        Target("L2 rf=3 acks=all p99 <= 3x single-broker L1 p99",
+               "L2|1 KiB rf=3 acks=all|logbus x3|p99_ms", "L1|1 KiB acks=all|logbus|p99_ms",
+               3.0, higher_is_better=False),
+    ]
+    failover = "F1|kill -9 of a leader|logbus x3|"
+    targets += [
+        Target(f"F1 {q} failover <= zookeeper.session.timeout.ms + 1 s", failover + f"{q}_ms",
+               failover + "budget_ms", 1.0, higher_is_better=False)
+        for q in ("p50", "p99")
+    ]
     return targets
 
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from bench import load_kafka, load_redis, load_wire
+from bench.cluster import LogbusCluster
 from bench.core import GIB, Context, Metrics
 from bench.systems import Server
 
@@ -23,9 +24,10 @@ def settle(ctx: Context) -> None:
     os.sync()
 
 
-def with_resources(server: Server, metrics_fn: Any, bytes_key: str = "bytes") -> Metrics:
-    """Run `metrics_fn()` while sampling `server`; adds CPU seconds per GiB moved and the
-    peak RSS in MB."""
+def with_resources(server: Server | LogbusCluster, metrics_fn: Any,
+                   bytes_key: str = "bytes") -> Metrics:
+    """Run `metrics_fn()` while sampling `server` (a cluster: CPU summed over its brokers,
+    the largest broker's RSS); adds CPU seconds per GiB moved and the peak RSS in MB."""
     with server.sampler() as sampler:
         metrics: Metrics = metrics_fn()
     nbytes = metrics["records"] * metrics.pop(bytes_key)

@@ -107,13 +107,22 @@ def logbus_run(ctx: Context) -> Metrics:
     server = ctx.server("logbus")
     topic = load_kafka.unique_name("L1")
     load_kafka.create_topic(server.bootstrap, topic, PARTITIONS)
+    try:
+        return kafka_latency_run(ctx, server.bootstrap, topic)
+    finally:
+        load_kafka.delete_topic(server.bootstrap, topic)
+
+
+def kafka_latency_run(ctx: Context, bootstrap: str, topic: str) -> Metrics:
+    """One latency run on an existing, empty topic of PARTITIONS partitions (L1 on the
+    single broker, L2 on the cluster): the same clients, settings and clock."""
     rate, seconds = ctx.scale.latency_rate, ctx.scale.latency_seconds
     value = load_kafka.make_values(KIB, 1)[0]
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": topic,
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
                          "enable.auto.commit": False, "enable.partition.eof": False})
     errors = load_kafka.DeliveryErrors()
     producer = Producer(load_kafka.producer_config(
-        server.bootstrap, acks="all", **{"linger.ms": LINGER_MS, "on_delivery": errors}))
+        bootstrap, acks="all", **{"linger.ms": LINGER_MS, "on_delivery": errors}))
 
     def poll() -> list[bytes]:
         # consume(n, timeout) would wait for n records or the timeout: poll returns the
@@ -145,7 +154,6 @@ def logbus_run(ctx: Context) -> Metrics:
         return _switch_interval(measure)
     finally:
         consumer.close()
-        load_kafka.delete_topic(server.bootstrap, topic)
 
 
 def redis_run(ctx: Context) -> Metrics:

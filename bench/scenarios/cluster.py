@@ -1,0 +1,197 @@
+"""P3, L2 and F1: the replicated cluster (issue 14). Three `logbus server start` processes
+on one ZooKeeper (bench/cluster.py), topics with replication factor 3 and
+min.insync.replicas=2, producers with acks=all; the load is P1's and L1's (librdkafka),
+so the targets compare against the single broker's P1 and L1 rows of the same run.
+
+- P3: produce throughput, 1 KiB values, 6 partitions (leaders spread over the 3 brokers).
+- L2: end-to-end latency at L1's rate, L1's method.
+- F1: kill -9 of a partition leader -> the first acks=all produce to that partition that
+  succeeds, measured by a producer connected before the kill; the killed broker is
+  started again and the ISR made whole before the next kill.
+
+Without Java or Debian's ZooKeeper the rows read "not available" with the reason."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Producer
+
+from bench import load_kafka
+from bench.cluster import SESSION_TIMEOUT_MS
+from bench.core import Case, Context, Metrics, Scenario, percentile
+from bench.scenarios.common import KIB, PARTITIONS, settle, with_resources
+from bench.scenarios.latency import LATENCY, LINGER_MS, kafka_latency_run
+from bench.scenarios.produce import THROUGHPUT
+
+SYSTEM = "logbus x3"
+REPLICATED = {"min.insync.replicas": "2"}
+F1_PARTITIONS = 3
+# librdkafka's retry backoff grows to retry.backoff.max.ms (1 s by default) while the dead
+# leader refuses connections: capped at 100 ms so the figure is the cluster's, not the
+# client's back-off.
+F1_PRODUCER = {
+    "acks": "all",
+    "linger.ms": 0,
+    "retry.backoff.ms": 50,
+    "retry.backoff.max.ms": 100,
+    "message.timeout.ms": 120_000,
+    "delivery.report.only.error": False,
+    "log_level": 0,  # the killed broker's refused connections are expected
+}
+
+
+def _replicated_topic(ctx: Context, prefix: str, partitions: int) -> str:
+    cluster = ctx.cluster()
+    topic = load_kafka.unique_name(prefix)
+    load_kafka.create_topic(cluster.bootstrap, topic, partitions, 3, REPLICATED)
+    cluster.wait_ready(topic, partitions)
+    return topic
+
+
+def _broker0_pid(ctx: Context) -> int:
+    return ctx.cluster().brokers[0].pid
+
+
+# -- P3 ---------------------------------------------------------------------------------------
+
+
+def produce_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    topic = _replicated_topic(ctx, "P3", PARTITIONS)
+    volume = ctx.scale.produce_bytes
+
+    def run() -> Metrics:
+        metrics = load_kafka.produce(cluster.bootstrap, topic, KIB, volume, ctx.progress,
+                                     acks="all")
+        metrics["bytes"] = float(KIB)
+        return metrics
+
+    try:
+        metrics = with_resources(cluster, run)
+        metrics.pop("written")
+        # the followers kept up if every ISR is still whole (acks=all waited for all three)
+        metrics["min_isr"] = float(min(len(p.isrs) for p in cluster.partitions(topic).values()))
+        return metrics
+    finally:
+        load_kafka.delete_topic(cluster.bootstrap, topic)
+
+
+P3_METRICS = {**THROUGHPUT, "min_isr": ("smallest ISR after", True)}
+
+
+def _cases_p3(ctx: Context) -> list[Case]:
+    return [Case("1 KiB rf=3 acks=all", SYSTEM, produce_run, requires=("logbus",),
+                 profile_pid=_broker0_pid,
+                 note=f"{ctx.scale.produce_bytes >> 20} MiB per run, min.insync.replicas=2; "
+                 "CPU summed over the 3 brokers, RSS of the largest")]
+
+
+# -- L2 ---------------------------------------------------------------------------------------
+
+
+def latency_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    topic = _replicated_topic(ctx, "L2", PARTITIONS)
+    try:
+        return kafka_latency_run(ctx, cluster.bootstrap, topic)
+    finally:
+        load_kafka.delete_topic(cluster.bootstrap, topic)
+
+
+def _cases_l2(ctx: Context) -> list[Case]:
+    note = (f"{ctx.scale.latency_rate:,}/s for {ctx.scale.latency_seconds:g} s per run, "
+            f"linger.ms={LINGER_MS}, min.insync.replicas=2")
+    return [Case("1 KiB rf=3 acks=all", SYSTEM, latency_run, setup=settle,
+                 requires=("logbus",), profile_pid=_broker0_pid, note=note)]
+
+
+# -- F1 ---------------------------------------------------------------------------------------
+
+
+def _produce_one(producer: Any, topic: str, partition: int, deadline: float) -> float:
+    """Send one record to `partition` until it is acknowledged (acks=all); the
+    perf_counter time of the successful delivery report."""
+    outcome: list[tuple[Any, float]] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        outcome.append((err, time.perf_counter()))
+
+    while True:
+        outcome.clear()
+        producer.produce(topic, b"f1", partition=partition, on_delivery=delivered)
+        while not outcome:
+            producer.poll(0.005)
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"no acks=all produce to {topic}[{partition}] succeeded "
+                                   "within 120 s of the kill")
+        err, at = outcome[0]
+        if err is None:
+            return at
+
+
+def failover_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    kills = ctx.scale.failover_kills
+    topic = _replicated_topic(ctx, "F1", F1_PARTITIONS)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, **F1_PRODUCER})
+    times_ms: list[float] = []
+    controller_kills = 0
+    try:
+        for partition in range(F1_PARTITIONS):  # connected, leaders known
+            _produce_one(producer, topic, partition, time.perf_counter() + 60)
+        ctx.progress.begin(f"F1: {kills} x kill -9 of a leader", kills)
+        for _ in range(kills):
+            controller = cluster.controller()
+            leaders = {p: m.leader for p, m in sorted(cluster.partitions(topic).items())}
+            # a leader that is not the controller: the figure is leader failover alone
+            others = [p for p, leader in leaders.items() if leader != controller]
+            partition = others[0] if others else 0
+            controller_kills += not others
+            victim = leaders[partition]
+            killed_at = cluster.kill(victim)
+            acked_at = _produce_one(producer, topic, partition, killed_at + 120)
+            times_ms.append((acked_at - killed_at) * 1000)
+            ctx.progress.advance(1, 0)
+            cluster.restart(victim)
+            cluster.wait_ready(topic, F1_PARTITIONS)
+    finally:
+        ctx.progress.end()
+        producer.flush(10)
+        if len(cluster.pids) == len(cluster.brokers):
+            load_kafka.delete_topic(cluster.bootstrap, topic)
+    ordered = sorted(times_ms)
+    return {"p99_ms": percentile(ordered, 99), "p50_ms": percentile(ordered, 50),
+            "max_ms": ordered[-1], "min_ms": ordered[0], "kills": float(kills),
+            "controller_kills": float(controller_kills),
+            "budget_ms": float(cluster.session_timeout_ms + 1000)}
+
+
+F1_METRICS = {
+    "p99_ms": ("p99 ms", False),
+    "p50_ms": ("p50 ms", False),
+    "max_ms": ("max ms", False),
+    "min_ms": ("min ms", False),
+    "kills": ("kills", True),
+    "controller_kills": ("of them the controller", False),
+    "budget_ms": ("session timeout + 1 s, ms", True),
+}
+
+
+def _cases_f1(ctx: Context) -> list[Case]:
+    kills = ctx.scale.failover_kills
+    return [Case("kill -9 of a leader", SYSTEM, failover_run, requires=("logbus",), runs=1,
+                 note=f"one run of {kills} kills (p99 of {kills} is their maximum); "
+                 f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, rf=3, "
+                 "min.insync.replicas=2, acks=all")]
+
+
+P3 = Scenario("P3", "Produce throughput, 3 brokers, rf=3", _cases_p3, P3_METRICS,
+              "as P1 with 1 KiB values, 6 partitions, replication factor 3, acks=all, "
+              "min.insync.replicas=2")
+L2 = Scenario("L2", "End-to-end latency, 3 brokers, rf=3", _cases_l2, LATENCY,
+              "as L1: send to receipt, 1 KiB values, acks=all, replication factor 3")
+F1 = Scenario("F1", "Leader failover", _cases_f1, F1_METRICS,
+              "kill -9 of a partition leader (not the controller) to the first successful "
+              "acks=all produce to its partition, by a producer connected before the kill")
