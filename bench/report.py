@@ -142,7 +142,8 @@ def write_plots(data: dict[str, Any], stem: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written = []
-    throughput = [s for s in data["scenarios"] if s["name"] in ("CEIL", "P1", "P2", "C1", "CL")]
+    throughput = [s for s in data["scenarios"]
+                  if s["name"] in ("CEIL", "P1", "P2", "P3", "C1", "CL")]
     rows = [(f"{s['name']} {c['variant']} [{c['system']}]", c["metrics"]["mb_s"])
             for s in throughput for c in s["cases"] if "mb_s" in c["metrics"]]
     if rows:
@@ -162,7 +163,7 @@ def write_plots(data: dict[str, Any], stem: Path) -> list[Path]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-    latency = [(s, c) for s in data["scenarios"] if s["name"] in ("L1", "R1")
+    latency = [(s, c) for s in data["scenarios"] if s["name"] in ("L1", "L2", "R1")
                for c in s["cases"] if c["status"] == "ok"]
     if latency:
         fig, ax = plt.subplots(figsize=(9, 4.5))
