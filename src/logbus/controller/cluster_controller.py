@@ -105,8 +105,17 @@ class ClusterController(Controller):
         self._resign()
 
     def _on_connected(self) -> None:
-        """After a new session: register again (a new broker epoch) and compete again."""
+        """After a new session: register again (a new broker epoch) and compete again.
+        After a reconnection within the same session: catch up with what changed while
+        the connection was down (an event that failed then may not have set its watch
+        again)."""
         if not self._expired and self.registration.epoch >= 0:
+            if self.active:
+                self._on_broker_change()
+                self._on_topic_change()
+                self._on_topic_deletion()
+            else:
+                self._on_controller_change()
             return
         self._expired = False
         try:
@@ -365,7 +374,10 @@ class ClusterController(Controller):
             self._on_brokers_started(set(new))
 
     def _on_brokers_failed(self, dead: set[int]) -> None:
-        live = set(self.brokers)
+        # A broker that came back with a new epoch (its session expired: a zombie) is
+        # handled as dead first, as Kafka does: it leads nothing until it is a follower
+        # that caught up again.
+        live = set(self.brokers) - dead
         for topic in list(self.topics.values()):
             unclean = self.unclean_enabled(topic)
             changed: dict[int, list[int]] = {}
