@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from bench import report
+from bench.cluster import SESSION_TIMEOUT_MS, TICK_MS
 from bench.core import SERVERS, Context
 from bench.progress import Progress
 from bench.runner import run_scenarios
@@ -63,6 +64,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true",
                         help="py-spy the logbus broker during the last run of each case; "
                         "summaries go to <out>/profiles/")
+    parser.add_argument("--zookeeper-tick-ms", type=int, default=TICK_MS,
+                        help="tickTime of the cluster scenarios' ZooKeeper (default: "
+                        "%(default)s, as `logbus cluster up`); sessions expire on its "
+                        "boundaries, which F1 measures")
     parser.add_argument("--update-readme", action="store_true",
                         help="put the table into README.md and bench/README.md")
     return parser.parse_args(argv)
@@ -85,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     if runs < 1:
         print("bench: --runs must be at least 1", file=sys.stderr)
         return 2
+    if not 1 <= args.zookeeper_tick_ms <= SESSION_TIMEOUT_MS // 2:
+        # ZooKeeper refuses sessions shorter than two ticks
+        print(f"bench: --zookeeper-tick-ms must be 1..{SESSION_TIMEOUT_MS // 2}",
+              file=sys.stderr)
+        return 2
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="logbus-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(workdir).free
@@ -95,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": scale.name,
         "runs": runs,
         "event_loop": args.event_loop,
+        "zookeeper_tick_ms": args.zookeeper_tick_ms,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "load_before": _load(),
                     "disk_free_gb": round(free / 1e9, 1)},
@@ -106,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = Context(scale, runs, workdir, progress, systems, args.event_loop,
                       profile_dir=args.out.resolve() / "profiles" if args.profile else None,
                       case_filter=[w.strip().lower() for w in args.cases.split(",")
-                                   if w.strip()])
+                                   if w.strip()],
+                      zookeeper_tick_ms=args.zookeeper_tick_ms)
         try:
             results = run_scenarios(ctx, scenarios)
         finally:

@@ -33,6 +33,10 @@ BROKERS = 3
 # F1's target is relative to this figure (<= session timeout + 1 s).
 SESSION_TIMEOUT_MS = 6000
 CHROOT = "/logbus-bench"
+# ZooKeeper's tickTime, as `logbus cluster up` writes it. ZooKeeper expires sessions in
+# buckets of one tick: a session ends at the first tick boundary after its last heartbeat
+# plus the timeout (`--zookeeper-tick-ms` changes it, to see that part of F1's figure).
+TICK_MS = 2000
 
 
 @dataclass
@@ -83,11 +87,14 @@ class LogbusCluster:
     name = "logbus cluster"
 
     def __init__(self, workdir: Path, event_loop: str = "uvloop", brokers: int = BROKERS,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                 tick_ms: int = TICK_MS) -> None:
         self.workdir = workdir
         self.event_loop = event_loop
         self.session_timeout_ms = session_timeout_ms
+        self.tick_ms = tick_ms
         self.zookeeper: Any = None
+        self._kazoo: Any = None
         self.brokers = [
             ClusterBroker(i, free_port(), workdir / f"broker-{i}", workdir / f"broker-{i}.log")
             for i in range(brokers)
@@ -100,6 +107,15 @@ class LogbusCluster:
 
         self.workdir.mkdir(parents=True, exist_ok=True)
         zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", free_port())
+        write_config = zookeeper.write_config
+
+        def with_tick() -> Path:  # the same zoo.cfg as `logbus cluster up`, but tickTime
+            path = write_config()
+            text = path.read_text().replace("tickTime=2000\n", f"tickTime={self.tick_ms}\n")
+            path.write_text(text)
+            return path
+
+        zookeeper.write_config = with_tick  # type: ignore[method-assign]
         try:
             zookeeper.start()
         except ZooKeeperError as exc:
@@ -154,6 +170,10 @@ class LogbusCluster:
             except subprocess.TimeoutExpired:
                 broker.proc.kill()
                 broker.proc.wait(10)
+        if self._kazoo is not None:
+            self._kazoo.stop()
+            self._kazoo.close()
+            self._kazoo = None
         if self.zookeeper is not None:
             self.zookeeper.stop()
             self.zookeeper = None
@@ -235,17 +255,32 @@ class LogbusCluster:
         wait_listening(broker.proc, broker.port, f"broker {broker_id}", broker.log, timeout=60)
         self.wait_for(self._all_registered, 60, f"broker {broker_id} to register")
 
-    def registered(self, broker_id: int) -> bool:
-        from kazoo.client import KazooClient
+    def kazoo(self) -> Any:
+        """The bench's own ZooKeeper session (kazoo), opened on first use."""
+        if self._kazoo is None:
+            from kazoo.client import KazooClient
 
-        assert self.zookeeper is not None
-        client = KazooClient(hosts=self.zookeeper.connect, timeout=10)
-        client.start(10)
-        try:
-            return client.exists(f"{CHROOT}/brokers/ids/{broker_id}") is not None
-        finally:
-            client.stop()
-            client.close()
+            assert self.zookeeper is not None
+            client = KazooClient(hosts=self.zookeeper.connect, timeout=10)
+            client.start(10)
+            self._kazoo = client
+        return self._kazoo
+
+    def registered(self, broker_id: int) -> bool:
+        return self.kazoo().exists(f"{CHROOT}/brokers/ids/{broker_id}") is not None
+
+    def watch_unregistered(self, broker_id: int) -> Callable[[], float | None]:
+        """Watch /brokers/ids/<id>; the returned function gives the perf_counter time at
+        which ZooKeeper reported its deletion (the broker's session expired), or None."""
+        gone: list[float] = []
+
+        def fired(event: Any) -> None:
+            if event.type == "DELETED":
+                gone.append(time.perf_counter())
+
+        if self.kazoo().exists(f"{CHROOT}/brokers/ids/{broker_id}", watch=fired) is None:
+            raise RuntimeError(f"broker {broker_id} is not registered")
+        return lambda: gone[0] if gone else None
 
     @staticmethod
     def wait_for(predicate: Callable[[], T], timeout: float, what: str) -> T:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.cluster import LogbusCluster
+from bench.cluster import TICK_MS, LogbusCluster
 from bench.scale import Scale
 from bench.systems import LogbusBroker, NafkaBroker, RedisServer, Server
 
@@ -70,6 +70,7 @@ class Context:
     event_loop: str = "uvloop"
     profile_dir: Path | None = None  # --profile: py-spy the logbus broker into this dir
     case_filter: list[str] = field(default_factory=list)  # --cases: label substrings
+    zookeeper_tick_ms: int = TICK_MS  # the cluster's ZooKeeper (P3, L2, F1)
     _servers: dict[str, Server] = field(default_factory=dict)
     _cluster: LogbusCluster | None = None
     # data left by one scenario for another (C1 reads what P1 wrote): key -> description
@@ -100,7 +101,8 @@ class Context:
     def cluster(self) -> LogbusCluster:
         """Three brokers on ZooKeeper (P3, L2, F1); Unavailable without ZooKeeper/Java."""
         if self._cluster is None:
-            cluster = LogbusCluster(self.workdir / "cluster", self.event_loop)
+            cluster = LogbusCluster(self.workdir / "cluster", self.event_loop,
+                                    tick_ms=self.zookeeper_tick_ms)
             self.progress.note("starting ZooKeeper and a cluster of 3 logbus brokers")
             cluster.start()
             self._cluster = cluster

@@ -193,10 +193,12 @@ class WireProbe:
 
 
 def _measure_kill(cluster: LogbusCluster, producer: Any, topic: str, partition: int,
-                  victim: int) -> tuple[float, float]:
-    """Kill -9 `victim` (the partition's leader); (wire probe, librdkafka) seconds from
-    the kill to their first acknowledged acks=all produce to the partition."""
+                  victim: int) -> tuple[float, float, float]:
+    """Kill -9 `victim` (the partition's leader); seconds from the kill to the first
+    acknowledged acks=all produce to the partition by the wire probe and by librdkafka,
+    and to ZooKeeper's deletion of the victim's registration (its session's expiry)."""
     probe = WireProbe([b.address for b in cluster.brokers if b.broker_id != victim])
+    expired = cluster.watch_unregistered(victim)
     try:
         killed_at = cluster.kill(victim)
         attempt = LibrdkafkaAttempt(producer, topic, partition)
@@ -209,7 +211,8 @@ def _measure_kill(cluster: LogbusCluster, producer: Any, topic: str, partition: 
             if probed_at is None and probe.try_once(topic, partition):
                 probed_at = time.perf_counter()
             attempt.poll(0.01)
-        return probed_at - killed_at, attempt.acked_at - killed_at
+        expired_at = cluster.wait_for(expired, 10, f"broker {victim}'s registration to go")
+        return probed_at - killed_at, attempt.acked_at - killed_at, expired_at - killed_at
     finally:
         probe.close()
 
@@ -221,6 +224,8 @@ def failover_run(ctx: Context) -> Metrics:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, **F1_PRODUCER})
     probe_ms: list[float] = []
     client_ms: list[float] = []
+    expiry_ms: list[float] = []  # kill -> ZooKeeper deletes the broker's registration
+    after_ms: list[float] = []  # that deletion -> the probe's acknowledged produce
     controller_kills = 0
     try:
         for partition in range(F1_PARTITIONS):  # connected, leaders known
@@ -234,9 +239,12 @@ def failover_run(ctx: Context) -> Metrics:
             partition = others[0] if others else 0
             controller_kills += not others
             victim = leaders[partition]
-            probed, acked = _measure_kill(cluster, producer, topic, partition, victim)
+            probed, acked, expired = _measure_kill(cluster, producer, topic, partition,
+                                                   victim)
             probe_ms.append(probed * 1000)
             client_ms.append(acked * 1000)
+            expiry_ms.append(expired * 1000)
+            after_ms.append((probed - expired) * 1000)
             ctx.progress.advance(1, 0)
             cluster.restart(victim)
             cluster.wait_ready(topic, F1_PARTITIONS)
@@ -245,10 +253,14 @@ def failover_run(ctx: Context) -> Metrics:
         producer.flush(10)
         if len(cluster.pids) == len(cluster.brokers):
             load_kafka.delete_topic(cluster.bootstrap, topic)
-    probe_ms.sort()
-    client_ms.sort()
+    for values in (probe_ms, client_ms, expiry_ms, after_ms):
+        values.sort()
     return {"p99_ms": percentile(probe_ms, 99), "p50_ms": percentile(probe_ms, 50),
             "max_ms": probe_ms[-1], "min_ms": probe_ms[0],
+            "expiry_p50_ms": percentile(expiry_ms, 50),
+            "expiry_max_ms": expiry_ms[-1],
+            "after_expiry_p50_ms": percentile(after_ms, 50),
+            "after_expiry_max_ms": after_ms[-1],
             "client_p99_ms": percentile(client_ms, 99),
             "client_p50_ms": percentile(client_ms, 50), "kills": float(kills),
             "controller_kills": float(controller_kills),
@@ -260,6 +272,10 @@ F1_METRICS = {
     "p50_ms": ("p50 ms", False),
     "max_ms": ("max ms", False),
     "min_ms": ("min ms", False),
+    "expiry_p50_ms": ("session expiry p50 ms", False),
+    "expiry_max_ms": ("session expiry max ms", False),
+    "after_expiry_p50_ms": ("expiry to ack p50 ms", False),
+    "after_expiry_max_ms": ("expiry to ack max ms", False),
     "client_p99_ms": ("librdkafka p99 ms", False),
     "client_p50_ms": ("librdkafka p50 ms", False),
     "kills": ("kills", True),
@@ -272,8 +288,9 @@ def _cases_f1(ctx: Context) -> list[Case]:
     kills = ctx.scale.failover_kills
     return [Case("kill -9 of a leader", SYSTEM, failover_run, requires=("logbus",), runs=1,
                  note=f"one run of {kills} kills (p99 of {kills} is their maximum); "
-                 f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, rf=3, "
-                 "min.insync.replicas=2, acks=all")]
+                 f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, ZooKeeper "
+                 f"tickTime={ctx.zookeeper_tick_ms}, rf=3, min.insync.replicas=2, "
+                 "acks=all")]
 
 
 P3 = Scenario("P3", "Produce throughput, 3 brokers, rf=3", _cases_p3, P3_METRICS,
