@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from bench import load_kafka
 from bench.cluster import SESSION_TIMEOUT_MS, LogbusCluster
@@ -35,6 +35,8 @@ from logbus.protocol import ApiKey, ErrorCode, codec
 SYSTEM = "logbus x3"
 REPLICATED = {"min.insync.replicas": "2"}
 F1_PARTITIONS = 3
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, Kafka's default
 # librdkafka's retry backoff grows to retry.backoff.max.ms (1 s by default) while the dead
 # leader refuses connections: capped at 100 ms so the figure is the cluster's, not the
 # client's back-off.
@@ -217,9 +219,27 @@ def _measure_kill(cluster: LogbusCluster, producer: Any, topic: str, partition: 
         probe.close()
 
 
+def _ensure_offsets_topic(cluster: LogbusCluster) -> None:
+    """A cluster in use holds `__consumer_offsets` (50 partitions, rf=3), and a kill moves
+    its leaderships and shrinks its ISRs too: the controller writes each of those states
+    to ZooKeeper as well. Made here (a consumer group's FindCoordinator creates it), so
+    that F1 measures the same cluster whether L1/L2 ran before it or not."""
+    if not cluster.partitions(OFFSETS_TOPIC):
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "log_level": 0,
+                             "group.id": load_kafka.unique_name("F1")})
+        try:
+            consumer.subscribe([OFFSETS_TOPIC])
+            cluster.wait_for(lambda: consumer.poll(0.1) is None
+                             and cluster.partitions(OFFSETS_TOPIC), 60, OFFSETS_TOPIC)
+        finally:
+            consumer.close()
+    cluster.wait_ready(OFFSETS_TOPIC, OFFSETS_PARTITIONS)
+
+
 def failover_run(ctx: Context) -> Metrics:
     cluster = ctx.cluster()
     kills = ctx.scale.failover_kills
+    _ensure_offsets_topic(cluster)
     topic = _replicated_topic(ctx, "F1", F1_PARTITIONS)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, **F1_PRODUCER})
     probe_ms: list[float] = []
