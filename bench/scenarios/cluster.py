@@ -104,7 +104,7 @@ def latency_run(ctx: Context) -> Metrics:
     cluster = ctx.cluster()
     topic = _replicated_topic(ctx, "L2", PARTITIONS)
     try:
-        return kafka_latency_run(ctx, cluster.bootstrap, topic)
+        return kafka_latency_run(ctx, cluster.bootstrap, topic, cluster.sampler)
     finally:
         load_kafka.delete_topic(cluster.bootstrap, topic)
 

@@ -29,6 +29,7 @@ LATENCY = {
     "p999_ms": ("p99.9 ms", False),
     "max_ms": ("max ms", False),
     "records_s": ("records/s sent", True),
+    "cpu_cores": ("server CPU cores", False),  # the logbus rows: CPU s per s while paced
 }
 
 
@@ -108,14 +109,17 @@ def logbus_run(ctx: Context) -> Metrics:
     topic = load_kafka.unique_name("L1")
     load_kafka.create_topic(server.bootstrap, topic, PARTITIONS)
     try:
-        return kafka_latency_run(ctx, server.bootstrap, topic)
+        return kafka_latency_run(ctx, server.bootstrap, topic, server.sampler)
     finally:
         load_kafka.delete_topic(server.bootstrap, topic)
 
 
-def kafka_latency_run(ctx: Context, bootstrap: str, topic: str) -> Metrics:
+def kafka_latency_run(ctx: Context, bootstrap: str, topic: str,
+                      sampler: Callable[[], Any]) -> Metrics:
     """One latency run on an existing, empty topic of PARTITIONS partitions (L1 on the
-    single broker, L2 on the cluster): the same clients, settings and clock."""
+    single broker, L2 on the cluster): the same clients, settings and clock. `sampler`
+    takes the servers' CPU time around the paced part ("server CPU cores": CPU seconds
+    per second, summed over a cluster's brokers)."""
     rate, seconds = ctx.scale.latency_rate, ctx.scale.latency_seconds
     value = load_kafka.make_values(KIB, 1)[0]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
@@ -145,10 +149,13 @@ def kafka_latency_run(ctx: Context, bootstrap: str, topic: str) -> Metrics:
                 producer.produce(topic, stamped(value))
             producer.poll(0)
 
-        sent, elapsed = pace(rate, seconds, send, ctx)
+        with sampler() as usage:
+            sent, elapsed = pace(rate, seconds, send, ctx)
         producer.flush(60)
         errors.check()
-        return summarize(receiver.finish(), sent, elapsed)
+        metrics = summarize(receiver.finish(), sent, elapsed)
+        metrics["cpu_cores"] = usage.usage.cpu_seconds / elapsed
+        return metrics
 
     try:
         return _switch_interval(measure)

@@ -124,6 +124,7 @@ def test_the_cluster_scenarios_run_on_three_brokers_and_zookeeper(tmp_path: Path
     latency = cases["L2"][0]["metrics"]
     assert latency["samples"]["median"] > 0
     assert 0 < latency["p50_ms"]["median"] <= latency["p99_ms"]["median"]
+    assert latency["cpu_cores"]["median"] > 0  # summed over the three brokers
     failover = cases["F1"][0]["metrics"]
     assert failover["kills"]["median"] == 1  # tiny: one kill, in F1's single run
     assert len(failover["p99_ms"]["values"]) == 1
