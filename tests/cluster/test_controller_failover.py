@@ -154,3 +154,32 @@ def test_zombie_controller_resigns(cluster_factory: Callable[..., ZkCluster]) ->
     assert -1 not in leaders_everywhere(cluster, "after", 3).values()
     for p in range(2):
         assert cluster.state("events", p)["controller_epoch"] <= new_epoch
+
+
+def test_zombie_leader_comes_back_as_a_follower(
+    cluster_factory: Callable[..., ZkCluster],
+) -> None:
+    cluster = cluster_factory(3)
+    controller, _ = cluster.wait_controller()
+    a, b = sorted({1, 2, 3} - {controller})
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("led", 1, replica_assignment=[[a, b, controller]])])[
+        "led"
+    ].result(30)
+    before = wait_for(
+        lambda: (s := cluster.state("led", 0))["leader"] == a and len(s["isr"]) == 3 and s,
+        30,
+        "a to lead with the full ISR",
+    )
+    cluster.brokers[a].signal(signal.SIGSTOP)
+    moved = wait_for(
+        lambda: (s := cluster.state("led", 0))["leader"] not in (a, -1) and s,
+        FAILOVER_TIMEOUT,
+        "a new leader while a is paused",
+    )
+    assert a not in moved["isr"] and moved["leader_epoch"] > before["leader_epoch"]
+    cluster.brokers[a].signal(signal.SIGCONT)
+    wait_for(lambda: a in cluster.registered(), FAILOVER_TIMEOUT, "a registered again")
+    # a is a follower now, and tells clients so: every broker names the new leader
+    assert leaders_everywhere(cluster, "led", 1)[0] == moved["leader"]
+    assert cluster.state("led", 0)["leader"] == moved["leader"]
