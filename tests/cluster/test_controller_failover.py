@@ -9,8 +9,11 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from zk_cluster import SESSION_TIMEOUT_MS, ZkCluster, cluster_factory, wait_for
+
+from logbus.controller.config_store import BROKER, DEFAULT_ENTITY, change_entity_config
 
 __all__ = ["cluster_factory"]
 
@@ -89,7 +92,10 @@ def test_killed_leader_replaced_from_the_isr(cluster_factory: Callable[..., ZkCl
     assert victim not in moved.values() and -1 not in moved.values()
 
 
-def test_unclean_leader_election_both_ways(cluster_factory: Callable[..., ZkCluster]) -> None:
+@pytest.mark.parametrize("scope", ["topic", "cluster-wide"])
+def test_unclean_leader_election_both_ways(
+    cluster_factory: Callable[..., ZkCluster], scope: str
+) -> None:
     cluster = cluster_factory(3)
     controller, _ = cluster.wait_controller()
     a, b = sorted({1, 2, 3} - {controller})
@@ -117,13 +123,19 @@ def test_unclean_leader_election_both_ways(cluster_factory: Callable[..., ZkClus
     assert cluster.state("ledger", 0)["leader"] == -1
     meta = cluster.brokers[controller].metadata("ledger").topics["ledger"].partitions[0]
     assert meta.leader == -1
-    # enabling it on the topic (dynamically, through any broker) elects b
+    # enabling it, dynamically (on the topic through any broker, or cluster-wide), elects b
     entry = ConfigEntry(
         "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
     )
-    resource = ConfigResource("topic", "ledger", incremental_configs=[entry])
-    admin = cluster.admin()
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    if scope == "topic":
+        resource = ConfigResource("topic", "ledger", incremental_configs=[entry])
+        admin = cluster.admin()
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    else:
+        # the brokers' dynamic default, written as `kafka-configs.sh --zookeeper` did
+        change_entity_config(
+            cluster.store, BROKER, DEFAULT_ENTITY, {"unclean.leader.election.enable": "true"}
+        )
     elected = wait_for(
         lambda: (s := cluster.state("ledger", 0))["leader"] == b and s, 30, "b to lead"
     )
