@@ -171,9 +171,13 @@ class ClusterController(Controller):
                 ]
             )
         except (NodeExists, BadVersion):
-            if not self.store.exists(CONTROLLER_PATH, watch=self._controller_watch):
-                self.events.put(self._elect, "Reelect")
-            return
+            if self._won_unawares():
+                data, version = self.store.get(EPOCH_PATH)
+                epoch, version = int(data), version - 1
+            else:
+                if not self.store.exists(CONTROLLER_PATH, watch=self._controller_watch):
+                    self.events.put(self._elect, "Reelect")
+                return
         self.epoch = epoch
         self.epoch_zk_version = version + 1
         self.active = True
@@ -186,6 +190,20 @@ class ClusterController(Controller):
         except Exception:
             log.exception("controller failover failed; resigning")
             self._resign(delete_node=True)
+
+    def _won_unawares(self) -> bool:
+        """Whether `/controller` was created by this broker's own session (a transaction
+        retried after its answer was lost on a dropped connection): its ephemeral owner is
+        the session that owns this broker's registration. The epoch was bumped in the
+        same transaction."""
+        try:
+            owner = self.store.stat(CONTROLLER_PATH).ephemeral_owner
+            mine = self.store.stat(self.registration.path).ephemeral_owner
+        except NoNode:
+            return False
+        return (
+            owner != 0 and owner == mine and self.active_controller_id() == (self.broker.broker_id)
+        )
 
     def _resign(self, delete_node: bool = False) -> None:
         if not self.active:
