@@ -57,6 +57,7 @@ def test_paused_follower_holds_the_high_watermark_then_leaves_and_rejoins_the_is
             state = cluster.partition_state(TOPIC, 0)  # read after: the ISR was this or larger
             assert paused in state["isr"], "the follower left the ISR too soon to observe"
             assert high_watermark <= probe.offset
+
             # the leader takes it out of the ISR; acks=all then completes with two replicas
             def without_paused() -> list[int] | None:
                 isr: list[int] = cluster.partition_state(TOPIC, 0)["isr"]
