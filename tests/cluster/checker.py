@@ -8,7 +8,10 @@ one of three outcomes: **ok** (acknowledged, with the partition and offset the b
 appending) or **unknown** (anything else: a timeout, a lost connection, an error after
 retries; it may or may not be in the log). What was read is compared with what was sent:
 
-- lost: an ok send whose value was never read (the one anomaly no fault may cause);
+- lost: an ok send whose value was never read (the one anomaly no fault may cause),
+  unless the test marked the send not durable (`durable=False`: an acks=1 write to a
+  leader that then died, a write only the victims of an unclean election had): those
+  are listed in `lost_allowed`, which is no anomaly;
 - duplicated: a value read at more than one offset;
 - unexpected: a value read that was never sent, or whose send definitely failed;
 - offset mismatch: an ok send read at another partition or offset than acknowledged;
@@ -57,6 +60,9 @@ class Send:
     outcome: Outcome = Outcome.PENDING
     offset: int | None = None
     error: str | None = None
+    # False when the test accepts that this send, even acknowledged, may be lost (acks=1
+    # to a leader that then dies, or records only an unclean election's victims had)
+    durable: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def ok(self, partition: int, offset: int) -> None:
@@ -116,15 +122,22 @@ class History:
         self._counters: dict[str, itertools.count[int]] = defaultdict(itertools.count)
 
     def send(
-        self, producer: str, topic: str, key: bytes | None = None, partition: int | None = None
+        self,
+        producer: str,
+        topic: str,
+        key: bytes | None = None,
+        partition: int | None = None,
+        *,
+        durable: bool = True,
     ) -> Send:
-        """Invoke a send: a new unique value, to produce with `send.value`."""
+        """Invoke a send: a new unique value, to produce with `send.value`; with
+        `durable=False` its loss is allowed (`CheckResult.lost_allowed`, no anomaly)."""
         if ":" in producer:
             raise ValueError("a producer name may not contain ':'")
         with self._lock:
             seq = next(self._counters[producer])
             value = f"{producer}:{seq}".encode()
-            entry = Send(producer, seq, topic, key, value, partition)
+            entry = Send(producer, seq, topic, key, value, partition, durable=durable)
             self._sends[value] = entry
         return entry
 
@@ -262,6 +275,7 @@ class CheckResult:
     reordered: list[Reordered] = field(default_factory=list)
     backwards: list[Backwards] = field(default_factory=list)
     divergent_batches: list[DivergentBatch] = field(default_factory=list)
+    lost_allowed: list[Lost] = field(default_factory=list)  # acknowledged, not durable
 
     ANOMALIES = (
         "lost",
@@ -285,6 +299,8 @@ class CheckResult:
             f"{self.sent} sent ({self.acknowledged} ok, {self.failed} failed, "
             f"{self.unknown} unknown), {self.read} read"
         )
+        if self.lost_allowed:
+            head += f", {len(self.lost_allowed)} acknowledged non-durable lost (allowed)"
         if self.ok:
             return head + ": no anomalies"
         parts = [head + ":"]
@@ -338,7 +354,7 @@ def check(
         where = places.get(send.value)
         if not where:
             if send.outcome is Outcome.OK:
-                result.lost.append(Lost(send))
+                (result.lost if send.durable else result.lost_allowed).append(Lost(send))
             continue
         topic, partition, offset = where[0]
         if send.outcome is Outcome.OK and (topic, send.partition, send.offset) not in where:
