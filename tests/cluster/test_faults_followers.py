@@ -26,57 +26,72 @@ TOPIC = "followers"
 LAG_MS = "4000"  # replica.lag.time.max.ms: a paused follower leaves the ISR this soon
 
 
-def follower_of(cluster: ProcessCluster, leader: int) -> int:
-    return min(b for b in cluster.metadata(TOPIC).partitions[0].replicas if b != leader)
-
-
-@pytest.mark.timeout(300)
-def test_paused_follower_holds_the_high_watermark_then_leaves_and_rejoins_the_isr(
-    zk_connect: str, tmp_path: Path
-) -> None:
+def pause_followers(zk_connect: str, tmp_path: Path, rounds: int) -> None:
+    """`rounds` times (alternating followers): pause a follower under an acks=all load,
+    check the high watermark holds and the ISR shrinks, acks=all resumes, resume it and
+    wait for the whole ISR. Then the checker and identical logs."""
     with ProcessCluster(
         zk_connect, 3, tmp_path, min_insync_replicas="2", replica_lag_time_max_ms=LAG_MS
     ) as cluster:
         cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
         wait_isr(cluster, TOPIC, 1)
         leader = cluster.leader_of(TOPIC, 0)
-        paused = follower_of(cluster, leader)
+        followers = sorted({0, 1, 2} - {leader})
         history = History()
         with ProducerLoad(
             cluster.bootstrap, history, TOPIC, acks="all", enable_idempotence=True
         ) as load:
             load.wait_acknowledged(100)
-            cluster.pause(paused)
-            # written by the leader alone (acks=1) after the pause: the paused follower
-            # cannot have it, so while it is in the ISR the high watermark stays below it
-            probe = history.send("probe", TOPIC, partition=0)
-            produce_one(cluster.bootstrap_of(leader), TOPIC, probe, acks=1)
-            assert probe.outcome is Outcome.OK, probe
-            assert probe.offset is not None
-            high_watermark = cluster.high_watermark(TOPIC, 0)
-            state = cluster.partition_state(TOPIC, 0)  # read after: the ISR was this or larger
-            assert paused in state["isr"], "the follower left the ISR too soon to observe"
-            assert high_watermark <= probe.offset
-
-            # the leader takes it out of the ISR; acks=all then completes with two replicas
-            def without_paused() -> list[int] | None:
-                isr: list[int] = cluster.partition_state(TOPIC, 0)["isr"]
-                return isr if paused not in isr else None
-
-            shrunk = cluster.wait_for(without_paused, 60, "the paused follower to leave the ISR")
-            assert sorted(shrunk) == sorted({0, 1, 2} - {paused})
-            assert cluster.leader_of(TOPIC, 0) == leader
-            resumed_from = load.acknowledged()
-            load.wait_acknowledged(resumed_from + 100)
-            assert cluster.high_watermark(TOPIC, 0) > probe.offset
-            cluster.resume(paused)
-            wait_isr(cluster, TOPIC, 1)
-            load.wait_acknowledged(load.acknowledged() + 100)
+            for round_number in range(rounds):
+                pause_one(cluster, load, history, leader, followers[round_number % 2])
         assert not load.errors, load.errors
         result = read_and_check(cluster, history, TOPIC, 1)
         assert result.ok, result
         wait_identical_logs(cluster, TOPIC, 0)
         assert cluster.leader_of(TOPIC, 0) == leader
+
+
+def pause_one(
+    cluster: ProcessCluster, load: ProducerLoad, history: History, leader: int, paused: int
+) -> None:
+    cluster.pause(paused)
+    # written by the leader alone (acks=1) after the pause: the paused follower cannot
+    # have it, so while it is in the ISR the high watermark stays below it
+    probe = history.send("probe", TOPIC, partition=0)
+    produce_one(cluster.bootstrap_of(leader), TOPIC, probe, acks=1)
+    assert probe.outcome is Outcome.OK, probe
+    assert probe.offset is not None
+    high_watermark = cluster.high_watermark(TOPIC, 0)
+    state = cluster.partition_state(TOPIC, 0)  # read after: the ISR was this or larger
+    assert paused in state["isr"], "the follower left the ISR too soon to observe"
+    assert high_watermark <= probe.offset
+
+    # the leader takes it out of the ISR; acks=all then completes with two replicas
+    def without_paused() -> list[int] | None:
+        isr: list[int] = cluster.partition_state(TOPIC, 0)["isr"]
+        return isr if paused not in isr else None
+
+    shrunk = cluster.wait_for(without_paused, 60, "the paused follower to leave the ISR")
+    assert sorted(shrunk) == sorted({0, 1, 2} - {paused})
+    assert cluster.leader_of(TOPIC, 0) == leader
+    load.wait_acknowledged(load.acknowledged() + 100)
+    assert cluster.high_watermark(TOPIC, 0) > probe.offset
+    cluster.resume(paused)
+    wait_isr(cluster, TOPIC, 1)
+    load.wait_acknowledged(load.acknowledged() + 100)
+
+
+@pytest.mark.timeout(300)
+def test_paused_follower_holds_the_high_watermark_then_leaves_and_rejoins_the_isr(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    pause_followers(zk_connect, tmp_path, rounds=1)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1200)
+def test_followers_paused_and_resumed_ten_times(zk_connect: str, tmp_path: Path) -> None:
+    pause_followers(zk_connect, tmp_path, rounds=10)
 
 
 @pytest.mark.timeout(300)

@@ -8,6 +8,7 @@ five-times-each variant is a `soak` test (`pytest -m soak tests/cluster`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import cluster_processes
 import pytest
@@ -32,19 +33,31 @@ def victim(cluster: ProcessCluster, whom: str) -> int:
     return controller
 
 
-def lose(cluster: ProcessCluster, losses: list[tuple[str, str]]) -> None:
+LOGBUS_LOAD: dict[str, Any] = {
+    "acks": "all",
+    "enable_idempotence": True,
+    "delivery_timeout_ms": 120000,
+}
+CONFLUENT_LOAD: dict[str, Any] = {
+    "client": "confluent",
+    "acks": "all",
+    "enable.idempotence": True,
+    "message.timeout.ms": 120000,
+    "log_level": 0,
+}
+
+
+def lose(
+    cluster: ProcessCluster,
+    losses: list[tuple[str, str]],
+    load_config: dict[str, Any] | None = None,
+) -> None:
     """For each (whom, how) of `losses` ("leader" of partition 0 or "controller";
     "kill" or "terminate"): lose that broker under load, wait for the cluster to move on
     and for more acknowledgements, bring it back, wait for the whole ISR."""
     history = History()
     with ProducerLoad(
-        cluster.bootstrap,
-        history,
-        TOPIC,
-        producers=2,
-        acks="all",
-        enable_idempotence=True,
-        delivery_timeout_ms=120000,
+        cluster.bootstrap, history, TOPIC, producers=2, **(load_config or LOGBUS_LOAD)
     ) as load:
         load.wait_acknowledged(STEP)
         for whom, how in losses:
@@ -107,3 +120,15 @@ def test_leader_and_controller_killed_and_terminated_five_times_each(
         cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
         lose(cluster, [("leader", "kill"), ("leader", "terminate")] * 5)
         lose(cluster, [("controller", "kill"), ("controller", "terminate")] * 5)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+def test_leader_and_controller_lost_five_times_each_under_confluent_kafka_load(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with ProcessCluster(zk_connect, 3, tmp_path, min_insync_replicas="2") as cluster:
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+        losses = [("leader", "kill"), ("controller", "terminate")] * 5
+        losses += [("leader", "terminate"), ("controller", "kill")] * 5
+        lose(cluster, losses, CONFLUENT_LOAD)
