@@ -23,7 +23,7 @@ cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
 
 TOPIC = "followers"
-LAG_MS = "4000"  # replica.lag.time.max.ms: a paused follower leaves the ISR this soon
+LAG_MS = "6000"  # replica.lag.time.max.ms: a paused follower leaves the ISR this soon
 
 
 def pause_followers(zk_connect: str, tmp_path: Path, rounds: int) -> None:
