@@ -137,5 +137,5 @@ def test_group_keeps_its_offsets_and_resumes_after_the_coordinators_kill(
         finally:
             member.consumer.close()
         result = check(history, member.records)
-        assert result.ok, result
+        assert result.ok, str(result)
         assert result.read == sum(ends.values())

@@ -84,7 +84,7 @@ def test_divergent_tail_truncated_at_the_epoch_boundary_after_two_crashes(
         assert cluster.partition_state(TOPIC, 0)["leader_epoch"] >= start_epoch + 2
 
         result = read_and_check(cluster, history, TOPIC, 1)
-        assert result.ok, result
+        assert result.ok, str(result)
         # a fetch response already on its way to a follower when it was paused may have
         # carried A's first tail record(s): those survive; the rest were A's alone
         lost = [lost.send for lost in result.lost_allowed]

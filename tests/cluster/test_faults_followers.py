@@ -46,7 +46,7 @@ def pause_followers(zk_connect: str, tmp_path: Path, rounds: int) -> None:
                 pause_one(cluster, load, history, leader, followers[round_number % 2])
         assert not load.errors, load.errors
         result = read_and_check(cluster, history, TOPIC, 1)
-        assert result.ok, result
+        assert result.ok, str(result)
         wait_identical_logs(cluster, TOPIC, 0)
         assert cluster.leader_of(TOPIC, 0) == leader
 
@@ -133,6 +133,6 @@ def test_both_followers_dead_refuses_acks_all_and_takes_acks_1(
         produce_one(cluster.bootstrap, TOPIC, again, acks="all")
         assert again.outcome is Outcome.OK, again
         result = read_and_check(cluster, history, TOPIC, 1)
-        assert result.ok, result  # the refused sends were never read: nothing appended
+        assert result.ok, str(result)  # the refused sends were never read: nothing appended
         assert result.failed == 3 and result.unknown == 0
         wait_identical_logs(cluster, TOPIC, 0)

@@ -96,7 +96,7 @@ def test_unclean_election_off_keeps_the_partition_offline_on_elects_and_loses_on
             load.wait_acknowledged(history.count(Outcome.OK) + 100)
         assert not load.errors, load.errors
         result = read_and_check(cluster, history, TOPIC, 1)
-        assert result.ok, result
+        assert result.ok, str(result)
         assert sorted(lost.send.value for lost in result.lost_allowed) == sorted(
             s.value for s in only_leader
         )

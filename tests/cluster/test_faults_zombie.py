@@ -106,6 +106,6 @@ def test_zombie_controller_and_leader_acknowledge_nothing_and_rejoin_as_follower
             result = stale_update_metadata(cluster.nodes[broker].port, zombie, old_epoch)
             assert result.error == ErrorCode.STALE_CONTROLLER_EPOCH, (broker, result)
         result = read_and_check(cluster, history, TOPIC, 1)
-        assert result.ok, result
+        assert result.ok, str(result)
         wait_identical_logs(cluster, TOPIC, 0)
         assert "resigns as controller" in cluster.nodes[zombie].log_tail(100_000)
