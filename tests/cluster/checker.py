@@ -14,7 +14,8 @@ retries; it may or may not be in the log). What was read is compared with what w
   are listed in `lost_allowed`, which is no anomaly;
 - duplicated: a value read at more than one offset;
 - unexpected: a value read that was never sent, or whose send definitely failed;
-- offset mismatch: an ok send read at another partition or offset than acknowledged;
+- offset mismatch: an ok send read at another partition or offset than acknowledged
+  (only the partition when the client acknowledged without an offset);
 - reordered: two sends of one producer to one partition read in the other order than sent;
 - backwards: one partition's offsets not increasing in the order they were polled;
 - divergent batch: below the high watermark, the in-sync replicas' logs differ in a batch's
@@ -65,9 +66,14 @@ class Send:
     durable: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def ok(self, partition: int, offset: int) -> None:
+    def ok(self, partition: int, offset: int | None) -> None:
+        """Acknowledged. A client may acknowledge without knowing the offset
+        (confluent-kafka's `offset()` is None when librdkafka could not tell it, e.g. a
+        retried idempotent batch it knows persisted; Kafka's producer reports -1 after
+        DUPLICATE_SEQUENCE_NUMBER): then only the partition is compared."""
+        known = offset if offset is not None and offset >= 0 else None
         with self._lock:
-            self.outcome, self.partition, self.offset = Outcome.OK, partition, offset
+            self.outcome, self.partition, self.offset = Outcome.OK, partition, known
 
     def failed(self, error: object) -> None:
         """Definitely not written (the broker refused it before appending)."""
@@ -357,8 +363,12 @@ def check(
                 (result.lost if send.durable else result.lost_allowed).append(Lost(send))
             continue
         topic, partition, offset = where[0]
-        if send.outcome is Outcome.OK and (topic, send.partition, send.offset) not in where:
-            result.offset_mismatches.append(OffsetMismatch(send, where[0]))
+        if send.outcome is Outcome.OK:
+            if send.offset is None:  # acknowledged without an offset: the partition only
+                if all((topic, send.partition) != (t, p) for t, p, _ in where):
+                    result.offset_mismatches.append(OffsetMismatch(send, where[0]))
+            elif (topic, send.partition, send.offset) not in where:
+                result.offset_mismatches.append(OffsetMismatch(send, where[0]))
         by_producer[(send.producer, (topic, partition))].append((send, offset))
 
     for (producer, tp), read in by_producer.items():
