@@ -239,14 +239,20 @@ def zookeeper_factory(tmp_path: Path) -> Iterator[Any]:
 
 
 FUZZ_LARGE = "fuzz_large"
+SOAK = "soak"
+# markers whose tests run only when `-m` names them
+OPT_IN_MARKERS = (FUZZ_LARGE, SOAK)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the fuzz suite's large budget unless `-m` names it
-    (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md)."""
-    if FUZZ_LARGE in (config.getoption("markexpr") or ""):
+    """Deselect the opt-in markers' tests unless `-m` names the marker: the fuzz suite's
+    large budget (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md) and the
+    cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md)."""
+    markexpr = config.getoption("markexpr") or ""
+    skipped = [m for m in OPT_IN_MARKERS if m not in markexpr]
+    if not skipped:
         return
-    keep = [item for item in items if item.get_closest_marker(FUZZ_LARGE) is None]
+    keep = [item for item in items if not any(item.get_closest_marker(m) for m in skipped)]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

@@ -8,10 +8,14 @@ one of three outcomes: **ok** (acknowledged, with the partition and offset the b
 appending) or **unknown** (anything else: a timeout, a lost connection, an error after
 retries; it may or may not be in the log). What was read is compared with what was sent:
 
-- lost: an ok send whose value was never read (the one anomaly no fault may cause);
+- lost: an ok send whose value was never read (the one anomaly no fault may cause),
+  unless the test marked the send not durable (`durable=False`: an acks=1 write to a
+  leader that then died, a write only the victims of an unclean election had): those
+  are listed in `lost_allowed`, which is no anomaly;
 - duplicated: a value read at more than one offset;
 - unexpected: a value read that was never sent, or whose send definitely failed;
-- offset mismatch: an ok send read at another partition or offset than acknowledged;
+- offset mismatch: an ok send read at another partition or offset than acknowledged
+  (only the partition when the client acknowledged without an offset);
 - reordered: two sends of one producer to one partition read in the other order than sent;
 - backwards: one partition's offsets not increasing in the order they were polled;
 - divergent batch: below the high watermark, the in-sync replicas' logs differ in a batch's
@@ -57,11 +61,19 @@ class Send:
     outcome: Outcome = Outcome.PENDING
     offset: int | None = None
     error: str | None = None
+    # False when the test accepts that this send, even acknowledged, may be lost (acks=1
+    # to a leader that then dies, or records only an unclean election's victims had)
+    durable: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def ok(self, partition: int, offset: int) -> None:
+    def ok(self, partition: int, offset: int | None) -> None:
+        """Acknowledged. A client may acknowledge without knowing the offset
+        (confluent-kafka's `offset()` is None when librdkafka could not tell it, e.g. a
+        retried idempotent batch it knows persisted; Kafka's producer reports -1 after
+        DUPLICATE_SEQUENCE_NUMBER): then only the partition is compared."""
+        known = offset if offset is not None and offset >= 0 else None
         with self._lock:
-            self.outcome, self.partition, self.offset = Outcome.OK, partition, offset
+            self.outcome, self.partition, self.offset = Outcome.OK, partition, known
 
     def failed(self, error: object) -> None:
         """Definitely not written (the broker refused it before appending)."""
@@ -116,15 +128,22 @@ class History:
         self._counters: dict[str, itertools.count[int]] = defaultdict(itertools.count)
 
     def send(
-        self, producer: str, topic: str, key: bytes | None = None, partition: int | None = None
+        self,
+        producer: str,
+        topic: str,
+        key: bytes | None = None,
+        partition: int | None = None,
+        *,
+        durable: bool = True,
     ) -> Send:
-        """Invoke a send: a new unique value, to produce with `send.value`."""
+        """Invoke a send: a new unique value, to produce with `send.value`; with
+        `durable=False` its loss is allowed (`CheckResult.lost_allowed`, no anomaly)."""
         if ":" in producer:
             raise ValueError("a producer name may not contain ':'")
         with self._lock:
             seq = next(self._counters[producer])
             value = f"{producer}:{seq}".encode()
-            entry = Send(producer, seq, topic, key, value, partition)
+            entry = Send(producer, seq, topic, key, value, partition, durable=durable)
             self._sends[value] = entry
         return entry
 
@@ -262,6 +281,7 @@ class CheckResult:
     reordered: list[Reordered] = field(default_factory=list)
     backwards: list[Backwards] = field(default_factory=list)
     divergent_batches: list[DivergentBatch] = field(default_factory=list)
+    lost_allowed: list[Lost] = field(default_factory=list)  # acknowledged, not durable
 
     ANOMALIES = (
         "lost",
@@ -285,6 +305,8 @@ class CheckResult:
             f"{self.sent} sent ({self.acknowledged} ok, {self.failed} failed, "
             f"{self.unknown} unknown), {self.read} read"
         )
+        if self.lost_allowed:
+            head += f", {len(self.lost_allowed)} acknowledged non-durable lost (allowed)"
         if self.ok:
             return head + ": no anomalies"
         parts = [head + ":"]
@@ -338,11 +360,15 @@ def check(
         where = places.get(send.value)
         if not where:
             if send.outcome is Outcome.OK:
-                result.lost.append(Lost(send))
+                (result.lost if send.durable else result.lost_allowed).append(Lost(send))
             continue
         topic, partition, offset = where[0]
-        if send.outcome is Outcome.OK and (topic, send.partition, send.offset) not in where:
-            result.offset_mismatches.append(OffsetMismatch(send, where[0]))
+        if send.outcome is Outcome.OK:
+            if send.offset is None:  # acknowledged without an offset: the partition only
+                if all((topic, send.partition) != (t, p) for t, p, _ in where):
+                    result.offset_mismatches.append(OffsetMismatch(send, where[0]))
+            elif (topic, send.partition, send.offset) not in where:
+                result.offset_mismatches.append(OffsetMismatch(send, where[0]))
         by_producer[(send.producer, (topic, partition))].append((send, offset))
 
     for (producer, tp), read in by_producer.items():

@@ -16,6 +16,7 @@ Debian's `zookeeper` package; the tests fail (not skip) without it.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import signal
@@ -326,6 +327,25 @@ class ProcessCluster:
 
     def registered(self, broker_id: int) -> bool:
         """Whether /brokers/ids/<id> exists in ZooKeeper (read with kazoo)."""
+        return self._zk_read(f"/brokers/ids/{broker_id}") is not None
+
+    def partition_state(self, topic: str, partition: int) -> dict[str, Any]:
+        """The partition's state znode as ZooKeeper has it (leader, leader_epoch, isr,
+        controller_epoch), with its znode version as "partition_epoch"."""
+        found = self._zk_read(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        assert found is not None, f"no state znode for {topic}-{partition}"
+        value: dict[str, Any] = json.loads(found[0])
+        value["partition_epoch"] = found[1]
+        return value
+
+    def controller_epoch(self) -> int:
+        """`/controller_epoch` as ZooKeeper has it."""
+        found = self._zk_read("/controller_epoch")
+        assert found is not None, "no /controller_epoch"
+        return int(found[0])
+
+    def _zk_read(self, path: str) -> tuple[bytes, int] | None:
+        """A znode's (data, version) under the chroot, None when absent (read with kazoo)."""
         from kazoo.client import KazooClient
 
         hosts, slash, chroot = self.zk_connect.partition("/")
@@ -333,8 +353,11 @@ class ProcessCluster:
         client = KazooClient(hosts=hosts, timeout=10)
         client.start(10)
         try:
-            path = f"{slash}{chroot.rstrip('/')}/brokers/ids/{broker_id}".replace("//", "/")
-            return client.exists(path) is not None
+            full = f"{slash}{chroot.rstrip('/')}{path}".replace("//", "/")
+            if client.exists(full) is None:
+                return None
+            data, stat = client.get(full)
+            return bytes(data), int(stat.version)
         finally:
             client.stop()
             client.close()

@@ -67,6 +67,36 @@ def test_a_missing_acknowledged_record_is_lost() -> None:
     assert "lost: 1" in str(result)
 
 
+def test_a_missing_non_durable_acknowledged_record_is_an_allowed_loss() -> None:
+    h, sends = two_producers()
+    acks_1 = h.send("p0", "t", partition=0, durable=False)
+    acks_1.ok(0, 99)
+    result = check(h, read_back(sends))
+    assert result.ok, result
+    assert [lost.send for lost in result.lost_allowed] == [acks_1]
+    assert "1 acknowledged non-durable lost (allowed)" in str(result)
+    # read back, it is checked like any other send
+    result = check(h, [*read_back(sends), Consumed("t", 0, 98, acks_1.value)])
+    assert [m.send for m in result.offset_mismatches] == [acks_1]
+
+
+def test_an_acknowledgement_without_an_offset_is_checked_by_partition_only() -> None:
+    h, sends = two_producers()
+    for unknown_offset in (None, -1, -1001):
+        blind = h.send("p0", "t", partition=0)
+        blind.ok(0, unknown_offset)
+        assert blind.offset is None
+    read = read_back(sends)
+    blind_sends = [s for s in h.sends if s.producer == "p0" and s.offset is None]
+    last = max(r.offset for r in read if r.partition == 0)
+    read += [Consumed("t", 0, last + 1 + i, s.value) for i, s in enumerate(blind_sends)]
+    result = check(h, read)
+    assert result.ok, str(result)
+    # read in another partition than acknowledged: a mismatch all the same
+    result = check(h, [*read[:-1], Consumed("t", 1, 99, blind_sends[-1].value)])
+    assert [m.send for m in result.offset_mismatches] == [blind_sends[-1]]
+
+
 def test_unknown_and_failed_sends_may_be_missing() -> None:
     h, sends = two_producers()
     maybe = h.send("p0", "t", partition=0)

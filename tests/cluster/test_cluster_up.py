@@ -337,14 +337,3 @@ def test_a_broker_that_dies_is_reported_and_the_last_one_ends_the_cluster(
     assert status == 1
     assert "every broker has exited" in run.lines
     wait_closed(zk_port)
-
-
-def test_a_brokers_log_dir_is_refused_as_the_data_dir(cluster_up: Any, tmp_path: Path) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "meta.properties").write_text("version=0\nbroker.id=0\n")
-    args, base, zk_port = ports_args(1)
-    status, stderr = cluster_up(*args).finish()
-    assert status == 1
-    assert "is a broker's log dir (it holds meta.properties)" in stderr
-    assert not (tmp_path / "data" / "broker-0.properties").exists()
-    assert not listening(zk_port) and not listening(base)

@@ -13,7 +13,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from zk_cluster import ZkCluster, wait_for
 
+from kafka_wire import WireClient
 from logbus.controller.zookeeper_store import ZooKeeperStore
+from logbus.protocol import ApiKey, ErrorCode
 
 
 @pytest.fixture
@@ -67,8 +69,40 @@ def test_brokers_serve_while_zookeeper_is_down(private_cluster: Any) -> None:
     admin.create_topics([NewTopic("steady", 1, 2)])["steady"].result(30)
     wait_for(lambda: len(cluster.state("steady", 0)["isr"]) == 2, 30, "the full ISR")
     assert send(cluster.bootstrap, "steady", [b"before%d" % i for i in range(10)]) == 10
+    controller_id, _ = cluster.wait_controller()
     cluster.store.close()
     server.stop()
+    # What needs ZooKeeper fails with a code once zookeeper.connection.timeout.ms has
+    # passed (here the session timeout); the connection stays open
+    with WireClient(cluster.brokers[controller_id].bootstrap, timeout=60) as client:
+        error, message = client.create_topic("refused", 1)
+        assert error == ErrorCode.REQUEST_TIMED_OUT, message
+        assert "ZooKeeper" in str(message)
+        alter = {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "steady",
+                    "configs": [
+                        {"name": "retention.ms", "config_operation": 0, "value": "1000"}
+                    ],
+                }
+            ],
+            "validate_only": False,
+        }
+        (altered,) = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)["responses"]
+        assert altered["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+        # no producer id block can be reserved: a retriable code
+        init = {
+            "transactional_id": None,
+            "transaction_timeout_ms": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+        answer = client.request(ApiKey.INIT_PRODUCER_ID, 4, init)
+        assert answer["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        (steady,) = client.metadata(["steady"])["topics"]
+        assert steady["error_code"] == ErrorCode.NONE
     # ZooKeeper is gone: the leader still takes acks=all writes (its ISR is unchanged)
     assert send(cluster.bootstrap, "steady", [b"during%d" % i for i in range(10)]) == 10
     assert len(read(cluster.bootstrap, "steady", 20)) == 20

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from kafka_wire import wait_for
 
@@ -133,3 +134,16 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         return [tp.offset for tp in got]
     finally:
         consumer.close()
+
+
+def kafka_python_subscribe(consumer: Any, topic: str) -> None:
+    """Subscribe a kafka-python consumer once it knows the topic's partitions.
+
+    kafka-python 3.0's group leader assigns from the metadata it holds when its join
+    completes and rejoins only if that metadata changes later: a join that completes
+    before its first metadata response for the topic assigns nothing for good (seen
+    under load). A long-running consumer knows its topics; so does this one."""
+    deadline = time.monotonic() + 30
+    while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    consumer.subscribe([topic])

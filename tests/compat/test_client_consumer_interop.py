@@ -5,7 +5,6 @@ consumed by exactly one member, and the group rebalancing when one leaves."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from group_members import (
     GROUP_BROKER,
     SESSION_TIMEOUT_MS,
     Member,
+    kafka_python_subscribe,
     new_group,
     produce_values,
     wait_all_received,
@@ -114,14 +114,7 @@ def kafka_python_member(bootstrap: str, topic: str, group: str, strategy: str) -
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                       auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
                       heartbeat_interval_ms=500, partition_assignment_strategy=[assignor])
-    # kafka-python's leader assigns from the metadata it holds when the join completes and
-    # rejoins only if that metadata changes later; a first join before its first metadata
-    # response for the topic assigns nothing for good (seen under load). Know the topic
-    # before joining, as a long-running consumer would.
-    deadline = time.monotonic() + 30
-    while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    c.subscribe([topic])
+    kafka_python_subscribe(c, topic)
     owned: list[int] = [0]
 
     def poll() -> list[bytes]:

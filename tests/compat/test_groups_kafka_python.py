@@ -13,6 +13,7 @@ from group_members import (
     SESSION_TIMEOUT_MS,
     Member,
     committed_offsets,
+    kafka_python_subscribe,
     kill_member,
     new_group,
     produce_values,
@@ -36,7 +37,10 @@ def consumer(bootstrap: str, topic: str | None, group: str, **config: Any) -> An
         "heartbeat_interval_ms": 500,
         **config,
     }
-    return KafkaConsumer(topic, **settings) if topic else KafkaConsumer(**settings)
+    c = KafkaConsumer(**settings)
+    if topic:
+        kafka_python_subscribe(c, topic)
+    return c
 
 
 def member(bootstrap: str, topic: str, group: str, **config: Any) -> Member:

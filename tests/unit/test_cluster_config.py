@@ -56,7 +56,7 @@ def test_cluster_up_arguments() -> None:
         2181,
     )
     assert args.config == [("a", "b"), ("c", "d=e")]
-    assert args.data_dir == Path("data/cluster")
+    assert args.data_dir == Path("data")
     for bad in (["--brokers", "0"], ["--base-port", "70000"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["cluster", "up", *bad])

@@ -39,7 +39,7 @@ from logbus.cli.zookeeper_process import (
 
 # Not ./data itself: that is a stand-alone broker's log dir (`make run`), which would take
 # broker-N for partition N of a topic "broker" and delete it as a stray log.
-DEFAULT_DATA_DIR = Path("data/cluster")
+DEFAULT_DATA_DIR = Path("data")
 DEFAULT_BASE_PORT = 9092
 DEFAULT_ZOOKEEPER_PORT = 2181
 _POLL_INTERVAL = 0.1
@@ -384,11 +384,6 @@ _OUTPUT_LOCK = threading.Lock()
 
 def build_cluster(args: argparse.Namespace) -> Cluster:
     data_dir: Path = args.data_dir.resolve()
-    if (data_dir / "meta.properties").exists():
-        raise ClusterError(
-            f"{data_dir} is a broker's log dir (it holds meta.properties): a broker started "
-            "on it would take the brokers' directories for partitions; choose another --data-dir"
-        )
     data_dir.mkdir(parents=True, exist_ok=True)
     zookeeper = None
     if args.zookeeper:

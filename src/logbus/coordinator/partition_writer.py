@@ -37,9 +37,11 @@ class PartitionWriter(Protocol):
         """The first offset a load reads from."""
         ...
 
-    def read_committed(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
-        """Whole record batches from `offset`, below the high watermark only (at least one
-        batch when there is one, even past `max_bytes`); b"" at the high watermark."""
+    def read_for_load(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
+        """Whole record batches from `offset` up to the log end (at least one batch when
+        there is one, even past `max_bytes`); b"" at the log end. A load reads to the log
+        end, not to the high watermark, as Kafka's does: a new leader's high watermark
+        can lag records its predecessor had already committed (and acknowledged)."""
         ...
 
     async def wait_committed(self, tp: TopicPartition, offset: int, timeout_ms: int) -> bool:

@@ -32,6 +32,7 @@ from logbus.controller.config_store import (
     change_entity_config,
     fetch_entity_config,
 )
+from logbus.controller.metadata_store import StoreUnavailable
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages import alter_configs_request as alter_req
@@ -238,6 +239,9 @@ def _alter_one(
             )
     except (ConfigUpdateError, ResourceError) as exc:
         return _result(resource, exc.error, exc.message)
+    except StoreUnavailable as exc:
+        # ZooKeeper unreachable past zookeeper.connection.timeout.ms: nothing was changed
+        return _result(resource, ErrorCode.REQUEST_TIMED_OUT, str(exc))
     return _result(resource)
 
 

@@ -17,6 +17,7 @@ producer waits and then fails with a timeout rather than with a misleading error
 
 from __future__ import annotations
 
+from logbus.controller.metadata_store import StoreUnavailable
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
@@ -51,7 +52,12 @@ async def handle_init_producer_id(
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     manager = ctx.services.producer_ids
-    await manager.ensure_available()
+    try:
+        await manager.ensure_available()
+    except StoreUnavailable:
+        # No block of ids can be reserved while ZooKeeper is unreachable: retriable, as
+        # Kafka answers while its producer id manager has no block
+        return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     if producer_id == NO_PRODUCER_ID:
         new_id, epoch = manager.new_producer()
     else:

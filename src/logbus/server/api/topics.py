@@ -43,6 +43,7 @@ from logbus.controller.controller import (
     PartitionCreation,
     TopicResult,
 )
+from logbus.controller.metadata_store import StoreUnavailable
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.create_partitions_request import (
     CreatePartitionsRequest,
@@ -324,6 +325,8 @@ async def handle_create_topics(
                     results.append(
                         _created_error(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
                     )
+                except StoreUnavailable as exc:
+                    results.append(_created_error(name, ErrorCode.REQUEST_TIMED_OUT, str(exc)))
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -454,6 +457,11 @@ async def handle_delete_topics(
                     _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
                     for name, topic_id in targets
                 ]
+            except StoreUnavailable as exc:
+                results = [
+                    _deleted(name, topic_id, ErrorCode.REQUEST_TIMED_OUT, str(exc))
+                    for name, topic_id in targets
+                ]
     return {"throttle_time_ms": 0, "responses": results}
 
 
@@ -581,6 +589,8 @@ async def handle_create_partitions(
                     results.append(
                         _partitions_result(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
                     )
+                except StoreUnavailable as exc:
+                    results.append(_partitions_result(name, ErrorCode.REQUEST_TIMED_OUT, str(exc)))
     return {"throttle_time_ms": 0, "results": results}
 
 
