@@ -1,7 +1,7 @@
 #!/bin/sh
 # What `make bench` needs besides the Python packages of the `bench` extra:
-#  - redis-server and iperf3 from apt, only when missing and we are root (as system-deps
-#    does for kcat); without them their rows read "not available";
+#  - redis-server, iperf3 and zookeeper (P3, L2, F1) from apt, only when missing and we
+#    are root (as system-deps does for kcat); without them their rows read "not available";
 #  - nafka in its own virtualenv bench/.venv-nafka: nafka 0.1 needs Python >= 3.12
 #    (sqlite3.connect(autocommit=True)) and kafka-python < 3, which conflicts with the
 #    test extra's kafka-python 3. Built when a python3.12+ is found (PATH or pyenv).
@@ -10,6 +10,8 @@ missing=""
 for tool in redis-server iperf3; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
+# ZooKeeper (and a Java runtime) for the cluster scenarios P3, L2, F1
+[ -f /usr/share/java/zookeeper.jar ] || missing="$missing zookeeper"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
         echo "installing$missing from apt"
