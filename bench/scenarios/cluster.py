@@ -271,8 +271,11 @@ def failover_run(ctx: Context) -> Metrics:
     finally:
         ctx.progress.end()
         producer.flush(10)
-        if len(cluster.pids) == len(cluster.brokers):
-            load_kafka.delete_topic(cluster.bootstrap, topic)
+        # after a failure mid-kill: the scenarios that follow need all three brokers
+        for broker in cluster.brokers:
+            if not broker.running:
+                cluster.restart(broker.broker_id)
+        load_kafka.delete_topic(cluster.bootstrap, topic)
     for values in (probe_ms, client_ms, expiry_ms, after_ms):
         values.sort()
     return {"p99_ms": percentile(probe_ms, 99), "p50_ms": percentile(probe_ms, 50),
