@@ -1,6 +1,7 @@
 """`logbus`: run a broker, manage topics, produce and consume from the command line.
 
 logbus server start [server.properties] [--override key=value]...
+logbus cluster up [--brokers N] [--zookeeper HOST:PORT/CHROOT] ...
 logbus topics {create,list,describe,alter,delete} ...
 logbus produce TOPIC [options] < lines
 logbus consume TOPIC [--group GROUP] [options]
@@ -18,7 +19,16 @@ import sys
 from collections.abc import Sequence
 
 from logbus import __version__
-from logbus.cli import configs, consume, delete_records, dump_log, groups, produce, topics
+from logbus.cli import (
+    cluster,
+    configs,
+    consume,
+    delete_records,
+    dump_log,
+    groups,
+    produce,
+    topics,
+)
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -63,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"logbus {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _register_server(subparsers)
+    cluster.register(subparsers)
     topics.register(subparsers)
     produce.register(subparsers)
     consume.register(subparsers)

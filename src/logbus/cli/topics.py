@@ -4,19 +4,21 @@ kafka-topics' output formats, through the Admin client."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 
 from logbus.cli.common import CommandError, add_bootstrap, key_value, positive_int, run
 from logbus.client.admin import (
     Admin,
     AdminBatchError,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
     ResourceType,
 )
 from logbus.client.errors import KafkaError
-from logbus.client.metadata import NO_LEADER, TopicInfo, topic_id_string
+from logbus.client.metadata import NO_LEADER, PartitionInfo, TopicInfo, topic_id_string
 from logbus.protocol import ErrorCode
 
 _Action = Callable[[Admin, argparse.Namespace], Awaitable[int]]
@@ -61,7 +63,34 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe = actions.add_parser("describe", help="describe a topic, or every topic")
     describe.add_argument("topic", nargs="?")
     describe.add_argument(
+        "--topic", dest="topic_option", metavar="TOPIC", help="the topic to describe"
+    )
+    describe.add_argument(
         "--exclude-internal", action="store_true", help="leave out internal topics"
+    )
+    filters = describe.add_argument_group(
+        "partition filters",
+        "print only the partitions that match one of these, without the topic lines",
+    )
+    filters.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="partitions whose ISR is smaller than their replica list",
+    )
+    filters.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="partitions without a leader, or whose leader is not a live broker",
+    )
+    filters.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="partitions whose ISR is smaller than min.insync.replicas",
+    )
+    filters.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="partitions whose ISR is exactly min.insync.replicas",
     )
     describe.set_defaults(func=_command(_describe))
 
@@ -118,27 +147,73 @@ async def _list(admin: Admin, args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionFilter:
+    """kafka-topics' `--describe` partition filters; a partition is printed when it matches
+    any filter that is on (every partition when none is on)."""
+
+    under_replicated: bool = False
+    unavailable: bool = False
+    under_min_isr: bool = False
+    at_min_isr: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
+
+    def matches(
+        self, part: PartitionInfo, live_brokers: Collection[int], min_isr: int | None
+    ) -> bool:
+        if not self.active:
+            return True
+        has_leader = part.leader != NO_LEADER
+        return (
+            (self.under_replicated and len(part.isr) < len(part.replicas))
+            or (self.unavailable and (not has_leader or part.leader not in live_brokers))
+            or (
+                self.under_min_isr
+                and (not has_leader or (min_isr is not None and len(part.isr) < min_isr))
+            )
+            or (self.at_min_isr and min_isr is not None and len(part.isr) == min_isr)
+        )
+
+
 async def _describe(admin: Admin, args: argparse.Namespace) -> int:
-    if args.topic is not None:
-        infos = list((await admin.describe_topics([args.topic])).values())
+    if args.topic is not None and args.topic_option is not None and args.topic != args.topic_option:
+        raise CommandError("give the topic either as an argument or with --topic, not both")
+    name = args.topic if args.topic is not None else args.topic_option
+    if name is not None:
+        infos = list((await admin.describe_topics([name])).values())
     else:
         infos = [
             info
             for info in (await admin.describe_topics()).values()
             if not (args.exclude_internal and info.is_internal)
         ]
-    configs = await _own_configs(admin, [info.name for info in infos])
+    flt = PartitionFilter(
+        under_replicated=args.under_replicated_partitions,
+        unavailable=args.unavailable_partitions,
+        under_min_isr=args.under_min_isr_partitions,
+        at_min_isr=args.at_min_isr_partitions,
+    )
+    configs = await _topic_configs(admin, [info.name for info in infos])
+    live: frozenset[int] = frozenset()
+    if flt.unavailable:
+        live = frozenset(node.node_id for node in (await admin.describe_cluster()).nodes)
     out = []
     for info in infos:
-        out.extend(describe_lines(info, configs.get(info.name, {})))
+        entries = configs.get(info.name, {})
+        if flt.active:
+            out.extend(filtered_partition_lines(info, flt, live, _min_isr(entries)))
+        else:
+            out.extend(describe_lines(info, _own(entries)))
     if out:
         print("\n".join(out))
     return 0
 
 
-async def _own_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, str | None]]:
-    """The configs set on each topic itself (not broker defaults), as kafka-topics shows
-    them; a sensitive value is None."""
+async def _topic_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, ConfigEntry]]:
+    """Every config of each topic; empty for a broker without DescribeConfigs."""
     if not names:
         return {}
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
@@ -148,34 +223,62 @@ async def _own_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, st
         if exc.code == ErrorCode.UNSUPPORTED_VERSION:
             return {}  # a broker without DescribeConfigs: show no configs
         raise
+    return {resource.name: entries for resource, entries in found.items()}
+
+
+def _own(entries: dict[str, ConfigEntry]) -> dict[str, str | None]:
+    """The configs set on the topic itself (not broker defaults), as kafka-topics shows
+    them; a sensitive value is None."""
     return {
-        resource.name: {
-            name: entry.value
-            for name, entry in sorted(entries.items())
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
-        }
-        for resource, entries in found.items()
+        name: entry.value
+        for name, entry in sorted(entries.items())
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     }
 
 
+def _min_isr(entries: dict[str, ConfigEntry]) -> int | None:
+    entry = entries.get("min.insync.replicas")
+    if entry is None or entry.value is None:
+        return None
+    try:
+        return int(entry.value)
+    except ValueError:
+        return None
+
+
 def describe_lines(info: TopicInfo, configs: dict[str, str | None]) -> list[str]:
-    """kafka-topics --describe output for one topic."""
+    """kafka-topics --describe output for one topic: its line, then one per partition."""
     shown = ",".join(f"{k}={'<sensitive>' if v is None else v}" for k, v in configs.items())
     lines = [
         f"Topic: {info.name}\tTopicId: {topic_id_string(info.topic_id)}\t"
         f"PartitionCount: {len(info.partitions)}\t"
         f"ReplicationFactor: {info.replication_factor}\tConfigs: {shown}"
     ]
-    for part in info.partitions.values():
-        leader = "none" if part.leader == NO_LEADER else str(part.leader)
-        line = (
-            f"\tTopic: {info.name}\tPartition: {part.partition}\tLeader: {leader}\t"
-            f"Replicas: {_ids(part.replicas)}\tIsr: {_ids(part.isr)}"
-        )
-        if part.offline_replicas:
-            line += f"\tOffline: {_ids(part.offline_replicas)}"
-        lines.append(line)
+    lines.extend(partition_line(info.name, part) for _, part in sorted(info.partitions.items()))
     return lines
+
+
+def filtered_partition_lines(
+    info: TopicInfo, flt: PartitionFilter, live_brokers: Collection[int], min_isr: int | None
+) -> list[str]:
+    """The lines of the partitions that match `flt` (kafka-topics prints no topic line
+    when a partition filter is given)."""
+    return [
+        partition_line(info.name, part)
+        for _, part in sorted(info.partitions.items())
+        if flt.matches(part, live_brokers, min_isr)
+    ]
+
+
+def partition_line(topic: str, part: PartitionInfo) -> str:
+    leader = "none" if part.leader == NO_LEADER else str(part.leader)
+    line = (
+        f"\tTopic: {topic}\tPartition: {part.partition}\tLeader: {leader}\t"
+        f"Replicas: {_ids(part.replicas)}\tIsr: {_ids(part.isr)}"
+    )
+    if part.offline_replicas:
+        line += f"\tOffline: {_ids(part.offline_replicas)}"
+    return line
 
 
 def _ids(nodes: tuple[int, ...]) -> str:

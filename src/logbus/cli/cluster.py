@@ -1,0 +1,460 @@
+"""`logbus cluster up --brokers N`: a replicated cluster on one machine, in the foreground.
+
+Without `--zookeeper`, a ZooKeeper server from Debian's `zookeeper` package is started
+first (data, `zoo.cfg` and its log under `<data-dir>/zookeeper`). Then each broker gets a
+`server.properties` of its own (`<data-dir>/broker-N.properties`: `broker.id=N`,
+`listeners=PLAINTEXT://localhost:<base-port + N>`, `log.dirs=<data-dir>/broker-N`,
+`zookeeper.connect`) and runs as a `logbus server start` process; its output goes to
+`<data-dir>/broker-N.log` and, prefixed with `[broker-N]`, to our stdout. Ctrl-C or
+SIGTERM stops the brokers with SIGTERM (a clean shutdown; SIGKILL after
+`--shutdown-timeout`), then ZooKeeper. A second Ctrl-C kills what is left at once.
+
+Every child runs in its own session, so the terminal's Ctrl-C reaches only this process,
+which stops them in order; each child also gets SIGTERM if this process dies
+(PR_SET_PDEATHSIG), so none is left behind by a `kill -9`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from logbus.cli.common import key_value, positive_int, whole_number
+from logbus.cli.zookeeper_process import (
+    ZooKeeperError,
+    ZooKeeperProcess,
+    die_with_parent,
+    port_is_free,
+)
+
+# Not ./data itself: that is a stand-alone broker's log dir (`make run`), which would take
+# broker-N for partition N of a topic "broker" and delete it as a stray log.
+DEFAULT_DATA_DIR = Path("data/cluster")
+DEFAULT_BASE_PORT = 9092
+DEFAULT_ZOOKEEPER_PORT = 2181
+_POLL_INTERVAL = 0.1
+
+
+class ClusterError(Exception):
+    """The cluster cannot start (the message says why and what to do)."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = subparsers.add_parser("cluster", help="run a cluster of brokers on this machine")
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    up = actions.add_parser(
+        "up",
+        help="start ZooKeeper (unless given) and N brokers in the foreground; Ctrl-C stops all",
+        description="Start a cluster of N brokers on this machine (and a ZooKeeper server "
+        "from Debian's zookeeper package, unless --zookeeper names one). Ctrl-C stops it.",
+    )
+    up.add_argument(
+        "--brokers", type=positive_int, default=3, metavar="N", help="how many (default: 3)"
+    )
+    up.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[,HOST:PORT][/CHROOT]",
+        help="an existing ZooKeeper ensemble to use (default: start one)",
+    )
+    up.add_argument(
+        "--zookeeper-port",
+        type=_port,
+        metavar="PORT",
+        default=DEFAULT_ZOOKEEPER_PORT,
+        help=f"client port of the ZooKeeper started here (default: {DEFAULT_ZOOKEEPER_PORT})",
+    )
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"where configs, logs and data go (default: ./{DEFAULT_DATA_DIR})",
+    )
+    up.add_argument(
+        "--base-port",
+        type=_port,
+        metavar="PORT",
+        default=DEFAULT_BASE_PORT,
+        help=f"broker N listens on BASE_PORT + N (default: {DEFAULT_BASE_PORT})",
+    )
+    up.add_argument(
+        "--racks",
+        metavar="RACK[,RACK...]",
+        help="broker.rack of each broker, assigned in turn (e.g. a,b,c)",
+    )
+    up.add_argument(
+        "--config",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting for every broker, over the generated ones (repeatable)",
+    )
+    up.add_argument(
+        "--quiet", action="store_true", help="write broker output only to the log files"
+    )
+    up.add_argument(
+        "--start-timeout",
+        type=positive_int,
+        default=60,
+        metavar="SECONDS",
+        help="how long a broker may take to listen (default: 60)",
+    )
+    up.add_argument(
+        "--shutdown-timeout",
+        type=positive_int,
+        default=30,
+        metavar="SECONDS",
+        help="how long a broker may take to stop before it is killed (default: 30)",
+    )
+    up.set_defaults(func=run_up)
+
+
+def _port(text: str) -> int:
+    value = whole_number(text, 1, "must be at least 1")
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535, got {value}")
+    return value
+
+
+# --- the brokers' configuration ----------------------------------------------------------
+
+
+def broker_properties(
+    broker_id: int,
+    brokers: int,
+    port: int,
+    log_dir: Path,
+    zookeeper_connect: str,
+    rack: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """One broker's server.properties for a cluster of `brokers` on this machine: internal
+    topics and new topics replicated min(3, brokers) times; `extra` wins over all."""
+    replication = str(min(3, brokers))
+    props = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://localhost:{port}",
+        "log.dirs": str(log_dir),
+        "zookeeper.connect": zookeeper_connect,
+        "offsets.topic.replication.factor": replication,
+        "default.replication.factor": replication,
+    }
+    if rack is not None:
+        props["broker.rack"] = rack
+    props.update(extra or {})
+    return props
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """Java properties syntax (what `logbus server start` and Kafka read)."""
+    lines = ["# written by `logbus cluster up`; rewritten at each start"]
+    for key, value in props.items():
+        escaped = value.replace("\\", "\\\\").replace("\n", "\\n")
+        if escaped.startswith(" "):
+            escaped = "\\" + escaped
+        lines.append(f"{key}={escaped}")
+    return "\n".join(lines) + "\n"
+
+
+def check_zookeeper_reachable(connect: str, timeout: float = 3.0) -> None:
+    """ClusterError unless one of the connect string's servers accepts a connection."""
+    hosts = connect.split("/", 1)[0]
+    for server in filter(None, hosts.split(",")):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "localhost", int(port or "2181")), timeout):
+                return
+        except (OSError, ValueError):
+            continue
+    raise ClusterError(f"cannot reach ZooKeeper at {connect}: is it running?")
+
+
+# --- one broker process ------------------------------------------------------------------
+
+
+@dataclass
+class BrokerRun:
+    """One `logbus server start` child: its config, data, log file and output pump."""
+
+    broker_id: int
+    port: int
+    config_file: Path
+    log_dir: Path
+    log_file: Path
+    proc: subprocess.Popen[bytes] | None = None
+    pump: threading.Thread | None = field(default=None, repr=False)
+
+    def start(self, echo: Callable[[str], None] | None) -> None:
+        command = [sys.executable, "-m", "logbus.cli.main", "server", "start"]
+        self.proc = subprocess.Popen(
+            [*command, str(self.config_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        assert self.proc.stdout is not None
+        self.pump = threading.Thread(
+            target=_pump,
+            args=(self.proc.stdout, self.log_file, f"[broker-{self.broker_id}] ", echo),
+            name=f"broker-{self.broker_id}-output",
+            daemon=True,
+        )
+        self.pump.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def listening(self) -> bool:
+        try:
+            with socket.create_connection(("localhost", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        if self.pump is not None:
+            self.pump.join(5)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def last_lines(self, count: int = 5) -> list[str]:
+        try:
+            lines = self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+        return lines[-count:]
+
+
+def _pump(
+    source: IO[bytes], log_file: Path, prefix: str, echo: Callable[[str], None] | None
+) -> None:
+    """Copy a child's output to its log file and, prefixed, to `echo`, line by line."""
+    with log_file.open("ab") as log:
+        for line in iter(source.readline, b""):
+            log.write(line)
+            log.flush()
+            if echo is not None:
+                try:
+                    echo(prefix + line.decode("utf-8", errors="replace").rstrip("\n"))
+                except (OSError, ValueError):
+                    echo = None  # our stdout is gone (`| head`): keep the log file going
+
+
+# --- the cluster -------------------------------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    """ZooKeeper (when started here) and the broker processes of one `cluster up`."""
+
+    data_dir: Path
+    brokers: list[BrokerRun]
+    zookeeper: ZooKeeperProcess | None
+    zookeeper_connect: str
+    echo: Callable[[str], None] | None
+
+    def start(self, start_timeout: float, stopping: threading.Event) -> None:
+        """Start ZooKeeper (if ours) and every broker, and wait until each listens (or
+        `stopping` is set)."""
+        ports = [(f"broker {b.broker_id}", b.port) for b in self.brokers]
+        if self.zookeeper is not None:
+            ports.insert(0, ("ZooKeeper", self.zookeeper.port))
+        taken = [f"{port} ({who})" for who, port in ports if not port_is_free(port)]
+        if taken:
+            raise ClusterError(
+                f"port{'s' if len(taken) > 1 else ''} already in use: {', '.join(taken)}; "
+                "stop what listens there, or choose other ports (--base-port, --zookeeper-port)"
+            )
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+            say(
+                f"ZooKeeper: {self.zookeeper.connect} (config {self.zookeeper.config_file}, "
+                f"log {self.zookeeper.log_file})"
+            )
+        else:
+            check_zookeeper_reachable(self.zookeeper_connect)
+        for broker in self.brokers:
+            broker.start(self.echo)
+        deadline = time.monotonic() + start_timeout
+        waiting = list(self.brokers)
+        while waiting and not stopping.is_set():
+            for broker in list(waiting):
+                if not broker.running:
+                    raise ClusterError(_exit_message(broker, "while starting"))
+                if broker.listening():
+                    waiting.remove(broker)
+            if waiting and time.monotonic() > deadline:
+                ids = ", ".join(str(b.broker_id) for b in waiting)
+                raise ClusterError(
+                    f"broker {ids} did not listen within {start_timeout:g}s; see the log "
+                    f"file{'s' if len(waiting) > 1 else ''} in {self.data_dir}"
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def describe(self) -> list[str]:
+        lines = [
+            f"broker {b.broker_id}: localhost:{b.port} (config {b.config_file}, "
+            f"data {b.log_dir}, log {b.log_file})"
+            for b in self.brokers
+        ]
+        bootstrap = ",".join(f"localhost:{b.port}" for b in self.brokers)
+        lines.append(f"zookeeper.connect={self.zookeeper_connect}")
+        lines.append(f"Cluster up. Bootstrap servers: {bootstrap}. Ctrl-C stops it.")
+        return lines
+
+    def watch(self, stopping: threading.Event) -> int:
+        """Until `stopping` is set: report children that exit. 1 if ZooKeeper or every
+        broker has gone, 0 when asked to stop."""
+        reported: set[int] = set()
+        while not stopping.wait(_POLL_INTERVAL * 2):
+            if self.zookeeper is not None and not self.zookeeper.running:
+                say(f"ZooKeeper exited; see {self.zookeeper.log_file}. Stopping the brokers.")
+                return 1
+            for broker in self.brokers:
+                if broker.broker_id not in reported and not broker.running:
+                    reported.add(broker.broker_id)
+                    say(_exit_message(broker, "unexpectedly"))
+            if len(reported) == len(self.brokers):
+                say("every broker has exited")
+                return 1
+        return 0
+
+    def stop(self, timeout: float, killing: threading.Event) -> bool:
+        """SIGTERM every broker, SIGKILL those still running after `timeout` (or at once
+        when `killing` is set), then stop ZooKeeper. True if every broker stopped by
+        itself."""
+        clean = True
+        for broker in self.brokers:
+            broker.signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while any(b.running for b in self.brokers):
+            if killing.is_set() or time.monotonic() > deadline:
+                for broker in self.brokers:
+                    if broker.running:
+                        say(f"broker {broker.broker_id} did not stop in time: killing it")
+                        clean = False
+                        broker.signal(signal.SIGKILL)
+                break
+            time.sleep(_POLL_INTERVAL)
+        for broker in self.brokers:
+            broker.close()
+        if self.zookeeper is not None:
+            self.zookeeper.stop(0.1 if killing.is_set() else 10)
+        return clean
+
+
+def _exit_message(broker: BrokerRun, when: str) -> str:
+    if broker.pump is not None:
+        broker.pump.join(5)  # its last words reach the log file
+    status = broker.proc.returncode if broker.proc is not None else None
+    tail = "".join(f"\n  {line}" for line in broker.last_lines())
+    return f"broker {broker.broker_id} exited {when} (status {status}); {broker.log_file}:{tail}"
+
+
+def say(message: str) -> None:
+    with _OUTPUT_LOCK:
+        print(message, flush=True)
+
+
+_OUTPUT_LOCK = threading.Lock()
+
+
+def build_cluster(args: argparse.Namespace) -> Cluster:
+    data_dir: Path = args.data_dir.resolve()
+    if (data_dir / "meta.properties").exists():
+        raise ClusterError(
+            f"{data_dir} is a broker's log dir (it holds meta.properties): a broker started "
+            "on it would take the brokers' directories for partitions; choose another --data-dir"
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    zookeeper = None
+    if args.zookeeper:
+        connect = args.zookeeper
+    else:
+        zookeeper = ZooKeeperProcess(data_dir / "zookeeper", args.zookeeper_port)
+        connect = zookeeper.connect
+    racks = [r.strip() for r in args.racks.split(",")] if args.racks else []
+    if args.base_port + args.brokers - 1 > 65535:
+        raise ClusterError(
+            f"--base-port {args.base_port} leaves no port for broker {args.brokers - 1}"
+        )
+    brokers = []
+    for broker_id in range(args.brokers):
+        port = args.base_port + broker_id
+        log_dir = data_dir / f"broker-{broker_id}"
+        config_file = data_dir / f"broker-{broker_id}.properties"
+        props = broker_properties(
+            broker_id,
+            args.brokers,
+            port,
+            log_dir,
+            connect,
+            racks[broker_id % len(racks)] if racks else None,
+            dict(args.config),
+        )
+        config_file.write_text(properties_text(props), encoding="utf-8")
+        log_file = data_dir / f"broker-{broker_id}.log"
+        brokers.append(BrokerRun(broker_id, port, config_file, log_dir, log_file))
+    echo = None if args.quiet else say
+    return Cluster(data_dir, brokers, zookeeper, connect, echo)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    stopping = threading.Event()
+    killing = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set():
+            killing.set()
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster: Cluster | None = None
+    status = 0
+    try:
+        cluster = build_cluster(args)
+        cluster.start(args.start_timeout, stopping)
+        if not stopping.is_set():
+            for line in cluster.describe():
+                say(line)
+        status = cluster.watch(stopping)
+        say("stopping the cluster")
+    except (ClusterError, ZooKeeperError) as exc:
+        print(f"logbus: error: {exc}", file=sys.stderr, flush=True)
+        status = 1
+    except OSError as exc:
+        print(f"logbus: error: {exc}", file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        if cluster is not None:
+            clean = cluster.stop(args.shutdown_timeout, killing)
+            if status == 0 and not clean:
+                status = 1
+            if status == 0:
+                say("cluster stopped")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return status

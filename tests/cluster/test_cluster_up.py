@@ -1,0 +1,350 @@
+"""`logbus cluster up` as a user runs it: a subprocess that starts ZooKeeper (Debian's
+package) and N `logbus server start` processes, then stops them in order on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cluster_processes
+import pytest
+from cluster_processes import free_port, listening
+
+import logbus
+from logbus.cli.zookeeper_process import four_letter_word
+from logbus.server.properties import load_properties
+
+CLI = [sys.executable, "-m", "logbus.cli.main"]
+
+# the real ZooKeeper of the session, and a chroot of it per test
+cluster_zookeeper = cluster_processes.cluster_zookeeper
+zk_connect = cluster_processes.zk_connect
+
+
+def free_port_range(count: int) -> int:
+    """A port p with p .. p+count-1 all free now."""
+    for _ in range(100):
+        base = free_port()
+        if base + count < 65535 and all(_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class ClusterUp:
+    """A running `logbus cluster up`, its output collected line by line."""
+
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [*CLI, "cluster", "up", "--data-dir", str(data_dir), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env if env is not None else {**os.environ},
+        )
+        assert self.proc.stdout is not None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in iter(self.proc.stdout.readline, b""):
+            self.lines.append(line.decode("utf-8", errors="replace").rstrip("\n"))
+
+    def wait_for_line(self, prefix: str, timeout: float = 90) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if line.startswith(prefix):
+                    return line
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no line starting {prefix!r}; output: {self.lines} {self.stderr()}")
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        return self.proc.stderr.read().decode("utf-8", errors="replace")
+
+    def finish(self, timeout: float = 90) -> tuple[int, str]:
+        status = self.proc.wait(timeout)
+        self.reader.join(10)
+        return status, self.stderr()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.reader.join(10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def cluster_up(tmp_path: Path) -> Iterator[Any]:
+    started: list[ClusterUp] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ClusterUp:
+        run = ClusterUp(tmp_path / "data", *args, env=env)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        run.close()
+
+
+def ports_args(brokers: int) -> tuple[list[str], int, int]:
+    base = free_port_range(brokers)
+    zk_port = free_port()
+    return (
+        ["--brokers", str(brokers), "--base-port", str(base), "--zookeeper-port", str(zk_port)],
+        base,
+        zk_port,
+    )
+
+
+def wait_closed(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while listening(port):
+        assert time.monotonic() < deadline, f"port {port} still listening"
+        time.sleep(0.1)
+
+
+def test_up_writes_configs_starts_everything_and_ctrl_c_stops_it_cleanly(
+    cluster_up: Any, tmp_path: Path
+) -> None:
+    args, base, zk_port = ports_args(2)
+    run = cluster_up(*args, "--racks", "east,west", "--config", "num.partitions=4")
+    run.wait_for_line("Cluster up.")
+    data = tmp_path / "data"
+
+    assert four_letter_word("127.0.0.1", zk_port, b"ruok") == b"imok"
+    assert (data / "zookeeper" / "zoo.cfg").is_file()
+    for broker_id in (0, 1):
+        props = load_properties(data / f"broker-{broker_id}.properties")
+        assert props["broker.id"] == str(broker_id)
+        assert props["listeners"] == f"PLAINTEXT://localhost:{base + broker_id}"
+        assert props["log.dirs"] == str(data / f"broker-{broker_id}")
+        assert props["zookeeper.connect"] == f"127.0.0.1:{zk_port}"
+        assert props["broker.rack"] == ("east", "west")[broker_id]
+        assert props["num.partitions"] == "4"
+        assert props["default.replication.factor"] == "2"
+        assert listening(base + broker_id)
+        assert (data / f"broker-{broker_id}" / "meta.properties").is_file()
+    summary = run.wait_for_line("broker 1: ")
+    assert f"localhost:{base + 1}" in summary and "broker-1.log" in summary
+    # the brokers' output, prefixed, on stdout and in their log files
+    run.wait_for_line("[broker-0] ")
+    assert "started" in (data / "broker-1.log").read_text()
+
+    run.proc.send_signal(signal.SIGINT)
+    status, stderr = run.finish()
+    assert status == 0, stderr
+    assert "cluster stopped" in run.lines
+    for broker_id in (0, 1):
+        assert not listening(base + broker_id)
+        assert (data / f"broker-{broker_id}" / ".kafka_cleanshutdown").is_file()
+    assert not listening(zk_port)
+
+
+def test_sigterm_stops_the_cluster_and_it_starts_again_on_the_same_data(cluster_up: Any) -> None:
+    args, base, _ = ports_args(1)
+    first = cluster_up(*args, "--quiet")
+    first.wait_for_line("Cluster up.")
+    assert not any(line.startswith("[broker-0]") for line in first.lines)
+    with logbus.Producer(bootstrap_servers=f"localhost:{base}") as producer:
+        producer.send("kept", b"v1").result(30)
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.finish()[0] == 0
+
+    again = cluster_up(*args)
+    again.wait_for_line("Cluster up.")
+    with logbus.Consumer(
+        bootstrap_servers=f"localhost:{base}", auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.assign([logbus.TopicPartition("kept", 0)])
+        deadline = time.monotonic() + 30
+        values: list[bytes] = []
+        while not values and time.monotonic() < deadline:
+            values = [r.value for r in consumer.poll(0.5)]
+    assert values == [b"v1"]
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(cluster_up: Any, tmp_path: Path) -> None:
+    args, base, zk_port = ports_args(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 1))
+        taken.listen()
+        run = cluster_up(*args)
+        status, stderr = run.finish()
+    assert status == 1
+    assert f"port already in use: {base + 1} (broker 1)" in stderr
+    assert "--base-port" in stderr
+    assert not listening(zk_port) and not listening(base)
+    assert not (tmp_path / "data" / "zookeeper" / "zookeeper.log").exists()
+
+
+def test_a_broker_that_cannot_start_stops_the_cluster(cluster_up: Any) -> None:
+    args, base, zk_port = ports_args(2)
+    run = cluster_up(*args, "--config", "num.partitions=many")
+    status, stderr = run.finish()
+    assert status == 1
+    assert "exited while starting" in stderr
+    assert "num.partitions" in stderr  # the broker's own message, from its log
+    assert not listening(zk_port) and not listening(base) and not listening(base + 1)
+
+
+def test_without_java_it_says_how_to_install_zookeeper(cluster_up: Any) -> None:
+    args, _, _ = ports_args(1)
+    run = cluster_up(*args, env={**os.environ, "PATH": "/nonexistent"})
+    status, stderr = run.finish()
+    assert status == 1
+    assert "apt-get install zookeeper" in stderr
+    assert stderr.count("\n") == 1
+
+
+def test_an_unreachable_zookeeper_is_reported(cluster_up: Any) -> None:
+    args, base, _ = ports_args(1)
+    nowhere = f"127.0.0.1:{free_port()}"
+    run = cluster_up(*args, "--zookeeper", nowhere)
+    status, stderr = run.finish()
+    assert status == 1
+    assert f"cannot reach ZooKeeper at {nowhere}" in stderr
+    assert not listening(base)
+
+
+def test_a_given_zookeeper_is_used_and_not_stopped(
+    cluster_up: Any, cluster_zookeeper: Any, zk_connect: str, tmp_path: Path
+) -> None:
+    args, _, zk_port = ports_args(1)
+    run = cluster_up(*args, "--zookeeper", zk_connect)
+    run.wait_for_line("Cluster up.")
+    props = load_properties(tmp_path / "data" / "broker-0.properties")
+    assert props["zookeeper.connect"] == zk_connect
+    assert not (tmp_path / "data" / "zookeeper").exists()
+    assert not listening(zk_port)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish()[0] == 0
+    host, port = cluster_zookeeper.connect.split(":")
+    assert four_letter_word(host, int(port), b"ruok") == b"imok"  # still serving
+
+
+def test_kill_9_of_cluster_up_leaves_no_process_behind(cluster_up: Any) -> None:
+    args, base, zk_port = ports_args(2)
+    run = cluster_up(*args)
+    run.wait_for_line("Cluster up.")
+    run.proc.kill()
+    run.finish()
+    for port in (base, base + 1, zk_port):
+        wait_closed(port)
+
+
+# --- needs the replicated cluster (zookeeper.connect wired into the broker) -----------------
+
+
+def test_up_forms_one_cluster_that_topics_describe_shows(cluster_up: Any) -> None:
+    args, base, _ = ports_args(3)
+    run = cluster_up(*args)
+    run.wait_for_line("Cluster up.")
+    bootstrap = f"localhost:{base},localhost:{base + 1},localhost:{base + 2}"
+    with logbus.Admin(bootstrap_servers=bootstrap) as admin:
+        deadline = time.monotonic() + 60
+        while len(admin.describe_cluster().nodes) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cluster = admin.describe_cluster()
+        assert sorted(node.node_id for node in cluster.nodes) == [0, 1, 2]
+        assert cluster.controller is not None
+        admin.create_topics([logbus.NewTopic("replicated", 2, -1)])  # default.replication.factor=3
+    described = subprocess.run(
+        [*CLI, "topics", "describe", "--topic", "replicated", "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert "\tReplicationFactor: 3\t" in described[0]
+    for line in described[1:]:
+        fields = dict(f.split(": ", 1) for f in line.strip("\t").split("\t"))
+        assert sorted(fields["Replicas"].split(",")) == ["0", "1", "2"]
+        assert fields["Leader"] in {"0", "1", "2"}
+    under = subprocess.run(
+        [
+            *CLI,
+            "topics",
+            "describe",
+            "--under-replicated-partitions",
+            "--bootstrap-server",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    # all replicas join the ISR once they have fetched (nothing to fetch yet)
+    assert under.stdout == ""
+
+
+def children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def test_a_broker_that_dies_is_reported_and_the_last_one_ends_the_cluster(
+    cluster_up: Any,
+) -> None:
+    args, base, zk_port = ports_args(2)
+    run = cluster_up(*args)
+    run.wait_for_line("Cluster up.")
+    by_port = {}
+    for child in children(run.proc.pid):
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"server" in cmdline:
+            config = cmdline[-2] if cmdline[-1] == b"" else cmdline[-1]
+            by_port[load_properties(config.decode())["listeners"].rsplit(":", 1)[1]] = child
+    assert sorted(by_port) == [str(base), str(base + 1)]
+
+    os.kill(by_port[str(base + 1)], signal.SIGKILL)
+    run.wait_for_line("broker 1 exited unexpectedly")
+    assert listening(base) and listening(zk_port)  # the others keep running
+
+    os.kill(by_port[str(base)], signal.SIGKILL)
+    status, _ = run.finish()
+    assert status == 1
+    assert "every broker has exited" in run.lines
+    wait_closed(zk_port)
+
+
+def test_a_brokers_log_dir_is_refused_as_the_data_dir(cluster_up: Any, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    args, base, zk_port = ports_args(1)
+    status, stderr = cluster_up(*args).finish()
+    assert status == 1
+    assert "is a broker's log dir (it holds meta.properties)" in stderr
+    assert not (tmp_path / "data" / "broker-0.properties").exists()
+    assert not listening(zk_port) and not listening(base)
