@@ -117,3 +117,21 @@ def test_a_crash_in_the_middle_of_a_deletion_leaves_nothing_behind(broker_proces
         names = {t["name"] for t in client.metadata(None)["topics"]}
         assert names == {"kept"}
     assert not traces(data_dir, "doomed") + traces(data_dir, "marked")
+
+
+def test_another_brokers_log_dir_inside_the_log_dir_is_left_alone(broker_factory: Any) -> None:
+    """`logbus cluster up` keeps its brokers' data in ./data/broker-N, beside a stand-alone
+    broker's ./data: a directory named like a partition but holding directories is not a
+    log, so it is neither loaded nor deleted as a stray one."""
+    broker = broker_factory()
+    other = broker.data_dir / "broker-1"
+    (other / "orders-0").mkdir(parents=True)
+    (other / "meta.properties").write_text("broker.id=1\n")
+    (other / "orders-0" / "00000000000000000000.log").write_bytes(b"")
+    broker.restart()
+    with WireClient(broker.bootstrap) as client:
+        names = {t["name"] for t in client.metadata(None)["topics"]}
+        fill(client, "kept", 1)
+    assert "broker" not in names
+    assert (other / "meta.properties").read_text() == "broker.id=1\n"
+    assert (other / "orders-0" / "00000000000000000000.log").exists()

@@ -85,11 +85,13 @@ class ControllerEventManager:
         self._queue.put(_STOP)
         if self._thread.is_alive() and not self.on_thread():
             self._thread.join(timeout)
-        # Anything enqueued after the stop marker gets an answer rather than a hang.
+        # Anything still queued gets an answer rather than a hang.
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return
+                break
             if item is not _STOP and item[1] is not None:
                 item[1].set_exception(RuntimeError("the controller is shut down"))
+        if self._thread.is_alive():
+            self._queue.put(_STOP)  # a worker still busy ends after its event

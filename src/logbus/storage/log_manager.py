@@ -148,6 +148,12 @@ class LogManager:
                 tp = parse_topic_partition(path)
             except ValueError:
                 continue
+            if not _holds_only_files(path):
+                # A partition's directory holds only files: this one (another broker's log
+                # dir, say ./data/broker-1 beside a broker on ./data) is not a log, and is
+                # neither loaded nor ever deleted as a stray one.
+                logger.warning("%s is not a partition log (it holds directories); left alone", path)
+                continue
             if tp in self._logs:
                 raise KafkaStorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {path}")
             log = Log(
@@ -423,3 +429,8 @@ class LogManager:
         with self._lock:
             self._logs.clear()
             self._log_dir_of.clear()
+
+
+def _holds_only_files(path: Path) -> bool:
+    with os.scandir(path) as entries:
+        return not any(entry.is_dir() for entry in entries)

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from logbus.controller.cluster_controller import ControllerMovedError, admin_create_topic
 from logbus.controller.controller import Controller, NewTopic, TopicResult
+from logbus.controller.metadata_store import StoreUnavailable
 from logbus.protocol import ErrorCode
 from logbus.server.api import RequestContext
 
@@ -49,20 +50,24 @@ async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicR
     cluster = ctx.broker.cluster
     if cluster is None:
         return controller.create_topic(spec)
-    try:
-        if getattr(controller, "active", False):
-            return await cluster.events.call(lambda: controller.create_topic(spec))
-    except ControllerMovedError:
-        pass
     config = ctx.broker.config
-    return await asyncio.to_thread(
-        admin_create_topic,
-        ctx.services.store,
-        spec,
-        list(ctx.broker.metadata_cache.brokers.values()),
-        config.num_partitions,
-        config.default_replication_factor,
-    )
+    try:
+        try:
+            if getattr(controller, "active", False):
+                return await cluster.events.call(lambda: controller.create_topic(spec))
+        except ControllerMovedError:
+            pass
+        return await asyncio.to_thread(
+            admin_create_topic,
+            ctx.services.store,
+            spec,
+            list(ctx.broker.metadata_cache.brokers.values()),
+            config.num_partitions,
+            config.default_replication_factor,
+        )
+    except StoreUnavailable as exc:
+        # ZooKeeper is unreachable: a retriable answer (the client asks again later).
+        return TopicResult(spec.name, ErrorCode.LEADER_NOT_AVAILABLE, str(exc))
 
 
 def has_leaders(ctx: RequestContext, name: str) -> bool:
