@@ -37,9 +37,12 @@ class PartitionWriter(Protocol):
         """The first offset a load reads from."""
         ...
 
-    def read_committed(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
-        """Whole record batches from `offset`, below the high watermark only (at least one
-        batch when there is one, even past `max_bytes`); b"" at the high watermark."""
+    def read_to_log_end(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
+        """Whole record batches from `offset` up to the log end (at least one batch when
+        there is one, even past `max_bytes`); b"" at the log end. A load reads the leader's
+        whole log, as Kafka's does: a new leader's high watermark can lag what the
+        previous leader acknowledged, and those records are committed all the same once
+        its followers fetch them."""
         ...
 
     async def wait_committed(self, tp: TopicPartition, offset: int, timeout_ms: int) -> bool:

@@ -1,6 +1,6 @@
 """The coordinators' `PartitionWriter` over this broker's replica manager (Kafka's
 `CoordinatorPartitionWriter`): appends as leader, wakes fetches and producers waiting on
-the partition, reads committed batches for a load, waits for the high watermark."""
+the partition, reads the log to its end for a load, waits for the high watermark."""
 
 from __future__ import annotations
 
@@ -43,12 +43,11 @@ class CoordinatorPartitionWriter:
     def log_start_offset(self, tp: TopicPartition) -> int:
         return self._partition(tp).log.log_start_offset
 
-    def read_committed(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
+    def read_to_log_end(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         part = self._partition(tp)
-        high_watermark = part.high_watermark
-        if offset >= high_watermark:
+        if offset >= part.log.log_end_offset:
             return b""
-        info = part.log.read(offset, max_bytes, max_offset=high_watermark, min_one_message=True)
+        info = part.log.read(offset, max_bytes, min_one_message=True)
         if info.records is None or info.records.size == 0:
             return b""
         return info.records.read()

@@ -155,7 +155,7 @@ class GroupCoordinatorRuntime:
         try:
             offset = self.writer.log_start_offset(tp)
             while self.shards.get(shard.partition) is shard:
-                data = self.writer.read_committed(tp, offset, LOAD_CHUNK_BYTES)
+                data = self.writer.read_to_log_end(tp, offset, LOAD_CHUNK_BYTES)
                 if not data:
                     break
                 for header, batch_records in iter_record_set(data, on_unreadable=_skip_unreadable):
