@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -78,11 +77,15 @@ def each_goes_on(cluster: ProcessCluster, loads: dict[str, ClientProducerLoad], 
 
 
 def new_leader(cluster: ProcessCluster, topic: str, partition: int, old: int) -> int:
-    return cluster.wait_for(
-        lambda: (leader := cluster.leader_of(topic, partition)) not in (-1, old) and leader,
-        FAILOVER,
-        f"a new leader of {topic}-{partition} after broker {old}",
-    )
+    """Waits for a leader other than `old` (and -1) and returns it."""
+    found: list[int] = []
+
+    def moved() -> bool:
+        found[:] = [cluster.leader_of(topic, partition)]
+        return found[0] not in (-1, old)
+
+    cluster.wait_for(moved, FAILOVER, f"a new leader of {topic}-{partition} after broker {old}")
+    return found[0]
 
 
 def full_isr(cluster: ProcessCluster, topic: str, partitions: int) -> None:
@@ -95,9 +98,7 @@ def full_isr(cluster: ProcessCluster, topic: str, partitions: int) -> None:
 
 def kcat(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     assert KCAT is not None, "kcat is not installed (`make test` installs it)"
-    return subprocess.run(
-        [KCAT, *args], input=stdin, capture_output=True, timeout=120, check=False
-    )
+    return subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=120, check=False)
 
 
 # --- producers ---------------------------------------------------------------------------
@@ -147,7 +148,15 @@ def test_every_producer_follows_the_leader_through_terminate_and_kill(
         live = cluster.bootstrap_of(cluster.live_ids()[0])
         kcat_sends = [history.send("kcat", TOPIC) for _ in range(20)]
         produced = kcat(
-            "-P", "-b", live, "-t", TOPIC, "-X", "acks=all", "-X", "enable.idempotence=true",
+            "-P",
+            "-b",
+            live,
+            "-t",
+            TOPIC,
+            "-X",
+            "acks=all",
+            "-X",
+            "enable.idempotence=true",
             stdin=b"".join(s.value + b"\n" for s in kcat_sends),
         )
         assert produced.returncode == 0, produced.stderr
@@ -200,21 +209,17 @@ def offsets_topic_ready(cluster: ProcessCluster) -> None:
     cluster.wait_for(has_leaders, 60, "leaders for __consumer_offsets")
 
 
-@pytest.fixture
-def consumers() -> Iterator[list[GroupConsumer]]:
-    """Started consumers are stopped at the end of the test, whatever happened."""
-    started: list[GroupConsumer] = []
-    yield started
-    for consumer in started:
-        consumer.stop()
-
-
 @pytest.mark.timeout(400)
 def test_group_consumers_follow_leader_and_coordinator_kills(
-    zk_connect: str, tmp_path: Path, consumers: list[GroupConsumer]
+    zk_connect: str, tmp_path: Path
 ) -> None:
     partitions = 2
-    with ProcessCluster(zk_connect, 3, tmp_path, min_insync_replicas="2") as cluster:
+    consumers: list[GroupConsumer] = []
+    # the consumers stop (leave their groups) before the cluster does
+    with (
+        ProcessCluster(zk_connect, 3, tmp_path, min_insync_replicas="2") as cluster,
+        ExitStack() as stack,
+    ):
         cluster.create_topic(TOPIC, partitions=partitions, replication_factor=3)
         offsets_topic_ready(cluster)
         leader = cluster.leader_of(TOPIC, 0)
@@ -237,8 +242,9 @@ def test_group_consumers_follow_leader_and_coordinator_kills(
         )
         with load:
             for client, group in groups.items():
-                consumers.append(GroupConsumer(client, cluster.bootstrap, TOPIC, group))
-                consumers[-1].__enter__()
+                consumers.append(
+                    stack.enter_context(GroupConsumer(client, cluster.bootstrap, TOPIC, group))
+                )
             for consumer in consumers:
                 consumer.wait_consumed(50)
             # the leader of partition 0 dies
@@ -342,14 +348,13 @@ def test_admin_clients_follow_the_controller(zk_connect: str, tmp_path: Path) ->
             assert confluent_controller() == controller
 
             cluster.kill(controller)
-            successor = cluster.wait_for(
-                lambda: (c := cluster.controller()) not in (None, controller) and c,
-                FAILOVER,
-                "a new controller",
+            cluster.wait_for(
+                lambda: cluster.controller() not in (None, controller), FAILOVER, "a new controller"
             )
+            successor = cluster.controller()
             # the same clients, whose metadata named the dead controller, follow
             cluster.wait_for(
-                lambda: (d := admin.describe_cluster().controller) and d.node_id == successor,
+                lambda: getattr(admin.describe_cluster().controller, "node_id", -1) == successor,
                 30,
                 "the logbus Admin to describe the new controller",
             )
