@@ -9,8 +9,11 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from zk_cluster import SESSION_TIMEOUT_MS, ZkCluster, cluster_factory, wait_for
+
+from logbus.controller.config_store import BROKER, DEFAULT_ENTITY, change_entity_config
 
 __all__ = ["cluster_factory"]
 
@@ -89,7 +92,10 @@ def test_killed_leader_replaced_from_the_isr(cluster_factory: Callable[..., ZkCl
     assert victim not in moved.values() and -1 not in moved.values()
 
 
-def test_unclean_leader_election_both_ways(cluster_factory: Callable[..., ZkCluster]) -> None:
+@pytest.mark.parametrize("scope", ["topic", "cluster-wide"])
+def test_unclean_leader_election_both_ways(
+    cluster_factory: Callable[..., ZkCluster], scope: str
+) -> None:
     cluster = cluster_factory(3)
     controller, _ = cluster.wait_controller()
     a, b = sorted({1, 2, 3} - {controller})
@@ -117,13 +123,19 @@ def test_unclean_leader_election_both_ways(cluster_factory: Callable[..., ZkClus
     assert cluster.state("ledger", 0)["leader"] == -1
     meta = cluster.brokers[controller].metadata("ledger").topics["ledger"].partitions[0]
     assert meta.leader == -1
-    # enabling it on the topic (dynamically, through any broker) elects b
+    # enabling it, dynamically (on the topic through any broker, or cluster-wide), elects b
     entry = ConfigEntry(
         "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
     )
-    resource = ConfigResource("topic", "ledger", incremental_configs=[entry])
-    admin = cluster.admin()
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    if scope == "topic":
+        resource = ConfigResource("topic", "ledger", incremental_configs=[entry])
+        admin = cluster.admin()
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    else:
+        # the brokers' dynamic default, written as `kafka-configs.sh --zookeeper` did
+        change_entity_config(
+            cluster.store, BROKER, DEFAULT_ENTITY, {"unclean.leader.election.enable": "true"}
+        )
     elected = wait_for(
         lambda: (s := cluster.state("ledger", 0))["leader"] == b and s, 30, "b to lead"
     )
@@ -154,3 +166,32 @@ def test_zombie_controller_resigns(cluster_factory: Callable[..., ZkCluster]) ->
     assert -1 not in leaders_everywhere(cluster, "after", 3).values()
     for p in range(2):
         assert cluster.state("events", p)["controller_epoch"] <= new_epoch
+
+
+def test_zombie_leader_comes_back_as_a_follower(
+    cluster_factory: Callable[..., ZkCluster],
+) -> None:
+    cluster = cluster_factory(3)
+    controller, _ = cluster.wait_controller()
+    a, b = sorted({1, 2, 3} - {controller})
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("led", 1, replica_assignment=[[a, b, controller]])])[
+        "led"
+    ].result(30)
+    before = wait_for(
+        lambda: (s := cluster.state("led", 0))["leader"] == a and len(s["isr"]) == 3 and s,
+        30,
+        "a to lead with the full ISR",
+    )
+    cluster.brokers[a].signal(signal.SIGSTOP)
+    moved = wait_for(
+        lambda: (s := cluster.state("led", 0))["leader"] not in (a, -1) and s,
+        FAILOVER_TIMEOUT,
+        "a new leader while a is paused",
+    )
+    assert a not in moved["isr"] and moved["leader_epoch"] > before["leader_epoch"]
+    cluster.brokers[a].signal(signal.SIGCONT)
+    wait_for(lambda: a in cluster.registered(), FAILOVER_TIMEOUT, "a registered again")
+    # a is a follower now, and tells clients so: every broker names the new leader
+    assert leaders_everywhere(cluster, "led", 1)[0] == moved["leader"]
+    assert cluster.state("led", 0)["leader"] == moved["leader"]

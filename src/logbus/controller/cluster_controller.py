@@ -105,8 +105,17 @@ class ClusterController(Controller):
         self._resign()
 
     def _on_connected(self) -> None:
-        """After a new session: register again (a new broker epoch) and compete again."""
+        """After a new session: register again (a new broker epoch) and compete again.
+        After a reconnection within the same session: catch up with what changed while
+        the connection was down (an event that failed then may not have set its watch
+        again)."""
         if not self._expired and self.registration.epoch >= 0:
+            if self.active:
+                self._on_broker_change()
+                self._on_topic_change()
+                self._on_topic_deletion()
+            else:
+                self._on_controller_change()
             return
         self._expired = False
         try:
@@ -162,9 +171,13 @@ class ClusterController(Controller):
                 ]
             )
         except (NodeExists, BadVersion):
-            if not self.store.exists(CONTROLLER_PATH, watch=self._controller_watch):
-                self.events.put(self._elect, "Reelect")
-            return
+            if self._won_unawares():
+                data, version = self.store.get(EPOCH_PATH)
+                epoch, version = int(data), version - 1
+            else:
+                if not self.store.exists(CONTROLLER_PATH, watch=self._controller_watch):
+                    self.events.put(self._elect, "Reelect")
+                return
         self.epoch = epoch
         self.epoch_zk_version = version + 1
         self.active = True
@@ -177,6 +190,20 @@ class ClusterController(Controller):
         except Exception:
             log.exception("controller failover failed; resigning")
             self._resign(delete_node=True)
+
+    def _won_unawares(self) -> bool:
+        """Whether `/controller` was created by this broker's own session (a transaction
+        retried after its answer was lost on a dropped connection): its ephemeral owner is
+        the session that owns this broker's registration. The epoch was bumped in the
+        same transaction."""
+        try:
+            owner = self.store.stat(CONTROLLER_PATH).ephemeral_owner
+            mine = self.store.stat(self.registration.path).ephemeral_owner
+        except NoNode:
+            return False
+        return (
+            owner != 0 and owner == mine and self.active_controller_id() == (self.broker.broker_id)
+        )
 
     def _resign(self, delete_node: bool = False) -> None:
         if not self.active:
@@ -365,7 +392,10 @@ class ClusterController(Controller):
             self._on_brokers_started(set(new))
 
     def _on_brokers_failed(self, dead: set[int]) -> None:
-        live = set(self.brokers)
+        # A broker that came back with a new epoch (its session expired: a zombie) is
+        # handled as dead first, as Kafka does: it leads nothing until it is a follower
+        # that caught up again.
+        live = set(self.brokers) - dead
         for topic in list(self.topics.values()):
             unclean = self.unclean_enabled(topic)
             changed: dict[int, list[int]] = {}
