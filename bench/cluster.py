@@ -36,7 +36,7 @@ CHROOT = "/logbus-bench"
 # ZooKeeper's tickTime, as `logbus cluster up` writes it. ZooKeeper expires sessions in
 # buckets of one tick: a session ends at the first tick boundary after its last heartbeat
 # plus the timeout (`--zookeeper-tick-ms` changes it, to see that part of F1's figure).
-TICK_MS = 2000
+TICK_MS = 500
 
 
 @dataclass
@@ -111,7 +111,7 @@ class LogbusCluster:
 
         def with_tick() -> Path:  # the same zoo.cfg as `logbus cluster up`, but tickTime
             path = write_config()
-            text = path.read_text().replace("tickTime=2000\n", f"tickTime={self.tick_ms}\n")
+            text = path.read_text().replace("tickTime=500\n", f"tickTime={self.tick_ms}\n")
             path.write_text(text)
             return path
 

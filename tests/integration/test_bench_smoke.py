@@ -134,7 +134,7 @@ def test_the_cluster_scenarios_run_on_three_brokers_and_zookeeper(tmp_path: Path
     assert failover["client_p99_ms"]["median"] > 0
     # ZooKeeper deleted the killed broker's registration (its session expired)
     assert failover["expiry_max_ms"]["median"] > 0
-    assert "ZooKeeper tickTime=2000" in cases["F1"][0]["note"]
+    assert "ZooKeeper tickTime=500" in cases["F1"][0]["note"]
     targets = {t["name"]: t for t in data["targets"]}
     # P1 and L1 did not run: their ratios are undecided; F1's budget is its own row
     assert targets["P3 rf=3 acks=all MB/s >= 0.30x single-broker P1"]["met"] is None
