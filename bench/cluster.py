@@ -8,6 +8,7 @@ are answered by librdkafka's metadata, as the load generator sees them."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -111,7 +112,7 @@ class LogbusCluster:
 
         def with_tick() -> Path:  # the same zoo.cfg as `logbus cluster up`, but tickTime
             path = write_config()
-            text = path.read_text().replace("tickTime=500\n", f"tickTime={self.tick_ms}\n")
+            text = re.sub(r"(?m)^tickTime=\d+$", f"tickTime={self.tick_ms}", path.read_text())
             path.write_text(text)
             return path
 
