@@ -449,9 +449,12 @@ class ProcessCluster:
         out = {}
         for partition in partitions:
             part = info.partitions[partition]
+            # The ISR as ZooKeeper has it: a broker's Metadata answer may be stale (a
+            # follower just resumed from SIGSTOP still reports the ISR it had before)
+            isr = tuple(self.partition_state(topic, partition)["isr"])
             out[(topic, partition)] = ReplicaLogs(
                 high_watermark=self.high_watermark(topic, partition),
-                isr=tuple(part.isr),
+                isr=isr,
                 logs={
                     b: replica_batches(self.data_dir(b), topic, partition) for b in part.replicas
                 },

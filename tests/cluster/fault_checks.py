@@ -20,9 +20,17 @@ import logbus
 
 
 def wait_isr(cluster: ProcessCluster, topic: str, partitions: int, size: int = 3) -> None:
-    """Until every partition's ISR (by the metadata) has `size` members."""
+    """Until every partition's ISR has `size` members: as ZooKeeper has it and as every
+    live broker's metadata says (a follower just resumed from SIGSTOP answers Metadata
+    with the ISR it had before the pause until the controller's update reaches it)."""
+
+    def whole(p: int) -> bool:
+        if len(cluster.partition_state(topic, p)["isr"]) != size:
+            return False
+        return all(len(cluster.isr_of(topic, p, via=b)) == size for b in cluster.live_ids())
+
     cluster.wait_for(
-        lambda: all(len(cluster.isr_of(topic, p)) == size for p in range(partitions)),
+        lambda: all(whole(p) for p in range(partitions)),
         120,
         f"an ISR of {size} for every partition of {topic}",
     )

@@ -9,7 +9,7 @@ import asyncio
 import json
 from collections import OrderedDict
 
-from logbus.controller.metadata_store import BadVersion, MetadataStore, NoNode
+from logbus.controller.metadata_store import BadVersion, MetadataStore, NodeExists, NoNode
 
 BLOCK_SIZE = 1000
 PATH = "/latest_producer_id_block"
@@ -56,7 +56,7 @@ class ProducerIdManager:
                     self.store.create_json(PATH, block)
                 else:
                     self.store.set_json(PATH, block, version)
-            except BadVersion:
+            except (BadVersion, NodeExists):  # another broker reserved one meanwhile
                 continue
             self._next, self._end = start, start + BLOCK_SIZE - 1
             return
