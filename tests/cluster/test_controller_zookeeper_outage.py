@@ -4,6 +4,8 @@ ZooKeeper is back the controller works again."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from zk_cluster import ZkCluster, wait_for
 
+import logbus
 from kafka_wire import WireClient
 from logbus.controller.zookeeper_store import ZooKeeperStore
 from logbus.protocol import ApiKey, ErrorCode
@@ -106,7 +109,24 @@ def test_brokers_serve_while_zookeeper_is_down(private_cluster: Any) -> None:
     # ZooKeeper is gone: the leader still takes acks=all writes (its ISR is unchanged)
     assert send(cluster.bootstrap, "steady", [b"during%d" % i for i in range(10)]) == 10
     assert len(read(cluster.bootstrap, "steady", 20)) == 20
+    # an idempotent logbus producer made now asks for its producer id again (a retriable
+    # COORDINATOR_LOAD_IN_PROGRESS) until ZooKeeper is back, instead of failing
+    made: list[logbus.Producer] = []
+    maker = threading.Thread(
+        target=lambda: made.append(
+            logbus.Producer(
+                bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True
+            )
+        )
+    )
+    maker.start()
+    time.sleep(1.0)
+    assert not made
     server.start()
+    maker.join(60)
+    (producer,) = made
+    with producer:
+        assert producer.send("steady", b"later", partition=0).result(60).offset == 20
     cluster.store = ZooKeeperStore(cluster.zk_connect, 30_000, 10_000)
     cluster.wait_registered({1, 2})
     # the controller works again: a new topic gets leaders on both brokers
