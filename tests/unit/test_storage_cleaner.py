@@ -403,8 +403,13 @@ def test_background_threads_clean_and_stop_for_a_deleted_partition(tmp_path: Pat
     )
     manager.startup(now_ms=0)
     try:
+        assert manager.cleaner is not None
         log = manager.get_or_create_log("slow", 0)
+        # Written while its cleaning is paused, so that the pass that follows has all of it
+        # to clean (a pass during the writes could leave nothing cleanable for the next)
+        manager.cleaner.manager.abort_and_pause(("slow", 0))
         fill(log, rounds=10)
+        manager.cleaner.manager.resume(("slow", 0))
         partition_dir = log.dir
         wait_for(lambda: any(partition_dir.glob("*.cleaned")), timeout=30, interval=0.01)
         # Deleting the partition aborts the pass at once, even inside a throttling pause.
