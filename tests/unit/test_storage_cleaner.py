@@ -4,6 +4,8 @@ logs, and that an interrupted pass never loses a retained record."""
 from __future__ import annotations
 
 import struct
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -395,25 +397,41 @@ def test_a_pass_over_segments_that_retention_deleted_is_abandoned(tmp_path: Path
 
 
 def test_background_threads_clean_and_stop_for_a_deleted_partition(tmp_path: Path) -> None:
-    config = LogConfig(cleanup_policy="compact", segment_bytes=200, min_cleanable_ratio=0.01)
-    # Slow enough (2 kB/s) that the pass over "slow" is caught in the middle.
+    config = LogConfig(cleanup_policy="compact", segment_bytes=10_000, min_cleanable_ratio=0.01)
+    # 2 kB/s: the pass over "slow" (40 kB read to map it) is throttled for ~20 s once the
+    # throttler's 300 ms check interval has passed; the one over "fast" (~1 kB) hardly is.
     cleaner_config = CleanerConfig(backoff_ms=20, max_io_bytes_per_second=2000)
     manager = LogManager(
         [tmp_path], broker_id=0, default_config=config, cleaner_config=cleaner_config
     )
+    assert manager.cleaner is not None
+    mapped = threading.Event()
+
+    def past_the_check_interval(phase: str) -> None:
+        # The first pass, once its offset map is built, outlasts the check interval: the
+        # first batch it copies into its .cleaned segment then sleeps in the throttler.
+        if phase == PHASE_OFFSET_MAP and not mapped.is_set():
+            time.sleep(0.4)
+            mapped.set()
+
+    manager.cleaner.hook = past_the_check_interval
     manager.startup(now_ms=0)
     try:
-        assert manager.cleaner is not None
         log = manager.get_or_create_log("slow", 0)
-        # Written while its cleaning is paused, so that the pass that follows has all of it
-        # to clean (a pass during the writes could leave nothing cleanable for the next)
-        manager.cleaner.manager.abort_and_pause(("slow", 0))
-        fill(log, rounds=10)
-        manager.cleaner.manager.resume(("slow", 0))
+        for r in range(10):
+            append(log, [(b"k%d" % k, b"%d" % r * 1000) for k in range(4)])
+        log.roll()
         partition_dir = log.dir
+        assert mapped.wait(30)
         wait_for(lambda: any(partition_dir.glob("*.cleaned")), timeout=30, interval=0.01)
-        # Deleting the partition aborts the pass at once, even inside a throttling pause.
+        # Let it reach the pause. (Were it aborted just before, the bytes it read would
+        # still count against the rate, and the "fast" pass would wait them out instead.)
+        time.sleep(0.2)
+        # Deleting the partition aborts the pass at once, even inside a throttling pause
+        # (one that would otherwise last ~20 s).
+        started = time.monotonic()
         assert manager.delete_log("slow", 0)
+        assert time.monotonic() - started < 10
         assert manager.cleaner is not None
         assert ("slow", 0) not in manager.cleaner.manager.uncleanable
         fast = manager.get_or_create_log("fast", 0)
