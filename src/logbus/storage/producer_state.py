@@ -236,10 +236,10 @@ class ProducerStateManager:
         return high_watermark if first is None else min(first, high_watermark)
 
     def lso_for_completed(self, txn: CompletedTxn) -> int:
-        """The last stable offset once `txn` completes (written to the txnindex): the
-        first offset of another open or unreplicated transaction, else after its marker."""
+        """The last stable offset once `txn` completes (written to the txnindex), as
+        Kafka computes it: the first offset of another producer's open transaction, else
+        the offset after the marker."""
         firsts = [f for pid, f in self._ongoing.items() if pid != txn.producer_id]
-        firsts += [k for k, t in self._unreplicated.items() if t.producer_id != txn.producer_id]
         return min(firsts) if firsts else txn.last_offset + 1
 
     def complete_txn(self, txn: CompletedTxn) -> None:
