@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from tests.kafka_wire import PRODUCE_V, WireClient, fetch_body, wait_for
 
+from kafka_wire import PRODUCE_V, WireClient, fetch_body, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import build_batch
 from logbus.records.control import ControlType, build_end_txn_batch
