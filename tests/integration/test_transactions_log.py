@@ -310,3 +310,30 @@ def test_kill_9_mid_transaction_keeps_lso_and_aborted_index(broker_process: Any)
 def _leading(conn: WireClient, topic: str) -> dict[str, Any] | None:
     part = committed_fetch(conn, topic)
     return part if part["error_code"] == ErrorCode.NONE and part["high_watermark"] > 0 else None
+
+
+def test_aborted_transactions_listed_are_those_of_the_segment_read(
+    broker: Any, conn: WireClient
+) -> None:
+    # Small segments: each transaction and its marker roll into segments of their own, so a
+    # read from the start returns the first segment only.
+    topic = "segmented"
+    assert conn.create_topic(topic, 1, {"segment.bytes": "300"})[0] == ErrorCode.NONE
+    first_offsets = []
+    for i in range(6):
+        pid = P1 + i
+        first_offsets.append(txn_produce(conn, topic, pid, 0, [b"x" * 100])["base_offset"])
+        assert write_marker(conn, pid, False, {topic: [0]}) == {(topic, 0): 0}
+    log = broker.broker.services.replica_manager.partition(topic, 0).log
+    assert len(log.segments) > 3
+    part = committed_fetch(conn, topic)
+    first_segment_end = log.segments[1].base_offset
+    listed = [(a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"]]
+    expected = [
+        (P1 + i, first) for i, first in enumerate(first_offsets) if first < first_segment_end
+    ]
+    assert listed == expected and 0 < len(listed) < 6
+    # from the last transaction's offset the list holds it alone
+    part = committed_fetch(conn, topic, first_offsets[-1])
+    last = {"producer_id": P1 + 5, "first_offset": first_offsets[-1]}
+    assert part["aborted_transactions"] == [last]

@@ -362,6 +362,13 @@ class Log:
         segments, base_offsets = self._segments, self._base_offsets
         return collect_aborted_transactions(segments, base_offsets, start_offset, upper_bound)
 
+    def segment_end_offset(self, base_offset: int) -> int:
+        """Where the segment starting at `base_offset` ends: the next segment's base offset,
+        or the log end for the active one (the bound of a read that began in it)."""
+        base_offsets = self._base_offsets
+        index = bisect_right(base_offsets, base_offset)
+        return base_offsets[index] if index < len(base_offsets) else self._log_end_offset
+
     def _append_to_segment(
         self,
         data: bytes | bytearray | memoryview,

@@ -404,9 +404,11 @@ class ReplicaManager:
             )
         aborted = None
         if read_committed and info.records is not None:
-            # Kafka's bound: the LSO, or the end of the range read when that is sooner;
-            # an empty read has no records to drop and costs no index scan.
-            aborted = log.collect_aborted_transactions(request.fetch_offset, last_stable)
+            # Kafka's bound: the end of the segment the read came from (a read never spans
+            # two), so a reader far behind gets the transactions of what it reads, not of
+            # the whole log up to the LSO; an empty read costs no index scan.
+            upper = min(last_stable, log.segment_end_offset(info.segment_base_offset))
+            aborted = log.collect_aborted_transactions(request.fetch_offset, upper)
         return FetchResult(
             ErrorCode.NONE, high_watermark, last_stable, log.log_start_offset, info.records,
             aborted_transactions=aborted,
