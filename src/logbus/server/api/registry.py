@@ -41,6 +41,7 @@ MODULES = (
     "controller_requests",
     "offset_for_leader_epoch",
     "alter_partition",
+    "transactions",
 )
 
 
