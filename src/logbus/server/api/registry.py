@@ -41,6 +41,8 @@ MODULES = (
     "controller_requests",
     "offset_for_leader_epoch",
     "alter_partition",
+    "write_txn_markers",
+    "describe_producers",
     "transactions",
 )
 
