@@ -442,9 +442,8 @@ class TransactionCoordinator:
                     continue
                 if producer_ids and txn.producer_id not in producer_ids:
                     continue
-                if min_duration_ms >= 0 and not (
-                    txn.start_timestamp_ms >= 0 and now - txn.start_timestamp_ms > min_duration_ms
-                ):
+                # Kafka's filter: running for longer than it since its start time
+                if min_duration_ms >= 0 and now - txn.start_timestamp_ms <= min_duration_ms:
                     continue
                 views.append(_view(txn))
         return views
