@@ -433,9 +433,7 @@ def test_list_transactions_filters(txn_broker: Any, version: int) -> None:
     if version >= 1:  # started longer ago than the filter
         time.sleep(0.05)
         long = listed(duration_filter=10)
-        assert sorted(t["transactional_id"] for t in long["transaction_states"]) == [
-            "done", "open"
-        ]
+        assert sorted(t["transactional_id"] for t in long["transaction_states"]) == ["done", "open"]
         assert listed(duration_filter=3_600_000)["transaction_states"] == []
 
 
@@ -480,3 +478,28 @@ def test_state_is_reloaded_after_kill_9(broker_process: Any, tmp_path: Any) -> N
     )
     assert offsets["topics"][0]["partitions"][0]["offset"] == 1
     proc.terminate()
+
+
+def test_idle_transactional_ids_expire(broker_factory: Any) -> None:
+    running = broker_factory(
+        **SMALL,
+        transactional_id_expiration_ms="300",
+        transaction_remove_expired_transaction_cleanup_interval_ms="100",
+    )
+    admin = AdminClient({"bootstrap.servers": running.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(TIMEOUT)
+    idle = Txn(running.bootstrap, "idle")
+    idle.find()
+    idle.init_ok()
+    wait_for(lambda: idle.describe()["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND)
+    # forgotten: its producer id is unknown now, and a new InitProducerId starts over
+    assert idle.add({"t": [0]}) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
+    again = Txn(running.bootstrap, "idle")
+    again.init_ok()
+    assert again.pid != idle.pid and again.epoch == 0
+    # reloaded after a restart: the tombstone, then the new incarnation's records
+    running.overrides["transactional.id.expiration.ms"] = "3600000"
+    running.restart()
+    again.bootstrap = running.bootstrap
+    loaded = wait_for(lambda: d if (d := again.describe())["error_code"] == E.NONE else None)
+    assert (loaded["producer_id"], loaded["producer_epoch"]) == (again.pid, 0)
