@@ -230,3 +230,80 @@ def test_aiokafka_transactions(txn_broker: Any) -> None:
 
     asyncio.run(run())
     assert read_committed(txn_broker.bootstrap, "out", 1, "aio-reader") == [b"aio-kept"]
+
+
+def list_offset(bootstrap: str, topic: str, partition: int, isolation: int) -> int:
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def send() -> dict[str, Any]:
+        async with await Connection.connect(host, int(port)) as conn:
+            return await conn.request(
+                ApiKey.LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "isolation_level": isolation,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": partition, "timestamp": -1}],
+                        }
+                    ],
+                },
+                5,
+            )
+
+    response = asyncio.run(send())
+    return int(response["topics"][0]["partitions"][0]["offset"])
+
+
+def test_an_open_transaction_past_its_timeout_is_aborted(broker_factory: Any) -> None:
+    running = broker_factory(
+        **SMALL, transaction_abort_timed_out_transaction_cleanup_interval_ms="100"
+    )
+    admin = AdminClient({"bootstrap.servers": running.bootstrap})
+    admin.create_topics([NewTopic("out", 1, 1)])["out"].result(TIMEOUT)
+    producer = Producer(
+        {
+            "bootstrap.servers": running.bootstrap,
+            "transactional.id": "forgotten",
+            "transaction.timeout.ms": 1000,
+        }
+    )
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce("out", b"never", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    assert list_offset(running.bootstrap, "out", 0, 1) == 0  # the LSO holds at the open one
+    deadline = time.monotonic() + TIMEOUT
+    while list_offset(running.bootstrap, "out", 0, 1) != 2:  # record + ABORT marker
+        assert time.monotonic() < deadline, "the LSO did not move on"
+        time.sleep(0.05)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(TIMEOUT)  # fenced by the coordinator's abort
+    assert read_committed(running.bootstrap, "out", 0, "timeout-reader") == []
+
+
+def test_the_coordinator_killed_mid_transaction(broker_process: Any) -> None:
+    proc = broker_process(
+        "--override",
+        "transaction.state.log.num.partitions=3",
+        "--override",
+        "offsets.topic.num.partitions=3",
+        "--override",
+        "group.initial.rebalance.delay.ms=0",
+    )
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("out", 1, 1)])["out"].result(TIMEOUT)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "survivor"})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce("out", b"v%d" % i, partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    proc.kill()  # kill -9: the coordinator and the partition leader at once
+    proc.start()
+    producer.commit_transaction(TIMEOUT)  # the reloaded coordinator finishes it
+    got = read_committed(proc.bootstrap, "out", 5, "survivor-reader")
+    assert got == [b"v%d" % i for i in range(5)]
+    producer.flush(TIMEOUT)
+    proc.terminate()
