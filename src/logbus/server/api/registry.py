@@ -43,6 +43,7 @@ MODULES = (
     "alter_partition",
     "write_txn_markers",
     "describe_producers",
+    "transactions",
 )
 
 
