@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from logbus.coordinator.group.offsets_topic import java_string_hash, offsets_partition_for
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.replica.partition import Partition, PartitionError
-from logbus.server.replica.replica_fetcher import fetcher_id, java_string_hash
+from logbus.server.replica.replica_fetcher import fetcher_id
 from logbus.storage.log import Log
 from logbus.storage.log_config import LogConfig
 from logbus.types import TopicPartition
@@ -157,6 +158,15 @@ def test_stale_leader_and_isr_is_recognized(log: Log) -> None:
 def test_fetcher_ids_follow_kafkas_hash() -> None:
     assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
     assert java_string_hash("a-much-longer-topic-name-that-overflows") < 0
-    # abs(31 * hash + partition) % n
+    # Utils.abs(31 * hash + partition) % n, in 32-bit arithmetic: 31 * 99162322 + 3 wraps
+    # to -1220935311
     tp = TopicPartition("hello", 3)
-    assert fetcher_id(tp, 4) == ((31 * 99162322 + 3) & 0x7FFFFFFF) % 4
+    assert fetcher_id(tp, 4) == 1220935311 % 4 == 3  # the low 31 bits would give 1
+
+
+def test_groups_map_to_offsets_partitions_as_kafka_maps_them() -> None:
+    # "my-txn".hashCode() is -1061187895: Utils.abs gives partition 45 of 50, where the
+    # hash's low 31 bits would give 3
+    assert java_string_hash("my-txn") == -1061187895
+    assert offsets_partition_for("my-txn", 50) == 45
+    assert offsets_partition_for("g1", 50) == 3242 % 50

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from logbus.coordinator.group.offsets_topic import java_abs
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.records import (
     InvalidTxnRecord,
@@ -21,7 +22,7 @@ from logbus.coordinator.transaction.state import (
     TxnMetadata,
     TxnState,
 )
-from logbus.coordinator.transaction.state_topic import java_abs, txn_partition_for
+from logbus.coordinator.transaction.state_topic import txn_partition_for
 from logbus.protocol import ErrorCode
 from logbus.protocol.schema import message
 from logbus.types import TopicPartition

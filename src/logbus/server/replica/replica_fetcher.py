@@ -31,6 +31,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.fetch import FetchedData, FetchOptions, FetchPosition, fetch_partitions
 from logbus.client.requests.leader_epochs import EpochQuery, offset_for_leader_epoch
+from logbus.coordinator.group.offsets_topic import java_abs, java_int, java_string_hash
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch, split_batches
 from logbus.server.replica.partition import Partition
@@ -69,18 +70,9 @@ class ReplicaFetcherConfig:
         )
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, as a signed 32-bit int)."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     """Kafka's `AbstractFetcherManager.getFetcherId`."""
-    return ((31 * java_string_hash(tp.topic) + tp.partition) & 0x7FFFFFFF) % num_fetchers
+    return java_abs(java_int(31 * java_string_hash(tp.topic) + tp.partition)) % num_fetchers
 
 
 @dataclass(slots=True)
