@@ -264,6 +264,18 @@ class ProcessCluster:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+        if exc is not None:
+            self.print_log_tails()
+
+    def print_log_tails(self, lines: int = 80) -> None:
+        """The end of every broker's log, on stdout (pytest shows it with a failure)."""
+        for node in self.nodes.values():
+            try:
+                tail = node.log_file.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as exc:
+                tail = [f"(unreadable: {exc})"]
+            print(f"----- broker {node.broker_id}: last {len(tail)} lines of {node.log_file}")
+            print("\n".join(tail))
 
     # -- faults ---------------------------------------------------------------------------
 
