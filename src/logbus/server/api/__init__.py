@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from logbus.protocol import ApiKey
 from logbus.protocol.codec import RequestHeader
+from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from logbus.server.broker import Broker
@@ -34,6 +35,8 @@ class RequestContext:
     services: BrokerServices
     header: RequestHeader
     peer: str
+    # the connection's authenticated principal (User:ANONYMOUS when none)
+    principal: KafkaPrincipal = ANONYMOUS
 
     @property
     def version(self) -> int:

@@ -83,7 +83,7 @@ class Apis:
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
         services = self.broker.services or await self.broker.started()
-        ctx = RequestContext(self.broker, services, header, conn.peer)
+        ctx = RequestContext(self.broker, services, header, conn.peer, conn.principal)
         try:
             response = await handler.handle(ctx, body)
         except CloseConnection:

@@ -17,6 +17,7 @@ from typing import Any
 
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream
+from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 from logbus.storage.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._busy = False  # a request is being handled or answered
         self._answered_at = stream.last_received
+        # Who authenticated on this connection (SSL client certificate, SASL); anonymous
+        # until then, and on PLAINTEXT listeners.
+        self.principal: KafkaPrincipal = ANONYMOUS
 
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last did anything (0 while a request is under
