@@ -275,6 +275,8 @@ class GroupCoordinatorRuntime:
                 shard.state.groups[group_id] = snapshot
             else:
                 shard.state.groups.pop(group_id, None)
+        elif group_id is not None:
+            _log_transition(group_id, snapshot, shard.state.groups.get(group_id), event)
 
     def _append(self, shard: _Shard, result: Result) -> tuple[ErrorCode, int]:
         timestamp = now_ms()
@@ -422,6 +424,24 @@ _PRODUCER_ERRORS = (
     ErrorCode.INVALID_TXN_STATE,
     ErrorCode.INVALID_PRODUCER_ID_MAPPING,
 )
+
+
+def _log_transition(
+    group_id: str, before: Group | None, after: Group | None, event: ev.Event
+) -> None:
+    """An INFO line when a group changes state or generation, as Kafka's coordinator logs
+    its rebalances (what operators read when a group does not settle)."""
+    old = (before.state, before.generation_id) if before is not None else None
+    new = (after.state, after.generation_id) if after is not None else None
+    if old == new:
+        return
+    old_text = f"{old[0].value} (generation {old[1]})" if old is not None else "nothing"
+    new_text = (
+        f"{new[0].value} (generation {new[1]}, {len(after.members)} members)"
+        if new is not None and after is not None
+        else "removed"
+    )
+    log.info("group %s: %s -> %s on %s", group_id, old_text, new_text, type(event).__name__)
 
 
 def _snapshot(group: Group) -> Group:
