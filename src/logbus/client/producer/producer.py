@@ -46,6 +46,10 @@ from logbus.client.producer.config import compression_of, parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.router import PartitionRouter
 from logbus.client.producer.sender import Sender, SenderSettings
+from logbus.client.producer.transaction_manager import TransactionManager
+from logbus.client.requests.transactions import TxnOffset
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
+from logbus.protocol import ErrorCode
 from logbus.records.builder import now_ms
 from logbus.records.record import HeaderInput
 
@@ -101,6 +105,7 @@ class Producer(AsyncService):
         self._accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
         self.router = PartitionRouter(self._accumulator, c["partitioner.ignore.keys"])
         self._closed = False
+        self._txn: TransactionManager | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -116,6 +121,19 @@ class Producer(AsyncService):
                 cluster, self._accumulator, self.admission.pool, self._settings, self._topics
             )
             sender.on_metadata = self._metadata_updated
+            c = self.config
+            txn_id = c["transactional.id"]
+            if txn_id is not None:
+                s = self._settings
+                txn = TransactionManager(
+                    txn_id,
+                    c["transaction.timeout.ms"],
+                    cluster,
+                    retry_backoff=s.retry_backoff,
+                    retry_backoff_max=s.retry_backoff_max,
+                    delivery_timeout=s.delivery_timeout,
+                )
+                sender.txn, txn.sender, self._txn = txn, sender, txn
             await sender.start()
         except BaseException:
             await cluster.close()
@@ -163,6 +181,8 @@ class Producer(AsyncService):
                 except TimeoutError:
                     pass
         finally:
+            if self._txn is not None:
+                await self._txn.close()
             await sender.stop()
             error = ClientClosedError("the producer was closed before the record was sent")
             for batch in sender.pending_batches():
@@ -248,6 +268,8 @@ class Producer(AsyncService):
         with accumulator.lock:
             if self._closed:
                 raise ClientClosedError("the producer is closed")
+            if self._txn is not None:
+                self._txn.check_send()
             tp = self.router.route(topic, partition, key, count, size)
             return accumulator.append(
                 tp,
@@ -278,6 +300,8 @@ class Producer(AsyncService):
         than max.request.size raise here, before anything is buffered.
         """
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         admission = self.admission
         key, value = admission.serialize(key, value)
         count = self.router.count(topic)
@@ -315,6 +339,8 @@ class Producer(AsyncService):
         max.block.ms) for buffer space as `send` does, handing over what has room first;
         returns the batches, whose `settled` and `error` say how each ended."""
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         pool = self.admission.pool
         accumulator = self._accumulator
         batches: list[ProducerBatch] = []
@@ -387,6 +413,8 @@ class Producer(AsyncService):
         batch at a time, each batch handed to the sender as soon as it is full. So do
         columns whose values (and keys, unless all None) serialize to `bytes`."""
         sender = self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         given = batch_input(records, topic, values, keys)
         runs: list[Run] = []
         batches: dict[int, ProducerBatch] = {}
@@ -570,6 +598,69 @@ class Producer(AsyncService):
                 await asyncio.gather(*waiters)
         finally:
             sender.flushing -= 1
+
+    # --- transactions (transactional.id) --------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        self._check_open()
+        if self._txn is None:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                "transactions need a transactional.id in the producer's configuration",
+            )
+        return self._txn
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self._max_block if timeout is None else timeout
+
+    async def init_transactions(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Get this transactional id's producer id and epoch from its coordinator, which
+        fences any earlier producer with the same id and aborts (or completes) its open
+        transaction. Once, before the first transaction; `timeout` (seconds, default
+        max.block.ms) raises KafkaTimeoutError, after which it may be called again."""
+        await self._transactions().initialize(self._timeout(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now on are committed or aborted together."""
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, Any],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """Commit a consumer's offsets as part of the transaction (consume-transform-
+        produce): `offsets` maps partitions to the next offset to read (an int, or an
+        OffsetAndMetadata); `group_metadata` is the consumer's `group_metadata()`."""
+        group = (
+            ConsumerGroupMetadata(group_metadata)
+            if isinstance(group_metadata, str)
+            else group_metadata
+        )
+        txn_offsets = {TopicPartition(*tp): _txn_offset(o) for tp, o in offsets.items()}
+        await self._transactions().send_offsets(txn_offsets, group, self._timeout(timeout))
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Send every record of the transaction, then commit it. A record that failed
+        raises TransactionAbortableError (abort next); ProducerFencedError is fatal."""
+        await self._transactions().commit(self._flush_all, self._timeout(timeout))
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError,
+        those written are never shown to read_committed consumers."""
+        await self._transactions().abort(self._timeout(timeout))
+
+
+def _txn_offset(value: Any) -> TxnOffset:
+    if isinstance(value, int):
+        return TxnOffset(value)
+    leader_epoch = getattr(value, "leader_epoch", None)
+    return TxnOffset(
+        value.offset,
+        getattr(value, "metadata", "") or "",
+        -1 if leader_epoch is None else leader_epoch,
+    )
 
 
 def _delivery_callback(
