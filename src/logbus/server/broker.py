@@ -25,6 +25,9 @@ from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.coordinator.transaction.coordinator import TransactionCoordinator
+from logbus.coordinator.transaction.runtime import TxnConfig
+from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
 from logbus.server.cluster_member import (
@@ -42,6 +45,7 @@ from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
+from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
@@ -121,6 +125,8 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
         self.dynamic_config: DynamicConfigManager | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self.txn_marker_channel: TxnMarkerChannel | None = None
         self.services: BrokerServices | None = None
         """Every service above, once `start()` has built them all (what handlers use)."""
         self._started = asyncio.Event()
@@ -208,6 +214,7 @@ class Broker:
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
         self.group_coordinator.start()
+        self._start_transaction_coordinator()
         if self.config.uses_zookeeper:
             await self._start_cluster_member(host, port)
         else:
@@ -216,6 +223,7 @@ class Broker:
             self.store, self.broker_id, threaded=self.config.uses_zookeeper
         )
         assert self.controller is not None
+        assert self.transaction_coordinator is not None
         self.services = BrokerServices(
             store=self.store,
             log_manager=self.log_manager,
@@ -224,6 +232,7 @@ class Broker:
             group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
             dynamic_config=self.dynamic_config,
+            transaction_coordinator=self.transaction_coordinator,
         )
         self._started.set()
         self.replica_manager.start_replication(
@@ -354,6 +363,10 @@ class Broker:
             await listener.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.stop()
+        if self.txn_marker_channel is not None:
+            await self.txn_marker_channel.close()
         if self.replica_manager is not None:
             await self.replica_manager.stop_replication()
         for task in self._tasks:
@@ -419,6 +432,46 @@ class Broker:
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
 
+    def _start_transaction_coordinator(self) -> None:
+        """The transaction coordinator, writing `__transaction_state` through the
+        coordinators' partition writer and sending markers over the wire."""
+        assert self.replica_manager is not None
+        cfg = self.config
+        self.txn_marker_channel = TxnMarkerChannel(
+            self.broker_id,
+            self.metadata_cache,
+            lambda: self.config.inter_broker_listener_name,
+            request_timeout_ms=cfg.request_timeout_ms,
+        )
+        self.transaction_coordinator = TransactionCoordinator(
+            CoordinatorPartitionWriter(self.replica_manager),
+            TxnConfig(
+                max_timeout_ms=cfg.transaction_max_timeout_ms,
+                id_expiration_ms=cfg.transactional_id_expiration_ms,
+                abort_timed_out_interval_ms=(
+                    cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                ),
+                remove_expired_interval_ms=(
+                    cfg.transaction_remove_expired_transaction_cleanup_interval_ms
+                ),
+                write_timeout_ms=cfg.request_timeout_ms,
+                load_buffer_bytes=cfg.transaction_state_log_load_buffer_size,
+            ),
+            num_partitions=self._txn_topic_partitions,
+            markers=self.txn_marker_channel,
+            new_producer_id=self._new_producer_id,
+        )
+        self.transaction_coordinator.start()
+
+    async def _new_producer_id(self) -> int:
+        assert self.producer_ids is not None
+        await self.producer_ids.ensure_available()
+        return self.producer_ids.next_id()
+
+    def _txn_topic_partitions(self) -> int:
+        topic = self.metadata_cache.topics.get(TRANSACTION_STATE_TOPIC)
+        return len(topic.partitions) if topic else self.config.transaction_state_log_num_partitions
+
     def _offsets_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
@@ -432,6 +485,12 @@ class Broker:
             for p in partitions:
                 state = topic.partitions[p]
                 self.group_coordinator.on_leadership(
+                    p, state.leader == self.broker_id, state.leader_epoch
+                )
+        if topic.name == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
+            for p in partitions:
+                state = topic.partitions[p]
+                self.transaction_coordinator.on_leadership(
                     p, state.leader == self.broker_id, state.leader_epoch
                 )
 
@@ -459,4 +518,7 @@ class Broker:
         if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
             for p in partitions:
                 self.group_coordinator.unload(p)
+        if topic == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
+            for p in partitions:
+                self.transaction_coordinator.unload(p)
         self.replica_manager.apply_stop_replica(topic, partitions, delete)

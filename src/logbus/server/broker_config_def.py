@@ -414,13 +414,6 @@ NO_EFFECT: Final = frozenset({
     "zookeeper.max.in.flight.requests",
     # tiered storage, which logbus does not have
     "log.local.retention.ms", "log.local.retention.bytes",
-    # the transaction coordinator, not served yet (transactional producers are answered
-    # COORDINATOR_NOT_AVAILABLE)
-    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
-    "transaction.state.log.load.buffer.size", "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
 """Accepted so that Kafka's server.properties files work, with no effect: Kafka's own
 behaviour with these set would differ from logbus's only in speed."""

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from logbus.controller.controller import Controller
     from logbus.controller.metadata_store import MetadataStore
     from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+    from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.dynamic_config import DynamicConfigManager
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.replica.replica_manager import ReplicaManager
@@ -26,3 +27,4 @@ class BrokerServices:
     group_coordinator: GroupCoordinatorRuntime
     producer_ids: ProducerIdManager
     dynamic_config: DynamicConfigManager
+    transaction_coordinator: TransactionCoordinator

@@ -70,6 +70,12 @@ class InvalidTxnStateError(StorageError):
     error_code = 48  # INVALID_TXN_STATE
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker came with a coordinator epoch older than the last one seen."""
+
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+
+
 class KafkaStorageError(StorageError):
     """A disk operation failed; the partition's log dir may be unusable."""
 

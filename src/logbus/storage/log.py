@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from logbus.storage.checkpoint import fsync_dir
@@ -58,6 +58,7 @@ from logbus.storage.log_validator import (
 )
 from logbus.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from logbus.storage.producer_state import (
+    CompletedTxn,
     DuplicateBatch,
     ProducerBatch,
     ProducerStateManager,
@@ -65,6 +66,7 @@ from logbus.storage.producer_state import (
 )
 from logbus.storage.record_scan import Decompressor, default_decompressor
 from logbus.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from logbus.storage.transaction_index import AbortedTxn, collect_aborted_transactions
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(loaded.recovered_from)
 
     # -- identity and offsets -----------------------------------------------------------
 
@@ -268,6 +270,7 @@ class Log:
             offset_of_max = assigned.offset_of_max_timestamp
             self._append_to_segment(assigned.buffer, last_offset, max_timestamp, offset_of_max, now)
             self.producer_state.commit(outcome)
+            self._complete_txns(outcome.completed)
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
             self._log_end_offset = assigned.last_offset + 1
             self._maybe_flush_by_count(now)
@@ -314,15 +317,47 @@ class Log:
             view = memoryview(records)
             for position, header, _, _ in batches:
                 batch = view[position : position + header.size]
-                self.producer_state.replay(
+                completed = self.producer_state.replay(
                     producer_batch(batch, header, header.base_offset, header.max_timestamp)
                 )
+                if completed is not None:
+                    self._complete_txns([completed])
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._log_end_offset = last + 1
             self._maybe_flush_by_count(now)
         count = sum(info.header.record_count for info in batches)
         start = self.log_start_offset
         return AppendInfo(first, last, max_timestamp, offset_of_max, -1, start, count, len(records))
+
+    def _complete_txns(self, completed: Sequence[CompletedTxn]) -> None:
+        """Index the aborted ones on the active segment (which holds their markers) with
+        the LSO at completion, then let the producer state complete them."""
+        state = self.producer_state
+        for txn in completed:
+            if txn.is_aborted:
+                lso = state.lso_for_completed(txn)
+                self.active_segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
+            state.complete_txn(txn)
+
+    # -- transactions -------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark): read_committed reads stop here."""
+        with self._lock:
+            return self.producer_state.last_stable_offset(self.high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        with self._lock:
+            return self.producer_state.first_unstable_offset(self.high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start_offset, upper_bound)."""
+        segments, base_offsets = self._segments, self._base_offsets
+        return collect_aborted_transactions(segments, base_offsets, start_offset, upper_bound)
 
     def _append_to_segment(
         self,
@@ -665,9 +700,13 @@ class Log:
 
     # -- producer state -------------------------------------------------------------------
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, reindex_from: int | None = None) -> None:
         rebuild_producer_state(
-            self.producer_state, self._segments, self.log_start_offset, self._log_end_offset
+            self.producer_state,
+            self._segments,
+            self.log_start_offset,
+            self._log_end_offset,
+            reindex_from=reindex_from,
         )
 
     def take_producer_snapshot(self) -> None:

@@ -36,6 +36,7 @@ from logbus.storage.segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
+from logbus.storage.transaction_index import AbortedTxn
 from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class LoadedSegments:
     log_end_offset: int
     recovery_point: int
     bytes_truncated: int
+    # The base offset of the first segment re-read after an unclean shutdown (its and
+    # later segments' transaction indexes are rebuilt with the producer state).
+    recovered_from: int | None = None
 
 
 def new_segment(
@@ -194,8 +198,12 @@ def load_segments(
             truncated += segment.recover(config.max_message_bytes)
 
     kept = segments[:first_to_recover]
+    recovered_from = None
     for i in range(first_to_recover, len(segments)):
         segment = segments[i]
+        if recovered_from is None:
+            recovered_from = segment.base_offset
+        segment.txn_index.reset()
         removed = segment.recover(config.max_message_bytes)
         kept.append(segment)
         truncated += removed
@@ -215,7 +223,7 @@ def load_segments(
         new_recovery_point = log_end_offset
     else:
         new_recovery_point = min(recovery_point, log_end_offset)
-    return LoadedSegments(kept, log_end_offset, new_recovery_point, truncated)
+    return LoadedSegments(kept, log_end_offset, new_recovery_point, truncated, recovered_from)
 
 
 def parse_topic_partition(directory: Path) -> TopicPartition:
@@ -231,15 +239,24 @@ def rebuild_producer_state(
     segments: Sequence[LogSegment],
     log_start_offset: int,
     log_end_offset: int,
+    *,
+    reindex_from: int | None = None,
 ) -> None:
     """Load the newest producer snapshot at or below the log end and replay the batches
     after it (from the log start when there is no snapshot); only headers are read, and
-    whole batches only for transaction markers."""
+    whole batches only for transaction markers.
+
+    With `reindex_from` (recovery after an unclean shutdown), replay starts at or below
+    that offset and the aborted transactions whose markers lie at or after it are written
+    again to their segments' transaction indexes (emptied by `load_segments`)."""
+    if reindex_from is not None:
+        state.delete_snapshots_after(reindex_from)
     snapshot_offset = state.load(log_end_offset)
     start = log_start_offset if snapshot_offset is None else snapshot_offset
     if snapshot_offset is None:
         state.reset(start)
-    first = max(0, bisect_right([s.base_offset for s in segments], start) - 1)
+    base_offsets = [s.base_offset for s in segments]
+    first = max(0, bisect_right(base_offsets, start) - 1)
     for segment in segments[first:]:
         location = segment.translate_offset(start)
         if location is None:
@@ -250,5 +267,15 @@ def rebuild_producer_state(
             batch = memoryview(b"")
             if header.is_control and header.has_producer_id:
                 batch = memoryview(segment.read_bytes(position, header.size))
-            state.replay(producer_batch(batch, header, header.base_offset, header.max_timestamp))
+            done = state.replay(
+                producer_batch(batch, header, header.base_offset, header.max_timestamp)
+            )
+            if done is None:
+                continue
+            if done.is_aborted and reindex_from is not None and done.last_offset >= reindex_from:
+                lso = state.lso_for_completed(done)
+                segment.txn_index.append(
+                    AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
+                )
+            state.complete_txn(done)
     state.map_end_offset = log_end_offset

@@ -39,6 +39,7 @@ from logbus.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from logbus.storage.record_scan import read_control_marker
 
@@ -135,6 +136,7 @@ class ProducerBatch(NamedTuple):
     base_offset: int  # the offset assigned by the log
     max_timestamp: int  # after LogAppendTime rewriting
     coordinator_epoch: int | None = None  # set for transaction markers
+    is_abort: bool | None = None  # set for transaction markers
 
 
 def producer_batch(
@@ -143,10 +145,13 @@ def producer_batch(
     """The producer view of one batch; `batch` (its bytes) is only read for a transaction
     marker, whose record carries the coordinator epoch."""
     coordinator_epoch = None
+    is_abort = None
     if header.is_control and len(batch) >= header.size:
         marker = read_control_marker(batch, header)
-        coordinator_epoch = None if marker is None else marker.coordinator_epoch
-    return ProducerBatch(header, base_offset, max_timestamp, coordinator_epoch)
+        if marker is not None:
+            coordinator_epoch = marker.coordinator_epoch
+            is_abort = marker.is_abort
+    return ProducerBatch(header, base_offset, max_timestamp, coordinator_epoch, is_abort)
 
 
 class DuplicateBatch(NamedTuple):
@@ -157,11 +162,23 @@ class DuplicateBatch(NamedTuple):
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker in this partition: its first data offset, the
+    marker's offset, and whether it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class PendingProducerUpdate(NamedTuple):
-    """Validated new entries, applied with `ProducerStateManager.commit` once written."""
+    """Validated new entries, applied with `ProducerStateManager.commit` once written,
+    and the transactions the append's markers complete."""
 
     entries: dict[int, ProducerStateEntry]
     end_offset: int
+    completed: tuple[CompletedTxn, ...] = ()
 
 
 class ProducerStateManager:
@@ -176,6 +193,11 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # Every batch below this offset has been applied.
         self.map_end_offset = 0
+        # producer id -> first offset of its open transaction (Kafka's ongoingTxns).
+        self._ongoing: dict[int, int] = {}
+        # Completed transactions whose marker may be above the high watermark, by first
+        # offset: they stay unstable until the high watermark passes their marker.
+        self._unreplicated: dict[int, CompletedTxn] = {}
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -186,14 +208,48 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
-    def first_unstable_offset(self) -> int | None:
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return self._ongoing
+
+    def first_undecided_offset(self) -> int | None:
         """The first offset of the oldest open transaction, if any."""
-        offsets = [
-            e.current_txn_first_offset
-            for e in self._producers.values()
-            if e.current_txn_first_offset is not None
-        ]
-        return min(offsets) if offsets else None
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def first_unstable_offset(self, high_watermark: int | None = None) -> int | None:
+        """The first offset of the oldest transaction that is open or whose marker the
+        high watermark has not passed yet (those below `high_watermark` are forgotten)."""
+        if self._unreplicated and high_watermark is not None:
+            done = [k for k, t in self._unreplicated.items() if t.last_offset < high_watermark]
+            for k in done:
+                del self._unreplicated[k]
+        first = min(self._ongoing.values()) if self._ongoing else None
+        if self._unreplicated:
+            unreplicated = min(self._unreplicated)
+            first = unreplicated if first is None else min(first, unreplicated)
+        return first
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(first unstable offset, high watermark)."""
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def lso_for_completed(self, txn: CompletedTxn) -> int:
+        """The last stable offset once `txn` completes (written to the txnindex), as
+        Kafka computes it: the first offset of another producer's open transaction, else
+        the offset after the marker."""
+        firsts = [f for pid, f in self._ongoing.items() if pid != txn.producer_id]
+        return min(firsts) if firsts else txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        self._unreplicated[txn.first_offset] = txn
+
+    def _track(self, entry: ProducerStateEntry) -> None:
+        if entry.current_txn_first_offset is None:
+            self._ongoing.pop(entry.producer_id, None)
+        else:
+            self._ongoing[entry.producer_id] = entry.current_txn_first_offset
 
     # -- appends ----------------------------------------------------------------------
 
@@ -207,6 +263,7 @@ class ProducerStateManager:
         sequence check), InvalidTxnStateError. Nothing changes until `commit`.
         """
         updated: dict[int, ProducerStateEntry] = {}
+        completed: list[CompletedTxn] = []
         end_offset = self.map_end_offset
         for batch in batches:
             header = batch.header
@@ -228,25 +285,35 @@ class ProducerStateManager:
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
-            _apply(entry, batch, validate=True, from_client=from_client)
-        return PendingProducerUpdate(updated, end_offset)
+            done = _apply(entry, batch, validate=True, from_client=from_client)
+            if done is not None:
+                completed.append(done)
+        return PendingProducerUpdate(updated, end_offset, tuple(completed))
 
     def commit(self, update: PendingProducerUpdate) -> None:
+        """Apply a prepared update; the caller indexes and then completes (`complete_txn`)
+        the transactions it ended."""
         self._producers.update(update.entries)
+        for entry in update.entries.values():
+            self._track(entry)
         self.map_end_offset = max(self.map_end_offset, update.end_offset)
 
-    def replay(self, batch: ProducerBatch) -> None:
-        """Apply a batch read back from the log, without validation (loading, recovery)."""
+    def replay(self, batch: ProducerBatch) -> CompletedTxn | None:
+        """Apply a batch read back from the log, without validation (loading, recovery,
+        replication). Returns the transaction a marker completes; the caller indexes it
+        if needed and calls `complete_txn`."""
         header = batch.header
         self.map_end_offset = max(
             self.map_end_offset, batch.base_offset + header.last_offset_delta + 1
         )
         if not header.has_producer_id:
-            return
+            return None
         entry = self._producers.get(header.producer_id)
         if entry is None:
             entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-        _apply(entry, batch, validate=False, from_client=False)
+        done = _apply(entry, batch, validate=False, from_client=False)
+        self._track(entry)
+        return done
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for `expiration_ms` with no open transaction."""
@@ -261,6 +328,8 @@ class ProducerStateManager:
 
     def reset(self, offset: int = 0) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         self.map_end_offset = offset
 
     # -- snapshots --------------------------------------------------------------------
@@ -303,6 +372,8 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             self._producers = {e.producer_id: e for e in entries}
+            for entry in entries:
+                self._track(entry)
             self.map_end_offset = offset
             return offset
         return None
@@ -320,7 +391,8 @@ class ProducerStateManager:
 
 def _apply(
     entry: ProducerStateEntry, batch: ProducerBatch, *, validate: bool, from_client: bool
-) -> None:
+) -> CompletedTxn | None:
+    """Update `entry` with one batch; returns the transaction a marker completes."""
     header = batch.header
     epoch = header.producer_epoch
     if validate:
@@ -332,12 +404,7 @@ def _apply(
         if from_client and not header.is_control:
             _check_sequence(entry, epoch, header.base_sequence)
     if header.is_control:
-        entry.update_epoch(epoch)
-        if batch.coordinator_epoch is not None:
-            entry.coordinator_epoch = batch.coordinator_epoch
-        entry.current_txn_first_offset = None
-        entry.last_timestamp = batch.max_timestamp
-        return
+        return _apply_marker(entry, batch, validate=validate)
     last_offset = batch.base_offset + header.last_offset_delta
     entry.add_batch(
         epoch, header.last_sequence, last_offset, header.last_offset_delta, batch.max_timestamp
@@ -349,6 +416,35 @@ def _apply(
         raise InvalidTxnStateError(
             f"producer {entry.producer_id} wrote a non-transactional batch inside a transaction"
         )
+    return None
+
+
+def _apply_marker(
+    entry: ProducerStateEntry, batch: ProducerBatch, *, validate: bool
+) -> CompletedTxn | None:
+    """A COMMIT or ABORT marker (Kafka's `appendEndTxnMarker`): a marker from an older
+    coordinator epoch than the last one is fenced; it ends the producer's open
+    transaction, if it has one."""
+    header = batch.header
+    coordinator_epoch = batch.coordinator_epoch
+    if (
+        validate
+        and coordinator_epoch is not None
+        and coordinator_epoch < entry.coordinator_epoch
+    ):
+        raise TransactionCoordinatorFencedError(
+            f"marker for producer {entry.producer_id} from coordinator epoch "
+            f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
+        )
+    entry.update_epoch(header.producer_epoch)
+    if coordinator_epoch is not None:
+        entry.coordinator_epoch = coordinator_epoch
+    entry.last_timestamp = batch.max_timestamp
+    first = entry.current_txn_first_offset
+    entry.current_txn_first_offset = None
+    if first is None or batch.is_abort is None:
+        return None
+    return CompletedTxn(entry.producer_id, first, batch.base_offset, batch.is_abort)
 
 
 def _check_sequence(entry: ProducerStateEntry, epoch: int, first_seq: int) -> None:

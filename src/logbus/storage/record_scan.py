@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from logbus.records.batch import HEADER_SIZE, BatchHeader, InvalidBatch
-from logbus.records.control import decode_control_key, decode_end_txn_marker
+from logbus.records.control import ControlType, decode_control_key, decode_end_txn_marker
 from logbus.records.record import decode_record
 
 # (codec id, compressed bytes) -> the uncompressed records section; may raise ValueError.
@@ -34,6 +34,10 @@ class RecordFields(NamedTuple):
 class ControlMarker(NamedTuple):
     control_type: int
     coordinator_epoch: int
+
+    @property
+    def is_abort(self) -> bool:
+        return self.control_type == ControlType.ABORT
 
 
 def records_section(

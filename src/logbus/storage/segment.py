@@ -35,6 +35,7 @@ from logbus.storage.offset_index import OffsetIndex
 from logbus.storage.open_files import OPEN_FILES
 from logbus.storage.record_scan import Decompressor, iter_records
 from logbus.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from logbus.storage.transaction_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,9 @@ class LogSegment:
             base_offset,
             max_index_size,
             writable=active,
+        )
+        self.txn_index = TransactionIndex(
+            segment_file(directory, base_offset, TXN_INDEX_SUFFIX + suffix)
         )
         self.bytes_since_last_index_entry = 0
         # Loaded lazily: both need reads that loading a large log should not pay for.
@@ -521,6 +525,7 @@ class LogSegment:
                 return 0
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
+            self.txn_index.truncate_to(offset)
             self.offset_index.resize(self.max_index_size)
             self.time_index.resize(self.max_index_size)
             removed = self._size - location.position
@@ -565,6 +570,7 @@ class LogSegment:
             os.fsync(log_file.fileno())
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self, *, clean: bool = True) -> None:
         """Release the files; `clean=False` skips the final index work (a simulated crash)."""
@@ -596,12 +602,9 @@ class LogSegment:
             self.time_index.rename(
                 segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX + new_suffix)
             )
-            txn_old = segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX + old_suffix)
-            if txn_old.exists():
-                os.replace(
-                    txn_old,
-                    segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX + new_suffix),
-                )
+            self.txn_index.rename(
+                segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX + new_suffix)
+            )
 
     def move_to(self, directory: Path) -> None:
         """Follow the partition directory after it was renamed (handles stay valid)."""
@@ -609,6 +612,7 @@ class LogSegment:
             self.directory = directory
             self.offset_index.path = directory / self.offset_index.path.name
             self.time_index.path = directory / self.time_index.path.name
+            self.txn_index.path = directory / self.txn_index.path.name
 
     def delete(self) -> None:
         """Close and unlink every file of the segment."""
@@ -617,9 +621,7 @@ class LogSegment:
             self.log_path.unlink(missing_ok=True)
             self.offset_index.delete()
             self.time_index.delete()
-            segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX + self._suffix).unlink(
-                missing_ok=True
-            )
+            self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self._size})"

@@ -55,6 +55,13 @@ def _records(result: FetchResult, version: int, fetch_offset: int) -> tuple[Erro
     return result.error, result.records
 
 
+def _aborted(result: FetchResult) -> list[Body]:
+    return [
+        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+        for txn in result.aborted_transactions or ()
+    ]
+
+
 def _partition_response(
     index: int, result: FetchResult, read_committed: bool, version: int, fetch_offset: int
 ) -> Body:
@@ -65,7 +72,7 @@ def _partition_response(
         "high_watermark": result.high_watermark,
         "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
-        "aborted_transactions": [] if read_committed else None,
+        "aborted_transactions": _aborted(result) if read_committed else None,
         "preferred_read_replica": -1,
         "records": records,
     }

@@ -1,13 +1,17 @@
 """FindCoordinator v0-6 (batched keys from v4, KIP-699): which broker coordinates a
 consumer group. A group's coordinator is the leader of its `__consumer_offsets` partition,
-`abs(java_hash(group_id)) % offsets.topic.num.partitions`; the topic is created with its
-internal settings on first use, as Kafka does. Transaction keys are answered with
-COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists."""
+`abs(java_hash(group_id)) % offsets.topic.num.partitions`; a transactional id's (key
+type 1) is the leader of its `__transaction_state` partition,
+`Utils.abs(java_hash(id)) % transaction.state.log.num.partitions`. Both topics are
+created with their internal settings on first use, as Kafka does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from logbus.controller.controller import NewTopic
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
+from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC, txn_partition_for
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from logbus.protocol.messages.find_coordinator_response import (
@@ -46,16 +50,37 @@ async def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
+async def ensure_transaction_state_topic(ctx: RequestContext) -> ErrorCode:
+    """Create `__transaction_state` on first use (transaction.state.log.* settings);
+    COORDINATOR_NOT_AVAILABLE while fewer brokers than its replication factor are alive."""
+    cfg = ctx.broker.config
+    if TRANSACTION_STATE_TOPIC in ctx.broker.metadata_cache.topics:
+        return ErrorCode.NONE
+    result = await create_topic_for_client(
+        ctx,
+        NewTopic(
+            TRANSACTION_STATE_TOPIC,
+            cfg.transaction_state_log_num_partitions,
+            cfg.transaction_state_log_replication_factor,
+            {},
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+                "unclean.leader.election.enable": "false",
+            },
+        ),
+    )
+    if result.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        return ErrorCode.NONE
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinator:
     """One coordinator lookup: node_id, host, port, error_code, error_message."""
     none: Coordinator = {"node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION:
-        return {
-            **none,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "error_message": "transactions are not supported by this broker yet",
-        }
-    if key_type != GROUP:
+    if key_type not in (GROUP, TRANSACTION):
         return {
             **none,
             "error_code": ErrorCode.INVALID_REQUEST,
@@ -65,14 +90,21 @@ async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinat
         return {
             **none,
             "error_code": ErrorCode.INVALID_REQUEST,
-            "error_message": "the group id must not be empty",
+            "error_message": f"the {'group' if key_type == GROUP else 'transactional'} id "
+            "must not be empty",
         }
-    error = await ensure_offsets_topic(ctx)
+    partition_for: Callable[[str, int], int]
+    if key_type == GROUP:
+        error = await ensure_offsets_topic(ctx)
+        name, partition_for = OFFSETS_TOPIC, offsets_partition_for
+    else:
+        error = await ensure_transaction_state_topic(ctx)
+        name, partition_for = TRANSACTION_STATE_TOPIC, txn_partition_for
     cache = ctx.broker.metadata_cache
-    topic = cache.topics.get(OFFSETS_TOPIC)
+    topic = cache.topics.get(name)
     if error != ErrorCode.NONE or topic is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
-    state = topic.partitions[offsets_partition_for(key, len(topic.partitions))]
+    state = topic.partitions[partition_for(key, len(topic.partitions))]
     node = cache.brokers.get(state.leader)
     if node is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}

@@ -1,7 +1,11 @@
 """ListOffsets v0-10: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
 (-4, v8+), latest tiered (-5, v9+; no tiered storage here, so none), and the first offset
 whose timestamp is at or after a given time, found through the time index. Version 0
-answers with Kafka's old list of segment offsets written before a time."""
+answers with Kafka's old list of segment offsets written before a time.
+
+A consumer's answers stop at the high watermark, or at the last stable offset with
+isolation_level 1 (read_committed): LATEST is then the LSO, and a timestamp found at or
+after it answers none."""
 
 from __future__ import annotations
 
@@ -34,8 +38,12 @@ def _lookup(
 ) -> tuple[int, int]:
     """(offset, timestamp) for one request, (-1, -1) when no such offset exists."""
     log = part.log
-    # No transactions yet: the last stable offset is the high watermark.
-    bound = part.high_watermark if consumer else log.log_end_offset
+    if not consumer:
+        bound = log.log_end_offset
+    elif read_committed:
+        bound = log.last_stable_offset
+    else:
+        bound = part.high_watermark
     if timestamp == LATEST:
         return bound, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):

@@ -5,6 +5,11 @@ batches first, as Kafka does with a current message format.
 Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION). With acks=0 there is
 no response; if such a request fails, the connection is closed so the client notices and
 refreshes its metadata, as Kafka does.
+
+Transactional batches are appended like others (the log tracks the open transaction from
+their headers); a request carrying any without a transactional id fails as a whole with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and control batches from clients are refused
+(INVALID_RECORD) by validation.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ MAGIC_V2_FROM = 3
 
 
 def _rejection(
-    acks: int, transactional_id: str | None, topic: str, records: memoryview | None, version: int
+    acks: int, unauthorized_txn: bool, topic: str, records: memoryview | None, version: int
 ) -> ProduceResult | None:
     """Why a partition's records are refused before reaching the log, if they are."""
     if records is not None and version >= MAGIC_V2_FROM and is_legacy(records):
@@ -36,12 +41,7 @@ def _rejection(
         )
     if acks not in (0, 1, -1):
         return ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
-    if transactional_id is not None:
-        return ProduceResult(
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            message="transactions are not supported by this broker yet",
-        )
-    if records is not None and version >= MAGIC_V2_FROM and has_transactional_batch(records):
+    if unauthorized_txn:
         return ProduceResult(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             message="transactional batches need the request's transactional id",
@@ -81,9 +81,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body |
         entries, conversion_errors = _upconvert(entries)
     else:
         conversion_errors = {}
+    # As Kafka: transactional batches in a request without a transactional id fail the
+    # whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
+    unauthorized_txn = request["transactional_id"] is None and any(
+        records is not None and has_transactional_batch(records)
+        for _t, _p, records in entries
+    )
     results: list[ProduceResult | None] = [
         conversion_errors.get(i)
-        or _rejection(acks, request["transactional_id"], topic, records, ctx.version)
+        or _rejection(acks, unauthorized_txn, topic, records, ctx.version)
         for i, (topic, _p, records) in enumerate(entries)
     ]
     accepted = [entry for entry, result in zip(entries, results, strict=True) if result is None]

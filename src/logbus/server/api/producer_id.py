@@ -7,12 +7,12 @@ the broker does not know the producer (`ProducerIdManager.bump_epoch`). Kafka's 
 always hands a non-transactional producer a new id, bump or not; both answers are valid
 for the client, and bumping spares ids and producer state on the partitions.
 
-Transactions are not implemented yet. A request with a transactional id gets Kafka's
-validation first (an empty id is INVALID_REQUEST, a timeout outside
-(0, transaction.max.timeout.ms] INVALID_TRANSACTION_TIMEOUT) and then
-COORDINATOR_NOT_AVAILABLE: what Kafka's transaction coordinator answers while it cannot
-serve (`TransactionStateManager` shutting down). It is retriable, so a transactional
-producer waits and then fails with a timeout rather than with a misleading error.
+A request with a transactional id goes to the transaction coordinator after Kafka's
+validation (an empty id is INVALID_REQUEST, a timeout outside
+(0, transaction.max.timeout.ms] INVALID_TRANSACTION_TIMEOUT): the id's producer gets its
+next epoch, fencing the previous one (an open transaction is aborted first, answering
+CONCURRENT_TRANSACTIONS meanwhile). Before v4 (KIP-588) PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from logbus.server.api import ApiHandler, RequestContext
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+PRODUCER_FENCED_FROM = 4
 
 
 def _error(error: ErrorCode) -> InitProducerIdResponse:
@@ -50,7 +51,24 @@ async def handle_init_producer_id(
         timeout_ms: int = request["transaction_timeout_ms"]
         if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        try:
+            result = await ctx.services.transaction_coordinator.init_producer_id(
+                transactional_id, timeout_ms, expected
+            )
+        except StoreUnavailable:
+            return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if result.error is not ErrorCode.NONE:
+            error = result.error
+            if error is ErrorCode.PRODUCER_FENCED and ctx.version < PRODUCER_FENCED_FROM:
+                error = ErrorCode.INVALID_PRODUCER_EPOCH
+            return _error(error)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
+        }
     manager = ctx.services.producer_ids
     try:
         await manager.ensure_available()

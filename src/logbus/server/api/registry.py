@@ -41,6 +41,9 @@ MODULES = (
     "controller_requests",
     "offset_for_leader_epoch",
     "alter_partition",
+    "write_txn_markers",
+    "describe_producers",
+    "transactions",
 )
 
 

@@ -202,11 +202,15 @@ class Partition:
             )
 
     def append_as_leader(
-        self, records: memoryview, required_acks: int, now_ms: int
+        self, records: memoryview, required_acks: int, now_ms: int, *, from_client: bool = True
     ) -> AppendResult:
+        """Append as leader; `from_client=False` is the coordinator's origin (transaction
+        markers: control batches allowed, no client sequence or timestamp checks)."""
         self.ensure_leader()
         self.check_enough_replicas(required_acks)
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms=now_ms)
+        info = self.log.append_as_leader(
+            records, self.leader_epoch, now_ms=now_ms, from_client=from_client
+        )
         self.maybe_increment_high_watermark(now_ms)
         return AppendResult(
             info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset

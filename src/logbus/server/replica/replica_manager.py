@@ -30,6 +30,7 @@ from logbus.storage.errors import OffsetOutOfRangeError, StorageError
 from logbus.storage.file_slice import FileSlice
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
+from logbus.storage.transaction_index import AbortedTxn
 from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class FetchResult:
     records: FileSlice | None = None
     # (epoch, end offset) where a follower's log diverged from the leader's (Fetch v12+)
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: the aborted transactions with records in the range read
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -98,6 +101,10 @@ class ReplicaManager:
         self.alter_partition: AlterPartitionManager | None = None
         self.replica_lag_time_max_ms = 30_000
         self._isr_task: asyncio.Task[None] | None = None
+        # Called on the event loop with (partition, producer id, committed) after a
+        # transaction marker was appended to a partition as leader (the group coordinator
+        # materialises or drops pending transactional offset commits).
+        self.txn_completion_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
 
     # --- replication ----------------------------------------------------------------------
 
@@ -257,9 +264,16 @@ class ReplicaManager:
         timeout_ms: int,
         entries: list[tuple[str, int, memoryview | None]],
         known_partition: Callable[[str, int], bool],
+        *,
+        from_client: bool = True,
+        on_appended: Callable[[TopicPartition], None] | None = None,
     ) -> list[ProduceResult]:
         """Append each partition's batches as leader; for acks=all wait until the high
-        watermark passes them (or the timeout fires: REQUEST_TIMED_OUT)."""
+        watermark passes them (or the timeout fires: REQUEST_TIMED_OUT).
+
+        `from_client=False` appends as the coordinator (transaction markers);
+        `on_appended` is called for each partition right after its batches are in the log
+        (before any acks wait)."""
         now_ms = int(time.time() * 1000)
         results: list[ProduceResult] = []
         # (index in results, partition, leader epoch of the append, last offset)
@@ -283,7 +297,7 @@ class ReplicaManager:
                 results.append(ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="null record set"))
                 continue
             try:
-                appended = part.append_as_leader(records, acks, now_ms)
+                appended = part.append_as_leader(records, acks, now_ms, from_client=from_client)
             except PartitionError as exc:
                 results.append(ProduceResult(exc.error, message=str(exc)))
                 continue
@@ -298,6 +312,8 @@ class ReplicaManager:
                 )
                 continue
             self.purgatory.notify((topic, index))
+            if on_appended is not None:
+                on_appended(TopicPartition(topic, index))
             results.append(
                 ProduceResult(
                     ErrorCode.NONE,
@@ -369,8 +385,7 @@ class ReplicaManager:
             return self._read_for_follower(part, follower, request, max_bytes, min_one_message,
                                            replica_epoch)
         high_watermark = part.high_watermark
-        # No transactions yet: the last stable offset is the high watermark.
-        last_stable = high_watermark
+        last_stable = log.last_stable_offset
         bound = last_stable if read_committed else high_watermark
         try:
             info = log.read(
@@ -387,8 +402,14 @@ class ReplicaManager:
             return FetchResult(
                 ErrorCode(exc.error_code), high_watermark, last_stable, log.log_start_offset
             )
+        aborted = None
+        if read_committed and info.records is not None:
+            # Kafka's bound: the LSO, or the end of the range read when that is sooner;
+            # an empty read has no records to drop and costs no index scan.
+            aborted = log.collect_aborted_transactions(request.fetch_offset, last_stable)
         return FetchResult(
-            ErrorCode.NONE, high_watermark, last_stable, log.log_start_offset, info.records
+            ErrorCode.NONE, high_watermark, last_stable, log.log_start_offset, info.records,
+            aborted_transactions=aborted,
         )
 
     def _read_for_follower(
