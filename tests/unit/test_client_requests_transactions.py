@@ -11,6 +11,7 @@ import pytest
 
 from logbus.client.errors import KafkaError
 from logbus.client.requests import transactions as txn
+from logbus.client.requests import transactions_marker
 from logbus.client.requests.group_membership import MemberIdentity
 from logbus.client.requests.producer_id import ProducerIdAndEpoch
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
@@ -36,6 +37,9 @@ TXN_BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         v, ["Ongoing"], [4000], 1000 if v >= 1 else -1
     ),
     ApiKey.DESCRIBE_PRODUCERS: lambda v: txn.build_describe_producers(v, [A0, A1, B2]),
+    ApiKey.WRITE_TXN_MARKERS: lambda v: transactions_marker.build_write_txn_markers(
+        v, [transactions_marker.MarkerEntry(4000, 7, 3, False, (A0, B2))]
+    ),
 }
 
 
