@@ -366,6 +366,7 @@ class Sender:
             self.producer.producer_id,
             self.producer.epoch,
             sequence,
+            self.txn is not None,
         )
 
     # --- requests -----------------------------------------------------------------------
@@ -384,7 +385,11 @@ class Sender:
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
             results = await produce_many(
-                conn, payload, s.acks, timeout_ms=s.request_timeout_ms
+                conn,
+                payload,
+                s.acks,
+                timeout_ms=s.request_timeout_ms,
+                transactional_id=None if self.txn is None else self.txn.transactional_id,
             )
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
