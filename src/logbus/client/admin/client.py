@@ -20,12 +20,16 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Se
 from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
-from logbus.client.admin import transactions
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
     TransactionListing,
+    abort_txn,
+    describe_txns,
+    find_hanging_txn,
+    list_txns,
+    producers_of,
 )
 from logbus.client.admin.types import (
     AdminBatchError,
@@ -549,35 +553,35 @@ class Admin(AsyncService):
         """The transactions every broker coordinates, sorted by transactional id (only
         those in `states`, e.g. ["Ongoing"], of `producer_ids`, or running for at least
         `duration_ms`, if given)."""
-        return await transactions.list_all(self, states, producer_ids, duration_ms, timeout_ms)
+        return await list_txns(self, states, producer_ids, duration_ms, timeout_ms)
 
     async def describe_transactions(
         self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
     ) -> dict[str, TransactionDescription]:
         """Each transactional id's state on its coordinator (an unknown id is
         TRANSACTIONAL_ID_NOT_FOUND, raised as AdminBatchError)."""
-        return await transactions.describe(self, transactional_ids, timeout_ms)
+        return await describe_txns(self, transactional_ids, timeout_ms)
 
     async def describe_producers(
         self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, list[ProducerState]]:
         """The producers active on each partition, from its leader: id, epoch, last
         sequence and timestamp, coordinator epoch, and where an open transaction started."""
-        return await transactions.producers(self, partitions, timeout_ms)
+        return await producers_of(self, partitions, timeout_ms)
 
     async def abort_transaction(
         self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
     ) -> None:
         """Write the ABORT marker of a (hanging) transaction to one partition, as its
         coordinator would (WriteTxnMarkers to the partition's leader)."""
-        await transactions.abort(self, spec, timeout_ms)
+        await abort_txn(self, spec, timeout_ms)
 
     async def find_hanging_transaction(
         self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
     ) -> AbortTransactionSpec:
         """The `AbortTransactionSpec` of the transaction open on `partition` since
         `start_offset` (from DescribeProducers)."""
-        return await transactions.find_hanging(self, partition, start_offset, timeout_ms)
+        return await find_hanging_txn(self, partition, start_offset, timeout_ms)
 
     async def _controller(self) -> Connection:
         await self.cluster.refresh([])

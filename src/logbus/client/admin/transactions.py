@@ -63,7 +63,7 @@ class AbortTransactionSpec(NamedTuple):
     coordinator_epoch: int
 
 
-async def list_all(
+async def list_txns(
     admin: Admin,
     states: Sequence[str],
     producer_ids: Sequence[int],
@@ -92,7 +92,7 @@ async def list_all(
     return sorted(listings, key=lambda t: t.transactional_id)
 
 
-async def describe(
+async def describe_txns(
     admin: Admin, transactional_ids: Sequence[str], timeout_ms: int | None
 ) -> dict[str, TransactionDescription]:
     async def attempt(batch: list[str], _: int) -> dict[str, TransactionDescription | KafkaError]:
@@ -137,7 +137,7 @@ async def describe(
     return await admin._each(transactional_ids, attempt, timeout_ms)
 
 
-async def producers(
+async def producers_of(
     admin: Admin, partitions: Sequence[TopicPartition], timeout_ms: int | None
 ) -> dict[TopicPartition, list[ProducerState]]:
     async def attempt(
@@ -148,7 +148,7 @@ async def producers(
     return await admin._each([TopicPartition(*tp) for tp in partitions], attempt, timeout_ms)
 
 
-async def abort(admin: Admin, spec: AbortTransactionSpec, timeout_ms: int | None) -> None:
+async def abort_txn(admin: Admin, spec: AbortTransactionSpec, timeout_ms: int | None) -> None:
     tp = TopicPartition(*spec.partition)
     marker = MarkerEntry(
         spec.producer_id, spec.producer_epoch, spec.coordinator_epoch, False, (tp,)
@@ -175,12 +175,12 @@ async def abort(admin: Admin, spec: AbortTransactionSpec, timeout_ms: int | None
     await admin._each([tp], attempt, timeout_ms)
 
 
-async def find_hanging(
+async def find_hanging_txn(
     admin: Admin, partition: TopicPartition, start_offset: int, timeout_ms: int | None
 ) -> AbortTransactionSpec:
     """The abort of the transaction that started at `start_offset` of `partition`
     (kafka-transactions.sh abort --start-offset): its producer from DescribeProducers."""
-    found = (await producers(admin, [partition], timeout_ms))[TopicPartition(*partition)]
+    found = (await producers_of(admin, [partition], timeout_ms))[TopicPartition(*partition)]
     for p in found:
         if p.current_txn_start_offset == start_offset:
             return AbortTransactionSpec(
