@@ -37,6 +37,7 @@ from logbus.client.requests import (
     produce,
     producer_id,
     topics,
+    transactions_marker,
 )
 from logbus.controller.cluster_metadata import (
     BrokerInfo,
@@ -200,6 +201,15 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ),
     ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
         v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
+    ),
+    ApiKey.WRITE_TXN_MARKERS: lambda v: transactions_marker.build_write_txn_markers(
+        v,
+        [
+            transactions_marker.MarkerEntry(
+                7, 3, 5, True, (TopicPartition("a", 0), TopicPartition("b", 2))
+            ),
+            transactions_marker.MarkerEntry(8, 0, 5, False, (TopicPartition("a", 1),)),
+        ],
     ),
 }
 

@@ -214,6 +214,9 @@ class Broker:
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
         self.group_coordinator.start()
+        self.replica_manager.txn_completion_listeners.append(
+            self.group_coordinator.on_txn_completion
+        )
         self._start_transaction_coordinator()
         if self.config.uses_zookeeper:
             await self._start_cluster_member(host, port)

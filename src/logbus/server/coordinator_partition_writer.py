@@ -29,7 +29,11 @@ class CoordinatorPartitionWriter:
         if not part.is_leader:
             raise PartitionWriteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp} is led elsewhere")
         try:
-            appended = part.append_as_leader(memoryview(batch), -1, timestamp_ms)
+            # the coordinator's origin (Kafka's AppendOrigin.COORDINATOR): no client
+            # sequence or timestamp checks, e.g. for a TxnOffsetCommit's batch
+            appended = part.append_as_leader(
+                memoryview(batch), -1, timestamp_ms, from_client=False
+            )
         except PartitionError as exc:
             raise PartitionWriteError(exc.error, str(exc)) from exc
         except StorageError as exc:

@@ -26,6 +26,7 @@ from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
 from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponseGroup
 from logbus.protocol.messages.sync_group_response import SyncGroupResponse
+from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.types import TopicPartition
 
 R = TypeVar("R", covariant=True)
@@ -125,6 +126,33 @@ class OffsetCommit(Answered[OffsetCommitResponse]):
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommit(Answered[TxnOffsetCommitResponse]):
+    """TxnOffsetCommit: offsets written in a transaction of `producer_id`, pending until
+    the transaction's marker ends it (`TxnCompletion`)."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    partition_errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCompletion:
+    """A COMMIT or ABORT marker of `producer_id` appended to this partition: its pending
+    transactional offsets are materialised or dropped."""
+
+    now_ms: int
+    producer_id: int
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetch(Answered[OffsetFetchResponseGroup]):
     """OffsetFetch for one group; `topics=None` fetches every committed partition."""
 
@@ -215,6 +243,8 @@ Event = (
     | Heartbeat
     | LeaveGroup
     | OffsetCommit
+    | TxnOffsetCommit
+    | TxnCompletion
     | OffsetFetch
     | DescribeGroup
     | ListGroups

@@ -26,6 +26,7 @@ from logbus.protocol import ErrorCode
 from logbus.protocol.messages.list_groups_response import ListedGroup
 from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponsePartitions
+from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.types import TopicPartition
 
 E = ErrorCode
@@ -116,6 +117,102 @@ def _commit_response(
     }
 
 
+# --- TxnOffsetCommit (KIP-98, KIP-447) ----------------------------------------------------
+
+
+def handle_txn_offset_commit(
+    state: GroupsState, e: ev.TxnOffsetCommit, cfg: GroupConfig
+) -> Result:
+    """Offsets committed inside a transaction: written now (a transactional batch of the
+    producer), visible to OffsetFetch only once the transaction commits."""
+    r = Result(producer_id=e.producer_id, producer_epoch=e.producer_epoch)
+    group = state.groups.get(e.group_id) or Group(e.group_id)
+    error = _validate_txn_commit(group, e)
+    if error is not E.NONE:
+        r.respond(e.token, _txn_commit_response(e, lambda tp: e.partition_errors.get(tp, error)))
+        return r
+    state.groups.setdefault(e.group_id, group)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for topic, partitions in e.topics:
+        for p in partitions:
+            tp = TopicPartition(topic, p.partition)
+            metadata = p.metadata or ""
+            if tp in e.partition_errors:
+                errors[tp] = e.partition_errors[tp]
+            elif len(metadata.encode()) > cfg.offset_metadata_max_bytes:
+                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                commit = records.OffsetCommit(
+                    group=e.group_id,
+                    topic=topic,
+                    partition=p.partition,
+                    offset=p.offset,
+                    leader_epoch=p.leader_epoch,
+                    metadata=metadata,
+                    commit_timestamp=e.now_ms,
+                    expire_timestamp=-1,
+                )
+                group.pending_txn_offsets.setdefault(e.producer_id, {})[tp] = commit
+                r.records.append(records.offset_commit_record(commit))
+                errors[tp] = E.NONE
+    r.respond(e.token, _txn_commit_response(e, errors.__getitem__))
+    return r
+
+
+def _validate_txn_commit(group: Group, e: ev.TxnOffsetCommit) -> ErrorCode:
+    """Kafka's checks of a TxnOffsetCommit: a producer-only commit (generation -1) needs
+    an Empty group; a member's needs its generation (v3+, KIP-447)."""
+    if group.is_(DEAD):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if e.generation_id < 0 and group.is_(EMPTY):
+        return E.NONE
+    if e.member_id != "" and not group.has(e.member_id):
+        return E.UNKNOWN_MEMBER_ID
+    if group.is_static_member_fenced(e.group_instance_id, e.member_id):
+        return E.FENCED_INSTANCE_ID
+    if e.generation_id >= 0 and e.generation_id != group.generation_id:
+        return E.ILLEGAL_GENERATION
+    return E.NONE
+
+
+def _txn_commit_response(
+    e: ev.TxnOffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
+) -> TxnOffsetCommitResponse:
+    return {
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": p.partition,
+                        "error_code": error_for(TopicPartition(topic, p.partition)),
+                    }
+                    for p in partitions
+                ],
+            }
+            for topic, partitions in e.topics
+        ]
+    }
+
+
+def complete_transaction(state: GroupsState, producer_id: int, committed: bool) -> None:
+    """A marker of `producer_id` in this partition: its pending offsets become the
+    groups' committed offsets (COMMIT) or are dropped (ABORT)."""
+    for group in state.groups.values():
+        pending = group.pending_txn_offsets.pop(producer_id, None)
+        if pending and committed and not group.is_(DEAD):
+            group.offsets.update(pending)
+
+
+def handle_txn_completion(state: GroupsState, e: ev.TxnCompletion, cfg: GroupConfig) -> Result:
+    complete_transaction(state, e.producer_id, e.committed)
+    return Result()
+
+
+def has_pending_txn_offset(group: Group, tp: tuple[str, int]) -> bool:
+    return any(tp in pending for pending in group.pending_txn_offsets.values())
+
+
 # --- OffsetFetch -----------------------------------------------------------------------
 
 
@@ -138,13 +235,31 @@ def handle_offset_fetch(state: GroupsState, e: ev.OffsetFetch, cfg: GroupConfig)
             "topics": [
                 {
                     "name": topic,
-                    "partitions": [_fetched(offsets.get((topic, p)), p) for p in partitions],
+                    "partitions": [
+                        _unstable(p)
+                        if e.require_stable
+                        and group is not None
+                        and has_pending_txn_offset(group, (topic, p))
+                        else _fetched(offsets.get((topic, p)), p)
+                        for p in partitions
+                    ],
                 }
                 for topic, partitions in topics
             ],
         },
     )
     return r
+
+
+def _unstable(partition: int) -> OffsetFetchResponsePartitions:
+    """KIP-447: a transactional commit for the partition is pending (require_stable)."""
+    return {
+        "partition_index": partition,
+        "committed_offset": -1,
+        "committed_leader_epoch": -1,
+        "metadata": "",
+        "error_code": E.UNSTABLE_OFFSET_COMMIT,
+    }
 
 
 def _fetched(commit: records.OffsetCommit | None, partition: int) -> OffsetFetchResponsePartitions:

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from logbus.coordinator.group import events as ev
+from logbus.coordinator.group.offsets import complete_transaction
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
 from logbus.coordinator.group.records import GROUP_METADATA_KEY_VERSION
-from logbus.coordinator.group.shard import apply, load_complete, replay
+from logbus.coordinator.group.shard import apply, load_complete, replay, replay_transactional
 from logbus.coordinator.group.state import (
     Cancel,
     Group,
@@ -41,6 +42,7 @@ from logbus.protocol import ErrorCode
 from logbus.protocol.messages.list_groups_response import ListGroupsResponse
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
+from logbus.records.control import decode_control_key
 from logbus.records.reader import iter_record_set
 from logbus.types import TopicPartition
 
@@ -161,11 +163,22 @@ class GroupCoordinatorRuntime:
                 for header, batch_records in iter_record_set(data, on_unreadable=_skip_unreadable):
                     offset = header.last_offset + 1
                     if header.is_control:
+                        for record in batch_records:
+                            key = decode_control_key(record.key)
+                            if key.is_transaction_marker:
+                                complete_transaction(
+                                    shard.state, header.producer_id, key.is_commit
+                                )
                         continue
                     for record in batch_records:
                         if record.key is None:
                             continue
-                        replay(shard.state, record.key, record.value)
+                        if header.is_transactional:
+                            replay_transactional(
+                                shard.state, header.producer_id, record.key, record.value
+                            )
+                        else:
+                            replay(shard.state, record.key, record.value)
                         count += 1
                 await asyncio.sleep(0)  # let other partitions and requests run
         except PartitionWriteError as exc:  # no longer hosted here, or the log failed
@@ -240,6 +253,17 @@ class GroupCoordinatorRuntime:
             bodies.append(await fut)
         return bodies
 
+    def on_txn_completion(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """A transaction marker appended as leader (ReplicaManager's completion listener):
+        pending TxnOffsetCommits of the producer on that `__consumer_offsets` partition are
+        materialised or dropped. A partition still loading reads the marker itself."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        shard = self.shards.get(tp.partition)
+        if shard is None or shard.loading:
+            return
+        self._run(shard, ev.TxnCompletion(now_ms(), producer_id, committed), None)
+
     def _run(self, shard: _Shard, event: ev.Event, group_id: str | None) -> None:
         """apply + append, synchronously; the wait for replication runs in a task."""
         group = shard.state.groups.get(group_id) if group_id is not None else None
@@ -254,7 +278,17 @@ class GroupCoordinatorRuntime:
 
     def _append(self, shard: _Shard, result: Result) -> tuple[ErrorCode, int]:
         timestamp = now_ms()
-        batch = build_batch([NewRecord(k, v, (), timestamp) for k, v in result.records])
+        new_records = [NewRecord(k, v, (), timestamp) for k, v in result.records]
+        if result.producer_id >= 0:  # a TxnOffsetCommit: one transactional batch
+            batch = build_batch(
+                new_records,
+                producer_id=result.producer_id,
+                producer_epoch=result.producer_epoch,
+                base_sequence=0,
+                is_transactional=True,
+            )
+        else:
+            batch = build_batch(new_records)
         try:
             last_offset = self.writer.append(
                 TopicPartition(OFFSETS_TOPIC, shard.partition), batch, timestamp
@@ -377,7 +411,17 @@ def _coordinator_error(error: ErrorCode) -> ErrorCode:
     """Kafka's mapping of a failed append to the coordinator's answer."""
     if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
         return ErrorCode.NOT_COORDINATOR
+    if error in _PRODUCER_ERRORS:  # a TxnOffsetCommit's producer, fenced or out of state
+        return error
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+_PRODUCER_ERRORS = (
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.PRODUCER_FENCED,
+    ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+)
 
 
 def _snapshot(group: Group) -> Group:
@@ -388,6 +432,9 @@ def _snapshot(group: Group) -> Group:
     copied.pending_members = dict(group.pending_members)
     copied.static_members = dict(group.static_members)
     copied.offsets = dict(group.offsets)
+    copied.pending_txn_offsets = {
+        pid: dict(pending) for pid, pending in group.pending_txn_offsets.items()
+    }
     return copied
 
 

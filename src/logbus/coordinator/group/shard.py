@@ -32,6 +32,8 @@ HANDLERS: dict[type, Handler] = {
     ev.RebalanceTimeout: rebalance.handle_rebalance_timeout,
     ev.InitialRebalanceDelayExpired: rebalance.handle_initial_delay_expired,
     ev.OffsetCommit: offsets.handle_offset_commit,
+    ev.TxnOffsetCommit: offsets.handle_txn_offset_commit,
+    ev.TxnCompletion: offsets.handle_txn_completion,
     ev.OffsetFetch: offsets.handle_offset_fetch,
     ev.OffsetDelete: offsets.handle_offset_delete,
     ev.DeleteGroup: offsets.handle_delete_group,
@@ -73,6 +75,20 @@ def replay(state: GroupsState, key: bytes, value: bytes | None) -> None:
         if old is not None and old.offsets:
             # Offsets without group metadata: an offsets-only group, as Kafka loads it.
             state.groups[record.group] = Group(record.group, offsets=old.offsets)
+
+
+def replay_transactional(
+    state: GroupsState, producer_id: int, key: bytes, value: bytes | None
+) -> None:
+    """A record of a transactional batch (a TxnOffsetCommit) while loading: pending until
+    the producer's marker is read (`offsets.complete_transaction`)."""
+    record = records.decode_record(key, value)
+    if isinstance(record, records.OffsetCommit):
+        group = state.groups.setdefault(record.group, Group(record.group))
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        pending[(record.topic, record.partition)] = record
+    else:  # not written by a coordinator; read as if it were not transactional
+        replay(state, key, value)
 
 
 def _loaded_group(record: records.GroupMetadata, offsets_: Offsets) -> Group:

@@ -210,6 +210,9 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
     offsets: Offsets = field(default_factory=dict)
+    pending_txn_offsets: dict[int, Offsets] = field(default_factory=dict)
+    """TxnOffsetCommits written but not ended yet, per producer id: materialised into
+    `offsets` by the transaction's COMMIT marker, dropped by its ABORT (KIP-98)."""
 
     # --- state -------------------------------------------------------------------------
 
@@ -378,6 +381,10 @@ class Result:
     records: list[records.KeyValue] = field(default_factory=list)
     responses: list[tuple[Token, ResponseBody]] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    producer_id: int = -1
+    """A TxnOffsetCommit's producer: its records are written as one transactional batch
+    of this producer id and `producer_epoch`."""
+    producer_epoch: int = -1
 
     def respond(self, token: Token, response: ResponseBody) -> None:
         self.responses.append((token, response))

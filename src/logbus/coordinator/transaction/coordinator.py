@@ -300,8 +300,8 @@ class TransactionCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if (from_client and epoch != txn.producer_epoch) or epoch < txn.producer_epoch:
             return E.PRODUCER_FENCED
-        if txn.pending and txn.pending_state is not S.PREPARE_EPOCH_FENCE:
-            return E.CONCURRENT_TRANSACTIONS
+        if txn.pending and (from_client or txn.pending_state is not S.PREPARE_EPOCH_FENCE):
+            return E.CONCURRENT_TRANSACTIONS  # only the coordinator's abort ends a fence
         state = txn.state
         if state is S.ONGOING:
             next_state = S.PREPARE_COMMIT if committed else S.PREPARE_ABORT
@@ -442,9 +442,8 @@ class TransactionCoordinator:
                     continue
                 if producer_ids and txn.producer_id not in producer_ids:
                     continue
-                if min_duration_ms >= 0 and not (
-                    txn.start_timestamp_ms >= 0 and now - txn.start_timestamp_ms > min_duration_ms
-                ):
+                # Kafka's filter: running for longer than it since its start time
+                if min_duration_ms >= 0 and now - txn.start_timestamp_ms <= min_duration_ms:
                     continue
                 views.append(_view(txn))
         return views

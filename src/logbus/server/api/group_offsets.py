@@ -1,5 +1,7 @@
 """Consumer-group offsets: OffsetCommit v2-9 (Kafka 4.0's baseline), OffsetFetch v1-9
-(several groups per request from v8, KIP-709), OffsetDelete v0 (KIP-496).
+(several groups per request from v8, KIP-709; `require_stable` from v7, KIP-447:
+UNSTABLE_OFFSET_COMMIT for a partition with a transactional commit pending), OffsetDelete
+v0 (KIP-496), TxnOffsetCommit v0-4 (KIP-98; the member's generation from v3, KIP-447).
 
 Requests become events of `logbus.coordinator.group.events` for the broker's
 `GroupCoordinatorRuntime`; partitions of unknown topics are rejected here with
@@ -25,6 +27,8 @@ from logbus.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
 )
+from logbus.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.group_membership import runtime
 from logbus.types import TopicPartition
@@ -92,6 +96,79 @@ async def handle_offset_commit(
                 for name, partitions in topics
             ]
         }
+    return {"throttle_time_ms": 0, **body}
+
+
+# --- TxnOffsetCommit ---------------------------------------------------------------------
+
+
+async def handle_txn_offset_commit(
+    ctx: RequestContext, request: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
+    version = ctx.version
+    group_id = request["group_id"]
+    topics = tuple(
+        (
+            t["name"],
+            tuple(
+                ev.PartitionCommit(
+                    partition=p["partition_index"],
+                    offset=p["committed_offset"],
+                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 2 else -1,
+                    metadata=p["committed_metadata"],
+                )
+                for p in t["partitions"]
+            ),
+        )
+        for t in request["topics"]
+    )
+    errors = {
+        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for name, partitions in topics
+        for p in partitions
+        if not _known_partition(ctx, name, p.partition)
+    }
+
+    def make(token: Token, now_ms: int) -> ev.TxnOffsetCommit:
+        return ev.TxnOffsetCommit(
+            token=token,
+            now_ms=now_ms,
+            group_id=group_id,
+            producer_id=request["producer_id"],
+            producer_epoch=request["producer_epoch"],
+            topics=topics,
+            generation_id=request.get("generation_id", -1) if version >= 3 else -1,
+            member_id=request.get("member_id", "") if version >= 3 else "",
+            group_instance_id=request.get("group_instance_id") if version >= 3 else None,
+            partition_errors=errors,
+        )
+
+    def answer(error: int) -> TxnOffsetCommitResponse:
+        if error == ErrorCode.PRODUCER_FENCED and version < 3:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition,
+                            "error_code": errors.get(TopicPartition(name, p.partition), error),
+                        }
+                        for p in partitions
+                    ],
+                }
+                for name, partitions in topics
+            ],
+        }
+
+    if not request["transactional_id"]:
+        return answer(ErrorCode.INVALID_REQUEST)
+    try:
+        body = await runtime(ctx).submit(group_id, make)
+    except CoordinatorError as exc:
+        return answer(exc.error)
     return {"throttle_time_ms": 0, **body}
 
 
@@ -190,4 +267,5 @@ HANDLERS = [
     ApiHandler(ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
     ApiHandler(ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
     ApiHandler(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+    ApiHandler(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
 ]
