@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from tests.kafka_wire import PRODUCE_V, WireClient, fetch_body, wait_for
 
+from kafka_wire import PRODUCE_V, WireClient, fetch_body, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import build_batch
 from logbus.records.control import ControlType, build_end_txn_batch
@@ -262,6 +262,8 @@ def test_bad_markers_and_batches_are_refused(broker: Any, conn: WireClient) -> N
         ("nowhere", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         (topic, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
+    invalid = write_marker(conn, -1, False, {topic: [0]}, epoch=3)
+    assert invalid == {(topic, 0): ErrorCode.INVALID_RECORD}
     assert conn.list_offset(topic, 0, -1)[1] == end
     assert committed_fetch(conn, topic)["last_stable_offset"] == 2
 

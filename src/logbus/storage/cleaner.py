@@ -12,8 +12,11 @@ id, epoch, base sequence and last offset delta; a batch left without records is 
 except the last batch of a producer that still has state and the last batch of the
 pass, which stay as empty batches. Each group is swapped in with `Log.replace_segments`.
 
-Transactions are not implemented in logbus, so control batches (transaction markers)
-are always kept and no batch is treated as aborted.
+Transactions (Kafka's rules, `cleaner_transactions.py`): records of aborted transactions
+are removed (and never enter the offset map, so they shadow no earlier record); a
+transaction marker is kept while records of its transaction remain, then until the
+delete horizon its batch is stamped with passes, as a tombstone. Nothing at or after the
+last stable offset is cleaned (the first uncleanable offset is bounded by it).
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from logbus.records.batch import (
 from logbus.records.builder import build_batch
 from logbus.records.reader import decode_batch
 from logbus.records.record import Record
+from logbus.storage.cleaner_transactions import CleanedTransactions
 from logbus.storage.log import Log
 from logbus.storage.log_config import LogConfig
 from logbus.storage.offset_map import OffsetMap
+from logbus.storage.record_scan import read_control_marker
 from logbus.storage.segment import CLEANED_SUFFIX, LogSegment
 from logbus.storage.throttler import Throttler
 from logbus.types import TopicPartition
@@ -221,15 +226,21 @@ class Cleaner:
             if segment.base_offset < end
             and (i + 1 == len(segments) or segments[i + 1].base_offset > start)
         ]
+        txns = CleanedTransactions(cleanable.log.collect_aborted_transactions(start, end))
         for segment, next_start in dirty:
             self._checkpoint(cleanable.topic_partition)
-            if self._map_segment(cleanable, segment, start, stats):
+            if self._map_segment(cleanable, segment, start, stats, txns):
                 logger.debug("offset map full in segment %d", segment.base_offset)
                 return
             offset_map.update_latest_offset(next_start - 1)
 
     def _map_segment(
-        self, cleanable: LogToClean, segment: LogSegment, start: int, stats: CleanerStats
+        self,
+        cleanable: LogToClean,
+        segment: LogSegment,
+        start: int,
+        stats: CleanerStats,
+        txns: CleanedTransactions,
     ) -> bool:
         """Add the keys of one segment; returns True if the map filled up."""
         offset_map = self.offset_map
@@ -240,7 +251,9 @@ class Cleaner:
                 header = batch.header
                 if header.last_offset < start:
                     continue
-                if not header.is_control:
+                if header.is_control:
+                    txns.on_control_batch(header, _control_type(batch))
+                elif not txns.on_data_batch(header):
                     for record in _readable_records(batch.data, header, segment.log_path):
                         stats.map_messages_read += 1
                         if record.key is None or record.offset < start:
@@ -275,11 +288,19 @@ class Cleaner:
             active=True,
             suffix=CLEANED_SUFFIX,
         )
+        segments = log.segments
+        after = [s.base_offset for s in segments if s.base_offset > group[-1].base_offset]
+        group_end = min(after[0] if after else upper, upper)
+        txns = CleanedTransactions(
+            log.collect_aborted_transactions(group[0].base_offset, group_end)
+        )
         try:
             for segment in group:
                 self._clean_into(
-                    cleanable, segment, cleaned, config, now_ms, stats, active_producers, upper
+                    cleanable, segment, cleaned, config, now_ms, stats, active_producers, upper,
+                    txns,
                 )
+            cleaned.txn_index.replace(txns.retained_aborted)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified_ms)
@@ -315,13 +336,16 @@ class Cleaner:
         stats: CleanerStats,
         active_producers: dict[int, int | None],
         upper: int,
+        txns: CleanedTransactions,
     ) -> None:
         with _SegmentReader(source.log_path, source.size, self.io_buffer_size) as reader:
             for batch in reader.batches():
                 self._checkpoint(cleanable.topic_partition)
                 self.throttler.maybe_throttle(batch.header.size)
                 stats.bytes_read += batch.header.size
-                kept = self._filter_batch(batch, config, now_ms, stats, active_producers, upper)
+                kept = self._filter_batch(
+                    batch, config, now_ms, stats, active_producers, upper, txns
+                )
                 if kept is None:
                     continue
                 header = BatchHeader.parse(kept)
@@ -337,11 +361,13 @@ class Cleaner:
         stats: CleanerStats,
         active_producers: dict[int, int | None],
         upper: int,
+        txns: CleanedTransactions,
     ) -> bytes | memoryview | None:
         """The batch as it should be rewritten (the original bytes if unchanged), or None."""
         header = batch.header
         if header.is_control:
-            return batch.data  # no transactions: markers are kept as they are
+            return _filter_marker(batch, config, now_ms, txns)
+        aborted = txns.on_data_batch(header)
         last_of_producer = header.has_producer_id and (
             active_producers.get(header.producer_id, -2) == header.last_offset
         )
@@ -357,6 +383,8 @@ class Cleaner:
         kept: list[Record] = []
         tombstones = False
         for record in records:
+            if aborted:
+                continue
             if self._should_retain(record, header, has_horizon, now_ms, stats):
                 kept.append(record)
                 tombstones = tombstones or record.value is None
@@ -453,6 +481,41 @@ def group_segments_by_size(
             i += 1
         groups.append(group)
     return groups
+
+
+def _control_type(batch: _SourceBatch) -> int | None:
+    marker = read_control_marker(batch.data, batch.header)
+    return None if marker is None else marker.control_type
+
+
+def _filter_marker(
+    batch: _SourceBatch, config: LogConfig, now_ms: int, txns: CleanedTransactions
+) -> bytes | memoryview | None:
+    """A transaction marker: kept while its transaction may still have records here;
+    then stamped with a delete horizon, and removed once that has passed."""
+    header = batch.header
+    if not txns.on_control_batch(header, _control_type(batch)):
+        return batch.data
+    if header.attributes & DELETE_HORIZON_FLAG:
+        return None if header.base_timestamp <= now_ms else batch.data
+    try:
+        records = decode_batch(batch.data)[1]
+    except InvalidBatch:
+        return batch.data
+    return build_batch(
+        records,
+        base_offset=header.base_offset,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=True,
+        log_append_time=header.is_log_append_time,
+        partition_leader_epoch=header.partition_leader_epoch,
+        max_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+        delete_horizon_ms=now_ms + config.delete_retention_ms,
+    )
 
 
 def _readable_records(data: memoryview | bytes, header: BatchHeader, where: Path) -> list[Record]:

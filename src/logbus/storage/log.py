@@ -340,6 +340,9 @@ class Log:
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
                 )
             state.complete_txn(txn)
+        if completed:
+            # forget the completed transactions the high watermark has passed
+            state.first_unstable_offset(self.high_watermark)
 
     # -- transactions -------------------------------------------------------------------
 

@@ -175,8 +175,9 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
 
     The checkpoint is reset to the log start when it is below it or past the log end (a
     truncated log). Cleaning stops before the active segment, before the segment holding
-    the high watermark, and before the first segment with a record younger than
-    min.compaction.lag.ms; the bound is always a segment's base offset.
+    the last stable offset (at most the high watermark), and before the first segment
+    with a record younger than min.compaction.lag.ms; the bound is always a segment's
+    base offset.
     """
     start = log.log_start_offset
     first_dirty, reset = start if checkpoint is None else checkpoint, False
@@ -191,11 +192,13 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
         first_dirty, reset = start, True
     segments = log.segments
     bound = segments[-1].base_offset
-    high_watermark = log.high_watermark
+    # Never past the last stable offset (at most the high watermark): open transactions
+    # and markers not yet replicated stay as they are.
+    stable = log.last_stable_offset
     lag = max(log.config.min_compaction_lag_ms, 0)
     for i, segment in enumerate(segments[:-1]):
         segment_end = segments[i + 1].base_offset
-        if segment_end > high_watermark:
+        if segment_end > stable:
             bound = min(bound, segment.base_offset)
             break
         if lag > 0 and segment_end > first_dirty and segment.largest_timestamp > now_ms - lag:

@@ -8,8 +8,9 @@ until the high watermark passes it, at most request.timeout.ms. Per partition: N
 UNKNOWN_TOPIC_OR_PARTITION when this broker holds no replica of it;
 NOT_LEADER_OR_FOLLOWER when it is not the leader; TRANSACTION_COORDINATOR_FENCED for a
 coordinator epoch below the last one the producer's state saw; INVALID_PRODUCER_EPOCH for
-a producer epoch below the producer's; NOT_ENOUGH_REPLICAS(_AFTER_APPEND) and
-REQUEST_TIMED_OUT as acks=-1 produce answers.
+a producer epoch below the producer's; INVALID_RECORD for a negative producer id or
+epoch; NOT_ENOUGH_REPLICAS(_AFTER_APPEND) and REQUEST_TIMED_OUT as acks=-1 produce
+answers.
 
 Once a marker is in a partition's log, the replica manager's `txn_completion_listeners`
 are called with (partition, producer id, committed), on the event loop.
@@ -55,6 +56,22 @@ async def _write_marker(
     replica_manager = ctx.services.replica_manager
     producer_id = marker["producer_id"]
     committed = marker["transaction_result"]
+    if producer_id < 0 or marker["producer_epoch"] < 0:
+        # no producer to end a transaction of: the batch would be invalid (as Kafka's
+        # validation of a transactional batch without a producer id)
+        return {
+            "producer_id": producer_id,
+            "topics": [
+                {
+                    "name": topic["name"],
+                    "partitions": [
+                        {"partition_index": i, "error_code": ErrorCode.INVALID_RECORD}
+                        for i in topic["partition_indexes"]
+                    ],
+                }
+                for topic in marker["topics"]
+            ],
+        }
     batch = memoryview(
         build_end_txn_batch(
             ControlType.COMMIT if committed else ControlType.ABORT,
