@@ -21,6 +21,7 @@ from logbus.client.errors import (
     InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
+    TransactionAbortableError,
     TransactionAbortedError,
 )
 from logbus.protocol import ApiKey, ErrorCode
@@ -230,3 +231,45 @@ def test_offsets_sent_with_a_transaction_commit_with_it(broker: Any) -> None:
         committed = consumer.committed([tp])[tp]
         assert committed is not None and committed.offset == 3
     assert confluent_values(broker.bootstrap, sink) == [b"t2"]
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_the_producer_told(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory(
+        **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"}
+    )
+    topic = make_topic(broker.bootstrap, 1)
+    config = {
+        "bootstrap.servers": broker.bootstrap,
+        "transactional.id": "t-timeout",
+        "transaction.timeout.ms": 500,
+    }
+    with logbus.Producer(config) as producer:
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.send(topic, b"timed-out").result(TIMEOUT)
+        # The coordinator aborts it (and bumps the epoch): the LSO moves on.
+        for _ in range(100):
+            with logbus.Producer({"bootstrap.servers": broker.bootstrap}) as plain:
+                plain.send_and_wait(topic, b"plain")
+            if b"plain" in confluent_values(broker.bootstrap, topic):
+                break
+        assert b"timed-out" not in confluent_values(broker.bootstrap, topic)
+        # The leader refuses the old epoch: abortable (KIP-588), as the Java client says.
+        late = producer.send(topic, b"late")
+        with pytest.raises(TransactionAbortableError) as caught:
+            producer.commit_transaction(TIMEOUT)
+        assert caught.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+        with pytest.raises(KafkaError):
+            late.result(TIMEOUT)
+        # The coordinator fences the old epoch's EndTxn, as Kafka 3.x's does.
+        with pytest.raises(ProducerFencedError):
+            producer.abort_transaction(TIMEOUT)
+    with logbus.Producer(config) as again:
+        again.init_transactions(TIMEOUT)
+        again.begin_transaction()
+        again.send(topic, b"after")
+        again.commit_transaction(TIMEOUT)
+    values = confluent_values(broker.bootstrap, topic)
+    assert b"after" in values and b"timed-out" not in values and b"late" not in values

@@ -152,3 +152,11 @@ def test_transactional_id_makes_conflicts_errors(settings: dict[str, Any], messa
 def test_an_empty_transactional_id_is_refused() -> None:
     with pytest.raises(ConfigError, match="non-empty"):
         parse_producer_config({"transactional.id": ""}, {})
+
+
+def test_a_stale_epoch_from_a_leader_is_abortable_and_bumps_at_abort() -> None:
+    # KIP-588: the coordinator bumped the epoch when it aborted a timed-out transaction.
+    tm = ready()
+    tm.begin()
+    tm.batch_failed(KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, "produce"))
+    assert tm.state is TxnState.ABORTABLE_ERROR and tm.bump_required

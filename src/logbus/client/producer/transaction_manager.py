@@ -198,6 +198,13 @@ class TransactionManager:
             return
         if not isinstance(error, KafkaError):
             error = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+        if error.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            # A partition leader's answer, not the coordinator's (KIP-588): the coordinator
+            # bumped the epoch when it aborted a timed-out transaction. Abortable; the
+            # abort then bumps the epoch again, after which the producer goes on.
+            self.bump_required = True
+            self._abortable(error)
+            return
         self.fail(error)
 
     # --- errors ----------------------------------------------------------------------
@@ -221,6 +228,9 @@ class TransactionManager:
             return self._fatal(error)
         if code in _NEEDS_BUMP:
             self.bump_required = True
+        return self._abortable(error)
+
+    def _abortable(self, error: KafkaError) -> KafkaError:
         if self.state in (
             TxnState.IN_TRANSACTION,
             TxnState.COMMITTING,
