@@ -7,6 +7,7 @@ transaction are committed with it."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any
 
@@ -152,11 +153,17 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: Any) -> Non
         old.begin_transaction()
         old.send(topic, b"old-open").result(TIMEOUT)  # written, in an open transaction
         new.init_transactions(TIMEOUT)  # fences `old` and aborts its transaction
-        with pytest.raises(ProducerFencedError):
-            old.send(topic, b"old-late")
+        old.send(topic, b"old-late")
+        # The leader refuses the old epoch (abortable, KIP-588, as in the Java client)...
+        with pytest.raises(TransactionAbortableError) as caught:
             old.commit_transaction(TIMEOUT)
+        assert caught.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+        # ... and the coordinator says it was fenced: fatal from then on.
         with pytest.raises(ProducerFencedError):
-            old.begin_transaction()
+            old.abort_transaction(TIMEOUT)
+        for call in (old.begin_transaction, old.abort_transaction):
+            with pytest.raises(ProducerFencedError):
+                call()
         new.begin_transaction()
         new.send(topic, b"new")
         new.commit_transaction(TIMEOUT)
@@ -223,12 +230,17 @@ def test_offsets_sent_with_a_transaction_commit_with_it(broker: Any) -> None:
         producer.send_offsets_to_transaction({tp: 2}, consumer.group_metadata(), TIMEOUT)
         producer.abort_transaction(TIMEOUT)
         assert consumer.committed([tp])[tp] is None
-        # committed: the offsets are
+        # committed: the offsets are; a read_committed consumer asking while the
+        # transaction is open waits for it (OffsetFetch require_stable, KIP-447).
         producer.begin_transaction()
         producer.send(sink, b"t2")
         producer.send_offsets_to_transaction({tp: 3}, consumer.group_metadata(), TIMEOUT)
-        producer.commit_transaction(TIMEOUT)
-        committed = consumer.committed([tp])[tp]
+        committer = threading.Timer(0.5, producer.commit_transaction, (TIMEOUT,))
+        committer.start()
+        try:
+            committed = consumer.committed([tp])[tp]
+        finally:
+            committer.join()
         assert committed is not None and committed.offset == 3
     assert confluent_values(broker.bootstrap, sink) == [b"t2"]
 
