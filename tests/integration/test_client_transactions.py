@@ -285,3 +285,56 @@ def test_a_transaction_past_its_timeout_is_aborted_and_the_producer_told(
         again.commit_transaction(TIMEOUT)
     values = confluent_values(broker.bootstrap, topic)
     assert b"after" in values and b"timed-out" not in values and b"late" not in values
+
+
+def _poll(consumer: Any, want: int) -> list[Any]:
+    records: list[Any] = []
+    for _ in range(150):
+        records += consumer.poll(timeout=0.2, max_records=want - len(records))
+        if len(records) >= want:
+            return records
+    raise AssertionError(f"polled {len(records)} of {want} records")
+
+
+def test_consume_transform_produce_is_exactly_once_across_a_crash(broker: Any) -> None:
+    source, sink = make_topic(broker.bootstrap, 1), make_topic(broker.bootstrap, 2)
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    with logbus.Producer({"bootstrap.servers": broker.bootstrap}) as plain:
+        plain.send_batch(topic=source, values=[str(i).encode() for i in range(20)])
+    consumer_config = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    producer_config = {"bootstrap.servers": broker.bootstrap, "transactional.id": group}
+
+    def process(consumer: Any, producer: Any, count: int, commit: bool) -> None:
+        records = _poll(consumer, count)
+        producer.begin_transaction()
+        for r in records:
+            producer.send(sink, b"out-" + r.value, key=r.value)
+        tp = logbus.TopicPartition(source, 0)
+        producer.send_offsets_to_transaction(
+            {tp: records[-1].offset + 1}, consumer.group_metadata(), TIMEOUT
+        )
+        if commit:
+            producer.commit_transaction(TIMEOUT)
+        else:
+            producer.flush()  # written, never committed: the process dies here
+
+    with logbus.Consumer(consumer_config) as consumer, logbus.Producer(producer_config) as p:
+        consumer.subscribe([source])
+        p.init_transactions(TIMEOUT)
+        process(consumer, p, 8, commit=True)
+        process(consumer, p, 7, commit=False)
+    # A new instance: fences the old producer (its open transaction is aborted) and
+    # resumes from the offsets committed with the last committed transaction.
+    with logbus.Consumer(consumer_config) as consumer, logbus.Producer(producer_config) as p:
+        consumer.subscribe([source])
+        p.init_transactions(TIMEOUT)
+        process(consumer, p, 12, commit=True)
+    expected = sorted(b"out-" + str(i).encode() for i in range(20))
+    assert confluent_values(broker.bootstrap, sink, 2) == expected
+    assert logbus_values(broker.bootstrap, sink, "read_committed", 2) == expected
