@@ -293,6 +293,8 @@ class Sender:
                 batch = first
             elif not queue or self._needs_bump:
                 continue
+            elif self.txn is not None and not self.txn.send_allowed(tp):
+                continue  # added to the transaction first (AddPartitionsToTxn)
             else:
                 head = queue[0]
                 ready = (
@@ -308,8 +310,6 @@ class Sender:
                     continue
                 if s.max_in_flight == 1 and state.in_flight:
                     continue  # one batch at a time keeps order without idempotence
-                if self.txn is not None and not self.txn.send_allowed(tp):
-                    continue  # added to the transaction first (AddPartitionsToTxn)
                 batch = head
             leader = self._leader(tp)
             if leader is None:

@@ -106,6 +106,7 @@ _NEEDS_BUMP = frozenset(
         ErrorCode.INVALID_PRODUCER_ID_MAPPING,
     }
 )
+_CONCURRENT_BACKOFF_MAX = 0.02
 _GROUP_FENCED = frozenset(
     {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID}
 )
@@ -329,6 +330,7 @@ class TransactionManager:
     async def _add_partitions(self) -> None:
         deadline = time.monotonic() + self._delivery_timeout
         txn_id = self.transactional_id
+        attempt = 0
         try:
             while self.pending and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
                 request = functools.partial(
@@ -348,11 +350,22 @@ class TransactionManager:
                     else:
                         self.fail(error)
                         return
-                if retry is not None:
-                    if time.monotonic() + self._retry_backoff > deadline:
-                        self.fail(KafkaTimeoutError(f"AddPartitionsToTxn: {retry}"))
-                        return
-                    await asyncio.sleep(self._retry_backoff)
+                if retry is None:
+                    attempt = 0
+                    continue
+                # The previous transaction's markers are still being written: ask again
+                # soon (Kafka's client waits 20 ms; this starts at 1 ms and doubles up to
+                # that, so short transactions do not wait longer than the markers take).
+                delay = (
+                    min(0.001 * 2**attempt, _CONCURRENT_BACKOFF_MAX, self._retry_backoff)
+                    if retry.code == ErrorCode.CONCURRENT_TRANSACTIONS
+                    else self._retry_backoff
+                )
+                attempt += 1
+                if time.monotonic() + delay > deadline:
+                    self.fail(KafkaTimeoutError(f"AddPartitionsToTxn: {retry}"))
+                    return
+                await asyncio.sleep(delay)
         except KafkaError as exc:
             self.fail(exc)
         finally:
