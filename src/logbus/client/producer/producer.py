@@ -47,9 +47,7 @@ from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.router import PartitionRouter
 from logbus.client.producer.sender import Sender, SenderSettings
 from logbus.client.producer.transaction_manager import TransactionManager
-from logbus.client.requests.transactions import TxnOffset
-from logbus.client.types import ConsumerGroupMetadata, TopicPartition
-from logbus.protocol import ErrorCode
+from logbus.client.producer.transactional import TransactionalProducer
 from logbus.records.builder import now_ms
 from logbus.records.record import HeaderInput
 
@@ -60,7 +58,7 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
 
 
-class Producer(AsyncService):
+class Producer(TransactionalProducer, AsyncService):
     """An asyncio Kafka producer.
 
     Made with Kafka's producer settings (a dict, and/or keyword arguments with dots
@@ -598,70 +596,6 @@ class Producer(AsyncService):
                 await asyncio.gather(*waiters)
         finally:
             sender.flushing -= 1
-
-    # --- transactions (transactional.id) --------------------------------------------------
-
-    def _transactions(self) -> TransactionManager:
-        self._check_open()
-        if self._txn is None:
-            raise KafkaError(
-                ErrorCode.INVALID_TXN_STATE,
-                "transactions need a transactional.id in the producer's configuration",
-            )
-        return self._txn
-
-    def _timeout(self, timeout: float | None) -> float:
-        return self._max_block if timeout is None else timeout
-
-    async def init_transactions(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Get this transactional id's producer id and epoch from its coordinator, which
-        fences any earlier producer with the same id and aborts (or completes) its open
-        transaction. Once, before the first transaction; `timeout` (seconds, default
-        max.block.ms) raises KafkaTimeoutError, after which it may be called again."""
-        await self._transactions().initialize(self._timeout(timeout))
-
-    def begin_transaction(self) -> None:
-        """Start a transaction: records sent from now on are committed or aborted together."""
-        self._transactions().begin()
-
-    async def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[TopicPartition, Any],
-        group_metadata: ConsumerGroupMetadata | str,
-        timeout: float | None = None,  # noqa: ASYNC109
-    ) -> None:
-        """Commit a consumer's offsets as part of the transaction (consume-transform-
-        produce): `offsets` maps partitions to the next offset to read (an int, or an
-        OffsetAndMetadata); `group_metadata` is the consumer's `group_metadata()`."""
-        group = (
-            ConsumerGroupMetadata(group_metadata)
-            if isinstance(group_metadata, str)
-            else group_metadata
-        )
-        txn_offsets = {TopicPartition(*tp): _txn_offset(o) for tp, o in offsets.items()}
-        await self._transactions().send_offsets(txn_offsets, group, self._timeout(timeout))
-
-    async def commit_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Send every record of the transaction, then commit it. A record that failed
-        raises TransactionAbortableError (abort next); ProducerFencedError is fatal."""
-        await self._transactions().commit(self._flush_all, self._timeout(timeout))
-
-    async def abort_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Abort the transaction: records not yet sent fail with TransactionAbortedError,
-        those written are never shown to read_committed consumers."""
-        await self._transactions().abort(self._timeout(timeout))
-
-
-def _txn_offset(value: Any) -> TxnOffset:
-    if isinstance(value, int):
-        return TxnOffset(value)
-    leader_epoch = getattr(value, "leader_epoch", None)
-    return TxnOffset(
-        value.offset,
-        getattr(value, "metadata", "") or "",
-        -1 if leader_epoch is None else leader_epoch,
-    )
-
 
 def _delivery_callback(
     on_delivery: DeliveryCallback,
