@@ -124,3 +124,37 @@ def test_list_describe_describe_producers_and_abort_a_hanging_transaction(broker
         assert consume(broker, topic, "read_committed") == [
             "plain-0", "committed-1", "plain-5"
         ]
+
+
+def test_admin_transaction_calls_and_their_errors(broker: Any) -> None:
+    from logbus.client.admin import AdminBatchError
+    from logbus.protocol import ErrorCode
+
+    topic = f"adm-txn-{uuid.uuid4().hex[:8]}"
+    txn_id = f"adm-{uuid.uuid4().hex[:8]}"
+    with logbus.Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id}
+    ) as producer, logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.send(topic, b"v").result(TIMEOUT)
+        ongoing = admin.list_transactions(states=["Ongoing"])
+        assert [t.transactional_id for t in ongoing if t.transactional_id == txn_id] == [txn_id]
+        assert all(t.state == "Ongoing" for t in ongoing)
+        assert not [t for t in admin.list_transactions(states=["Empty"]) if t.transactional_id
+                    == txn_id]
+        d = admin.describe_transactions([txn_id])[txn_id]
+        assert d.state == "Ongoing" and d.partitions == [logbus.TopicPartition(topic, 0)]
+        assert d.start_time_ms > 0 and d.timeout_ms == 60000
+        spec = admin.find_hanging_transaction(logbus.TopicPartition(topic, 0), 0)
+        assert spec.producer_id == d.producer_id and spec.producer_epoch == d.producer_epoch
+        producer.commit_transaction(TIMEOUT)
+        d = admin.describe_transactions([txn_id])[txn_id]
+        assert d.state in ("PrepareCommit", "CompleteCommit") and d.start_time_ms >= -1
+        try:
+            admin.describe_transactions(["no-such-id"])
+            raise AssertionError("an unknown transactional id was described")
+        except AdminBatchError as exc:
+            assert exc.errors["no-such-id"].code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    unknown = logbus_cli(broker, "transactions", "describe", "--transactional-id", "no-such-id")
+    assert unknown.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in unknown.stderr
