@@ -21,6 +21,7 @@ from logbus.aio import Producer as AioProducer
 from logbus.client.errors import (
     InvalidTxnStateError,
     KafkaError,
+    KafkaTimeoutError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionAbortedError,
@@ -338,3 +339,17 @@ def test_consume_transform_produce_is_exactly_once_across_a_crash(broker: Any) -
     expected = sorted(b"out-" + str(i).encode() for i in range(20))
     assert confluent_values(broker.bootstrap, sink, 2) == expected
     assert logbus_values(broker.bootstrap, sink, "read_committed", 2) == expected
+
+
+def test_init_transactions_times_out_without_a_coordinator(broker_factory: Any) -> None:
+    # A single broker cannot create __transaction_state with 3 replicas: no coordinator.
+    broker = broker_factory(**{"transaction.state.log.replication.factor": "3"})
+    with logbus.Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": "t-no-coordinator"}
+    ) as producer:
+        with pytest.raises(KafkaTimeoutError, match="COORDINATOR_NOT_AVAILABLE"):
+            producer.init_transactions(1.0)
+        with pytest.raises(InvalidTxnStateError, match="Initializing"):
+            producer.begin_transaction()
+        with pytest.raises(KafkaTimeoutError):  # may be called again
+            producer.init_transactions(0.5)
