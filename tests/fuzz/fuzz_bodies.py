@@ -192,6 +192,8 @@ class _Generator:
             if name == "value" and parent == "configs":
                 return rng.choice(CONFIG_VALUES)
             if name == "transactional_id":
+                if key not in (ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID):
+                    return rng.choice(("fz-txn", "fz-txn", ""))  # not nullable there
                 return None if key == ApiKey.PRODUCE or rng.random() < 0.5 else "fz-txn"
             return _NO_HINT
         if ftype in ("int32", "int16", "int8", "int64"):

@@ -386,7 +386,7 @@ def fail_offsets_writes(running: Any, group: str, error: ErrorCode) -> Any:
     coordinator = broker.group_coordinator
     part = broker.replica_manager.partition("__consumer_offsets", coordinator.partition_for(group))
 
-    def failing(*_args: Any) -> Any:
+    def failing(*_args: Any, **_kwargs: Any) -> Any:
         raise PartitionError(error)
 
     part.append_as_leader = failing

@@ -433,9 +433,7 @@ def test_list_transactions_filters(txn_broker: Any, version: int) -> None:
     if version >= 1:  # started longer ago than the filter
         time.sleep(0.05)
         long = listed(duration_filter=10)
-        assert sorted(t["transactional_id"] for t in long["transaction_states"]) == [
-            "done", "open"
-        ]
+        assert sorted(t["transactional_id"] for t in long["transaction_states"]) == ["done", "open"]
         assert listed(duration_filter=3_600_000)["transaction_states"] == []
 
 
@@ -480,3 +478,135 @@ def test_state_is_reloaded_after_kill_9(broker_process: Any, tmp_path: Any) -> N
     )
     assert offsets["topics"][0]["partitions"][0]["offset"] == 1
     proc.terminate()
+
+
+def test_idle_transactional_ids_expire(broker_factory: Any) -> None:
+    running = broker_factory(
+        **SMALL,
+        transactional_id_expiration_ms="300",
+        transaction_remove_expired_transaction_cleanup_interval_ms="100",
+    )
+    admin = AdminClient({"bootstrap.servers": running.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(TIMEOUT)
+    idle = Txn(running.bootstrap, "idle")
+    idle.find()
+    idle.init_ok()
+    wait_for(lambda: idle.describe()["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND)
+    # forgotten: its producer id is unknown now, and a new InitProducerId starts over
+    assert idle.add({"t": [0]}) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
+    again = Txn(running.bootstrap, "idle")
+    again.init_ok()
+    assert again.pid != idle.pid and again.epoch == 0
+    # reloaded after a restart: the tombstone, then the new incarnation's records
+    running.overrides["transactional.id.expiration.ms"] = "3600000"
+    running.restart()
+    again.bootstrap = running.bootstrap
+    loaded = wait_for(lambda: d if (d := again.describe())["error_code"] == E.NONE else None)
+    assert (loaded["producer_id"], loaded["producer_epoch"]) == (again.pid, 0)
+
+
+def txn_offset_commit(
+    txn: Txn,
+    version: int,
+    offset: int,
+    epoch: int | None = None,
+    generation: int = -1,
+    member: str = "",
+) -> int:
+    response = raw(
+        txn.bootstrap,
+        ApiKey.TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": txn.id,
+            "group_id": "tg",
+            "producer_id": txn.pid,
+            "producer_epoch": txn.epoch if epoch is None else epoch,
+            "generation_id": generation,
+            "member_id": member,
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": offset,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    return int(response["topics"][0]["partitions"][0]["error_code"])
+
+
+def fetched(bootstrap: str, require_stable: bool) -> tuple[int, int]:
+    response = raw(
+        bootstrap,
+        ApiKey.OFFSET_FETCH,
+        7,
+        {
+            "group_id": "tg",
+            "topics": [{"name": "t", "partition_indexes": [0]}],
+            "require_stable": require_stable,
+        },
+    )
+    (partition,) = response["topics"][0]["partitions"]
+    return partition["error_code"], partition["committed_offset"]
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_txn_offset_commit_every_version(txn_broker: Any, version: int) -> None:
+    txn = Txn(txn_broker.bootstrap, f"tocv{version}")
+    txn.find()
+    group = raw(txn_broker.bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": "tg", "key_type": 0})
+    assert group["error_code"] == E.NONE
+    txn.init_ok()
+    raw(
+        txn_broker.bootstrap,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {
+            "transactional_id": txn.id,
+            "producer_id": txn.pid,
+            "producer_epoch": txn.epoch,
+            "group_id": "tg",
+        },
+    )
+    assert txn_offset_commit(txn, version, 42) == E.NONE
+    assert fetched(txn_broker.bootstrap, False) == (E.NONE, -1)
+    assert fetched(txn_broker.bootstrap, True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    if version >= 3:  # KIP-447: a member of a generation the group does not have
+        assert txn_offset_commit(txn, version, 43, generation=5, member="ghost") == (
+            E.UNKNOWN_MEMBER_ID
+        )
+    assert txn.end(True) == E.NONE
+    wait_for(lambda: fetched(txn_broker.bootstrap, True) == (E.NONE, 42))
+
+
+def test_a_fenced_producer_cannot_commit_offsets(txn_broker: Any) -> None:
+    old = Txn(txn_broker.bootstrap, "offsets-fenced")
+    old.find()
+    raw(txn_broker.bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": "tg", "key_type": 0})
+    old.init_ok()
+    raw(
+        txn_broker.bootstrap,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {
+            "transactional_id": old.id,
+            "producer_id": old.pid,
+            "producer_epoch": old.epoch,
+            "group_id": "tg",
+        },
+    )
+    assert txn_offset_commit(old, 3, 10) == E.NONE
+    new = Txn(txn_broker.bootstrap, "offsets-fenced")
+    new.init_ok()  # aborts the old transaction: its pending offsets are dropped
+    wait_for(lambda: fetched(txn_broker.bootstrap, True) == (E.NONE, -1))
+    # the abort marker carried the new epoch: the log refuses the zombie's commit
+    assert txn_offset_commit(old, 3, 11) in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED)
+    assert fetched(txn_broker.bootstrap, True) == (E.NONE, -1)

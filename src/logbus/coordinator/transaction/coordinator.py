@@ -24,6 +24,7 @@ from logbus.coordinator.transaction.runtime import TxnConfig, TxnShard, TxnState
 from logbus.coordinator.transaction.state import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
+    IllegalTransition,
     TxnMetadata,
     TxnState,
     TxnTransit,
@@ -382,7 +383,15 @@ class TransactionCoordinator:
                     and not txn.pending
                     and txn.start_timestamp_ms + txn.timeout_ms < now
                 ):
-                    fence = txn.prepare_fence_epoch()
+                    try:
+                        fence = txn.prepare_fence_epoch()
+                    except IllegalTransition:  # the last epoch: nothing left to fence with
+                        log.error(
+                            "cannot abort timed-out %s at epoch %d",
+                            txn.transactional_id,
+                            txn.producer_epoch,
+                        )
+                        continue
                     log.info(
                         "aborting %s: open longer than %d ms", txn.transactional_id, txn.timeout_ms
                     )
