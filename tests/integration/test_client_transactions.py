@@ -353,3 +353,44 @@ def test_init_transactions_times_out_without_a_coordinator(broker_factory: Any) 
             producer.begin_transaction()
         with pytest.raises(KafkaTimeoutError):  # may be called again
             producer.init_transactions(0.5)
+
+
+def test_offsets_of_a_member_out_of_its_generation_make_the_transaction_abortable(
+    broker: Any,
+) -> None:
+    source, sink = make_topic(broker.bootstrap, 1), make_topic(broker.bootstrap, 1)
+    group = f"zombie-{uuid.uuid4().hex[:8]}"
+    with logbus.Producer({"bootstrap.servers": broker.bootstrap}) as plain:
+        plain.send_batch(topic=source, values=[b"1", b"2"])
+    tp = logbus.TopicPartition(source, 0)
+    with logbus.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    ) as consumer, logbus.Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": group}
+    ) as producer:
+        consumer.subscribe([source])
+        _poll(consumer, 2)
+        current = consumer.group_metadata()
+        assert current.group_id == group and current.generation_id >= 1 and current.member_id
+        stale = current._replace(generation_id=current.generation_id + 7)
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.send(sink, b"zombie")
+        with pytest.raises(TransactionAbortableError) as caught:
+            producer.send_offsets_to_transaction({tp: 2}, stale, TIMEOUT)
+        assert caught.value.code == ErrorCode.ILLEGAL_GENERATION
+        with pytest.raises(TransactionAbortableError):
+            producer.commit_transaction(TIMEOUT)
+        producer.abort_transaction(TIMEOUT)
+        producer.begin_transaction()
+        producer.send(sink, b"member")
+        producer.send_offsets_to_transaction({tp: 2}, current, TIMEOUT)
+        producer.commit_transaction(TIMEOUT)
+        committed = consumer.committed([tp])[tp]
+        assert committed is not None and committed.offset == 2
+    assert confluent_values(broker.bootstrap, sink) == [b"member"]
