@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -32,9 +33,24 @@ from logbus.server.api.registry import build_registry
 TIMEOUT = 30.0
 
 
+def wait_stable(bootstrap: str, topic: str, partitions: int) -> None:
+    """Until no transaction is open on the topic: its markers are written by the
+    coordinator after EndTxn is answered, so the last stable offset may trail a moment."""
+    tps = [logbus.TopicPartition(topic, p) for p in range(partitions)]
+    with logbus.Consumer(
+        {"bootstrap.servers": bootstrap, "isolation.level": "read_committed"}
+    ) as committed, logbus.Consumer({"bootstrap.servers": bootstrap}) as uncommitted:
+        for _ in range(300):
+            if committed.end_offsets(tps) == uncommitted.end_offsets(tps):
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"a transaction stays open on {topic}")
+
+
 def confluent_values(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
     """Every value a confluent-kafka read_committed consumer reads up to the end it may
-    read (partition EOF on every partition)."""
+    read (partition EOF on every partition), once no transaction is open."""
+    wait_stable(bootstrap, topic, partitions)
     consumer = ConfluentConsumer(
         {
             "bootstrap.servers": bootstrap,
@@ -68,7 +84,8 @@ def confluent_values(bootstrap: str, topic: str, partitions: int = 1) -> list[by
 
 def logbus_values(bootstrap: str, topic: str, isolation: str, partitions: int = 1) -> list[bytes]:
     """Every value a logbus consumer with `isolation` reads up to its end offsets (the
-    last stable offset for read_committed)."""
+    last stable offset for read_committed), once no transaction is open."""
+    wait_stable(bootstrap, topic, partitions)
     with logbus.Consumer(
         {"bootstrap.servers": bootstrap, "isolation.level": isolation}
     ) as consumer:
@@ -262,13 +279,11 @@ def test_a_transaction_past_its_timeout_is_aborted_and_the_producer_told(
         producer.init_transactions(TIMEOUT)
         producer.begin_transaction()
         producer.send(topic, b"timed-out").result(TIMEOUT)
-        # The coordinator aborts it (and bumps the epoch): the LSO moves on.
-        for _ in range(100):
-            with logbus.Producer({"bootstrap.servers": broker.bootstrap}) as plain:
-                plain.send_and_wait(topic, b"plain")
-            if b"plain" in confluent_values(broker.bootstrap, topic):
-                break
-        assert b"timed-out" not in confluent_values(broker.bootstrap, topic)
+        # The coordinator aborts it (and bumps the epoch): the LSO moves on (the values
+        # are read once no transaction is open).
+        with logbus.Producer({"bootstrap.servers": broker.bootstrap}) as plain:
+            plain.send_and_wait(topic, b"plain")
+        assert confluent_values(broker.bootstrap, topic) == [b"plain"]
         # The leader refuses the old epoch: abortable (KIP-588), as the Java client says.
         late = producer.send(topic, b"late")
         with pytest.raises(TransactionAbortableError) as caught:
@@ -369,6 +384,7 @@ def test_offsets_of_a_member_out_of_its_generation_make_the_transaction_abortabl
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",  # committed() waits for the markers
         }
     ) as consumer, logbus.Producer(
         {"bootstrap.servers": broker.bootstrap, "transactional.id": group}

@@ -241,7 +241,11 @@ class TransactionManager:
                 log.info("transaction of '%s' failed: %s", self.transactional_id, error)
                 self.last_error = error
             self.state = TxnState.ABORTABLE_ERROR
-            return self.error_for("go on")
+            if isinstance(error, TransactionAbortableError):
+                return error
+            return TransactionAbortableError(
+                error.code, f"the transaction failed and must be aborted: {error}"
+            )
         return error
 
     def _fatal(self, error: KafkaError) -> KafkaError:
