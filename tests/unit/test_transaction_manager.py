@@ -160,3 +160,16 @@ def test_a_stale_epoch_from_a_leader_is_abortable_and_bumps_at_abort() -> None:
     tm.begin()
     tm.batch_failed(KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, "produce"))
     assert tm.state is TxnState.ABORTABLE_ERROR and tm.bump_required
+
+
+def test_no_offsets_to_send_asks_no_coordinator() -> None:
+    import asyncio
+
+    from logbus.client.types import ConsumerGroupMetadata
+
+    tm = ready()
+    with pytest.raises(InvalidTxnStateError):
+        asyncio.run(tm.send_offsets({}, ConsumerGroupMetadata("g"), 1.0))
+    tm.begin()
+    asyncio.run(tm.send_offsets({}, ConsumerGroupMetadata("g"), 1.0))  # no I/O: no broker
+    assert not tm.started

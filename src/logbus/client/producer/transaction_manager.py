@@ -388,6 +388,8 @@ class TransactionManager:
         group's coordinator (fenced there if the member left its generation)."""
         if self.state is not TxnState.IN_TRANSACTION:
             raise self.error_for("send offsets to the transaction")
+        if not offsets:
+            return  # nothing to commit: the coordinators are not asked (as Kafka's client)
         deadline = time.monotonic() + seconds
         txn_id, producer = self.transactional_id, self.producer
         try:
