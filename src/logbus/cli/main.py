@@ -8,6 +8,7 @@ logbus consume TOPIC [--group GROUP] [options]
 logbus groups {list,describe,delete,reset-offsets} ...
 logbus configs {describe,alter} ...
 logbus delete-records --topic T --partition P --before OFFSET
+logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 """
 
@@ -28,6 +29,7 @@ from logbus.cli import (
     groups,
     produce,
     topics,
+    transactions,
 )
 
 
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.register(subparsers)
     delete_records.register(subparsers)
     dump_log.register(subparsers)
+    transactions.register(subparsers)
     return parser
 
 

@@ -1,5 +1,5 @@
 """The Admin client: manage topics, partitions, configs, offsets, records and consumer
-groups of a logbus (or Kafka) cluster.
+groups and transactions of a logbus (or Kafka) cluster.
 
 The entry point is `Admin` (asyncio; `logbus.aio.Admin`); `logbus.client.admin.sync.Admin`
 (`logbus.Admin`) is its blocking twin. Calls on several items return per-item results and
@@ -7,6 +7,11 @@ raise `AdminBatchError` with per-item errors when any fail.
 """
 
 from logbus.client.admin.client import Admin
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+)
 from logbus.client.admin.types import (
     AdminBatchError,
     AlterConfigOp,
@@ -30,8 +35,10 @@ from logbus.client.admin.types import (
     TopicDescription,
     TopicPartition,
 )
+from logbus.client.requests.transactions import ProducerState
 
 __all__ = [
+    "AbortTransactionSpec",
     "Admin",
     "AdminBatchError",
     "AlterConfigOp",
@@ -51,7 +58,10 @@ __all__ = [
     "NewTopic",
     "OffsetSpec",
     "PartitionInfo",
+    "ProducerState",
     "ResourceType",
     "TopicDescription",
     "TopicPartition",
+    "TransactionDescription",
+    "TransactionListing",
 ]

@@ -21,6 +21,16 @@ from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+    abort_txn,
+    describe_txns,
+    find_hanging_txn,
+    list_txns,
+    producers_of,
+)
 from logbus.client.admin.types import (
     AdminBatchError,
     AlterConfigOp,
@@ -63,6 +73,7 @@ from logbus.client.requests.topics import (
     delete_topics_many,
     new_topic,
 )
+from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
@@ -528,6 +539,49 @@ class Admin(AsyncService):
         )
 
     # --- routing ------------------------------------------------------------------------
+
+    # --- transactions (kafka-transactions.sh) -------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        duration_ms: int = -1,
+        timeout_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """The transactions every broker coordinates, sorted by transactional id (only
+        those in `states`, e.g. ["Ongoing"], of `producer_ids`, or running for at least
+        `duration_ms`, if given)."""
+        return await list_txns(self, states, producer_ids, duration_ms, timeout_ms)
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state on its coordinator (an unknown id is
+        TRANSACTIONAL_ID_NOT_FOUND, raised as AdminBatchError)."""
+        return await describe_txns(self, transactional_ids, timeout_ms)
+
+    async def describe_producers(
+        self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers active on each partition, from its leader: id, epoch, last
+        sequence and timestamp, coordinator epoch, and where an open transaction started."""
+        return await producers_of(self, partitions, timeout_ms)
+
+    async def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
+    ) -> None:
+        """Write the ABORT marker of a (hanging) transaction to one partition, as its
+        coordinator would (WriteTxnMarkers to the partition's leader)."""
+        await abort_txn(self, spec, timeout_ms)
+
+    async def find_hanging_transaction(
+        self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
+    ) -> AbortTransactionSpec:
+        """The `AbortTransactionSpec` of the transaction open on `partition` since
+        `start_offset` (from DescribeProducers)."""
+        return await find_hanging_txn(self, partition, start_offset, timeout_ms)
 
     async def _controller(self) -> Connection:
         await self.cluster.refresh([])

@@ -7,6 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from logbus.client.admin import client
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+)
 from logbus.client.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -22,6 +27,7 @@ from logbus.client.admin.types import (
 from logbus.client.blocking import BlockingClient
 from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.topics import CreatedTopic
+from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
 
 
@@ -165,6 +171,46 @@ class Admin(BlockingClient[client.Admin]):
         return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
 
     # --- consumer groups ----------------------------------------------------------------
+
+    def list_transactions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        duration_ms: int = -1,
+        timeout_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """Transactions; see `logbus.aio.Admin.list_transactions`."""
+        return self._run(
+            self._aio.list_transactions(
+                states=states,
+                producer_ids=producer_ids,
+                duration_ms=duration_ms,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        return self._run(self._aio.describe_transactions(transactional_ids, timeout_ms=timeout_ms))
+
+    def describe_producers(
+        self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._run(self._aio.describe_producers(partitions, timeout_ms=timeout_ms))
+
+    def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
+    ) -> None:
+        self._run(self._aio.abort_transaction(spec, timeout_ms=timeout_ms))
+
+    def find_hanging_transaction(
+        self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
+    ) -> AbortTransactionSpec:
+        return self._run(
+            self._aio.find_hanging_transaction(partition, start_offset, timeout_ms=timeout_ms)
+        )
 
     def list_consumer_groups(
         self, *, states: Sequence[str] = (), timeout_ms: int | None = None

@@ -27,7 +27,7 @@ from logbus.client.consumer.subscription_state import SubscriptionState, Subscri
 from logbus.client.errors import KafkaError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.requests.list_offsets import EARLIEST, LATEST
-from logbus.client.types import TopicPartition
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -549,3 +549,13 @@ class Consumer(AsyncService):
     def generation_id(self) -> int:
         """The group generation this member joined (-1 when not a member)."""
         return self._coordinator.member.generation_id if self._coordinator is not None else -1
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Who this consumer is in its group, for `send_offsets_to_transaction` (the group
+        coordinator refuses offsets of a member no longer in the generation)."""
+        group_id = self.config["group.id"]
+        if group_id is None:
+            raise IllegalStateError("group_metadata() needs a group.id")
+        return ConsumerGroupMetadata(
+            group_id, self.generation_id, self.member_id or "", self.config["group.instance.id"]
+        )

@@ -95,6 +95,10 @@ class ConsumerCoordinator:
             heartbeat_interval_ms=config["heartbeat.interval.ms"],
             group_instance_id=config["group.instance.id"],
         )
+        # KIP-447: a read_committed consumer starts from committed offsets only once no
+        # open transaction holds offsets of its partitions pending.
+        self.member.require_stable = config["isolation.level"] == "read_committed"
+        self.member.stable_wait = config["default.api.timeout.ms"] / 1000
         self.auto_commit: bool = config["enable.auto.commit"]
         self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
         self.retry_backoff = config["retry.backoff.ms"] / 1000

@@ -17,7 +17,7 @@ from logbus.client.consumer.records import (
     ConsumerRecord,
     OffsetAndMetadata,
 )
-from logbus.client.types import TopicPartition
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 
 T = TypeVar("T")
 _DONE = object()
@@ -257,6 +257,10 @@ class Consumer(BlockingClient[AsyncConsumer]):
     @property
     def generation_id(self) -> int:
         return self._aio.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Who this consumer is in its group, for `Producer.send_offsets_to_transaction`."""
+        return self._aio.group_metadata()
 
 
 def _settle(reply: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
