@@ -1,0 +1,178 @@
+"""One Spark task's transaction in an exactly-once streaming write (`exactlyOnce=true`).
+
+The pattern is Kafka's own exactly-once one (consume-transform-produce, KIP-98/KIP-447),
+with the micro-batch id in the role of the consumed offset:
+
+- the task's transactional id is `<transactionalIdPrefix>-<Spark partition id>`, the same
+  for every attempt of that task in every micro-batch, in this run of the query and after
+  a restart from its checkpoint. `init_transactions` fences the previous holder of the id
+  (an earlier attempt still running, a zombie of a killed driver) and makes its
+  coordinator finish that holder's transaction: an open one is aborted, one that was
+  committing is completed first;
+- then the task reads the writer's record of what it committed: the offset committed in
+  the group named like the transactional id, for partition 0 of the marker topic
+  (`exactlyOnceMarkerTopic`, default the `topic` option), with `require_stable` (KIP-447).
+  Its metadata holds the query id and the micro-batch id of the writer's last commit.
+  When that is this micro-batch (or a later one) of this query, the rows were committed
+  by an earlier attempt: the task writes nothing;
+- otherwise it writes its rows in one transaction, and commits with them
+  (`send_offsets_to_transaction`) the new record: offset = batch id, metadata
+  `{"queryId": ..., "batchId": ...}`. Rows and record become visible together or not at all.
+
+Spark's task context gives the partition id and, as local properties, the micro-batch id
+(`streaming.sql.batchId`) and the query id (`sql.streaming.queryId`, kept in the
+checkpoint, so a restarted query has the same one; a new checkpoint starts a new query,
+whose batch ids start again at 0 and are not mistaken for the old query's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass
+
+from pyspark import TaskContext
+
+from logbus.client.cluster import Cluster
+from logbus.client.consumer.records import OffsetAndMetadata
+from logbus.client.coordinator_lookup import COORDINATOR_ERRORS, coordinator
+from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.loop_thread import LoopThread
+from logbus.client.producer.producer import Producer
+from logbus.client.requests.group_offsets import fetch_offsets_with_metadata
+from logbus.client.types import TopicPartition
+from logbus.protocol import ErrorCode
+from logbus.spark.options import ExactlyOnce, LogbusSparkError
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_RETRY_BACKOFF = 0.1
+# How long a finished abort may take when the task failed (the next attempt fences anyway).
+_ABORT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class WriterTask:
+    """Which writer this task is, and which micro-batch of which query it writes."""
+
+    transactional_id: str
+    query_id: str
+    batch_id: int
+
+    @classmethod
+    def current(cls, settings: ExactlyOnce) -> WriterTask:
+        """From Spark's task context (LogbusSparkError outside a streaming write)."""
+        context = TaskContext.get()
+        batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        query = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+        if context is None or batch is None or query is None:
+            raise LogbusSparkError(
+                "exactlyOnce=true works in streaming writes only (writeStream): a batch "
+                "write has no micro-batch id to commit"
+            )
+        return cls(
+            f"{settings.transactional_id_prefix}-{context.partitionId()}", query, int(batch)
+        )
+
+    def record(self) -> str:
+        """The committed metadata naming this task's micro-batch."""
+        return json.dumps({"queryId": self.query_id, "batchId": self.batch_id})
+
+    def already_committed(self, committed: tuple[int, str] | None) -> bool:
+        """Whether `committed` (offset, metadata) says this micro-batch (or a later one)
+        of this query was committed by this writer."""
+        if committed is None:
+            return False
+        try:
+            recorded = json.loads(committed[1])
+            return bool(
+                recorded["queryId"] == self.query_id
+                and int(recorded["batchId"]) >= self.batch_id
+            )
+        except (ValueError, KeyError, TypeError):
+            return False  # not a record this sink wrote
+
+
+class TaskTransaction:
+    """The transaction of one task, driven from the task's thread through `thread`, on
+    whose loop `producer` (made with the task's `transactional.id`) lives."""
+
+    def __init__(
+        self, settings: ExactlyOnce, task: WriterTask, thread: LoopThread, producer: Producer
+    ) -> None:
+        self.task = task
+        self.thread = thread
+        self.producer = producer
+        self.marker = TopicPartition(settings.marker_topic, 0)
+        self.open = False
+
+    def begin(self) -> bool:
+        """Fence earlier holders of the transactional id and start the transaction;
+        False (and no transaction) when this micro-batch was committed already."""
+        try:
+            self.thread.run(self.producer.init_transactions())
+            committed = self.thread.run(self._committed())
+        except KafkaError as exc:
+            raise LogbusSparkError(
+                f"exactly-once writer {self.task.transactional_id!r}: {exc}"
+            ) from None
+        if self.task.already_committed(committed):
+            return False
+        self.producer.begin_transaction()
+        self.open = True
+        return True
+
+    def commit(self) -> None:
+        """Commit the rows sent (all acknowledged or not) with the writer's record."""
+        task = self.task
+        offsets = {self.marker: OffsetAndMetadata(task.batch_id, task.record())}
+        try:
+            self.thread.run(
+                self.producer.send_offsets_to_transaction(offsets, task.transactional_id)
+            )
+            self.thread.run(self.producer.commit_transaction())
+        except KafkaError as exc:
+            raise LogbusSparkError(
+                f"exactly-once writer {task.transactional_id!r} could not commit micro-batch "
+                f"{task.batch_id}: {exc}"
+            ) from None
+        self.open = False
+
+    def abort(self) -> None:
+        """Abort after a failure, best effort: if it cannot, the next attempt's
+        `init_transactions` (or the transaction timeout) aborts it."""
+        if not self.open:
+            return
+        self.open = False
+        with contextlib.suppress(Exception):
+            self.thread.run(self.producer.abort_transaction(_ABORT_TIMEOUT), _ABORT_TIMEOUT + 5)
+
+    async def _committed(self) -> tuple[int, str] | None:
+        """The writer's committed record (offset, metadata), asked with require_stable
+        until no transaction holds it pending, for up to max.block.ms."""
+        group = self.task.transactional_id
+        deadline = time.monotonic() + self.producer.config["max.block.ms"] / 1000
+        cluster = await Cluster.from_config(self.producer.config)
+        try:
+            while True:
+                try:
+                    conn = await coordinator(
+                        cluster, group, wait=max(deadline - time.monotonic(), 0.0)
+                    )
+                    found = await fetch_offsets_with_metadata(
+                        conn, group, [self.marker], require_stable=True
+                    )
+                    return found.get(self.marker)
+                except KafkaError as exc:
+                    again = (
+                        exc.code in COORDINATOR_ERRORS
+                        or exc.code == ErrorCode.UNSTABLE_OFFSET_COMMIT
+                        or isinstance(exc, KafkaConnectionError)
+                    )
+                    if not again or time.monotonic() + _RETRY_BACKOFF > deadline:
+                        raise
+                await asyncio.sleep(_RETRY_BACKOFF)
+        finally:
+            await cluster.close()
