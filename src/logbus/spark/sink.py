@@ -43,7 +43,7 @@ from logbus.client.producer.sync import Producer
 from logbus.spark.arrow_producer import ArrowProducer, Rows
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE
-from logbus.spark.transactional_writer import TaskTransaction, WriterTask
+from logbus.spark.transactional_writer import TaskTransaction, WriterTask, end_transactions
 
 _BYTES_OR_TEXT = (BinaryType(), StringType())
 
@@ -99,14 +99,11 @@ _NULL_TOPIC = "a row has a null 'topic' and no 'topic' option was given"
 
 
 def write_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Send every row of `batches`; returns how many were acknowledged (with
-    exactlyOnce: committed by this task, 0 when an earlier attempt committed them)."""
+    """Send every row of `batches`; returns how many were acknowledged."""
     first = next(batches, None)
     if first is None:
         return 0
     rest = itertools.chain([first], batches)
-    if options.exactly_once is not None:
-        return _write_transaction(options, rest, headers="headers" in first.schema.names)
     if "headers" in first.schema.names:
         return _write_records(options, rest)
     return _write_columns(options, rest)
@@ -193,13 +190,18 @@ def _send_columns(
     return written
 
 
-def _write_transaction(
-    options: WriteOptions, batches: Iterator[pa.RecordBatch], *, headers: bool
-) -> int:
-    """exactlyOnce: the task's rows in one transaction with its micro-batch's record,
-    unless an earlier attempt committed this micro-batch (then nothing is written)."""
+def write_transaction(
+    options: WriteOptions, batches: Iterator[pa.RecordBatch]
+) -> WriterCommitMessage:
+    """exactlyOnce: the task's rows in one transaction with its micro-batch's record, left
+    open for the driver to commit (`PreparedTransaction`); nothing is written when the
+    task has no rows or an earlier attempt's transaction committed this micro-batch."""
     settings = options.exactly_once
     assert settings is not None
+    first = next(batches, None)
+    if first is None:
+        return WrittenRecords(0)
+    rest = itertools.chain([first], batches)
     task = WriterTask.current(settings)
     config = dict(options.producer_config) | {"transactional.id": task.transactional_id}
     thread = LoopThread("logbus-spark-sink")
@@ -207,20 +209,19 @@ def _write_transaction(
     txn = TaskTransaction(settings, task, thread, producer.producer)
     try:
         if not txn.begin():
-            for _ in batches:  # Spark's rows are read to the end, and dropped
+            for _ in rest:  # Spark's rows are read to the end, and dropped
                 pass
-            return 0
-        if headers:
+            return WrittenRecords(0)
+        if "headers" in first.schema.names:
             written = 0
-            for batch in batches:
+            for batch in rest:
                 records = _records(options, batch)
                 thread.run(producer.producer.send_batch(records))
                 written += len(records)
         else:
-            written = _send_columns(options, thread, producer, batches)
+            written = _send_columns(options, thread, producer, rest)
             thread.run(producer.flush())
-        txn.commit()
-        return written
+        return txn.prepare(written)
     except BaseException:
         txn.abort()
         raise
@@ -292,20 +293,27 @@ class LogbusBatchWriter(DataSourceArrowWriter):
 
 class LogbusStreamWriter(DataSourceStreamArrowWriter):
     """`df.writeStream.format("logbus")`: each micro-batch's tasks send and wait for
-    acknowledgement before the batch can commit (at-least-once); with exactlyOnce each
-    task commits its own transaction before it ends."""
+    acknowledgement before the batch can commit (at-least-once). With exactlyOnce each
+    task leaves its rows in an open transaction, which the driver commits once every
+    task of the micro-batch succeeded (docs/spark.md, "Exactly-once")."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_input_schema(options, schema)
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once is not None:
+            return write_transaction(self.options, iterator)
         return WrittenRecords(write_batches(self.options, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Every record was acknowledged (with exactlyOnce: committed) when its task
-        ended: nothing left to do."""
+        """At-least-once: every record was acknowledged when its task ended, nothing is
+        left to do. exactlyOnce: commit the tasks' transactions."""
+        if self.options.exactly_once is not None:
+            end_transactions(self.options.producer_config, messages, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already sent stay in the log; the retried batch writes them again
-        (with exactlyOnce, only the tasks that had not committed write theirs)."""
+        """At-least-once: records already sent stay in the log, the retried batch writes
+        them again. exactlyOnce: abort the transactions of the tasks that succeeded."""
+        if self.options.exactly_once is not None:
+            end_transactions(self.options.producer_config, messages, commit=False)

@@ -31,17 +31,23 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark import TaskContext
+from pyspark.sql.datasource import WriterCommitMessage
 
 from logbus.client.cluster import Cluster
 from logbus.client.consumer.records import OffsetAndMetadata
 from logbus.client.coordinator_lookup import COORDINATOR_ERRORS, coordinator
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.loop_thread import LoopThread
+from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.producer import Producer
+from logbus.client.requests.find_coordinator import TRANSACTION_KEY
 from logbus.client.requests.group_offsets import fetch_offsets_with_metadata
+from logbus.client.requests.producer_id import ProducerIdAndEpoch
+from logbus.client.requests.transactions import end_txn
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 from logbus.spark.options import ExactlyOnce, LogbusSparkError
@@ -49,6 +55,14 @@ from logbus.spark.options import ExactlyOnce, LogbusSparkError
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 _RETRY_BACKOFF = 0.1
+# Answers after which a request is asked again (besides the coordinator's own).
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
 # How long a finished abort may take when the task failed (the next attempt fences anyway).
 _ABORT_TIMEOUT = 10.0
 
@@ -95,6 +109,17 @@ class WriterTask:
             return False  # not a record this sink wrote
 
 
+@dataclass
+class PreparedTransaction(WriterCommitMessage):
+    """A task's transaction, every record of it acknowledged and its record of the
+    micro-batch added, left open for the driver to end (EndTxn) with the micro-batch."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    records: int
+
+
 class TaskTransaction:
     """The transaction of one task, driven from the task's thread through `thread`, on
     whose loop `producer` (made with the task's `transactional.id`) lives."""
@@ -112,6 +137,7 @@ class TaskTransaction:
         """Fence earlier holders of the transactional id and start the transaction;
         False (and no transaction) when this micro-batch was committed already."""
         try:
+            self.thread.run(self.producer.start())
             self.thread.run(self.producer.init_transactions())
             committed = self.thread.run(self._committed())
         except KafkaError as exc:
@@ -124,21 +150,25 @@ class TaskTransaction:
         self.open = True
         return True
 
-    def commit(self) -> None:
-        """Commit the rows sent (all acknowledged or not) with the writer's record."""
+    def prepare(self, records: int) -> PreparedTransaction:
+        """Add the writer's record of this micro-batch to the transaction (its rows are
+        all acknowledged: the caller flushed) and leave it open for the driver."""
         task = self.task
         offsets = {self.marker: OffsetAndMetadata(task.batch_id, task.record())}
         try:
             self.thread.run(
                 self.producer.send_offsets_to_transaction(offsets, task.transactional_id)
             )
-            self.thread.run(self.producer.commit_transaction())
+            producer = self.producer.sender.producer
         except KafkaError as exc:
             raise LogbusSparkError(
-                f"exactly-once writer {task.transactional_id!r} could not commit micro-batch "
-                f"{task.batch_id}: {exc}"
+                f"exactly-once writer {task.transactional_id!r} could not prepare "
+                f"micro-batch {task.batch_id}: {exc}"
             ) from None
-        self.open = False
+        self.open = False  # from here on the driver ends it
+        return PreparedTransaction(
+            task.transactional_id, producer.producer_id, producer.epoch, records
+        )
 
     def abort(self) -> None:
         """Abort after a failure, best effort: if it cannot, the next attempt's
@@ -166,13 +196,75 @@ class TaskTransaction:
                     )
                     return found.get(self.marker)
                 except KafkaError as exc:
-                    again = (
-                        exc.code in COORDINATOR_ERRORS
-                        or exc.code == ErrorCode.UNSTABLE_OFFSET_COMMIT
-                        or isinstance(exc, KafkaConnectionError)
-                    )
-                    if not again or time.monotonic() + _RETRY_BACKOFF > deadline:
+                    if not _again(exc) or time.monotonic() + _RETRY_BACKOFF > deadline:
                         raise
                 await asyncio.sleep(_RETRY_BACKOFF)
         finally:
             await cluster.close()
+
+
+def _again(exc: KafkaError) -> bool:
+    """Whether a coordinator's error means: ask again (soon, perhaps elsewhere)."""
+    return (
+        exc.code in COORDINATOR_ERRORS
+        or exc.code in _RETRIABLE
+        or isinstance(exc, KafkaConnectionError)
+    )
+
+
+def end_transactions(
+    producer_config: Mapping[str, str],
+    messages: Sequence[WriterCommitMessage | None],
+    *,
+    commit: bool,
+) -> None:
+    """On the driver: commit (or abort) the micro-batch's prepared transactions, each
+    with EndTxn to its coordinator. A commit that fails raises LogbusSparkError (Spark
+    then fails the micro-batch; replayed, the writers that committed write nothing);
+    aborts are best effort (the transactions would time out, or be fenced)."""
+    prepared = [m for m in messages if isinstance(m, PreparedTransaction)]
+    if not prepared:
+        return
+    config = parse_producer_config(dict(producer_config), {})
+    wait = max(config["max.block.ms"], config["request.timeout.ms"]) / 1000
+
+    async def end_all() -> list[BaseException | None]:
+        cluster = await Cluster.from_config(config)
+        try:
+            return await asyncio.gather(
+                *(_end(cluster, p, commit, time.monotonic() + wait) for p in prepared),
+                return_exceptions=True,
+            )
+        finally:
+            await cluster.close()
+
+    results = asyncio.run(end_all())
+    if not commit:
+        return
+    failed = [(p, r) for p, r in zip(prepared, results, strict=True) if r is not None]
+    if failed:
+        p, error = failed[0]
+        raise LogbusSparkError(
+            f"exactly-once writer {p.transactional_id!r} could not commit: {error} "
+            f"({len(failed)} of {len(prepared)} writers failed; the micro-batch is "
+            "replayed with the rows of those writers only)"
+        )
+
+
+async def _end(
+    cluster: Cluster, prepared: PreparedTransaction, commit: bool, deadline: float
+) -> None:
+    txn_id = prepared.transactional_id
+    producer = ProducerIdAndEpoch(prepared.producer_id, prepared.producer_epoch)
+    while True:
+        try:
+            conn = await coordinator(
+                cluster, txn_id, wait=max(deadline - time.monotonic(), 0.0),
+                key_type=TRANSACTION_KEY,
+            )
+            await end_txn(conn, txn_id, producer, commit)
+            return
+        except KafkaError as exc:
+            if not _again(exc) or time.monotonic() + _RETRY_BACKOFF > deadline:
+                raise
+        await asyncio.sleep(_RETRY_BACKOFF)
