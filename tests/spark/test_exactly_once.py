@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -148,21 +147,24 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     signal_dir = tmp_path / "signal"
     signal_dir.mkdir()
     # Micro-batches of 40 rows (20 of each partition); in micro-batch 1 the task of Spark
-    # partition 1 stalls while the task of partition 0 commits.
+    # partition 1 stalls, while the task of partition 0 has written its 20 rows in its
+    # transaction, which waits for the driver to commit it.
     first = Job(b, tmp_path, "--max-offsets", "40", "--stall-batch", "1",
                 "--stall-partition", "1", "--signal", str(signal_dir))
     jobs.append(first)
     deadline = time.monotonic() + 240
     while not (
-        (signal_dir / "stalled").exists() and committed_batch(b, "copy-0", "out") == 1
+        (signal_dir / "stalled").exists() and len(read_all(b, "out", "read_uncommitted")) >= 60
     ):
         assert first.proc.poll() is None, output(tmp_path)
         assert time.monotonic() < deadline, output(tmp_path)
         time.sleep(0.5)
-    mid_batch = Counter(v[:1] for v in read_all(b, "out", "read_committed"))
     first.kill()  # the whole driver (JVM, Python workers) at once
-    # Micro-batch 0 whole, and half of micro-batch 1 (the first 20 rows of one partition).
-    assert sum(mid_batch.values()) == 60
+    # Micro-batch 0 is committed; micro-batch 1 is half written and not visible.
+    assert len(read_all(b, "out", "read_uncommitted")) == 60
+    assert sorted(read_all(b, "out", "read_committed")) == sorted(
+        b"%d-%03d" % (p, i) for p in (0, 1) for i in range(20)
+    )
 
     again = Job(b, tmp_path, "--max-offsets", "40")
     jobs.append(again)
@@ -170,7 +172,10 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     values = read_all(b, "out", "read_committed")
     assert len(values) == 120
     assert set(values) == {b"%d-%03d" % (p, i) for p in (0, 1) for i in range(60)}
+    # The 20 rows of the killed driver's open transaction were aborted, written again.
+    assert len(read_all(b, "out", "read_uncommitted")) == 140
     assert committed_batch(b, "copy-0", "out") == 2
+    assert committed_batch(b, "copy-1", "out") == 2
 
 
 def test_exactly_once_bad_options(spark: Any, broker: Any, tmp_path: Path) -> None:
