@@ -9,7 +9,8 @@ them to logbus's producer (or, when the data has a `headers` column, through log
 only once the broker has acknowledged every record, so a task that succeeded has nothing
 left in flight: a micro-batch Spark commits is never lost. A failed task is retried and
 may write its rows again (at-least-once). With `exactlyOnce=true` (streaming writes) each
-task writes in a transaction of its own that also records the micro-batch it wrote
+task writes in a transaction of its own that also records the micro-batch it wrote, and
+the driver commits the transactions once the micro-batch succeeded
 (`transactional_writer.py`): a retried task or replayed micro-batch is written once.
 """
 

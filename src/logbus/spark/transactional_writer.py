@@ -1,23 +1,32 @@
-"""One Spark task's transaction in an exactly-once streaming write (`exactlyOnce=true`).
+"""The transactions of an exactly-once streaming write (`exactlyOnce=true`).
 
 The pattern is Kafka's own exactly-once one (consume-transform-produce, KIP-98/KIP-447),
-with the micro-batch id in the role of the consumed offset:
+with the micro-batch id in the role of the consumed offset, fitted to Spark's two-phase
+commit of a streaming write (each task's `write` returns a commit message; the driver's
+`commit(messages, batchId)` runs once every task of the micro-batch succeeded):
 
-- the task's transactional id is `<transactionalIdPrefix>-<Spark partition id>`, the same
+- a task's transactional id is `<transactionalIdPrefix>-<Spark partition id>`, the same
   for every attempt of that task in every micro-batch, in this run of the query and after
   a restart from its checkpoint. `init_transactions` fences the previous holder of the id
-  (an earlier attempt still running, a zombie of a killed driver) and makes its
-  coordinator finish that holder's transaction: an open one is aborted, one that was
-  committing is completed first;
-- then the task reads the writer's record of what it committed: the offset committed in
+  (an earlier attempt, a task of a killed driver) and makes its coordinator finish that
+  holder's transaction: an open one is aborted, one being committed is completed first;
+- the task then reads the writer's record of what it committed: the offset committed in
   the group named like the transactional id, for partition 0 of the marker topic
   (`exactlyOnceMarkerTopic`, default the `topic` option), with `require_stable` (KIP-447).
-  Its metadata holds the query id and the micro-batch id of the writer's last commit.
-  When that is this micro-batch (or a later one) of this query, the rows were committed
-  by an earlier attempt: the task writes nothing;
-- otherwise it writes its rows in one transaction, and commits with them
-  (`send_offsets_to_transaction`) the new record: offset = batch id, metadata
-  `{"queryId": ..., "batchId": ...}`. Rows and record become visible together or not at all.
+  Its metadata holds the query id and micro-batch id of the writer's last commit. When
+  that is this micro-batch (or a later one) of this query, an earlier run committed the
+  rows: the task writes nothing;
+- otherwise it writes its rows in a transaction, waits until every one is acknowledged,
+  adds the new record to the transaction (`send_offsets_to_transaction`: offset = batch
+  id, metadata `{"queryId": ..., "batchId": ...}`) and returns the transaction, open, as
+  its commit message (`PreparedTransaction`: transactional id, producer id and epoch);
+- the driver's commit ends every task's transaction with EndTxn(commit)
+  (`end_transactions`); its abort aborts them.
+
+A task must not commit on its own: when something upstream of the sink fails (a UDF,
+a shuffle fetch), Spark ends the sink's input early as if it were complete, and fails the
+task only after the sink returned. Rows and record become visible together, when the
+driver commits, or not at all.
 
 Spark's task context gives the partition id and, as local properties, the micro-batch id
 (`streaming.sql.batchId`) and the query id (`sql.streaming.queryId`, kept in the
