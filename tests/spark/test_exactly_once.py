@@ -216,3 +216,58 @@ def test_exactly_once_bad_options(spark: Any, broker: Any, tmp_path: Path) -> No
         (df.write.format("logbus").option("kafka.bootstrap.servers", b).option("topic", "t")
          .option("exactlyOnce", "true").option("transactionalIdPrefix", "p")
          .mode("append").save())
+
+
+def test_replayed_batch_committed_before_is_skipped(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    """Rows with headers, to two topics (the `topic` column) with the writers' records
+    under a marker topic; then the checkpoint loses its last commit, as when the driver
+    dies after committing the transactions and before recording the micro-batch: the
+    restarted query replays it, and its writers find it committed and write nothing."""
+    b = broker.bootstrap
+    create_topic(b, "events", 2)
+    for name in ("evens", "odds", "marks"):
+        create_topic(b, name, 1)
+    for p in (0, 1):
+        produce(b, "events", [b"%d" % (p * 100 + i) for i in range(25)], partition=p)
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> Any:
+        source = (
+            spark.readStream.format("logbus").option("kafka.bootstrap.servers", b)
+            .option("subscribe", "events").option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "20").load()
+        )
+        query = (
+            source.selectExpr(
+                "value",
+                "IF(CAST(CAST(value AS STRING) AS INT) % 2 = 0, 'evens', 'odds') AS topic",
+                "array(named_struct('key', 'offset', "
+                "'value', CAST(CAST(offset AS STRING) AS BINARY))) AS headers",
+            )
+            .writeStream.format("logbus").option("kafka.bootstrap.servers", b)
+            .option("exactlyOnce", "true").option("transactionalIdPrefix", "split")
+            .option("exactlyOnceMarkerTopic", "marks")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start()
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+        return query
+
+    run()
+    commits = sorted(int(f.name) for f in (checkpoint / "commits").iterdir()
+                     if f.name.isdigit())
+    assert commits == [0, 1, 2]  # 50 rows, 20 a micro-batch
+    for name in ("2", ".2.crc"):  # the commit and its checksum file
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    replay = run()
+    assert [p["batchId"] for p in replay.recentProgress if p["numInputRows"]] == [2]
+
+    values: list[bytes] = []
+    for name in ("evens", "odds"):
+        values += read_all(b, name, "read_committed")
+        assert read_all(b, name, "read_uncommitted") == read_all(b, name, "read_committed")
+    assert sorted(values) == sorted(b"%d" % (p * 100 + i) for p in (0, 1) for i in range(25))
+    assert committed_batch(b, "split-0", "marks") == 2

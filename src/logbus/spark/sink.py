@@ -69,7 +69,11 @@ def check_input_schema(options: WriteOptions, schema: StructType) -> None:
     types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
 
     def expect(column: str, allowed: tuple[DataType, ...], what: str) -> None:
-        if column in types and types[column] not in allowed:
+        # Types compared as Spark prints them: nullability does not matter (a headers
+        # array made with array(named_struct(...)) has non-null elements).
+        if column in types and types[column].simpleString() not in {
+            a.simpleString() for a in allowed
+        }:
             raise LogbusSparkError(
                 f"column {column!r} must be {what}, not {types[column].simpleString()}"
             )
