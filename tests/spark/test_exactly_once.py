@@ -186,8 +186,8 @@ def test_exactly_once_bad_options(spark: Any, broker: Any, tmp_path: Path) -> No
         .option("subscribe", "src").load()
     )
 
-    def start(**options: str) -> None:
-        writer = stream.writeStream.format("logbus").option("kafka.bootstrap.servers", b)
+    def start(source: Any = stream, **options: str) -> None:
+        writer = source.writeStream.format("logbus").option("kafka.bootstrap.servers", b)
         for name, value in options.items():
             writer = writer.option(name, value)
         # Spark makes the sink when the query starts, in the query's thread: the error
@@ -271,3 +271,30 @@ def test_replayed_batch_committed_before_is_skipped(
         assert read_all(b, name, "read_uncommitted") == read_all(b, name, "read_committed")
     assert sorted(values) == sorted(b"%d" % (p * 100 + i) for p in (0, 1) for i in range(25))
     assert committed_batch(b, "split-0", "marks") == 2
+
+
+def test_a_marker_topic_that_does_not_exist_is_named(
+    spark: Any, broker_factory: Any, tmp_path: Path
+) -> None:
+    """Where brokers do not create topics on first use, a missing marker topic fails the
+    first task with an error naming it (where they do, it is created, as the output
+    topic is)."""
+    b = broker_factory(auto_create_topics_enable="false").bootstrap
+    create_topic(b, "src", 1)
+    produce(b, "src", [b"v"])
+    query = (
+        spark.readStream.format("logbus").option("kafka.bootstrap.servers", b)
+        .option("subscribe", "src").option("startingOffsets", "earliest").load()
+        .select("value")
+        .writeStream.format("logbus").option("kafka.bootstrap.servers", b)
+        .option("topic", "src").option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", "p").option("exactlyOnceMarkerTopic", "no-such")
+        .option("kafka.max.block.ms", "2000")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )
+    try:
+        with pytest.raises(PySparkException, match=r"the marker topic 'no-such' .* is not there"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()

@@ -147,12 +147,19 @@ class TaskTransaction:
         False (and no transaction) when this micro-batch was committed already."""
         try:
             self.thread.run(self.producer.start())
+            # Created, as the output topic, where the brokers create topics on first use.
+            self.thread.run(self.producer.partition_count(self.marker.topic))
+        except KafkaError as exc:
+            raise LogbusSparkError(
+                f"exactly-once writer {self.task.transactional_id!r}: the marker topic "
+                f"{self.marker.topic!r} (option exactlyOnceMarkerTopic, default the topic "
+                f"option) is not there: {exc}"
+            ) from None
+        try:
             self.thread.run(self.producer.init_transactions())
             committed = self.thread.run(self._committed())
         except KafkaError as exc:
-            raise LogbusSparkError(
-                f"exactly-once writer {self.task.transactional_id!r}: {exc}"
-            ) from None
+            raise self._error(exc, "could not start") from None
         if self.task.already_committed(committed):
             return False
         self.producer.begin_transaction()
@@ -170,13 +177,15 @@ class TaskTransaction:
             )
             producer = self.producer.sender.producer
         except KafkaError as exc:
-            raise LogbusSparkError(
-                f"exactly-once writer {task.transactional_id!r} could not prepare "
-                f"micro-batch {task.batch_id}: {exc}"
-            ) from None
+            raise self._error(exc, f"could not prepare micro-batch {task.batch_id}") from None
         self.open = False  # from here on the driver ends it
         return PreparedTransaction(
             task.transactional_id, producer.producer_id, producer.epoch, records
+        )
+
+    def _error(self, exc: KafkaError, what: str) -> LogbusSparkError:
+        return LogbusSparkError(
+            f"exactly-once writer {self.task.transactional_id!r} {what}: {exc}"
         )
 
     def abort(self) -> None:
