@@ -7,6 +7,7 @@ Bad options are refused with a clear error (in the shared test session)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +52,16 @@ def read_all(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
         raise AssertionError(f"{topic} not read to its end in 60 s")
     finally:
         consumer.close()
+
+
+def kcat_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Partition 0 of `topic` read to its end by kcat with isolation.level=read_committed."""
+    out = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+         "-X", "isolation.level=read_committed", "-f", "%s\\n"],
+        capture_output=True, timeout=60, check=True,
+    )
+    return out.stdout.splitlines()
 
 
 def committed_batch(bootstrap: str, group: str, topic: str) -> int:
@@ -172,6 +183,8 @@ def test_driver_killed_mid_batch_restarts_exactly_once(
     values = read_all(b, "out", "read_committed")
     assert len(values) == 120
     assert set(values) == {b"%d-%03d" % (p, i) for p in (0, 1) for i in range(60)}
+    if shutil.which("kcat"):  # kcat reads read_committed too
+        assert sorted(kcat_values(b, "out")) == sorted(values)
     # The 20 rows of the killed driver's open transaction were aborted, written again.
     assert len(read_all(b, "out", "read_uncommitted")) == 140
     assert committed_batch(b, "copy-0", "out") == 2
