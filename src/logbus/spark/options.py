@@ -125,6 +125,8 @@ class ClientSettings:
     # fetches spend less time per record on round trips.
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # 0 read_uncommitted, 1 read_committed (Kafka's isolation levels).
+    isolation_level: int = 0
 
 
 @dataclass(frozen=True)
@@ -315,9 +317,11 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
             hint = f"; did you mean 'kafka.{close[0]}'?" if close else ""
             raise LogbusSparkError(f"unknown option 'kafka.{name}' for reading{hint}")
-    if kafka.get("isolation.level", "read_uncommitted").lower() != "read_uncommitted":
+    isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
         raise LogbusSparkError(
-            "option 'kafka.isolation.level' supports only read_uncommitted for now"
+            "option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+            f"not {isolation!r}"
         )
     if kafka.get("security.protocol", "plaintext").lower() != "plaintext":
         raise LogbusSparkError("option 'kafka.security.protocol' supports only PLAINTEXT")
@@ -349,6 +353,7 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             "max.partition.fetch.bytes", defaults.max_partition_fetch_bytes
         ),
         fetch_max_wait_ms=number("fetch.max.wait.ms", defaults.fetch_max_wait_ms),
+        isolation_level=1 if isolation == "read_committed" else 0,
     )
 
 
