@@ -59,3 +59,42 @@ def test_isolation_level_must_be_known(spark: Any, broker: Any) -> None:
     with pytest.raises(PySparkException, match="must be read_uncommitted or read_committed"):
         reader(spark, broker.bootstrap, subscribe="t",
                **{"kafka.isolation.level": "serializable"}).load().collect()
+
+
+def test_exactly_once_pipeline_reads_and_writes_committed_rows(
+    spark: Any, broker: Any, tmp_path: Any
+) -> None:
+    """Spark to Spark: a query reads a topic read_committed (an aborted transaction in
+    it) and writes it with exactlyOnce; a batch query reads the output read_committed."""
+    b = broker.bootstrap
+    create_topic(b, "raw", 2)
+    create_topic(b, "clean", 2)
+    with logbus.Producer(bootstrap_servers=b, transactional_id="pipeline-in") as producer:
+        producer.init_transactions()
+        for n, commit in ((0, True), (1, False), (2, True)):
+            producer.begin_transaction()
+            for i in range(15):
+                producer.send("raw", b"%d-%02d" % (n, i), partition=i % 2)
+            producer.flush()
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    committed_only = {"kafka.isolation.level": "read_committed"}
+    source = (
+        spark.readStream.format("logbus").option("kafka.bootstrap.servers", b)
+        .option("subscribe", "raw").option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "10").options(**committed_only).load()
+    )
+    query = (
+        source.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        .writeStream.format("logbus").option("kafka.bootstrap.servers", b)
+        .option("topic", "clean").option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", "pipeline")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None
+    got = values(reader(spark, b, subscribe="clean", **committed_only).load())
+    assert got == sorted(b"%d-%02d" % (n, i) for n in (0, 2) for i in range(15))
