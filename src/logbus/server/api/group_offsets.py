@@ -10,6 +10,8 @@ UNKNOWN_TOPIC_OR_PARTITION (the core's `partition_errors` hook).
 
 from __future__ import annotations
 
+from typing import Any
+
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import CoordinatorError
 from logbus.coordinator.group.state import Token
@@ -41,32 +43,66 @@ def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < len(meta.partitions)
 
 
-async def handle_offset_commit(
-    ctx: RequestContext, request: OffsetCommitRequest
-) -> OffsetCommitResponse:
-    version = ctx.version
-    group_id = request["group_id"]
-    topics = tuple(
+CommitTopics = tuple[tuple[str, tuple[ev.PartitionCommit, ...]], ...]
+
+
+def _commits(topics: Any, with_leader_epoch: bool) -> CommitTopics:
+    """The request's offsets as events' (topic, partition commits), for OffsetCommit and
+    TxnOffsetCommit alike (the leader epoch only in the versions that carry it)."""
+    return tuple(
         (
             t["name"],
             tuple(
                 ev.PartitionCommit(
                     partition=p["partition_index"],
                     offset=p["committed_offset"],
-                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                    leader_epoch=p.get("committed_leader_epoch", -1) if with_leader_epoch else -1,
                     metadata=p["committed_metadata"],
                 )
                 for p in t["partitions"]
             ),
         )
-        for t in request["topics"]
+        for t in topics
     )
-    errors = {
+
+
+def _unknown_partitions(
+    ctx: RequestContext, topics: CommitTopics
+) -> dict[TopicPartition, ErrorCode]:
+    return {
         TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for name, partitions in topics
         for p in partitions
         if not _known_partition(ctx, name, p.partition)
     }
+
+
+def _every_partition(
+    topics: CommitTopics, error: int, errors: dict[TopicPartition, ErrorCode] | None = None
+) -> list[Any]:
+    """The response's topics with `error` for each partition (or its own from `errors`)."""
+    return [
+        {
+            "name": name,
+            "partitions": [
+                {
+                    "partition_index": p.partition,
+                    "error_code": (errors or {}).get(TopicPartition(name, p.partition), error),
+                }
+                for p in partitions
+            ],
+        }
+        for name, partitions in topics
+    ]
+
+
+async def handle_offset_commit(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    version = ctx.version
+    group_id = request["group_id"]
+    topics = _commits(request["topics"], version >= 6)
+    errors = _unknown_partitions(ctx, topics)
 
     def make(token: Token, now_ms: int) -> ev.OffsetCommit:
         return ev.OffsetCommit(
@@ -84,18 +120,7 @@ async def handle_offset_commit(
     try:
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
-        body = {
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [
-                        {"partition_index": p.partition, "error_code": exc.error}
-                        for p in partitions
-                    ],
-                }
-                for name, partitions in topics
-            ]
-        }
+        body = {"topics": _every_partition(topics, exc.error)}
     return {"throttle_time_ms": 0, **body}
 
 
@@ -107,27 +132,8 @@ async def handle_txn_offset_commit(
 ) -> TxnOffsetCommitResponse:
     version = ctx.version
     group_id = request["group_id"]
-    topics = tuple(
-        (
-            t["name"],
-            tuple(
-                ev.PartitionCommit(
-                    partition=p["partition_index"],
-                    offset=p["committed_offset"],
-                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 2 else -1,
-                    metadata=p["committed_metadata"],
-                )
-                for p in t["partitions"]
-            ),
-        )
-        for t in request["topics"]
-    )
-    errors = {
-        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        for name, partitions in topics
-        for p in partitions
-        if not _known_partition(ctx, name, p.partition)
-    }
+    topics = _commits(request["topics"], version >= 2)
+    errors = _unknown_partitions(ctx, topics)
 
     def make(token: Token, now_ms: int) -> ev.TxnOffsetCommit:
         return ev.TxnOffsetCommit(
@@ -146,22 +152,7 @@ async def handle_txn_offset_commit(
     def answer(error: int) -> TxnOffsetCommitResponse:
         if error == ErrorCode.PRODUCER_FENCED and version < 3:
             error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588
-        return {
-            "throttle_time_ms": 0,
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition,
-                            "error_code": errors.get(TopicPartition(name, p.partition), error),
-                        }
-                        for p in partitions
-                    ],
-                }
-                for name, partitions in topics
-            ],
-        }
+        return {"throttle_time_ms": 0, "topics": _every_partition(topics, error, errors)}
 
     if not request["transactional_id"]:
         return answer(ErrorCode.INVALID_REQUEST)
