@@ -253,6 +253,9 @@ async def perf_produce(args: argparse.Namespace, producer: Producer, payloads: l
     errors: list[BaseException] = []
     failed = 0
     async with producer:
+        # The topic's metadata is known before the clock starts (the first send would
+        # otherwise wait for it, on the clock).
+        await producer.partitions_for(topic)
         with Reporter(f"perf produce {topic}", total) as out:
             start = time.monotonic()
             stats = ProduceStats(start)
