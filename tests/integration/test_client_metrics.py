@@ -7,8 +7,11 @@ import asyncio
 import math
 from typing import Any
 
+import pytest
+
 import logbus
 from logbus import aio
+from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
 
 PRODUCER_NAMES = {
@@ -103,3 +106,21 @@ def test_asyncio_clients_metrics(broker: Any) -> None:
             assert math.isnan(m["commit-latency-avg"])
 
     asyncio.run(main())
+
+
+def test_failed_records_count_as_errors(broker: Any) -> None:
+    with logbus.Producer(
+        {"bootstrap.servers": broker.bootstrap},
+        linger_ms=0, request_timeout_ms=500, delivery_timeout_ms=1000,
+        reconnect_backoff_max_ms=100,
+    ) as producer:
+        producer.send("doomed", b"first").get(30)  # metadata known, then the broker goes
+        broker.stop()
+        futures = [producer.send("doomed", b"x") for _ in range(10)]
+        for future in futures:
+            with pytest.raises(KafkaError):
+                future.get(30)
+        m = producer.metrics()
+        assert m["record-error-total"] == 10
+        assert m["record-error-rate"] > 0
+        assert m["record-send-total"] >= 1
