@@ -233,3 +233,12 @@ def test_bad_input_is_one_readable_line_and_status_1(
         args = [*args, "--bootstrap-server", broker.bootstrap]
     line = error_line(run_cli(*args))
     assert message in line, line
+
+
+def test_perf_produce_to_a_missing_topic_without_auto_creation(broker_factory: Any) -> None:
+    broker = broker_factory(auto_create_topics_enable="false")
+    line = error_line(run_cli(
+        "perf", "produce", "--topic", "absent", "--num-records", "10", "--record-size", "10",
+        "--throughput", "-1", "--bootstrap-server", broker.bootstrap,
+    ))
+    assert line == "logbus: error: UNKNOWN_TOPIC_OR_PARTITION: Topic 'absent' does not exist"

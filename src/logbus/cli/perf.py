@@ -300,5 +300,6 @@ async def perf_produce(args: argparse.Namespace, producer: Producer, payloads: l
         if args.print_metrics:
             print_metrics("producer-metrics", producer.metrics())
     if failed:
-        raise CommandError(f"{failed} of {total} records were not sent: {errors[0]}")
+        reason = f": {errors[0]}" if errors else ""
+        raise CommandError(f"{failed} of {total} records were not sent{reason}")
     return 0
