@@ -61,6 +61,10 @@ def _definitions() -> list[Target]:
             targets.append(Target(f"CL blocking {role} {size} >= 3x kafka-python",
                                   f"CL|{role} {size}|logbus blocking|records_s",
                                   f"CL|{role} {size}|kafka-python|records_s", 3.0))
+    # issue 17: the perf tool against the bench's own logbus client figure
+    targets.append(Target("CL logbus perf produce 1 KiB >= 0.9x logbus Producer.send",
+                          "CL|producer 1 KiB|logbus perf produce|records_s",
+                          "CL|producer 1 KiB|logbus|records_s", 0.9))
     targets.append(Target("CL send_batch 1 KiB >= confluent-kafka producer",
                           "CL|producer 1 KiB|logbus send_batch|records_s",
                           "CL|producer 1 KiB|confluent-kafka|records_s", 1.0))

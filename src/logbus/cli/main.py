@@ -10,6 +10,8 @@ logbus configs {describe,alter} ...
 logbus delete-records --topic T --partition P --before OFFSET
 logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
+logbus perf {produce,consume,end-to-end-latency} ...
+logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from logbus.cli import (
     consume,
     delete_records,
     dump_log,
+    get_offsets,
     groups,
+    perf,
     produce,
     topics,
     transactions,
@@ -84,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     delete_records.register(subparsers)
     dump_log.register(subparsers)
     transactions.register(subparsers)
+    perf.register(subparsers)
+    get_offsets.register(subparsers)
     return parser
 
 
