@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from logbus.controller.metadata_store import MetadataStore
+from logbus.protocol.acl_types import MATCH_ALL
 from logbus.server.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -45,7 +46,6 @@ AUTHORIZER_CLASS_NAMES = (
 existing server.properties files work); empty disables authorization."""
 
 log = logging.getLogger(__name__)
-MATCH_ALL = AclBindingFilter()
 
 _IMPLIED: dict[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE: frozenset(
