@@ -17,10 +17,10 @@ from logbus.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from logbus.server.api import ApiHandler, RequestContext
-from logbus.server.api.cluster import CLUSTER_OPERATIONS
+from logbus.server.api.cluster import cluster_authorized_operations
 from logbus.server.api.topic_admin import create_topic_for_client
 from logbus.server.network.connection import CloseConnection
-from logbus.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from logbus.server.security.acl import AclOperation, ResourceType
 
 NO_OPERATIONS = -2147483648
 ZERO_UUID = UUID(int=0)
@@ -169,9 +169,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": authorized_operations(
-            ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
-        )
+        "cluster_authorized_operations": cluster_authorized_operations(ctx)
         if include_cluster_ops
         else NO_OPERATIONS,
     }
