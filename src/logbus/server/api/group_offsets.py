@@ -174,6 +174,7 @@ async def handle_txn_offset_commit(
     if not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]
     ):
+        errors.clear()  # as Kafka: this refusal answers every partition, before the others
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
         _require_group(ctx, AclOperation.READ, group_id)
