@@ -123,20 +123,23 @@ def grant(bootstrap: str, *bindings: AclBinding) -> None:
     assert [r["error_code"] for r in response["results"]] == [0] * len(bindings), response
 
 
-def revoke_all(bootstrap: str) -> None:
+def acl_filter(**fields: Any) -> dict[str, Any]:
+    """A DescribeAcls / DeleteAcls filter body matching every ACL but for `fields` (the
+    nullable strings must be sent as null: the codec's default for them is "")."""
     f = AclBindingFilter()
-    body = {
-        "filters": [
-            {
-                "resource_type_filter": f.resource_type,
-                "resource_name_filter": None,
-                "pattern_type_filter": f.pattern_type,
-                "principal_filter": None,
-                "host_filter": None,
-                "operation": f.operation,
-                "permission_type": f.permission,
-            }
-        ]
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": None,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": f.operation,
+        "permission_type": f.permission,
+        **fields,
     }
+
+
+def revoke_all(bootstrap: str) -> None:
+    body = {"filters": [acl_filter()]}
     response = call(bootstrap, ADMIN, ApiKey.DELETE_ACLS, body)
     assert response["filter_results"][0]["error_code"] == 0, response

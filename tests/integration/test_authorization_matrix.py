@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acl_helpers import ADMIN, ALICE, SECURED, acl, assign_principals, call, grant, revoke_all
+from acl_helpers import (
+    ADMIN,
+    ALICE,
+    SECURED,
+    acl,
+    acl_filter,
+    assign_principals,
+    call,
+    grant,
+    revoke_all,
+)
 from wire import batch
 
 from conftest import RunningBroker, collect_leaks
@@ -165,12 +175,7 @@ def commit_body(group: str, topic: str, offset: int) -> dict[str, Any]:
 
 
 def describe_acls(bootstrap: str) -> Any:
-    body = {
-        "resource_type_filter": 1,
-        "pattern_type_filter": 1,
-        "operation": 1,
-        "permission_type": 1,
-    }
+    body = acl_filter()
     r = call(bootstrap, ADMIN, ApiKey.DESCRIBE_ACLS, body)
     return sorted(
         (x["resource_name"], a["principal"], a["operation"])
@@ -645,23 +650,14 @@ CASES: dict[str, Case] = {
     ),
     "describe_acls": Case(
         ApiKey.DESCRIBE_ACLS,
-        {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1},
+        acl_filter(),
         top,
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
     ),
     "delete_acls": Case(
         ApiKey.DELETE_ACLS,
-        {
-            "filters": [
-                {
-                    "resource_type_filter": 1,
-                    "pattern_type_filter": 1,
-                    "operation": 1,
-                    "permission_type": 1,
-                }
-            ]
-        },
+        {"filters": [acl_filter()]},
         lambda r: [x["error_code"] for x in r["filter_results"]],
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
