@@ -371,3 +371,49 @@ def test_secured_settings_are_kafkas(broker_factory: Any) -> None:
     with pytest.raises(ConfigError, match=r"authorizer\.class\.name"):
         BrokerConfig.from_properties({"authorizer.class.name": "com.example.Mine"})
     assert SECURED["super_users"] == ADMIN
+
+
+def test_confluent_consumer_group_needs_group_and_topic_read(broker_factory: Any) -> None:
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    running = secured(broker_factory)
+    create_topic(running.bootstrap, "cg")
+    producer = Producer({"bootstrap.servers": running.bootstrap, "client.id": ADMIN})
+    producer.produce("cg", b"hello")
+    assert producer.flush(20) == 0
+    grant(running.bootstrap, acl(R.TOPIC, "cg", Op.READ))  # the group is missing
+    errors: list[int] = []
+    consumer = Consumer({
+        "bootstrap.servers": running.bootstrap, "client.id": ALICE, "group.id": "cgg",
+        "auto.offset.reset": "earliest", "error_cb": lambda e: errors.append(e.code()),
+    })  # fmt: skip
+    try:
+        consumer.subscribe(["cg"])
+        deadline = time.monotonic() + 20
+        refused = None
+        while refused is None and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is not None:
+                refused = message.error().code()
+            elif errors:
+                refused = errors[0]
+        assert refused == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+    grant(running.bootstrap, acl(R.GROUP, "cgg", Op.READ))
+    consumer = Consumer({
+        "bootstrap.servers": running.bootstrap, "client.id": ALICE, "group.id": "cgg",
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    try:
+        consumer.subscribe(["cg"])
+        deadline = time.monotonic() + 30
+        value = None
+        while value is None and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                value = message.value()
+        assert value == b"hello"
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
