@@ -18,6 +18,7 @@ change thread (ZooKeeper mode) updates it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 
 from logbus.controller.metadata_store import MetadataStore
@@ -86,13 +87,16 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: dict[ResourcePattern, Acls] = {}
+        self._lock = threading.Lock()
         self._listener: AclChangeListener | None = None
 
     # --- cache ------------------------------------------------------------------------
 
     def load(self) -> None:
         """Read every ACL (blocking with ZooKeeper: call it off the event loop)."""
-        self._acls = self.acl_store.load_all()
+        loaded = self.acl_store.load_all()
+        with self._lock:
+            self._acls = loaded
 
     def start_listening(self, run: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Follow change notifications (see `AclChangeListener` for `run`)."""
@@ -108,12 +112,15 @@ class Authorizer:
         self._put(pattern, entries)
 
     def _put(self, pattern: ResourcePattern, entries: Acls) -> None:
-        acls = dict(self._acls)
-        if entries:
-            acls[pattern] = entries
-        else:
-            acls.pop(pattern, None)
-        self._acls = acls
+        # writers (the change thread, ACL requests' worker threads) copy and replace the
+        # cache one at a time; readers take the current dict without a lock
+        with self._lock:
+            acls = dict(self._acls)
+            if entries:
+                acls[pattern] = entries
+            else:
+                acls.pop(pattern, None)
+            self._acls = acls
 
     # --- administration (blocking with ZooKeeper) -------------------------------------
 
