@@ -311,21 +311,21 @@ def test_acls_reach_every_broker_of_a_cluster(broker_factory: Any, zk_connect: s
     """Written through one broker into ZooKeeper's /kafka-acl, announced under
     /kafka-acl-changes, applied by the other."""
     brokers = [
-        secured(broker_factory, broker_id=str(i), zookeeper_connect=zk_connect) for i in range(2)
+        secured(broker_factory, broker_id=str(i), zookeeper_connect=zk_connect) for i in range(3)
     ]
-    first, second = (b.bootstrap for b in brokers)
+    first, second, third = (b.bootstrap for b in brokers)
     body = {"topics": [{"name": "shared"}], "allow_auto_topic_creation": False}
 
     def describable(bootstrap: str) -> bool:
         r = call(bootstrap, ALICE, ApiKey.METADATA, body)
         return bool(r["topics"][0]["error_code"] != E.TOPIC_AUTHORIZATION_FAILED)
 
-    assert not describable(first) and not describable(second)
+    assert not any(describable(b) for b in (first, second, third))
     grant(first, acl(R.TOPIC, "shared", Op.DESCRIBE))
-    eventually(lambda: describable(second))
+    eventually(lambda: describable(second) and describable(third))
     r = call(second, ADMIN, ApiKey.DELETE_ACLS, {"filters": [acl_filter()]})
     assert len(r["filter_results"][0]["matching_acls"]) == 1
-    eventually(lambda: not describable(first))
+    eventually(lambda: not describable(first) and not describable(third))
 
 
 def test_admin_client_manages_acls(broker_factory: Any) -> None:
@@ -417,3 +417,68 @@ def test_confluent_consumer_group_needs_group_and_topic_read(broker_factory: Any
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+
+
+def test_confluent_admin_client_manages_acls(broker_factory: Any) -> None:
+    from confluent_kafka.admin import AclBinding as CkBinding
+    from confluent_kafka.admin import AclBindingFilter as CkFilter
+    from confluent_kafka.admin import AclOperation as CkOp
+    from confluent_kafka.admin import AclPermissionType as CkPermission
+    from confluent_kafka.admin import AdminClient, ResourcePatternType, ResourceType
+
+    running = secured(broker_factory)
+    admin = AdminClient({"bootstrap.servers": running.bootstrap, "client.id": ADMIN})
+    binding = CkBinding(ResourceType.TOPIC, "ck-", ResourcePatternType.PREFIXED, ALICE, "*",
+                        CkOp.WRITE, CkPermission.ALLOW)  # fmt: skip
+    for future in admin.create_acls([binding]).values():
+        future.result(timeout=20)
+    assert all_acls(running.bootstrap) == [("ck-", ALICE, Op.WRITE)]
+    any_filter = CkFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                          CkOp.ANY, CkPermission.ANY)  # fmt: skip
+    described = admin.describe_acls(any_filter).result(timeout=20)
+    assert [(b.name, b.principal, b.operation) for b in described] == [("ck-", ALICE, CkOp.WRITE)]
+    create_topic(running.bootstrap, "ck-orders")
+    assert produce(running.bootstrap, ALICE, "ck-orders") == E.NONE
+    [deleted] = admin.delete_acls([any_filter]).values()
+    assert len(deleted.result(timeout=20)) == 1
+    assert all_acls(running.bootstrap) == []
+    assert produce(running.bootstrap, ALICE, "ck-orders") == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafka_python_admin_client_manages_acls(broker_factory: Any) -> None:
+    from kafka.admin import (  # type: ignore[import-untyped]
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    running = secured(broker_factory)
+    admin = KafkaAdminClient(bootstrap_servers=running.bootstrap, client_id=ADMIN)
+    try:
+        acl_ = ACL(
+            ALICE,
+            "*",
+            ACLOperation.READ,
+            ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType.GROUP, "kp-group", ACLResourcePatternType.LITERAL),
+        )
+        result = admin.create_acls([acl_])
+        assert result["failed"] == [], result
+        found, _error = admin.describe_acls(
+            ACLFilter(
+                ALICE,
+                "*",
+                ACLOperation.ANY,
+                ACLPermissionType.ANY,
+                ResourcePatternFilter(ResourceType.GROUP, None, ACLResourcePatternType.ANY),
+            )
+        )
+        assert [a.resource_pattern.resource_name for a in found] == ["kp-group"]
+    finally:
+        admin.close()
