@@ -482,3 +482,37 @@ def test_kafka_python_admin_client_manages_acls(broker_factory: Any) -> None:
         assert [a.resource_pattern.resource_name for a in found] == ["kp-group"]
     finally:
         admin.close()
+
+
+def test_a_secured_cluster_replicates_when_brokers_are_super_users(
+    broker_factory: Any, zk_connect: str
+) -> None:
+    """Brokers reach each other on a PLAINTEXT listener as User:ANONYMOUS: as in Kafka,
+    that principal must be a super user (or hold ClusterAction) for LeaderAndIsr,
+    UpdateMetadata, follower fetches and AlterPartition to pass."""
+    brokers = [
+        secured(broker_factory, broker_id=str(i), zookeeper_connect=zk_connect,
+                super_users=f"{ADMIN};User:ANONYMOUS")
+        for i in range(3)
+    ]  # fmt: skip
+    bootstrap = brokers[0].bootstrap
+    body = {
+        "topics": [{"name": "replicated", "num_partitions": 1, "replication_factor": 3}],
+        "timeout_ms": 20_000,
+    }
+    assert call(bootstrap, ADMIN, ApiKey.CREATE_TOPICS, body)["topics"][0]["error_code"] == 0
+    grant(bootstrap, acl(R.TOPIC, "replicated", Op.WRITE))
+
+    def leader() -> str | None:
+        r = call(bootstrap, ADMIN, ApiKey.METADATA, {"topics": [{"name": "replicated"}]})
+        [partition] = r["topics"][0]["partitions"] or [None]
+        if partition is None or len(partition["isr_nodes"]) < 3:
+            return None
+        node = {b["node_id"]: b for b in r["brokers"]}[partition["leader_id"]]
+        return f"{node['host']}:{node['port']}"
+
+    eventually(lambda: leader() is not None, timeout=30)
+    leader_address = leader()
+    assert leader_address is not None
+    eventually(lambda: produce(leader_address, ALICE, "replicated") == E.NONE, timeout=30)
+    assert produce(leader_address, "User:bob", "replicated") == E.TOPIC_AUTHORIZATION_FAILED
