@@ -516,3 +516,21 @@ def test_a_secured_cluster_replicates_when_brokers_are_super_users(
     assert leader_address is not None
     eventually(lambda: produce(leader_address, ALICE, "replicated") == E.NONE, timeout=30)
     assert produce(leader_address, "User:bob", "replicated") == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_create_topics_shows_configs_only_to_who_may_describe_them(broker_factory: Any) -> None:
+    bootstrap = secured(broker_factory).bootstrap
+    grant(bootstrap, acl(R.CLUSTER, "kafka-cluster", Op.CREATE))
+
+    def create(name: str) -> dict[str, Any]:
+        body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}],
+                "timeout_ms": 10_000}  # fmt: skip
+        result: dict[str, Any] = call(bootstrap, ALICE, ApiKey.CREATE_TOPICS, body, 7)["topics"][0]
+        return result
+
+    hidden = create("no-configs")
+    assert hidden["error_code"] == 0 and hidden["configs"] == []
+    assert hidden["topic_config_error_code"] == E.TOPIC_AUTHORIZATION_FAILED
+    grant(bootstrap, acl(R.TOPIC, "with-configs", Op.DESCRIBE_CONFIGS))
+    shown = create("with-configs")
+    assert shown["topic_config_error_code"] == 0 and shown["configs"]

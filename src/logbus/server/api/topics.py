@@ -277,14 +277,19 @@ async def _create_topic(
             result = await start_new_partitions(ctx, controller, creation)
     if result.error != ErrorCode.NONE:
         return _created_error(name, result.error, result.message)
+    # as Kafka (v5+): the configs are shown only to a principal that may describe them
+    shown = ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
     return {
         "name": name,
         "topic_id": result.topic_id,
         "error_code": ErrorCode.NONE,
         "error_message": None,
+        "topic_config_error_code": ErrorCode.NONE
+        if shown
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         "num_partitions": result.num_partitions,
         "replication_factor": result.replication_factor,
-        "configs": topic_configs,
+        "configs": topic_configs if shown else [],
     }
 
 
