@@ -165,6 +165,10 @@ def test_authorized_operations_follow_the_acls(broker_factory: Any) -> None:
         {"include_cluster_authorized_operations": True},
     )
     assert cluster["error_code"] == 0 and cluster["cluster_authorized_operations"] == 0
+    grant(bootstrap, acl(R.GROUP, "g", Op.DESCRIBE))
+    query = {"groups": ["g"], "include_authorized_operations": True}
+    groups = call(bootstrap, ALICE, ApiKey.DESCRIBE_GROUPS, query, 3)["groups"]
+    assert groups[0]["authorized_operations"] == 1 << Op.DESCRIBE
 
 
 def test_list_groups_shows_only_described_groups(broker_factory: Any) -> None:

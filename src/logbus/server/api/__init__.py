@@ -64,6 +64,15 @@ class RequestContext:
             return set(names)
         return {name for name in set(names) if self.authorize(operation, resource_type, name)}
 
+    def authorized_operations(self, resource_type: ResourceType, name: str, supported: int) -> int:
+        """Kafka's `*_authorized_operations` bit field: which of the `supported` operations
+        (bits at AclOperation codes) the principal may perform on the resource."""
+        return sum(
+            1 << op
+            for op in AclOperation
+            if supported & (1 << op) and self.authorize(op, resource_type, name)
+        )
+
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether the principal may perform `operation` on some resource of the type."""
         authorizer = self.services.authorizer

@@ -15,7 +15,7 @@ from logbus.protocol.messages.describe_cluster_response import (
     DescribeClusterResponse,
 )
 from logbus.server.api import ApiHandler, RequestContext
-from logbus.server.security.acl import AclOperation, ResourceType
+from logbus.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINTS: "BROKER", CONTROLLER_ENDPOINTS: "CONTROLLER"}
@@ -32,11 +32,7 @@ def cluster_authorized_operations(ctx: RequestContext) -> int:
     Describe the cluster (DescribeCluster itself needs no ACL, as in Kafka)."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return 0
-    return sum(
-        1 << op
-        for op in AclOperation
-        if CLUSTER_OPERATIONS & (1 << op) and ctx.authorize(op, ResourceType.CLUSTER)
-    )
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 async def handle_describe_cluster(

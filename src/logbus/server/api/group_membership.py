@@ -205,11 +205,7 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
 async def handle_describe_groups(
     ctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    operations = (
-        GROUP_OPERATIONS
-        if ctx.version >= 3 and request.get("include_authorized_operations")
-        else NO_AUTHORIZED_OPERATIONS
-    )
+    include_operations = ctx.version >= 3 and request.get("include_authorized_operations")
     described: list[DescribedGroup] = []
     for group_id in request["groups"]:
 
@@ -228,6 +224,11 @@ async def handle_describe_groups(
                 "protocol_data": "",
                 "members": [],
             }
+        operations = (
+            ctx.authorized_operations(ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+            if include_operations
+            else NO_AUTHORIZED_OPERATIONS
+        )
         described.append({**body, "authorized_operations": operations})
     return {"throttle_time_ms": 0, "groups": described}
 

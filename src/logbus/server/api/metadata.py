@@ -54,22 +54,12 @@ def topic_entry(
         "is_internal": topic.is_internal,
         "partitions": partitions,
         "topic_authorized_operations": (
-            authorized_operations(ctx, ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS)
+            ctx.authorized_operations(ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS)
             if include_ops
             else NO_OPERATIONS
         ),
     }
 
-
-def authorized_operations(
-    ctx: RequestContext, resource_type: ResourceType, name: str, supported: int
-) -> int:
-    """The bit field of the supported operations the request's principal may perform."""
-    return sum(
-        1 << op
-        for op in AclOperation
-        if supported & (1 << op) and ctx.authorize(op, resource_type, name)
-    )
 
 
 def error_entry(
