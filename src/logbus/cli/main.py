@@ -12,6 +12,7 @@ logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
+logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 from logbus import __version__
 from logbus.cli import (
+    acls,
     cluster,
     configs,
     consume,
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.register(subparsers)
     perf.register(subparsers)
     get_offsets.register(subparsers)
+    acls.register(subparsers)
     return parser
 
 

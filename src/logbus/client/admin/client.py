@@ -53,6 +53,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.requests.acls import create_acls, delete_acls, describe_acls
 from logbus.client.requests.alter_configs import alter_configs, incremental_alter_configs
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
@@ -76,6 +77,7 @@ from logbus.client.requests.topics import (
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
+from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -389,6 +391,46 @@ class Admin(AsyncService):
         md = await self._single(describe, timeout_ms)
         nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
         return ClusterDescription(md.cluster_id, md.brokers.get(md.controller_id), nodes)
+
+    # --- ACLs ---------------------------------------------------------------------------
+
+    async def create_acls(
+        self, bindings: Sequence[AclBinding], *, timeout_ms: int | None = None
+    ) -> None:
+        """Create ACL bindings (CreateAcls, any broker). A refused binding (a bad pattern
+        or principal: INVALID_REQUEST; no authorizer: SECURITY_DISABLED; no Alter on the
+        cluster: CLUSTER_AUTHORIZATION_FAILED) raises AdminBatchError per binding."""
+        wanted = list(dict.fromkeys(bindings))
+
+        async def attempt(batch: list[AclBinding], _: int) -> dict[AclBinding, KafkaError | None]:
+            results = await create_acls(await self.cluster.bootstrap(), batch)
+            return dict(zip(batch, results, strict=True))
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The ACL bindings matching the filter (every binding by default)."""
+
+        async def describe() -> list[AclBinding]:
+            return await describe_acls(await self.cluster.bootstrap(), acl_filter)
+
+        return await self._single(describe, timeout_ms)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the bindings matching each filter; returns, per filter, those deleted."""
+        wanted = list(dict.fromkeys(filters))
+
+        async def attempt(
+            batch: list[AclBindingFilter], _: int
+        ) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
+            results = await delete_acls(await self.cluster.bootstrap(), batch)
+            return dict(zip(batch, results, strict=True))
+
+        return await self._each(wanted, attempt, timeout_ms)
 
     # --- consumer groups ----------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.topics import CreatedTopic
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
+from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
 
 class Admin(BlockingClient[client.Admin]):
@@ -169,6 +170,24 @@ class Admin(BlockingClient[client.Admin]):
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
         return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
+
+    # --- ACLs ---------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding], *, timeout_ms: int | None = None) -> None:
+        """Create ACL bindings; see `logbus.aio.Admin.create_acls`."""
+        self._run(self._aio.create_acls(bindings, timeout_ms=timeout_ms))
+
+    def describe_acls(
+        self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The bindings matching a filter; see `logbus.aio.Admin.describe_acls`."""
+        return self._run(self._aio.describe_acls(acl_filter, timeout_ms=timeout_ms))
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the bindings matching filters; see `logbus.aio.Admin.delete_acls`."""
+        return self._run(self._aio.delete_acls(filters, timeout_ms=timeout_ms))
 
     # --- consumer groups ----------------------------------------------------------------
 

@@ -44,6 +44,7 @@ MODULES = (
     "write_txn_markers",
     "describe_producers",
     "transactions",
+    "acls",
 )
 
 
