@@ -41,12 +41,14 @@ def txn_shape(value_size: int, total_bytes: int, txn_bytes: int = TXN_BYTES) -> 
 
 def confluent_produce(bootstrap: str, topic: str, value_size: int, total_bytes: int,
                       progress: Progress, *, transactional: bool, abort_every: int = 0,
-                      txn_bytes: int = TXN_BYTES) -> Metrics:
+                      flush_each: bool = False, txn_bytes: int = TXN_BYTES) -> Metrics:
     """confluent-kafka, idempotent (acks=all, as every idempotent producer) with or without
     a transactional.id. Transactional: begin, ~`txn_bytes` of records, commit (every
     `abort_every`-th transaction flushed, then aborted: all its records are in the log);
-    idempotent: the same records produced back to back and flushed at the end. The clock
-    stops when every record is acknowledged (and the last transaction committed)."""
+    idempotent: the same records produced back to back and flushed at the end, or with
+    `flush_each` flushed after each ~`txn_bytes` (a transaction's pattern without the
+    transaction). The clock stops when every record is acknowledged (and the last
+    transaction committed)."""
     errors = DeliveryErrors()
     config = producer_config(bootstrap, on_delivery=errors, acks="all",
                              **{"enable.idempotence": True})
@@ -94,6 +96,8 @@ def confluent_produce(bootstrap: str, topic: str, value_size: int, total_bytes: 
                 aborted += 1
             else:
                 producer.commit_transaction(TIMEOUT_S)
+        elif flush_each:
+            producer.flush(TIMEOUT_S)
     remaining = producer.flush(300)
     elapsed = time.perf_counter() - start
     progress.end()
@@ -106,12 +110,14 @@ def confluent_produce(bootstrap: str, topic: str, value_size: int, total_bytes: 
 
 
 def logbus_produce(bootstrap: str, topic: str, value_size: int, total_bytes: int,
-                   transactional: bool, progress: Progress,
+                   transactional: bool, flush_each: bool, progress: Progress,
                    txn_bytes: int = TXN_BYTES) -> Metrics:
     """The logbus asyncio client, idempotent (acks=all) with or without a
     transactional.id: each ~`txn_bytes` of records handed over with one `send_many`
     (columnar), then committed; idempotent, the same chunks with two in flight (as the CL
-    scenario's `send_batch`). Runs in its own process (`in_subprocess`)."""
+    scenario's `send_batch`), or with `flush_each` each awaited before the next (a
+    transaction's pattern without the transaction). Runs in its own process
+    (`in_subprocess`)."""
     import logbus.aio as aio
 
     values = make_values(value_size)
@@ -142,6 +148,8 @@ def logbus_produce(bootstrap: str, topic: str, value_size: int, total_bytes: int
                     producer.begin_transaction()
                     await producer.send_many(topic=topic, values=chunk)
                     await producer.commit_transaction(TIMEOUT_S)
+                elif flush_each:
+                    await (await producer.send_many(topic=topic, values=chunk))
                 else:
                     sent = await producer.send_many(topic=topic, values=chunk)
                     if pending is not None:

@@ -183,9 +183,12 @@ def test_the_transaction_scenarios_measure_what_they_claim(tmp_path: Path) -> No
     for client in ("confluent-kafka", "logbus client"):
         txn = tx1[f"1 KiB transactional, {client}"]["metrics"]
         idem = tx1[f"1 KiB idempotent, {client}"]["metrics"]
-        assert txn["records"]["median"] == idem["records"]["median"] == 10 * 976
+        flushed = tx1[f"1 KiB idempotent flushed per ~1 MB, {client}"]["metrics"]
+        assert (txn["records"]["median"] == idem["records"]["median"]
+                == flushed["records"]["median"] == 10 * 976)
         assert txn["txns_s"]["median"] > 0 and idem["txns_s"]["median"] == 0
         assert txn["mb_s"]["median"] > 0 and idem["mb_s"]["median"] > 0
+        assert flushed["mb_s"]["median"] > 0
     committed = tx2["1 KiB read_committed, 10% aborted"]["metrics"]
     uncommitted = tx2["1 KiB read_uncommitted, 10% aborted"]["metrics"]
     # the warm-up record's transaction, then 10 of which the tenth was aborted
