@@ -38,7 +38,7 @@ S = TxnState
 E = ErrorCode
 
 COMPLETE_RETRY_BACKOFF_S = 0.1
-COMPLETION_WAIT_S = 0.1
+COMPLETION_WAIT_S = 1.0
 """How long AddPartitionsToTxn / AddOffsetsToTxn for the next transaction waits for the
 previous one's markers and Complete record before answering CONCURRENT_TRANSACTIONS."""
 
@@ -103,6 +103,9 @@ class TransactionCoordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.manager.stop()
+        for done in self._completing.values():  # held requests find their shard gone
+            done.set()
+        self._completing.clear()
 
     def on_leadership(self, partition: int, is_leader: bool, leader_epoch: int) -> None:
         self.manager.on_leadership(partition, is_leader, leader_epoch)
