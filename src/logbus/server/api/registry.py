@@ -106,6 +106,7 @@ class Apis:
         quota = RequestQuota(
             quotas, conn.principal.name, header.client_id or "", api_key, version, body
         )
+        quota.cap_fetch()
         loop_time = time.perf_counter() - started
         now = time.monotonic()
         response = quota.refuse_if_over(self.broker, now)

@@ -108,6 +108,21 @@ class RequestQuota:
         self.exempt = api_key in EXEMPT or is_replica_fetch(api_key, body)
         self._partitions_before: dict[str, int] = {}
 
+    def cap_fetch(self) -> None:
+        """A consumer's Fetch asks for no more than its quota lets through in one quota
+        window (Kafka's `getMaxValueInQuotaWindow`: quota * (samples - 1) * window)."""
+        if self.api_key != ApiKey.FETCH or self.exempt:
+            return
+        found = self.quotas.quota(QuotaType.FETCH, self.user, self.client_id)
+        if found is None:
+            return
+        windows = self.quotas.windows
+        most = max(1, int(min(found[0] * (windows.samples - 1) * windows.window_s, 2**31 - 1)))
+        body = self.body
+        if int(body.get("max_bytes", most)) > most:
+            body["max_bytes"] = most
+            body["min_bytes"] = min(int(body.get("min_bytes", 0)), most)
+
     # --- controller mutations ------------------------------------------------------------
 
     def _mutation_api(self) -> bool:
