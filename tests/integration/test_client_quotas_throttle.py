@@ -75,6 +75,10 @@ def test_throttled_produce_reports_throttle_time_and_mutes_the_connection(broker
             throttle_ms = response["throttle_time_ms"]
             assert 500 <= throttle_ms <= 2000
             answered = time.monotonic()
+            # the logbus client holds its next request back for that long (KIP-219)
+            assert slow.last_throttle_ms == throttle_ms
+            held = slow.throttled_until - asyncio.get_running_loop().time()
+            assert 0 < held <= throttle_ms / 1000
             # the other client is served at once, with no throttle
             other = await free.request(ApiKey.PRODUCE, produce_body(topic, 11_000), 9)
             assert other["throttle_time_ms"] == 0
