@@ -41,9 +41,9 @@ async def connect(broker: Any, client_id: str) -> Connection:
     return await Connection.connect(host, int(port), client_id=client_id)
 
 
-def produce_body(topic: str, size: int) -> dict[str, Any]:
+def produce_body(topic: str, size: int, version: int = 9) -> dict[str, Any]:
     batch = build_batch([NewRecord(None, b"x" * size)])
-    return build_produce(9, {TopicPartition(topic, 0): batch}, acks=1)
+    return build_produce(version, {TopicPartition(topic, 0): batch}, acks=1)
 
 
 async def wait_for_quota(broker: Any, user: str, client_id: str, kind: str) -> None:
@@ -88,6 +88,29 @@ def test_throttled_produce_reports_throttle_time_and_mutes_the_connection(broker
         finally:
             await slow.close()
             await free.close()
+
+    run(broker, action)
+
+
+def test_a_client_too_old_to_throttle_itself_gets_its_response_late(broker: Any) -> None:
+    """Produce before v6 (KIP-219): the broker holds the response for the throttle time."""
+    topic = name("t")
+
+    async def action(admin: Admin) -> None:
+        await admin.alter_client_quotas({ClientQuotaEntity.of({"client-id": "old"}): {RATE: 1000}})
+        await wait_for_quota(broker, "ANONYMOUS", "old", RATE)
+        old = await connect(broker, "old")
+        try:
+            await old.request(ApiKey.METADATA, {"topics": [{"name": topic}],
+                                                "allow_auto_topic_creation": True})
+            await old.request(ApiKey.PRODUCE, produce_body(topic, 100, 5), 5)
+            sent = time.monotonic()
+            response = await old.request(ApiKey.PRODUCE, produce_body(topic, 11_000, 5), 5)
+            throttle_ms = response["throttle_time_ms"]
+            assert 500 <= throttle_ms <= 2000
+            assert time.monotonic() - sent >= throttle_ms / 1000 * 0.9
+        finally:
+            await old.close()
 
     run(broker, action)
 

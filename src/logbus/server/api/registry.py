@@ -7,6 +7,7 @@ ApiVersions, which answers an unsupported version with a v0 response (KIP-511).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import time
@@ -22,6 +23,7 @@ from logbus.server.network.connection import CloseConnection, Connection
 from logbus.server.quotas.throttling import (
     RequestQuota,
     TimedCall,
+    client_throttles,
     set_throttle_time,
     throttled_fetch_response,
 )
@@ -129,7 +131,10 @@ class Apis:
             throttle_ms = max(throttle_ms, fetch_ms)
         if throttle_ms <= 0:
             return chunks
-        conn.throttle(throttle_ms / 1000)
+        if client_throttles(api_key, version):
+            conn.throttle(throttle_ms / 1000)  # answered now, then the channel muted
+        else:
+            await asyncio.sleep(throttle_ms / 1000)  # an older client: answered late
         if response is None:
             return None
         set_throttle_time(api_key, version, response, throttle_ms)
