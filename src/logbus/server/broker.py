@@ -345,8 +345,9 @@ class Broker:
             self.quotas.set_entity(entity, values)
         loop = asyncio.get_running_loop()
         for entity_type in (QUOTA_USERS, QUOTA_CLIENTS):
-            dynamic.entity_handlers[entity_type] = quota_change_handler(
-                self.quotas, store, entity_type, loop.call_soon_threadsafe
+            dynamic.add_entity_handler(
+                entity_type,
+                quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
             )
 
     def _start_standalone_controller(self, host: str, port: int) -> None:

@@ -70,7 +70,22 @@ class DynamicConfigManager:
         self._worker: ControllerEventManager | None = None
         # handlers of other entity types ("users", "clients": client quotas), called
         # where notifications are read (the change thread with ZooKeeper)
-        self.entity_handlers: dict[str, EntityHandler] = {}
+        self.entity_handlers: dict[str, list[EntityHandler]] = {}
+
+    def add_entity_handler(self, entity_type: str, handler: EntityHandler) -> None:
+        """Also call `handler(name)` for each change of an entity of `entity_type` (before
+        `start`); several may follow one type (a user's quotas and its credentials)."""
+        self.entity_handlers.setdefault(entity_type, []).append(handler)
+
+    def _other_handlers(self) -> dict[str, EntityHandler]:
+        def chained(handlers: list[EntityHandler]) -> EntityHandler:
+            def handle(name: str) -> None:
+                for handler in handlers:
+                    handler(name)
+
+            return handle
+
+        return {kind: chained(list(hs)) for kind, hs in self.entity_handlers.items()}
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
@@ -99,7 +114,7 @@ class DynamicConfigManager:
 
             self.listener = ConfigChangeListener(
                 self.store,
-                {**self.entity_handlers, TOPIC: on_topic_change, BROKER: self.on_broker_change},
+                {**self._other_handlers(), TOPIC: on_topic_change, BROKER: self.on_broker_change},
             )
             self.listener.start()
             return
@@ -121,7 +136,7 @@ class DynamicConfigManager:
 
         self.listener = ConfigChangeListener(
             self.store,
-            {**self.entity_handlers, TOPIC: topic_changed, BROKER: broker_changed},
+            {**self._other_handlers(), TOPIC: topic_changed, BROKER: broker_changed},
             run=worker.put,
         )
         worker.start()
