@@ -22,6 +22,7 @@ from logbus.client.requests.produce import build_produce
 from logbus.client.requests.topics import build_create_topics, build_delete_topics, new_topic
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import NewRecord, build_batch
+from logbus.server.quotas.entity import QuotaType
 from logbus.server.security.principal import KafkaPrincipal
 from logbus.types import TopicPartition
 
@@ -48,8 +49,6 @@ def produce_body(topic: str, size: int, version: int = 9) -> dict[str, Any]:
 
 async def wait_for_quota(broker: Any, user: str, client_id: str, kind: str) -> None:
     """The change notification reaches the broker's quotas (applied on its loop)."""
-    from logbus.server.quotas.entity import QuotaType
-
     deadline = time.monotonic() + 10
     while broker.broker.quotas.quota(QuotaType(kind), user, client_id) is None:
         assert time.monotonic() < deadline, "quota never applied"
@@ -240,5 +239,57 @@ def test_controller_mutation_quota_strict_and_permissive(broker: Any) -> None:
                 await conn.close()
         # other clients are not limited
         await admin.delete_topics([first, third])
+
+    run(broker, action)
+
+
+def fetch_body(topic: str, offset: int, max_bytes: int = 1 << 20) -> dict[str, Any]:
+    return {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20,
+        }]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+
+
+def fetched(response: dict[str, Any]) -> int:
+    return sum(len(p["records"] or b"") for t in response["responses"] for p in t["partitions"])
+
+
+def test_a_throttled_consumer_gets_an_empty_fetch(broker: Any) -> None:
+    topic = name("t")
+
+    async def action(admin: Admin) -> None:
+        free, reader = await connect(broker, "free"), await connect(broker, "reader")
+        try:
+            await free.request(ApiKey.METADATA, {"topics": [{"name": topic}],
+                                                 "allow_auto_topic_creation": True})
+            for _ in range(8):
+                await free.request(ApiKey.PRODUCE, produce_body(topic, 2000), 9)
+            # 1000 B/s: one fetch may take 10 kB (the quota over 10 windows)
+            await admin.alter_client_quotas(
+                {ClientQuotaEntity.of({"client-id": "reader"}): {"consumer_byte_rate": 1000}}
+            )
+            await wait_for_quota(broker, "ANONYMOUS", "reader", "consumer_byte_rate")
+            first = await reader.request(ApiKey.FETCH, fetch_body(topic, 0, 5000), 12)
+            assert first["throttle_time_ms"] == 0
+            assert fetched(first) == 5000
+            # more (at most 10 kB, the cap) takes the reader over its quota: an empty
+            # answer, throttled, and the bytes not counted
+            second = await reader.request(ApiKey.FETCH, fetch_body(topic, 2), 12)
+            assert second["throttle_time_ms"] > 0
+            assert second["responses"] == []
+            quotas = broker.broker.quotas
+            now = time.monotonic()
+            assert quotas.throttle_time(QuotaType.FETCH, "ANONYMOUS", "reader", now) == 0
+            # another client reads everything at once
+            everything = await free.request(ApiKey.FETCH, fetch_body(topic, 0), 12)
+            assert everything["throttle_time_ms"] == 0 and fetched(everything) > 16_000
+        finally:
+            await free.close()
+            await reader.close()
 
     run(broker, action)

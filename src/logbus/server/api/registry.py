@@ -123,12 +123,11 @@ class Apis:
         loop_time += time.perf_counter() - encode_started
         now = time.monotonic()
         throttle_ms = quota.throttle_ms(self.broker, response, len(frame), loop_time, now)
-        if api_key == ApiKey.FETCH and response is not None and chunks is not None:
+        if api_key == ApiKey.FETCH and response is not None and chunks and not quota.exempt:
             size = sum(c.size if isinstance(c, FileSlice) else len(c) for c in chunks)
-            fetch_ms = quota.fetch_throttle_ms(size, now)
-            if fetch_ms > 0:
-                response = throttled_fetch_response(response, max(fetch_ms, throttle_ms))
-            throttle_ms = max(throttle_ms, fetch_ms)
+            throttle_ms = max(throttle_ms, quota.fetch_throttle_ms(size, throttle_ms, now))
+            if throttle_ms > 0:  # a throttled consumer gets an empty fetch, as Kafka
+                response = throttled_fetch_response(response, throttle_ms)
         if throttle_ms <= 0:
             return chunks
         if client_throttles(api_key, version):

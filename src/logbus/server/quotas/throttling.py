@@ -218,13 +218,14 @@ class RequestQuota:
                 )
         return int(wait * 1000)
 
-    def fetch_throttle_ms(self, response_size: int, now: float) -> int:
-        """A consumer's Fetch: record the response's bytes; when throttled, take them back
-        (the caller answers empty)."""
+    def fetch_throttle_ms(self, response_size: int, other_ms: int, now: float) -> int:
+        """A consumer's Fetch: record the response's bytes; when it is throttled by this
+        or by `other_ms` (the request quota), take them back (the caller answers
+        empty)."""
         if self.exempt:
             return 0
         wait = self.quotas.record(QuotaType.FETCH, self.user, self.client_id, response_size, now)
-        if wait > 0:
+        if wait > 0 or other_ms > 0:
             self.quotas.unrecord(QuotaType.FETCH, self.user, self.client_id, response_size, now)
         return int(wait * 1000)
 
