@@ -99,8 +99,13 @@ class Apis:
         services = self.broker.services or await self.broker.started()
         ctx = RequestContext(self.broker, services, header, conn.peer, conn.principal)
         quotas = services.quotas
-        if not quotas.enabled:
-            response = await self._handle(ctx, handler.handle(ctx, body), conn)
+        if not quotas.enabled:  # no quota configured: nothing to count
+            try:
+                response = await handler.handle(ctx, body)
+            except CloseConnection:
+                raise
+            except Exception as exc:
+                raise _internal_error(ctx, conn, exc) from exc
             if response is None:
                 return None
             return codec.encode_response(api_key, version, correlation_id, response)
@@ -145,8 +150,11 @@ class Apis:
         except CloseConnection:
             raise
         except Exception as exc:
-            log.exception(
-                "error handling %s v%d from %s", ApiKey(ctx.header.api_key).name, ctx.version,
-                conn.peer,
-            )
-            raise CloseConnection(f"internal error: {exc}") from exc
+            raise _internal_error(ctx, conn, exc) from exc
+
+
+def _internal_error(ctx: RequestContext, conn: Connection, exc: Exception) -> CloseConnection:
+    log.exception(
+        "error handling %s v%d from %s", ApiKey(ctx.header.api_key).name, ctx.version, conn.peer
+    )
+    return CloseConnection(f"internal error: {exc}")
