@@ -4,8 +4,12 @@ the sanitized names of the ZooKeeper layout."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
+from logbus.protocol import ApiKey
 from logbus.server.quotas.entity import (
     DEFAULT,
     QuotaEntity,
@@ -16,6 +20,7 @@ from logbus.server.quotas.entity import (
 )
 from logbus.server.quotas.manager import ClientQuotas, QuotaWindows
 from logbus.server.quotas.rate import SampledRate, TokenBucket
+from logbus.server.quotas.throttling import RequestQuota, TimedCall
 
 PRODUCE = QuotaType.PRODUCE
 
@@ -157,3 +162,51 @@ def test_store_paths_round_trip() -> None:
     assert QuotaEntity("u", "c").store_path() == ("users", "u/clients/c")
     assert entity_from_store("users", "u/other/c") is None
     assert entity_from_store("topics", "t") is None
+
+
+def test_timed_call_counts_running_time_not_waiting() -> None:
+    async def handler() -> str:
+        await asyncio.sleep(1.0)  # parked (a long-poll fetch, an acks=all produce)
+        sum(range(10_000))
+        return "done"
+
+    async def main() -> tuple[str, float]:
+        timed = TimedCall(handler())
+        return await timed, timed.elapsed
+
+    result, elapsed = asyncio.run(main())
+    assert result == "done"
+    assert 0 < elapsed < 0.5
+
+
+def test_timed_call_passes_cancellation_to_the_handler() -> None:
+    cleaned: list[bool] = []
+
+    async def handler() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cleaned.append(True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_run(handler))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def _run(make: Any) -> None:
+        await TimedCall(make())
+
+    asyncio.run(main())
+    assert cleaned == [True]
+
+
+def test_inter_broker_requests_are_exempt() -> None:
+    quotas = configured((QuotaEntity(None, DEFAULT), 1.0))
+    follower = RequestQuota(quotas, "ANONYMOUS", "broker-1", ApiKey.FETCH, 15,
+                            {"replica_id": -1, "replica_state": {"replica_id": 1}})
+    consumer = RequestQuota(quotas, "ANONYMOUS", "c", ApiKey.FETCH, 12, {"replica_id": -1})
+    controller = RequestQuota(quotas, "ANONYMOUS", "c", ApiKey.LEADER_AND_ISR, 5, {})
+    assert follower.exempt and controller.exempt and not consumer.exempt
+    assert follower.fetch_throttle_ms(10**9, 0, 0.0) == 0
