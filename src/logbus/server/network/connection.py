@@ -77,9 +77,11 @@ class Connection:
                 del frame  # a produce request's records may be large: let them go
                 if chunks is not None:
                     await self.send(chunks)
-                if self.throttle_s > 0:
+                if self.throttle_s > 0:  # muted: the socket is not read meanwhile
+                    self.stream.mute(True)
                     await asyncio.sleep(self.throttle_s)
                     self.throttle_s = 0.0
+                    self.stream.mute(False)
                 self._busy = False
                 self._answered_at = loop.time()
         except CloseConnection as exc:
