@@ -7,6 +7,10 @@ sanitized, `<default>` for a default entity) and every change is announced with 
 change notification, so every broker applies it (`logbus.server.quotas`). A user's node
 may also hold its SCRAM credentials: only quota keys are touched.
 
+Authorization, as Kafka: DescribeClientQuotas needs DescribeConfigs on the cluster,
+AlterClientQuotas AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise,
+nothing read or stored).
+
 Checks (INVALID_REQUEST, nothing stored for the entity): an entity type other than
 `user` and `client-id` (`ip` entities, connection_creation_rate, are not supported), a
 type named twice, an unknown quota key, a negative or non-finite value, a fractional
@@ -55,6 +59,7 @@ from logbus.server.quotas.entity import (
     QuotaEntity,
 )
 from logbus.server.quotas.manager import entity_config, load_all
+from logbus.server.security.acl import AclOperation, ResourceType
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 T = TypeVar("T")
@@ -162,6 +167,19 @@ def _alter(store: MetadataStore, request: AlterClientQuotasRequest) -> list[Alte
 async def handle_alter_client_quotas(
     ctx: RequestContext, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
+    if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER):
+        refused: list[AlterEntryResult] = [
+            {
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.",
+                "entity": [
+                    {"entity_type": p["entity_type"], "entity_name": p["entity_name"]}
+                    for p in entry["entity"]
+                ],
+            }
+            for entry in request["entries"]
+        ]
+        return {"throttle_time_ms": 0, "entries": refused}
     store = ctx.services.store
     results = await _in_store_thread(ctx, lambda: _alter(store, request))
     return {"throttle_time_ms": 0, "entries": results}
@@ -224,6 +242,13 @@ def describe(
 async def handle_describe_client_quotas(
     ctx: RequestContext, request: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:
+    if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": "Cluster authorization failed.",
+            "entries": None,
+        }
     components = request["components"]
     try:
         check_components(components)
