@@ -19,9 +19,11 @@ from test_client_requests_transactions import TXN_BUILDERS
 
 from logbus.client.errors import KafkaError
 from logbus.client.requests import (
+    acls,
     alter_configs,
     alter_partition,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     consumer_protocol,
@@ -46,6 +48,16 @@ from logbus.controller.cluster_metadata import (
     TopicMetadata,
 )
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.api.registry import build_registry
 from logbus.types import TopicPartition
@@ -75,6 +87,12 @@ CONTROL_BROKERS = [
 ]
 
 # api key -> builder of a request body at a version (with everything optional filled in)
+ACL_BINDING = AclBinding(
+    ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL),
+    AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+)
+ACL_FILTER = AclBindingFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice")
+
 BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.API_VERSIONS: lambda v: api_versions.build_api_versions(v, "1.2.3"),
     ApiKey.METADATA: lambda v: metadata.build_metadata(
@@ -210,6 +228,20 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
             ),
             transactions_marker.MarkerEntry(8, 0, 5, False, (TopicPartition("a", 1),)),
         ],
+    ),
+    ApiKey.CREATE_ACLS: lambda v: acls.build_create_acls(v, [ACL_BINDING]),
+    ApiKey.DESCRIBE_ACLS: lambda v: acls.build_describe_acls(v, ACL_FILTER),
+    ApiKey.DELETE_ACLS: lambda v: acls.build_delete_acls(v, [ACL_FILTER, AclBindingFilter()]),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: client_quotas.build_describe_client_quotas(
+        v, [("user", 0, "alice"), ("client-id", 1, None)], strict=True
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda v: client_quotas.build_alter_client_quotas(
+        v,
+        {
+            (("client-id", None), ("user", "alice")): {"producer_byte_rate": 1024.0},
+            (("user", None),): {"request_percentage": None},
+        },
+        validate_only=True,
     ),
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
+from logbus.cli import configs_quotas
 from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
@@ -40,8 +41,14 @@ _Action = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    configs = subparsers.add_parser("configs", help="describe and change topic and broker configs")
-    actions = configs.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
+    configs = subparsers.add_parser(
+        "configs", help="describe and change topic and broker configs, and client quotas"
+    )
+    actions = configs.add_subparsers(dest="configs_command", metavar="ACTION")
+    # kafka-configs' form for client quotas (users, clients): cli/configs_quotas.py
+    configs_quotas.add_arguments(configs)
+    add_bootstrap(configs)
+    configs.set_defaults(func=configs_quotas.command)
 
     describe = actions.add_parser(
         "describe", help="show the dynamic configs of a topic or broker (every config: --all)"

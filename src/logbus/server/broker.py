@@ -20,6 +20,7 @@ from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
+from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
@@ -42,7 +43,13 @@ from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
 from logbus.server.producer_ids import ProducerIdManager
+from logbus.server.quotas.entity import CLIENTS as QUOTA_CLIENTS
+from logbus.server.quotas.entity import USERS as QUOTA_USERS
+from logbus.server.quotas.manager import ClientQuotas, QuotaWindows
+from logbus.server.quotas.manager import change_handler as quota_change_handler
+from logbus.server.quotas.manager import load_all as load_client_quotas
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
@@ -127,6 +134,12 @@ class Broker:
         self.dynamic_config: DynamicConfigManager | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.authorizer: Authorizer | None = None
+        """The ACL authorizer (authorizer.class.name set), else None."""
+        self._acl_worker: ControllerEventManager | None = None
+        self.quotas = ClientQuotas(
+            QuotaWindows(config.quota_window_num, float(config.quota_window_size_seconds))
+        )
         self.services: BrokerServices | None = None
         """Every service above, once `start()` has built them all (what handlers use)."""
         self._started = asyncio.Event()
@@ -177,6 +190,7 @@ class Broker:
             cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
+        await self._load_client_quotas()
         self.connection_quotas.reconfigure(cfg.connection_limits)
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
@@ -227,6 +241,7 @@ class Broker:
         )
         assert self.controller is not None
         assert self.transaction_coordinator is not None
+        self.authorizer = await self._start_authorizer()
         self.services = BrokerServices(
             store=self.store,
             log_manager=self.log_manager,
@@ -236,6 +251,8 @@ class Broker:
             producer_ids=self.producer_ids,
             dynamic_config=self.dynamic_config,
             transaction_coordinator=self.transaction_coordinator,
+            authorizer=self.authorizer,
+            quotas=self.quotas,
         )
         self._started.set()
         self.replica_manager.start_replication(
@@ -286,6 +303,52 @@ class Broker:
             port,
             cluster_id,
         )
+
+    async def _start_authorizer(self) -> Authorizer | None:
+        """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
+        change notifications followed (on a thread of their own with ZooKeeper)."""
+        cfg = self.config
+        if not cfg.authorizer_class_name:
+            return None
+        assert self.store is not None
+        authorizer = Authorizer(
+            self.store,
+            super_users=parse_super_users(cfg.super_users),
+            allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
+        )
+        if not cfg.uses_zookeeper:
+            authorizer.start_listening()
+            authorizer.load()
+            return authorizer
+        # listen first, then load, on the thread that applies notifications: none is lost
+        # between the two, and none is applied before the load
+        self._acl_worker = worker = ControllerEventManager("acl-change-thread")
+        worker.start()
+
+        def start() -> None:
+            authorizer.start_listening(run=worker.put)
+            authorizer.load()
+
+        await worker.call(start)
+        return authorizer
+
+    async def _load_client_quotas(self) -> None:
+        """The stored client quotas, and their changes followed (before the config
+        listener starts)."""
+        store, dynamic = self.store, self.dynamic_config
+        assert store is not None and dynamic is not None
+        if self.config.uses_zookeeper:
+            stored = await asyncio.to_thread(load_client_quotas, store)
+        else:
+            stored = load_client_quotas(store)
+        for entity, values in stored.items():
+            self.quotas.set_entity(entity, values)
+        loop = asyncio.get_running_loop()
+        for entity_type in (QUOTA_USERS, QUOTA_CLIENTS):
+            dynamic.add_entity_handler(
+                entity_type,
+                quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
+            )
 
     def _start_standalone_controller(self, host: str, port: int) -> None:
         """A stand-alone broker is its own controller over the embedded store."""
@@ -379,6 +442,10 @@ class Broker:
                 await task
         if self.dynamic_config is not None:
             self.dynamic_config.stop()
+        if self.authorizer is not None:
+            self.authorizer.stop()
+        if self._acl_worker is not None:
+            self._acl_worker.stop()
         if self.cluster is not None:
             await self.cluster.stop()
             if self.network_channel is not None:

@@ -21,6 +21,7 @@ from logbus.controller.config_store import (
     DEFAULT_ENTITY,
     TOPIC,
     ConfigChangeListener,
+    EntityHandler,
     fetch_entity_config,
 )
 from logbus.controller.controller_events import ControllerEventManager
@@ -67,6 +68,24 @@ class DynamicConfigManager:
         self.static: dict[str, ConfigValue] = broker.config.originals
         self.listener: ConfigChangeListener | None = None
         self._worker: ControllerEventManager | None = None
+        # handlers of other entity types ("users", "clients": client quotas), called
+        # where notifications are read (the change thread with ZooKeeper)
+        self.entity_handlers: dict[str, list[EntityHandler]] = {}
+
+    def add_entity_handler(self, entity_type: str, handler: EntityHandler) -> None:
+        """Also call `handler(name)` for each change of an entity of `entity_type` (before
+        `start`); several may follow one type (a user's quotas and its credentials)."""
+        self.entity_handlers.setdefault(entity_type, []).append(handler)
+
+    def _other_handlers(self) -> dict[str, EntityHandler]:
+        def chained(handlers: list[EntityHandler]) -> EntityHandler:
+            def handle(name: str) -> None:
+                for handler in handlers:
+                    handler(name)
+
+            return handle
+
+        return {kind: chained(list(hs)) for kind, hs in self.entity_handlers.items()}
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
@@ -94,7 +113,8 @@ class DynamicConfigManager:
                 self.on_topic_change(topic, controller, replica_manager)
 
             self.listener = ConfigChangeListener(
-                self.store, {TOPIC: on_topic_change, BROKER: self.on_broker_change}
+                self.store,
+                {**self._other_handlers(), TOPIC: on_topic_change, BROKER: self.on_broker_change},
             )
             self.listener.start()
             return
@@ -115,7 +135,9 @@ class DynamicConfigManager:
                 loop.call_soon_threadsafe(self._reconfigure, config, name)
 
         self.listener = ConfigChangeListener(
-            self.store, {TOPIC: topic_changed, BROKER: broker_changed}, run=worker.put
+            self.store,
+            {**self._other_handlers(), TOPIC: topic_changed, BROKER: broker_changed},
+            run=worker.put,
         )
         worker.start()
         worker.put(self.listener.start, "ConfigChangeListenerStart")

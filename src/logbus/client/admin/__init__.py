@@ -3,10 +3,12 @@ groups and transactions of a logbus (or Kafka) cluster.
 
 The entry point is `Admin` (asyncio; `logbus.aio.Admin`); `logbus.client.admin.sync.Admin`
 (`logbus.Admin`) is its blocking twin. Calls on several items return per-item results and
-raise `AdminBatchError` with per-item errors when any fail.
+raise `AdminBatchError` with per-item errors when any fail. ACLs: `AclBinding` (a
+`ResourcePattern` and an `AccessControlEntry`) and `AclBindingFilter`.
 """
 
 from logbus.client.admin.client import Admin
+from logbus.client.admin.quota_types import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -36,14 +38,32 @@ from logbus.client.admin.types import (
     TopicPartition,
 )
 from logbus.client.requests.transactions import ProducerState
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+)
+from logbus.protocol.acl_types import ResourceType as AclResourceType
 
 __all__ = [
     "AbortTransactionSpec",
+    "AccessControlEntry",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
     "Admin",
     "AdminBatchError",
     "AlterConfigOp",
     "AlterConfigOpType",
     "BrokerInfo",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
@@ -58,7 +78,9 @@ __all__ = [
     "NewTopic",
     "OffsetSpec",
     "PartitionInfo",
+    "PatternType",
     "ProducerState",
+    "ResourcePattern",
     "ResourceType",
     "TopicDescription",
     "TopicPartition",

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from logbus.client.admin import client
+from logbus.client.admin.quota_types import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -29,6 +30,7 @@ from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.topics import CreatedTopic
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
+from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
 
 class Admin(BlockingClient[client.Admin]):
@@ -132,6 +134,32 @@ class Admin(BlockingClient[client.Admin]):
             )
         )
 
+    def describe_client_quotas(
+        self,
+        components: Sequence[ClientQuotaFilterComponent] = (),
+        *,
+        strict: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Configured client quotas; see `logbus.aio.Admin.describe_client_quotas`."""
+        return self._run(
+            self._aio.describe_client_quotas(components, strict=strict, timeout_ms=timeout_ms)
+        )
+
+    def alter_client_quotas(
+        self,
+        alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set or remove client quotas; see `logbus.aio.Admin.alter_client_quotas`."""
+        self._run(
+            self._aio.alter_client_quotas(
+                alterations, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
     def alter_configs(
         self,
         configs: Mapping[ConfigResource, Mapping[str, str]],
@@ -169,6 +197,24 @@ class Admin(BlockingClient[client.Admin]):
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
         return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
+
+    # --- ACLs ---------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding], *, timeout_ms: int | None = None) -> None:
+        """Create ACL bindings; see `logbus.aio.Admin.create_acls`."""
+        self._run(self._aio.create_acls(bindings, timeout_ms=timeout_ms))
+
+    def describe_acls(
+        self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The bindings matching a filter; see `logbus.aio.Admin.describe_acls`."""
+        return self._run(self._aio.describe_acls(acl_filter, timeout_ms=timeout_ms))
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the bindings matching filters; see `logbus.aio.Admin.delete_acls`."""
+        return self._run(self._aio.delete_acls(filters, timeout_ms=timeout_ms))
 
     # --- consumer groups ----------------------------------------------------------------
 

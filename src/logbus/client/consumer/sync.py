@@ -149,6 +149,11 @@ class Consumer(BlockingClient[AsyncConsumer]):
 
         return self._run(call())
 
+    def metrics(self) -> dict[str, float]:
+        """The consumer's metrics by Kafka's names (see docs/client.md); still readable
+        after close."""
+        return self._aio.metrics()
+
     def assignment(self) -> set[TopicPartition]:
         """The partitions held now (safe to ask from any thread)."""
         return self._read(self._aio.assignment)

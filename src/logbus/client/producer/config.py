@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
+from logbus.client.metrics import METRICS_SETTINGS
 from logbus.records.compression import CompressionType
 
 # acks as users write it -> as the Produce request carries it.
@@ -47,7 +48,7 @@ PRODUCER_SETTINGS = (
             at_least=1),
 )
 
-PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS)
+PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS, METRICS_SETTINGS)
 
 
 def parse_producer_config(

@@ -20,6 +20,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.metrics import Metrics, ProducerMetrics
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
     EncodedBatch,
@@ -104,6 +105,10 @@ class Producer(TransactionalProducer, AsyncService):
         self.router = PartitionRouter(self._accumulator, c["partitioner.ignore.keys"])
         self._closed = False
         self._txn: TransactionManager | None = None
+        pool = self.admission.pool
+        self._metrics = ProducerMetrics(
+            Metrics.from_config(c), lambda: float(pool.limit - pool.used)
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -132,6 +137,7 @@ class Producer(TransactionalProducer, AsyncService):
                     delivery_timeout=s.delivery_timeout,
                 )
                 sender.txn, txn.sender, self._txn = txn, sender, txn
+            sender.metrics = self._metrics
             await sender.start()
         except BaseException:
             await cluster.close()
@@ -151,6 +157,11 @@ class Producer(TransactionalProducer, AsyncService):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def metrics(self) -> dict[str, float]:
+        """The producer's metrics by Kafka's names (`record-send-rate`,
+        `request-latency-avg`, ...): see docs/client.md. Safe from any thread."""
+        return self._metrics.metrics.snapshot()
 
     def _metadata_updated(self, md: ClusterMetadata) -> None:
         with self._accumulator.lock:

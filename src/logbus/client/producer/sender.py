@@ -26,6 +26,7 @@ from typing import Any
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.metrics import ProducerMetrics
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from logbus.client.producer.buffer_pool import BufferPool
 from logbus.client.producer.transaction_manager import TransactionManager, TxnState
@@ -131,6 +132,7 @@ class Sender:
         # A transactional producer's: gets the producer id, lets partitions be sent to
         # once added to the transaction, and learns of every batch that fails.
         self.txn: TransactionManager | None = None
+        self.metrics: ProducerMetrics | None = None  # recorded per request and batch
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -384,6 +386,7 @@ class Sender:
             payload: dict[TopicPartition, bytearray | memoryview] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
+            started = time.monotonic()
             results = await produce_many(
                 conn,
                 payload,
@@ -391,6 +394,8 @@ class Sender:
                 timeout_ms=s.request_timeout_ms,
                 transactional_id=None if self.txn is None else self.txn.transactional_id,
             )
+            if self.metrics is not None:
+                _record_request(self.metrics, group, (time.monotonic() - started) * 1000)
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._need_metadata = True
@@ -450,6 +455,8 @@ class Sender:
             self._need_metadata = True
         expired = now - batch.created >= s.delivery_timeout
         if retriable and batch.attempts < s.retries and not expired:
+            if self.metrics is not None:
+                self.metrics.record_retries.record(batch.count)
             batch.attempts += 1
             delay = min(s.retry_backoff * (2 ** (batch.attempts - 1)), s.retry_backoff_max)
             batch.retry_at = now + delay
@@ -464,6 +471,8 @@ class Sender:
             self.txn.batch_failed(error)
         elif s.idempotent:
             self._needs_bump = True  # its sequence numbers are a gap now
+        if self.metrics is not None:
+            self.metrics.record_errors.record(batch.count)
         batch.fail(error)
 
     def _expire(self, now: float) -> list[tuple[ProducerBatch, KafkaTimeoutError]]:
@@ -491,6 +500,8 @@ class Sender:
                 else:
                     keep.append(batch)
             state.retry = keep
+        if expired and self.metrics is not None:
+            self.metrics.record_errors.record(sum(batch.count for batch, _ in expired))
         return expired
 
     async def _bump_epoch(self) -> None:
@@ -514,6 +525,27 @@ class Sender:
             state.unacked = deque(state.retry)
         self._needs_bump = False
         log.info("producer id %d now at epoch %d", producer_id, epoch)
+
+
+def _record_request(
+    metrics: ProducerMetrics, group: Mapping[TopicPartition, ProducerBatch], latency_ms: float
+) -> None:
+    """One Produce request answered: its latency, records and bytes, each batch's size
+    and compression ratio (Kafka's Sender.updateProduceRequestMetrics)."""
+    records = size = 0
+    for batch in group.values():
+        if batch.data is None:
+            continue
+        sent = len(batch.data)
+        records += batch.count
+        size += sent
+        metrics.batch_size.record(sent)
+        raw = sent if batch.encoded else len(batch.buf)
+        metrics.compression_rate.record(sent / raw if raw else 1.0)
+    metrics.request_latency.record(latency_ms)
+    metrics.records_sent.record(records)
+    metrics.records_per_request.record(records)
+    metrics.outgoing_bytes.record(size)
 
 
 def _expired(batch: ProducerBatch, now: float, cause: BaseException | None) -> KafkaTimeoutError:

@@ -50,6 +50,11 @@ class Producer(BlockingClient[AsyncProducer]):
         self._router = self._aio.router
         self._closer: threading.Thread | None = None  # close() called from a callback
 
+    def metrics(self) -> dict[str, float]:
+        """The producer's metrics by Kafka's names (see docs/client.md); still readable
+        after close."""
+        return self._aio.metrics()
+
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
         self._check_open()

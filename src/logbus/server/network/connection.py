@@ -53,6 +53,12 @@ class Connection:
         # Who authenticated on this connection (SSL client certificate, SASL); anonymous
         # until then, and on PLAINTEXT listeners.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # Seconds this connection is not read after its current response (client quotas,
+        # KIP-219: the response is sent at once, then the channel stays muted).
+        self.throttle_s = 0.0
+
+    def throttle(self, seconds: float) -> None:
+        self.throttle_s = max(self.throttle_s, seconds)
 
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last did anything (0 while a request is under
@@ -71,6 +77,11 @@ class Connection:
                 del frame  # a produce request's records may be large: let them go
                 if chunks is not None:
                     await self.send(chunks)
+                if self.throttle_s > 0:  # muted: the socket is not read meanwhile
+                    self.stream.mute(True)
+                    await asyncio.sleep(self.throttle_s)
+                    self.throttle_s = 0.0
+                    self.stream.mute(False)
                 self._busy = False
                 self._answered_at = loop.time()
         except CloseConnection as exc:
