@@ -13,7 +13,10 @@ and a local SparkSession (`local[2]`), then times, for N records of 100-byte val
   the tuning buys;
 - batch read into a count: `spark.read.format("logbus").load().count()` and
   `spark.read.parquet(...).count()` (Parquet answers from its footers), and a full scan
-  (`sum(length(value))`) of each, which makes Parquet read the values too.
+  (`sum(length(value))`) of each, which makes Parquet read the values too;
+- stream write: a streaming query (`Trigger.AvailableNow`, micro-batches of a quarter of
+  the rows) copying the uncompressed topic to a new one through the logbus sink, at
+  least once (system `logbus`) and with `exactlyOnce=true` (system `logbus-eos`).
 
 Each operation is timed `--runs` times (3), round after round, and the median kept;
 each write and read is warmed up with a whole run before anything is timed (the first
@@ -27,7 +30,8 @@ and its Python workers.
 
 Writes `bench/results/spark-<date>-<commit>.json` and a Markdown table beside it (`.md`)
 (`--out` writes them elsewhere).
-Targets (issue 7): logbus read >= 50% of the Parquet read rate, write >= 50% of Parquet's.
+Targets (issue 7): logbus read >= 50% of the Parquet read rate, write >= 50% of Parquet's;
+(issue 15) the exactly-once stream write >= 70% of the at-least-once one's rows/s.
 Figures move with the machine's load; the ratios within one run are what count.
 """
 
@@ -256,6 +260,38 @@ def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
                               ("logbus", logbus_df), ("ceiling", ceiling_df),
                               ("ceiling-value", lambda: ceiling_df("value")))
         ])
+
+        def stream_write(name: str, **settings: str) -> int:
+            """bench-0 copied to topic `name` by a streaming query; the rows it wrote."""
+            _create_topic(bootstrap, name, partitions)
+            writer = (
+                spark.readStream.format("logbus").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", "bench-0").option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(max(rows // 4, 1))).load()
+                .select("key", "value")
+                .writeStream.format("logbus").option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", name).option("kafka.batch.size", str(BULK_BATCH_SIZE))
+                .option("checkpointLocation", str(work / "checkpoints" / name))
+                .trigger(availableNow=True)
+            )
+            for option, value in settings.items():
+                writer = writer.option(option, value)
+            query = writer.start()
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise RuntimeError(f"stream write {name}: {query.exception()}")
+            return sum(p["numInputRows"] for p in query.recentProgress)
+
+        eos = {"exactlyOnce": "true"}
+        stream_write("warm-up-stream")
+        stream_write("warm-up-stream-eos", transactionalIdPrefix="warm-up-eos", **eos)
+        timed_rounds([
+            ("stream write", "logbus", "at-least-once",
+             lambda r: stream_write(f"stream-{r}"), rows),
+            ("stream write", "logbus-eos", "exactlyOnce=true",
+             lambda r: stream_write(f"stream-eos-{r}", transactionalIdPrefix=f"eos-{r}",
+                                    **eos), rows),
+        ])
     finally:
         spark.stop()
         broker.terminate()
@@ -325,6 +361,17 @@ def markdown(report: dict[str, Any]) -> str:
         "it is handed (writes): Spark's own cost of moving rows between the JVM and its",
         "Python workers, the most any Python data source can reach here.",
     ]
+    at_least_once = rate.get(("stream write", "logbus"))
+    exactly_once = rate.get(("stream write", "logbus-eos"))
+    if at_least_once or exactly_once:
+        lines += [
+            "",
+            "| stream write | rows/s | / at-least-once | target |",
+            "| --- | ---: | ---: | ---: |",
+            f"| at-least-once | {_rate(at_least_once)} | 100% | - |",
+            f"| exactlyOnce=true | {_rate(exactly_once)} | "
+            f"{_ratio(exactly_once, at_least_once)} | >= 70% |",
+        ]
     for name in ("batch read: count", "batch read: full scan"):
         value_only = rate.get((name, "ceiling-value"))
         if value_only:

@@ -64,7 +64,8 @@ def test_options_are_checked() -> None:
         ({"subscribe": "a", "startingOffsets": '{"a": {"x": 1}}'}, "is not a partition number"),
         ({"subscribe": "a", "startingOffsets": '{"a": {"0": -3}}'}, "is not an offset"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "must be true or false"),
-        ({"subscribe": "a", "kafka.isolation.level": "read_committed"}, "read_uncommitted"),
+        ({"subscribe": "a", "kafka.isolation.level": "serializable"},
+         "must be read_uncommitted or read_committed"),
     ]
     for given, message in bad:
         with pytest.raises(LogbusSparkError, match=message):

@@ -30,6 +30,7 @@ def test_a_small_run_times_every_operation_and_writes_json_and_markdown(tmp_path
         ("batch write", "parquet"), ("batch write", "logbus"),
         ("batch write, uncompressed", "parquet"), ("batch write, uncompressed", "logbus"),
         ("batch write, default producer settings", "logbus"), ("batch write", "ceiling"),
+        ("stream write", "logbus"), ("stream write", "logbus-eos"),
         *((read, system) for read in ("batch read: count", "batch read: full scan")
           for system in ("parquet", "logbus", "ceiling", "ceiling-value")),
     }
@@ -44,3 +45,4 @@ def test_a_small_run_times_every_operation_and_writes_json_and_markdown(tmp_path
                 "batch read: full scan"):
         assert f"| {row} | " in table
     assert "not run" not in table
+    assert "| exactlyOnce=true | " in table

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
-from logbus.client.requests.list_offsets import list_offsets_many
+from logbus.client.requests.list_offsets import list_offsets_info
 from logbus.protocol import ErrorCode
 from logbus.spark.options import (
     EARLIEST,
@@ -134,10 +134,14 @@ class OffsetReader:
                 results: dict[TP, int] = {}
                 for node, asked in by_leader.items():
                     conn = await cluster.node(node)
-                    for tp, value in (await list_offsets_many(conn, asked)).items():
+                    # read_committed: "latest" is the last stable offset.
+                    found = await list_offsets_info(
+                        conn, asked, isolation_level=self.settings.isolation_level
+                    )
+                    for tp, value in found.items():
                         if isinstance(value, KafkaError):
                             raise value
-                        results[tp] = value
+                        results[tp] = value.offset
                 return results
             except KafkaError as exc:
                 if not exc.retriable or attempt == 2:

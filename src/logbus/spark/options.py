@@ -39,7 +39,13 @@ _READ_OPTIONS = (
     "failOnDataLoss",
     "maxOffsetsPerTrigger",
 )
-_WRITE_OPTIONS = ("topic", "includeHeaders")
+_WRITE_OPTIONS = (
+    "topic",
+    "includeHeaders",
+    "exactlyOnce",
+    "transactionalIdPrefix",
+    "exactlyOnceMarkerTopic",
+)
 # Spark Kafka source options that tune its Kafka consumer and mean nothing here: accepted
 # so that jobs port unchanged, and ignored.
 _READ_IGNORED = (
@@ -97,6 +103,8 @@ _READ_REFUSED = {
 _WRITE_REFUSED = {
     "key.serializer": "keys are written as binary or string columns",
     "value.serializer": "values are written as binary or string columns",
+    "transactional.id": "with exactlyOnce=true each task's transactional id is made from "
+    "the transactionalIdPrefix option",
 }
 
 
@@ -117,6 +125,8 @@ class ClientSettings:
     # fetches spend less time per record on round trips.
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # 0 read_uncommitted, 1 read_committed (Kafka's isolation levels).
+    isolation_level: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,18 @@ class WriteOptions:
 
     producer_config: dict[str, str]
     topic: str | None = None
+    exactly_once: ExactlyOnce | None = None
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """A streaming write's exactly-once settings (docs/spark.md, "Exactly-once"): each
+    task's transactional id is `<prefix>-<Spark partition id>`, and the micro-batches a
+    writer committed are recorded as the offset its transactions commit, in the group of
+    the same name, for partition 0 of `marker_topic`."""
+
+    transactional_id_prefix: str
+    marker_topic: str
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -295,9 +317,11 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
             hint = f"; did you mean 'kafka.{close[0]}'?" if close else ""
             raise LogbusSparkError(f"unknown option 'kafka.{name}' for reading{hint}")
-    if kafka.get("isolation.level", "read_uncommitted").lower() != "read_uncommitted":
+    isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
         raise LogbusSparkError(
-            "option 'kafka.isolation.level' supports only read_uncommitted for now"
+            "option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+            f"not {isolation!r}"
         )
     if kafka.get("security.protocol", "plaintext").lower() != "plaintext":
         raise LogbusSparkError("option 'kafka.security.protocol' supports only PLAINTEXT")
@@ -329,6 +353,7 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             "max.partition.fetch.bytes", defaults.max_partition_fetch_bytes
         ),
         fetch_max_wait_ms=number("fetch.max.wait.ms", defaults.fetch_max_wait_ms),
+        isolation_level=1 if isolation == "read_committed" else 0,
     )
 
 
@@ -447,4 +472,30 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
     topic = own.get("topic")
     if topic is not None and not topic.strip():
         raise LogbusSparkError("option 'topic' is empty")
-    return WriteOptions(producer_config=kafka, topic=topic.strip() if topic else None)
+    topic = topic.strip() if topic else None
+    exactly_once = None
+    if _bool(own, "exactlyOnce", False):
+        exactly_once = _exactly_once(own, topic)
+    else:
+        for name in ("transactionalIdPrefix", "exactlyOnceMarkerTopic"):
+            if name.lower() in own:
+                raise LogbusSparkError(f"option {name!r} needs exactlyOnce=true")
+    return WriteOptions(producer_config=kafka, topic=topic, exactly_once=exactly_once)
+
+
+def _exactly_once(own: dict[str, str], topic: str | None) -> ExactlyOnce:
+    prefix = own.get("transactionalidprefix", "").strip()
+    if not prefix:
+        raise LogbusSparkError(
+            "option 'transactionalIdPrefix' is required with exactlyOnce=true: it names "
+            "the query's transactional ids (one per Spark partition) and must stay the "
+            "same when the query is restarted from its checkpoint"
+        )
+    marker = own.get("exactlyoncemarkertopic", "").strip() or topic
+    if marker is None:
+        raise LogbusSparkError(
+            "with exactlyOnce=true and no 'topic' option, option 'exactlyOnceMarkerTopic' "
+            "must name an existing topic under which the committed micro-batches are "
+            "recorded"
+        )
+    return ExactlyOnce(transactional_id_prefix=prefix, marker_topic=marker)

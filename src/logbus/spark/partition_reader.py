@@ -6,6 +6,9 @@ own event loop and closes both when the iterator ends (or is closed early). The 
 depend only on the range, so a retried task returns the same rows. Records missing from
 the range (removed by retention after planning, or a truncated log) fail the task when
 `failOnDataLoss` is true, naming the partition; otherwise the rows still there are read.
+With `kafka.isolation.level=read_committed` the batches of aborted transactions are
+dropped as Kafka's consumer drops them (`_CommittedFilter`), and the planned ranges end
+at the last stable offset.
 """
 
 from __future__ import annotations
@@ -17,12 +20,22 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from logbus.client.cluster import Cluster
-from logbus.client.errors import KafkaError
-from logbus.client.requests.fetch import FetchOptions, RawFetchedPartition, fetch_many_raw
+from logbus.client.connection import Connection
+from logbus.client.errors import KafkaError, check
+from logbus.client.requests.fetch import (
+    FetchedData,
+    FetchOptions,
+    FetchPosition,
+    RawFetchedPartition,
+    fetch_many_raw,
+    fetch_partitions,
+)
 from logbus.client.requests.list_offsets import list_offsets
 from logbus.protocol import ErrorCode
-from logbus.records.batch import InvalidBatch
+from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.columnar import RecordColumns, decode_columns
+from logbus.records.control import ControlType, decode_control_key
+from logbus.records.reader import decode_batch
 from logbus.spark.offset_range import OffsetRange
 from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
 from logbus.spark.schema import columns_to_record_batch
@@ -82,7 +95,9 @@ class _RangeReader:
             max_wait_ms=settings.fetch_max_wait_ms,
             max_bytes=settings.fetch_max_bytes,
             partition_max_bytes=settings.max_partition_fetch_bytes,
+            isolation_level=settings.isolation_level,
         )
+        self.committed = _CommittedFilter() if settings.isolation_level == 1 else None
 
     async def close(self) -> None:
         if self.cluster is not None:
@@ -146,6 +161,8 @@ class _RangeReader:
         for attempt in range(_MAX_RETRIES):
             try:
                 conn = await self.cluster.leader(*tp)
+                if self.committed is not None:
+                    return await self._fetch_committed(conn, tp)
                 results = await fetch_many_raw(conn, {tp: self.position}, self.options)
                 value = results[tp]
                 if isinstance(value, KafkaError):
@@ -165,6 +182,20 @@ class _RangeReader:
                 await self.cluster.refresh([rng.topic])
         raise AssertionError("unreachable")
 
+    async def _fetch_committed(self, conn: Connection, tp: TopicPartition) -> RawFetchedPartition:
+        """A read_committed Fetch: its batches less aborted transactions' and markers."""
+        assert self.committed is not None
+        response = await fetch_partitions(
+            conn, {tp: FetchPosition(self.position)}, self.options
+        )
+        check(response.error_code, "Fetch")
+        data = response.partitions.get(tp)
+        if data is None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {tp}")
+        if data.error_code != ErrorCode.NONE:
+            raise KafkaError(data.error_code, f"fetching {tp.topic}-{tp.partition}")
+        return self.committed.split(data, self.position)
+
     async def _out_of_range(self) -> _SkipTo | None:
         """The position fell out of the log (retention): fail, or skip to what is left."""
         assert self.cluster is not None
@@ -179,3 +210,51 @@ class _RangeReader:
         if earliest <= self.position or earliest >= rng.end:
             return None
         return _SkipTo(earliest)
+
+
+class _CommittedFilter:
+    """What a read_committed consumer keeps of the fetched batches: none of an aborted
+    transaction (the broker lists those overlapping a fetch, as (producer id, first
+    offset); a producer's batches are dropped from its transaction's first offset up to
+    its abort marker), no control batches. Kept across the fetches of one range."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int]] = []  # (producer id, first offset), sorted
+        self.seen: set[tuple[int, int]] = set()
+        self.aborting: set[int] = set()
+
+    def split(self, data: FetchedData, offset: int) -> RawFetchedPartition:
+        for aborted in data.aborted_transactions or ():
+            if aborted not in self.seen:
+                self.seen.add(aborted)
+                self.pending.append(aborted)
+        self.pending.sort(key=lambda a: a[1])
+        batches: list[tuple[memoryview, BatchHeader]] = []
+        next_offset = offset
+        if data.records:
+            view = memoryview(data.records)
+            for position, header in split_batches(view):
+                next_offset = max(next_offset, header.next_offset)
+                if header.next_offset <= offset:
+                    continue
+                batch = view[position : position + header.size]
+                if header.producer_id >= 0:
+                    while self.pending and self.pending[0][1] <= header.last_offset:
+                        self.aborting.add(self.pending.pop(0)[0])
+                    if header.is_control:
+                        if _is_abort_marker(batch):
+                            self.aborting.discard(header.producer_id)
+                        continue
+                    if header.is_transactional and header.producer_id in self.aborting:
+                        continue
+                if not header.is_control:
+                    batches.append((batch, header))
+        return RawFetchedPartition(
+            batches, next_offset, data.high_watermark, data.last_stable_offset,
+            data.log_start_offset,
+        )
+
+
+def _is_abort_marker(batch: memoryview) -> bool:
+    _, records = decode_batch(batch)
+    return bool(records) and decode_control_key(records[0].key).type == ControlType.ABORT

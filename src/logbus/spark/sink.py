@@ -8,7 +8,10 @@ them to logbus's producer (or, when the data has a `headers` column, through log
 `Producer.send_batch`); both go out through the producer's one sender and return
 only once the broker has acknowledged every record, so a task that succeeded has nothing
 left in flight: a micro-batch Spark commits is never lost. A failed task is retried and
-may write its rows again (at-least-once).
+may write its rows again (at-least-once). With `exactlyOnce=true` (streaming writes) each
+task writes in a transaction of its own that also records the micro-batch it wrote, and
+the driver commits the transactions once the micro-batch succeeded
+(`transactional_writer.py`): a retried task or replayed micro-batch is written once.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from logbus.client.producer.sync import Producer
 from logbus.spark.arrow_producer import ArrowProducer, Rows
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE
+from logbus.spark.transactional_writer import TaskTransaction, WriterTask, end_transactions
 
 _BYTES_OR_TEXT = (BinaryType(), StringType())
 
@@ -55,14 +59,21 @@ class WrittenRecords(WriterCommitMessage):
 def check_input_schema(options: WriteOptions, schema: StructType) -> None:
     """Reject a DataFrame the sink cannot write, naming the column at fault, and producer
     settings the producer would refuse."""
+    config: dict[str, str] = dict(options.producer_config)
+    if options.exactly_once is not None:
+        config["transactional.id"] = options.exactly_once.transactional_id_prefix
     try:
-        parse_producer_config(options.producer_config, {})
+        parse_producer_config(config, {})
     except ConfigError as exc:
         raise LogbusSparkError(f"the kafka.* options: {exc}") from None
     types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
 
     def expect(column: str, allowed: tuple[DataType, ...], what: str) -> None:
-        if column in types and types[column] not in allowed:
+        # Types compared as Spark prints them: nullability does not matter (a headers
+        # array made with array(named_struct(...)) has non-null elements).
+        if column in types and types[column].simpleString() not in {
+            a.simpleString() for a in allowed
+        }:
             raise LogbusSparkError(
                 f"column {column!r} must be {what}, not {types[column].simpleString()}"
             )
@@ -153,18 +164,10 @@ def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> 
     """The fast path: Arrow columns to encoded record batches, no object per row. The
     producer lives on its own event loop thread, so requests go out and answers come in
     while this thread waits for Spark's next rows."""
-    written = 0
     thread = LoopThread("logbus-spark-sink")
     producer = ArrowProducer(options.producer_config)
     try:
-        for batch in _groups(batches):
-            n = batch.num_rows
-            names = batch.schema.names
-            values = _binary(batch.column("value"))
-            keys = _binary(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
-            partitions = batch.column("partition") if "partition" in names else None
-            thread.run(producer.send(keys, values, _topic_rows(options, batch), partitions))
-            written += n
+        written = _send_columns(options, thread, producer, batches)
         thread.run(producer.flush())
     finally:
         try:
@@ -174,6 +177,66 @@ def _write_columns(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> 
     return written
 
 
+def _send_columns(
+    options: WriteOptions,
+    thread: LoopThread,
+    producer: ArrowProducer,
+    batches: Iterator[pa.RecordBatch],
+) -> int:
+    written = 0
+    for batch in _groups(batches):
+        n = batch.num_rows
+        names = batch.schema.names
+        values = _binary(batch.column("value"))
+        keys = _binary(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
+        partitions = batch.column("partition") if "partition" in names else None
+        thread.run(producer.send(keys, values, _topic_rows(options, batch), partitions))
+        written += n
+    return written
+
+
+def write_transaction(
+    options: WriteOptions, batches: Iterator[pa.RecordBatch]
+) -> WriterCommitMessage:
+    """exactlyOnce: the task's rows in one transaction with its micro-batch's record, left
+    open for the driver to commit (`PreparedTransaction`); nothing is written when the
+    task has no rows or an earlier attempt's transaction committed this micro-batch."""
+    settings = options.exactly_once
+    assert settings is not None
+    first = next(batches, None)
+    if first is None:
+        return WrittenRecords(0)
+    rest = itertools.chain([first], batches)
+    task = WriterTask.current(settings)
+    config = dict(options.producer_config) | {"transactional.id": task.transactional_id}
+    thread = LoopThread("logbus-spark-sink")
+    producer = ArrowProducer(config)
+    txn = TaskTransaction(settings, task, thread, producer.producer)
+    try:
+        if not txn.begin():
+            for _ in rest:  # Spark's rows are read to the end, and dropped
+                pass
+            return WrittenRecords(0)
+        if "headers" in first.schema.names:
+            written = 0
+            for batch in rest:
+                records = _records(options, batch)
+                thread.run(producer.producer.send_batch(records))
+                written += len(records)
+        else:
+            written = _send_columns(options, thread, producer, rest)
+            thread.run(producer.flush())
+        return txn.prepare(written)
+    except BaseException:
+        txn.abort()
+        raise
+    finally:
+        try:
+            thread.run(producer.close())
+        finally:
+            thread.close()
+
+
 def _write_records(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Rows with headers: one ProducerRecord each, through logbus's Producer."""
     written = 0
@@ -181,43 +244,51 @@ def _write_records(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> 
     # such as kafka.acks=1, turn it off).
     with Producer(dict(options.producer_config)) as producer:
         for batch in batches:
-            n = batch.num_rows
-            if n == 0:
+            if batch.num_rows == 0:
                 continue
-            names = batch.schema.names
-            values = _as_bytes(batch.column("value").to_pylist())
-            keys = _as_bytes(batch.column("key").to_pylist()) if "key" in names else [None] * n
-            if options.topic is not None:
-                topics: list[Any] = [options.topic] * n
-            else:
-                topics = batch.column("topic").to_pylist()
-                if None in topics:
-                    raise LogbusSparkError(_NULL_TOPIC)
-            partitions = (
-                batch.column("partition").to_pylist() if "partition" in names else [None] * n
-            )
-            headers: list[Any] = (
-                [
-                    None if h is None else [(e["key"], e["value"]) for e in h]
-                    for h in batch.column("headers").to_pylist()
-                ]
-                if "headers" in names
-                else [None] * n
-            )
-            records = [
-                ProducerRecord(t, v, key=k, partition=p, headers=h)
-                for t, v, k, p, h in zip(topics, values, keys, partitions, headers, strict=True)
-            ]
+            records = _records(options, batch)
             producer.send_batch(records)
-            written += n
+            written += len(records)
         producer.flush()
     return written
+
+
+def _records(options: WriteOptions, batch: pa.RecordBatch) -> list[ProducerRecord]:
+    """The rows of `batch` as ProducerRecords."""
+    n = batch.num_rows
+    names = batch.schema.names
+    values = _as_bytes(batch.column("value").to_pylist())
+    keys = _as_bytes(batch.column("key").to_pylist()) if "key" in names else [None] * n
+    if options.topic is not None:
+        topics: list[Any] = [options.topic] * n
+    else:
+        topics = batch.column("topic").to_pylist()
+        if None in topics:
+            raise LogbusSparkError(_NULL_TOPIC)
+    partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    headers: list[Any] = (
+        [
+            None if h is None else [(e["key"], e["value"]) for e in h]
+            for h in batch.column("headers").to_pylist()
+        ]
+        if "headers" in names
+        else [None] * n
+    )
+    return [
+        ProducerRecord(t, v, key=k, partition=p, headers=h)
+        for t, v, k, p, h in zip(topics, values, keys, partitions, headers, strict=True)
+    ]
 
 
 class LogbusBatchWriter(DataSourceArrowWriter):
     """`df.write.format("logbus")`: every task sends its rows, acknowledged."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        if options.exactly_once is not None:
+            raise LogbusSparkError(
+                "option 'exactlyOnce' is for streaming writes (writeStream); a batch write "
+                "has no micro-batch to commit"
+            )
         check_input_schema(options, schema)
         self.options = options
 
@@ -227,17 +298,27 @@ class LogbusBatchWriter(DataSourceArrowWriter):
 
 class LogbusStreamWriter(DataSourceStreamArrowWriter):
     """`df.writeStream.format("logbus")`: each micro-batch's tasks send and wait for
-    acknowledgement before the batch can commit (at-least-once)."""
+    acknowledgement before the batch can commit (at-least-once). With exactlyOnce each
+    task leaves its rows in an open transaction, which the driver commits once every
+    task of the micro-batch succeeded (docs/spark.md, "Exactly-once")."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_input_schema(options, schema)
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once is not None:
+            return write_transaction(self.options, iterator)
         return WrittenRecords(write_batches(self.options, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Every record was acknowledged when its task ended: nothing left to do."""
+        """At-least-once: every record was acknowledged when its task ended, nothing is
+        left to do. exactlyOnce: commit the tasks' transactions."""
+        if self.options.exactly_once is not None:
+            end_transactions(self.options.producer_config, messages, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already sent stay in the log; the retried batch writes them again."""
+        """At-least-once: records already sent stay in the log, the retried batch writes
+        them again. exactlyOnce: abort the transactions of the tasks that succeeded."""
+        if self.options.exactly_once is not None:
+            end_transactions(self.options.producer_config, messages, commit=False)
