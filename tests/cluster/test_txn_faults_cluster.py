@@ -14,6 +14,7 @@ members' logs with each other (batches, epochs, CRCs; markers included)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import cluster_processes
@@ -87,6 +88,7 @@ def check_everything(cluster: ProcessCluster, history: TxnHistory) -> None:
             **cluster.replica_logs("plain", range(2)),
         },
     )
+    print(result)
     assert result.ok, result
     assert result.committed >= 10 and result.aborted >= 2, result
     assert sorted(kcat_read_committed(bootstrap, "out", OUT_PARTITIONS)) == sorted(committed)
@@ -146,4 +148,42 @@ def test_partition_leader_killed_mid_transaction(zk_connect: str, tmp_path: Path
             ctp.wait_committed(ctp.committed() + 4)
             plain.wait_committed(plain.committed() + 4)
             cluster.start_broker(victim)
+        check_everything(cluster, history)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_soak_coordinators_and_leaders_killed_again_and_again(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """Ten rounds, each killing a random broker (a transaction coordinator, a group
+    coordinator, a partition leader, often several at once) while both loads hold a
+    transaction open, then bringing it back."""
+    history = TxnHistory()
+    rng = random.Random(15)
+    with ProcessCluster(zk_connect, 3, tmp_path, **SETTINGS) as cluster:
+        ctp, plain = start_loads(cluster, history)
+        with ctp, plain:
+            for _ in range(10):
+                ctp.wait_committed(ctp.committed() + 3)
+                plain.wait_committed(plain.committed() + 3)
+                ctp.hold()
+                plain.hold()
+                victim = rng.choice(sorted(cluster.live_ids()))
+                cluster.kill(victim)
+                cluster.wait_for(
+                    lambda v=victim: all(
+                        cluster.leader_of(topic, p) not in (-1, v)
+                        for topic, n in (("out", 3), ("plain", 2), (TRANSACTION_STATE_TOPIC, 3))
+                        for p in range(n)
+                    ),
+                    90,
+                    "new leaders everywhere",
+                )
+                ctp.release()
+                plain.release()
+                ctp.wait_committed(ctp.committed() + 2)
+                cluster.start_broker(victim)
+                for topic, n in (("out", 3), ("plain", 2)):
+                    wait_isr(cluster, topic, n)
         check_everything(cluster, history)

@@ -104,6 +104,7 @@ def test_broker_killed_under_consume_transform_produce(broker_process: Any) -> N
         + read_topic(proc.bootstrap, "plain", 2, "read_uncommitted"),
         group_offsets=group_offsets(proc.bootstrap, "ctp-group", "in", 2),
     )
+    print(result)
     assert result.ok, result
     assert result.aborted >= 2 and result.committed >= 24
     assert sorted(kcat_read_committed(proc.bootstrap, "out", 3)) == sorted(out)
