@@ -248,3 +248,57 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_the_lso_moves_on(
         uncommitted=read_topic(broker.bootstrap, "out", 2, "read_uncommitted"),
     )
     assert result.ok, result
+
+
+def test_fencing_across_clients_kafka_python_then_aiokafka(broker_factory: Any) -> None:
+    """The same rule between two other clients: kafka-python's producer holds a
+    transaction open, aiokafka's producer with the same transactional.id takes over; the
+    older one's commit fails and none of its records is visible read_committed."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    broker = broker_factory(**{k.replace(".", "_"): v for k, v in SMALL.items()})
+    create_topics(broker.bootstrap, out=2)
+    history = TxnHistory()
+    old = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, transactional_id="cross", api_version=(2, 5)
+    )
+    try:
+        old.init_transactions()
+        old.begin_transaction()
+        old_txn = history.begin("kafka-python")
+        for i in range(4):
+            send = old_txn.send("out", i % 2)
+            meta = old.send("out", send.value, partition=send.partition).get(TIMEOUT)
+            send.ok(meta.partition, meta.offset)
+
+        async def take_over() -> Any:
+            new = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="cross")
+            await new.start()
+            try:
+                new_txn = history.begin("aiokafka")
+                async with new.transaction():
+                    for i in range(4):
+                        send = new_txn.send("out", i % 2)
+                        meta = await new.send_and_wait("out", send.value, partition=send.partition)
+                        send.ok(meta.partition, meta.offset)
+                new_txn.committed()
+            finally:
+                await new.stop()
+
+        asyncio.run(take_over())
+        with pytest.raises(Exception) as raised:
+            old.commit_transaction()
+        assert "fenced" in type(raised.value).__name__.lower() + str(raised.value).lower()
+        old_txn.aborted(raised.value)
+    finally:
+        old.close(timeout=TIMEOUT)
+    result = check_transactions(
+        history,
+        read_topic(broker.bootstrap, "out", 2, "read_committed"),
+        uncommitted=read_topic(broker.bootstrap, "out", 2, "read_uncommitted"),
+    )
+    assert result.ok, result
+    assert result.read_committed == 4
