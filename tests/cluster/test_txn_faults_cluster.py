@@ -77,11 +77,15 @@ def check_everything(cluster: ProcessCluster, history: TxnHistory) -> None:
         wait_isr(cluster, topic, partitions)
     bootstrap = cluster.bootstrap
     committed = read_topic(bootstrap, "out", OUT_PARTITIONS, "read_committed")
+    uncommitted = read_topic(bootstrap, "out", OUT_PARTITIONS, "read_uncommitted") + read_topic(
+        bootstrap, "plain", 2, "read_uncommitted"
+    )
+    # the control: read_uncommitted taken for read_committed shows the aborted records
+    assert check_transactions(history, uncommitted).aborted_reads
     result = check_transactions(
         history,
         committed + read_topic(bootstrap, "plain", 2, "read_committed"),
-        uncommitted=read_topic(bootstrap, "out", OUT_PARTITIONS, "read_uncommitted")
-        + read_topic(bootstrap, "plain", 2, "read_uncommitted"),
+        uncommitted=uncommitted,
         group_offsets=group_offsets(bootstrap, GROUP, "in", 2),
         replica_logs={
             **cluster.replica_logs("out", range(OUT_PARTITIONS)),

@@ -97,11 +97,15 @@ def test_broker_killed_under_consume_transform_produce(broker_process: Any) -> N
     held.flush(TIMEOUT)
 
     out = read_topic(proc.bootstrap, "out", 3, "read_committed")
+    uncommitted = read_topic(proc.bootstrap, "out", 3, "read_uncommitted") + read_topic(
+        proc.bootstrap, "plain", 2, "read_uncommitted"
+    )
+    # the control: read_uncommitted taken for read_committed shows the aborted records
+    assert check_transactions(history, uncommitted).aborted_reads
     result = check_transactions(
         history,
         out + read_topic(proc.bootstrap, "plain", 2, "read_committed"),
-        uncommitted=read_topic(proc.bootstrap, "out", 3, "read_uncommitted")
-        + read_topic(proc.bootstrap, "plain", 2, "read_uncommitted"),
+        uncommitted=uncommitted,
         group_offsets=group_offsets(proc.bootstrap, "ctp-group", "in", 2),
     )
     print(result)
