@@ -155,6 +155,46 @@ def test_partition_leader_killed_mid_transaction(zk_connect: str, tmp_path: Path
         check_everything(cluster, history)
 
 
+@pytest.mark.timeout(300)
+def test_coordinator_killed_at_an_unchosen_moment(zk_connect: str, tmp_path: Path) -> None:
+    """No hold point: the coordinator of two plain transactional producers dies wherever
+    they are (producing, adding partitions, committing); a commit in flight may end
+    unknown, which the checker accepts only whole or not at all."""
+    history = TxnHistory()
+    with ProcessCluster(zk_connect, 3, tmp_path, **SETTINGS) as cluster:
+        cluster.create_topic("plain", partitions=2, replication_factor=3)
+        loads = [
+            TransactionalProducer(cluster.bootstrap, history, "plain", name, partitions=2)
+            for name in ("plain", "other")
+        ]
+        with loads[0], loads[1]:
+            for load in loads:
+                load.wait_committed(20)
+            victim = cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("plain", 3))
+            cluster.kill(victim)
+            cluster.wait_for(
+                lambda: (
+                    cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("plain", 3))
+                    not in (-1, victim)
+                ),
+                90,
+                "a new coordinator",
+            )
+            for load in loads:
+                load.wait_committed(load.committed() + 20)
+            cluster.start_broker(victim)
+        wait_isr(cluster, "plain", 2)
+        bootstrap = cluster.bootstrap
+        result = check_transactions(
+            history,
+            read_topic(bootstrap, "plain", 2, "read_committed"),
+            uncommitted=read_topic(bootstrap, "plain", 2, "read_uncommitted"),
+            replica_logs=cluster.replica_logs("plain", range(2)),
+        )
+        print(result)
+        assert result.ok, result
+
+
 @pytest.mark.soak
 @pytest.mark.timeout(900)
 def test_soak_coordinators_and_leaders_killed_again_and_again(
