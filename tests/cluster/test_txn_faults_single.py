@@ -115,6 +115,33 @@ def test_broker_killed_under_consume_transform_produce(broker_process: Any) -> N
 
 
 @pytest.mark.timeout(180)
+def test_broker_killed_at_an_unchosen_moment_under_transactions(broker_process: Any) -> None:
+    """No hold point: the broker dies wherever two transactional producers are (producing,
+    adding partitions, committing, aborting); the same clients go on after the restart."""
+    proc = broker_process(*overrides())
+    create_topics(proc.bootstrap, plain=2)
+    history = TxnHistory()
+    loads = [
+        TransactionalProducer(proc.bootstrap, history, "plain", name, partitions=2)
+        for name in ("plain", "other")
+    ]
+    with loads[0], loads[1]:
+        for load in loads:
+            load.wait_committed(20)
+        proc.kill()
+        proc.start()
+        for load in loads:
+            load.wait_committed(load.committed() + 20)
+    result = check_transactions(
+        history,
+        read_topic(proc.bootstrap, "plain", 2, "read_committed"),
+        uncommitted=read_topic(proc.bootstrap, "plain", 2, "read_uncommitted"),
+    )
+    print(result)
+    assert result.ok, result
+
+
+@pytest.mark.timeout(180)
 def test_a_broker_killed_mid_transaction_keeps_lso_and_aborted_index(broker_process: Any) -> None:
     proc = broker_process(*overrides())
     create_topics(proc.bootstrap, plain=2)
