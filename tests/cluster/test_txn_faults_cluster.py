@@ -49,12 +49,12 @@ OUT_PARTITIONS = 3
 
 
 def start_loads(
-    cluster: ProcessCluster, history: TxnHistory
+    cluster: ProcessCluster, history: TxnHistory, inputs: int = 3000
 ) -> tuple[ConsumeTransformProduce, TransactionalProducer]:
     cluster.create_topic("in", partitions=2, replication_factor=3)
     cluster.create_topic("out", partitions=OUT_PARTITIONS, replication_factor=3)
     cluster.create_topic("plain", partitions=2, replication_factor=3)
-    produce_input(cluster.bootstrap, "in", 2, 3000)
+    produce_input(cluster.bootstrap, "in", 2, inputs)  # batches of 20: inputs / 20 commits
     ctp = ConsumeTransformProduce(
         cluster.bootstrap, history, "in", "out", "ctp", GROUP,
         source_partitions=2, sink_partitions=OUT_PARTITIONS,
@@ -206,7 +206,7 @@ def test_soak_coordinators_and_leaders_killed_again_and_again(
     history = TxnHistory()
     rng = random.Random(15)
     with ProcessCluster(zk_connect, 3, tmp_path, **SETTINGS) as cluster:
-        ctp, plain = start_loads(cluster, history)
+        ctp, plain = start_loads(cluster, history, inputs=20_000)
         with ctp, plain:
             for _ in range(10):
                 ctp.wait_committed(ctp.committed() + 3)

@@ -21,8 +21,10 @@ then rewinds to the group's committed offsets, as an application would.
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
+import traceback
 import uuid
 from typing import Any
 
@@ -151,9 +153,15 @@ class TxnThread:
         while self.committed() < count:
             assert not self.errors, f"{self.name} failed: {self.errors[0]!r}"
             assert time.monotonic() < deadline, (
-                f"{self.name}: {self.committed()} of {count} committed after {timeout:g}s"
+                f"{self.name}: {self.committed()} of {count} committed after {timeout:g}s; "
+                f"its thread is at:\n{self.where()}"
             )
             time.sleep(0.05)
+
+    def where(self) -> str:
+        """The thread's current stack (what it waits for)."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
 
     def _run(self) -> None:
         try:
