@@ -209,7 +209,10 @@ class FrameStream(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake_reader()
-        return True  # keep the socket open for writing: the peer may await answers
+        # Keep the socket open for writing: the peer may await answers (TLS cannot be
+        # half-closed: asyncio closes it whatever is returned, and warns if True).
+        transport = self._transport
+        return transport is None or transport.get_extra_info("sslcontext") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -347,6 +350,11 @@ class FrameStream(asyncio.BufferedProtocol):
 
     # --- closing ------------------------------------------------------------------------
 
+    def set_max_frame_size(self, max_frame_size: int) -> None:
+        """Change the largest frame accepted from now on (a SASL connection's bound before
+        and after authentication)."""
+        self._assembler.max_frame_size = max_frame_size
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.transport.get_extra_info(name, default)
 
@@ -369,9 +377,10 @@ class FrameStream(asyncio.BufferedProtocol):
 
 async def open_frame_stream(
     host: str, port: int, max_frame_size: int, *, min_frame_size: int = 0,
-    max_queued_bytes: int = 1,
+    max_queued_bytes: int = 1, ssl: Any = None, server_hostname: str | None = None,
 ) -> FrameStream:
-    """Connect to host:port (every resolved address in turn, as `open_connection`)."""
+    """Connect to host:port (every resolved address in turn, as `open_connection`); with
+    `ssl` (an `ssl.SSLContext`) over TLS."""
     loop = asyncio.get_running_loop()
     _, stream = await loop.create_connection(
         lambda: FrameStream(
@@ -379,6 +388,8 @@ async def open_frame_stream(
         ),
         host,
         port,
+        ssl=ssl,
+        server_hostname=server_hostname if ssl is not None else None,
     )
     return stream
 
@@ -389,13 +400,18 @@ async def accept_frame_stream(
     *,
     max_queued_bytes: int = 1,
     memory_pool: MemoryPool | None = None,
+    ssl: Any = None,
+    ssl_handshake_timeout: float | None = None,
 ) -> FrameStream:
-    """Serve an accepted socket."""
+    """Serve an accepted socket; with `ssl` (an `ssl.SSLContext`) after a TLS handshake,
+    which raises when it fails or takes longer than `ssl_handshake_timeout` seconds."""
     loop = asyncio.get_running_loop()
     _, stream = await loop.connect_accepted_socket(
         lambda: FrameStream(
             max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool
         ),
         sock,
+        ssl=ssl,
+        ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
     )
     return stream

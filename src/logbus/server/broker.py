@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
-from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
+from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.controller.network_channel import NetworkChannel
@@ -37,12 +37,20 @@ from logbus.server.cluster_member import (
     stored_topic_ids,
 )
 from logbus.server.config import BrokerConfig
+from logbus.server.config_def import ConfigError
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
+from logbus.server.network.listener_security import (
+    listener_sasl,
+    listener_ssl_context,
+    principal_mapper,
+    ssl_settings,
+)
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
@@ -132,6 +140,8 @@ class Broker:
         self._started = asyncio.Event()
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
+        self.credentials: CredentialCache | None = None
+        """SCRAM credentials of every user, kept in step with the metadata store."""
         self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -145,6 +155,20 @@ class Broker:
     @property
     def host(self) -> str:
         return self.advertised()[0]
+
+    def advertised_endpoints(self) -> list[EndPoint]:
+        """Every advertised listener with its bound port where it was given as 0 (the
+        listener of the same name's); host "" is localhost."""
+        bound = {listener.name: listener.port for listener in self.listeners}
+        return [
+            EndPoint(
+                listener.name,
+                listener.host or "localhost",
+                listener.port or bound.get(listener.name, self.port),
+                listener.security_protocol,
+            )
+            for listener in self.config.advertised_listeners
+        ]
 
     def advertised(self) -> tuple[str, int]:
         listener = self.config.advertised_listeners[0]
@@ -180,6 +204,13 @@ class Broker:
         self.connection_quotas.reconfigure(cfg.connection_limits)
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
+        self.credentials = CredentialCache(self.store)
+        if self.config.uses_zookeeper:
+            await asyncio.to_thread(self.credentials.load)
+        else:
+            self.credentials.load()
+        self.dynamic_config.entity_handlers[USERS] = self.credentials.reload_user
+        mapper = principal_mapper(cfg)
         for listener_cfg in cfg.listeners:
             listener = Listener(
                 listener_cfg.host,
@@ -192,6 +223,10 @@ class Broker:
                 memory_pool=memory_pool,
                 idle_timeout_ms=cfg.connections_max_idle_ms,
                 backlog=cfg.socket_listen_backlog_size,
+                name=listener_cfg.name,
+                ssl_context=listener_ssl_context(cfg, listener_cfg),
+                sasl=listener_sasl(cfg, listener_cfg, self.credentials),
+                principal_mapper=mapper,
             )
             await listener.start()
             self.listeners.append(listener)
@@ -296,7 +331,14 @@ class Broker:
         self.controller = Controller(
             self.store,
             self.channel,
-            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
+            BrokerInfo(
+                self.broker_id,
+                host,
+                port,
+                cfg.broker_rack,
+                self.advertised_endpoints()[0].listener,
+                tuple(self.advertised_endpoints()),
+            ),
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
@@ -399,8 +441,9 @@ class Broker:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Take a new broker config (dynamic broker configs changed): every log without an
         override of a changed setting gets its new effective config at once."""
-        self.config = config
+        old, self.config = self.config, config
         self.connection_quotas.reconfigure(config.connection_limits)
+        self._reload_listener_ssl(old, config)
         controller = self.controller
         if self.cluster is not None and isinstance(controller, ClusterController):
             unclean = bool(config.get("unclean.leader.election.enable"))
@@ -413,6 +456,27 @@ class Broker:
         if self.replica_manager is not None:
             for topic in list(self.metadata_cache.topics.values()):
                 self.replica_manager.update_log_config(topic)
+
+    def _reload_listener_ssl(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Listeners whose TLS settings changed take new contexts (new certificates);
+        a context that cannot be built leaves the old one (the change was checked when
+        it was made)."""
+        for listener_cfg, listener in zip(new.listeners, self.listeners, strict=False):
+            if listener.ssl_context is None:
+                continue
+            name = listener_cfg.name
+            if ssl_settings(old, name) == ssl_settings(new, name) and (
+                old.listener_settings(name) == new.listener_settings(name)
+            ):
+                continue
+            try:
+                context = listener_ssl_context(new, listener_cfg)
+                if context is not None:
+                    listener.reconfigure_ssl(context)
+            except ConfigError as exc:
+                log.error("keeping the TLS settings of listener %s: %s", name, exc)
+                continue
+            log.info("listener %s reloaded its TLS settings", name)
 
     def _cleanup_logs(self) -> None:
         assert self.log_manager is not None

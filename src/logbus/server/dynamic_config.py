@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from logbus.controller.config_store import (
@@ -66,6 +67,9 @@ class DynamicConfigManager:
         self.store = store
         self.static: dict[str, ConfigValue] = broker.config.originals
         self.listener: ConfigChangeListener | None = None
+        # More entity types' change handlers ("users": SCRAM credentials), called with
+        # the entity name on the change thread (cluster mode) or the loop.
+        self.entity_handlers: dict[str, Callable[[str], None]] = {}
         self._worker: ControllerEventManager | None = None
 
     def load(self) -> BrokerConfig:
@@ -94,7 +98,8 @@ class DynamicConfigManager:
                 self.on_topic_change(topic, controller, replica_manager)
 
             self.listener = ConfigChangeListener(
-                self.store, {TOPIC: on_topic_change, BROKER: self.on_broker_change}
+                self.store,
+                {**self.entity_handlers, TOPIC: on_topic_change, BROKER: self.on_broker_change},
             )
             self.listener.start()
             return
@@ -115,7 +120,9 @@ class DynamicConfigManager:
                 loop.call_soon_threadsafe(self._reconfigure, config, name)
 
         self.listener = ConfigChangeListener(
-            self.store, {TOPIC: topic_changed, BROKER: broker_changed}, run=worker.put
+            self.store,
+            {**self.entity_handlers, TOPIC: topic_changed, BROKER: broker_changed},
+            run=worker.put,
         )
         worker.start()
         worker.put(self.listener.start, "ConfigChangeListenerStart")

@@ -44,6 +44,8 @@ MODULES = (
     "write_txn_markers",
     "describe_producers",
     "transactions",
+    "sasl",
+    "scram_credentials",
 )
 
 
@@ -83,7 +85,9 @@ class Apis:
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
         services = self.broker.services or await self.broker.started()
-        ctx = RequestContext(self.broker, services, header, conn.peer, conn.principal)
+        ctx = RequestContext(
+            self.broker, services, header, conn.peer, conn.principal, conn.listener_name
+        )
         try:
             response = await handler.handle(ctx, body)
         except CloseConnection:

@@ -1,0 +1,95 @@
+"""What each listener's security protocol needs, built from the broker config: its TLS
+context (SSL, SASL_SSL), its SASL settings (SASL_PLAINTEXT, SASL_SSL) and the mapping of
+client certificates to principals. Listener-prefixed settings win
+(`listener.name.<l>.ssl.keystore.location`, `listener.name.<l>.plain.sasl.jaas.config`).
+Problems are `ConfigError`s, raised before the listener opens."""
+
+from __future__ import annotations
+
+import ssl
+from functools import partial
+from typing import cast
+
+from logbus.server.config import BrokerConfig, Listener
+from logbus.server.config_def import ConfigError, Password
+from logbus.server.network.sasl_authenticator import SaslSettings
+from logbus.server.security.credential_cache import CredentialCache
+from logbus.server.security.jaas import JaasConfig, parse_jaas
+from logbus.server.security.sasl_plain import PlainServer
+from logbus.server.security.sasl_server import SaslServer
+from logbus.server.security.scram import MECHANISMS, ScramServer
+from logbus.server.security.ssl_factory import server_context, settings_from
+from logbus.server.security.ssl_principal import PrincipalMapper
+
+
+def uses_tls(listener: Listener) -> bool:
+    return listener.security_protocol in ("SSL", "SASL_SSL")
+
+
+def uses_sasl(listener: Listener) -> bool:
+    return listener.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def ssl_settings(config: BrokerConfig, listener: str) -> dict[str, object]:
+    return settings_from(partial(config.listener_setting, listener))
+
+
+def listener_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
+    if not uses_tls(listener):
+        return None
+    return server_context(ssl_settings(config, listener.name))
+
+
+def principal_mapper(config: BrokerConfig) -> PrincipalMapper:
+    rules = cast(str, config.get("ssl.principal.mapping.rules"))
+    try:
+        return PrincipalMapper(rules)
+    except ValueError as exc:
+        raise ConfigError("ssl.principal.mapping.rules", str(exc), rules) from None
+
+
+def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    """The JAAS config of one listener and mechanism, if set."""
+    value = config.listener_setting(listener, "sasl.jaas.config", mechanism)
+    if value is None:
+        return None
+    text = value.value if isinstance(value, Password) else str(value)
+    setting = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    try:
+        return parse_jaas(text)
+    except ValueError as exc:
+        raise ConfigError(setting, str(exc)) from None
+
+
+def listener_sasl(
+    config: BrokerConfig, listener: Listener, credentials: CredentialCache
+) -> SaslSettings | None:
+    if not uses_sasl(listener):
+        return None
+    name = listener.name
+    mechanisms = [
+        m.upper() for m in cast(list[str], config.listener_setting(name, "sasl.enabled.mechanisms"))
+    ]
+    plain_users: dict[str, str] = {}
+    if "PLAIN" in mechanisms:
+        jaas = jaas_config(config, name, "PLAIN")
+        if jaas is None:
+            raise ConfigError(
+                f"listener.name.{name.lower()}.plain.sasl.jaas.config",
+                f"Listener {name} offers PLAIN and needs its users in a JAAS config "
+                '(PlainLoginModule required user_alice="alice-secret";)',
+            )
+        plain_users = jaas.plain_users
+
+    def new_server(mechanism: str) -> SaslServer:
+        if mechanism == "PLAIN":
+            return PlainServer(plain_users)
+        assert mechanism in MECHANISMS
+        return ScramServer(mechanism, credentials.get)
+
+    return SaslSettings(
+        mechanisms=mechanisms,
+        new_server=new_server,
+        max_receive_size=cast(int, config.listener_setting(name, "sasl.server.max.receive.size")),
+        reauth_ms=cast(int, config.listener_setting(name, "connections.max.reauth.ms")),
+    )
