@@ -186,7 +186,9 @@ class BrokerConfig:
     @property
     def originals(self) -> dict[str, ConfigValue]:
         """The static settings as given (typed)."""
-        return dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        static = dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        static.update(self._listener_layers[-1])  # listener-prefixed static settings
+        return static
 
     def __repr__(self) -> str:
         explicit = {name: self._values[name] for name in self._values if self.is_set(name)}

@@ -192,7 +192,9 @@ class ScramServer(SaslServer):
             "p="
         ):
             raise SaslAuthenticationFailed("Invalid SCRAM client final message")
-        if not hmac.compare_digest(attributes["r"].encode(), self._nonce.encode()):
+        # Kafka accepts a nonce that ends with the server's (some librdkafka versions
+        # repeat the client's part); anything else is refused.
+        if not attributes["r"].endswith(self._nonce):
             raise SaslAuthenticationFailed("Invalid client nonce in the final client message.")
         try:
             binding = base64.b64decode(attributes["c"], validate=True)
