@@ -136,8 +136,6 @@ COMMON = (
     Setting("socket.connection.setup.timeout.ms", int, 10000, "time to connect", at_least=1),
     Setting("connections.max.idle.ms", int, 540000, "close connections idle this long",
             at_least=-1),
-    Setting("security.protocol", str, "plaintext", "only PLAINTEXT is supported",
-            choices=("plaintext",)),
     Setting("client.dns.lookup", str, "use_all_dns_ips", "how bootstrap names resolve",
             choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
 )

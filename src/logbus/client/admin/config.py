@@ -4,6 +4,7 @@ own (`default.api.timeout.ms`, `retries`)."""
 from __future__ import annotations
 
 from logbus.client.config import COMMON, ConfigSchema, Setting
+from logbus.client.security import SECURITY_SETTINGS
 
 ADMIN = (
     Setting(
@@ -16,4 +17,4 @@ ADMIN = (
     Setting("retries", int, 2147483647, "how often a retriable failure is retried", at_least=0),
 )
 
-ADMIN_CONFIG = ConfigSchema("admin", COMMON, ADMIN)
+ADMIN_CONFIG = ConfigSchema("admin", COMMON, SECURITY_SETTINGS, ADMIN)
