@@ -15,37 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbus.client.config import ConfigError, Setting
+from logbus.client.config import SECURITY_SETTINGS, ConfigError
 from logbus.server.config_def import ConfigError as SettingsError
 from logbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from logbus.server.security.ssl_factory import client_context
 
 PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+__all__ = ["SECURITY_SETTINGS", "ClientSecurity", "security_from_config"]
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-# Every client's security settings (librdkafka's names; the Java client's ssl.* too).
-SECURITY_SETTINGS = (
-    Setting("security.protocol", str, "plaintext",
-            "plaintext, ssl, sasl_plaintext or sasl_ssl", choices=PROTOCOLS),
-    Setting("sasl.mechanism", str, "PLAIN", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-    Setting("sasl.mechanisms", str, None, "librdkafka's alias of sasl.mechanism"),
-    Setting("sasl.username", str, None, "SASL user name"),
-    Setting("sasl.password", str, None, "SASL password"),
-    Setting("ssl.ca.location", str, None, "PEM file of the CAs to trust (librdkafka)"),
-    Setting("ssl.truststore.location", str, None, "PEM file of the CAs to trust"),
-    Setting("ssl.truststore.certificates", str, None, "trusted CA certificates in PEM"),
-    Setting("ssl.certificate.location", str, None, "this client's certificate, PEM"),
-    Setting("ssl.key.location", str, None, "this client's private key, PEM"),
-    Setting("ssl.key.password", str, None, "password of an encrypted private key"),
-    Setting("ssl.keystore.location", str, None, "PEM file with key and certificate chain"),
-    Setting("ssl.keystore.password", str, None, "password of the keystore's key"),
-    Setting("ssl.keystore.type", str, "PEM", "PEM only", choices=("pem",)),
-    Setting("ssl.truststore.type", str, "PEM", "PEM only", choices=("pem",)),
-    Setting("ssl.endpoint.identification.algorithm", str, "https",
-            "https checks the broker's host name; none (or empty) does not"),
-    Setting("enable.ssl.certificate.verification", bool, True,
-            "false trusts any broker certificate (librdkafka; for tests only)"),
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
