@@ -14,7 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    client_settings,
+    key_value,
+    non_negative_int,
+    run,
+)
 from logbus.client.config import ConfigError
 from logbus.client.consumer import Consumer, ConsumerRecord
 from logbus.client.consumer.config import CONSUMER_CONFIG
@@ -224,6 +231,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
     end, without a group."""
     printer = _Printer(args, out)
     consumer = Consumer(
+        client_settings(args),
         bootstrap_servers=args.bootstrap_server,
         client_id=CLIENT_ID,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
@@ -304,7 +312,7 @@ async def _consume_group(
     auto.commit.interval.ms, before a rebalance and at exit, then leaves the group."""
     printer = _Printer(args, out)
     consumer = Consumer(
-        settings,
+        {**client_settings(args), **settings},
         bootstrap_servers=args.bootstrap_server,
         client_id=CLIENT_ID,
         group_id=args.group,

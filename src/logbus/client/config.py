@@ -130,6 +130,8 @@ SECURITY_SETTINGS = (
     Setting("sasl.mechanisms", str, None, "librdkafka's alias of sasl.mechanism"),
     Setting("sasl.username", str, None, "SASL user name"),
     Setting("sasl.password", str, None, "SASL password"),
+    Setting("sasl.jaas.config", str, None,
+            "the Java client's login module line; its username and password are used"),
     Setting("ssl.ca.location", str, None, "PEM file of the CAs to trust (librdkafka)"),
     Setting("ssl.truststore.location", str, None, "PEM file of the CAs to trust"),
     Setting("ssl.truststore.certificates", str, None, "trusted CA certificates in PEM"),

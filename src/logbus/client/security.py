@@ -17,6 +17,7 @@ from typing import Any
 
 from logbus.client.config import SECURITY_SETTINGS, ConfigError
 from logbus.server.config_def import ConfigError as SettingsError
+from logbus.server.security.jaas import parse_jaas
 from logbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from logbus.server.security.ssl_factory import client_context
 
@@ -63,6 +64,13 @@ def security_from_config(config: Mapping[str, Any]) -> ClientSecurity:
             f"sasl.mechanism={mechanism!r}: logbus speaks {', '.join(SASL_MECHANISMS)}"
         )
     username, password = config.get("sasl.username"), config.get("sasl.password")
+    jaas_text = config.get("sasl.jaas.config")
+    if jaas_text and (not username or password is None):
+        try:
+            options = parse_jaas(str(jaas_text)).options
+        except ValueError as exc:
+            raise ConfigError(f"sasl.jaas.config: {exc}") from None
+        username, password = options.get("username"), options.get("password")
     if not username or password is None:
         raise ConfigError(f"security.protocol={protocol} needs sasl.username and sasl.password")
     return ClientSecurity(protocol, context, mechanism, str(username), str(password))

@@ -56,69 +56,67 @@ def _result(user: str, code: int = ErrorCode.NONE, message: str | None = None) -
     return {"user": user, "error_code": code, "error_message": message}
 
 
-def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> list[Any]:
-    store = ctx.services.store
-    deletions = request.get("deletions") or []
-    upsertions = request.get("upsertions") or []
-    counts = collections.Counter([d["name"] for d in deletions] + [u["name"] for u in upsertions])
-    results: dict[str, Any] = {}
-    changes: dict[str, tuple[dict[str, ScramCredential], list[str]]] = {}
-    entries: list[dict[str, Any]] = [dict(d) for d in deletions] + [dict(u) for u in upsertions]
-    for entry in entries:
-        user = entry["name"]
-        if user in results:
-            continue
-        mechanism = MECHANISM_TYPES.get(entry["mechanism"])
-        is_upsert = "salted_password" in entry
-        if counts[user] > 1:
-            results[user] = _result(
-                user,
-                ErrorCode.DUPLICATE_RESOURCE,
-                "A user credential cannot be altered twice in the same request",
-            )
-        elif not user:
-            results[user] = _result(
-                user, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
-            )
-        elif mechanism is None:
-            results[user] = _result(
-                user, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
-            )
-        elif is_upsert and not MIN_ITERATIONS <= entry.get("iterations", 0) <= MAX_ITERATIONS:
-            results[user] = _result(
-                user,
+def _entry_error(entry: dict[str, Any], duplicate: bool) -> tuple[int, str] | None:
+    """Why one deletion or upsertion is refused (Kafka's checks), or None."""
+    if duplicate:
+        return (
+            ErrorCode.DUPLICATE_RESOURCE,
+            "A user credential cannot be altered twice in the same request",
+        )
+    if not entry["name"]:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if entry["mechanism"] not in MECHANISM_TYPES:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if "salted_password" in entry:
+        if not MIN_ITERATIONS <= entry.get("iterations", 0) <= MAX_ITERATIONS:
+            return (
                 ErrorCode.UNACCEPTABLE_CREDENTIAL,
                 f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}",
             )
-        elif is_upsert and (not entry.get("salt") or not entry.get("salted_password")):
-            results[user] = _result(
-                user,
-                ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                "Salt and salted password must not be empty",
+        if not entry.get("salt") or not entry.get("salted_password"):
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
+    return None
+
+
+def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> list[Any]:
+    """Every user's changes are applied together, or none of them when one is refused."""
+    store = ctx.services.store
+    entries: list[dict[str, Any]] = [dict(d) for d in request.get("deletions") or []]
+    entries += [dict(u) for u in request.get("upsertions") or []]
+    pairs = collections.Counter((e["name"], e["mechanism"]) for e in entries)
+    errors: dict[str, tuple[int, str]] = {}
+    changes: dict[str, tuple[dict[str, ScramCredential], list[str]]] = {}
+    for entry in entries:
+        user = entry["name"]
+        if user in errors:
+            continue
+        error = _entry_error(entry, pairs[(user, entry["mechanism"])] > 1)
+        if error is not None:
+            errors[user] = error
+            continue
+        mechanism = MECHANISM_TYPES[entry["mechanism"]]
+        upserts, removed = changes.setdefault(user, ({}, []))
+        if "salted_password" in entry:
+            salted, salt = bytes(entry["salted_password"]), bytes(entry["salt"])
+            upserts[mechanism] = ScramCredential.from_salted(
+                salted, salt, entry["iterations"], mechanism
             )
+        elif mechanism in stored_credentials(store, user):
+            removed.append(mechanism)
         else:
-            upserts, removed = changes.setdefault(user, ({}, []))
-            if is_upsert:
-                upserts[mechanism] = ScramCredential.from_salted(
-                    bytes(entry["salted_password"]),
-                    bytes(entry["salt"]),
-                    entry["iterations"],
-                    mechanism,
-                )
-            else:
-                if mechanism not in stored_credentials(store, user):
-                    results[user] = _result(
-                        user,
-                        ErrorCode.RESOURCE_NOT_FOUND,
-                        "Attempt to delete a user credential that does not exist",
-                    )
-                    continue
-                removed.append(mechanism)
-            results[user] = _result(user)
-    for user, (upserts, removed) in changes.items():
-        if results[user]["error_code"] == ErrorCode.NONE:
-            alter_credentials(store, user, upserts, removed)
-    return list(results.values())
+            errors[user] = (
+                ErrorCode.RESOURCE_NOT_FOUND,
+                "Attempt to delete a user credential that does not exist",
+            )
+    results = []
+    for user in dict.fromkeys(e["name"] for e in entries):
+        if user in errors:
+            results.append(_result(user, *errors[user]))
+            continue
+        upserts, removed = changes[user]
+        alter_credentials(store, user, upserts, removed)
+        results.append(_result(user))
+    return results
 
 
 def _describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> list[Any]:
