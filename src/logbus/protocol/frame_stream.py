@@ -382,16 +382,24 @@ async def open_frame_stream(
     """Connect to host:port (every resolved address in turn, as `open_connection`); with
     `ssl` (an `ssl.SSLContext`) over TLS."""
     loop = asyncio.get_running_loop()
-    _, stream = await loop.create_connection(
-        lambda: FrameStream(
-            max_frame_size, min_frame_size=min_frame_size, max_queued_bytes=max_queued_bytes
-        ),
+    made: list[FrameStream] = []  # with TLS, uvloop returns its own SSL protocol: not ours
+
+    def factory() -> FrameStream:
+        made.append(
+            FrameStream(
+                max_frame_size, min_frame_size=min_frame_size, max_queued_bytes=max_queued_bytes
+            )
+        )
+        return made[-1]
+
+    await loop.create_connection(
+        factory,
         host,
         port,
         ssl=ssl,
         server_hostname=server_hostname if ssl is not None else None,
     )
-    return stream
+    return made[-1]
 
 
 async def accept_frame_stream(
@@ -406,12 +414,18 @@ async def accept_frame_stream(
     """Serve an accepted socket; with `ssl` (an `ssl.SSLContext`) after a TLS handshake,
     which raises when it fails or takes longer than `ssl_handshake_timeout` seconds."""
     loop = asyncio.get_running_loop()
-    _, stream = await loop.connect_accepted_socket(
-        lambda: FrameStream(
-            max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool
-        ),
+    made: list[FrameStream] = []  # with TLS, uvloop returns its own SSL protocol: not ours
+
+    def factory() -> FrameStream:
+        made.append(
+            FrameStream(max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool)
+        )
+        return made[-1]
+
+    await loop.connect_accepted_socket(
+        factory,
         sock,
         ssl=ssl,
         ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
     )
-    return stream
+    return made[-1]

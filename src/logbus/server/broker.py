@@ -43,6 +43,7 @@ from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
 from logbus.server.network.listener_security import (
+    inter_broker_security,
     listener_sasl,
     listener_ssl_context,
     principal_mapper,
@@ -374,6 +375,7 @@ class Broker:
             asyncio.get_running_loop(),
             listener_name=self.config.inter_broker_listener_name,
             request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
+            security=inter_broker_security(self.config),
         )
         return self.network_channel
 
@@ -510,6 +512,7 @@ class Broker:
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
         )
+        self.txn_marker_channel.security = inter_broker_security(cfg)
         self.transaction_coordinator = TransactionCoordinator(
             CoordinatorPartitionWriter(self.replica_manager),
             TxnConfig(

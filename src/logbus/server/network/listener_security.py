@@ -10,6 +10,7 @@ import ssl
 from functools import partial
 from typing import cast
 
+from logbus.client.security import ClientSecurity
 from logbus.server.config import BrokerConfig, Listener
 from logbus.server.config_def import ConfigError, Password
 from logbus.server.network.sasl_authenticator import SaslSettings
@@ -18,7 +19,7 @@ from logbus.server.security.jaas import JaasConfig, parse_jaas
 from logbus.server.security.sasl_plain import PlainServer
 from logbus.server.security.sasl_server import SaslServer
 from logbus.server.security.scram import MECHANISMS, ScramServer
-from logbus.server.security.ssl_factory import server_context, settings_from
+from logbus.server.security.ssl_factory import client_context, server_context, settings_from
 from logbus.server.security.ssl_principal import PrincipalMapper
 
 
@@ -93,3 +94,27 @@ def listener_sasl(
         max_receive_size=cast(int, config.listener_setting(name, "sasl.server.max.receive.size")),
         reauth_ms=cast(int, config.listener_setting(name, "connections.max.reauth.ms")),
     )
+
+
+def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
+    """How this broker connects to the others (replica fetchers, the controller channel,
+    AlterPartition, transaction markers): the inter-broker listener's security protocol,
+    its TLS settings (truststore; keystore for client authentication), and for SASL
+    `sasl.mechanism.inter.broker.protocol` with the username and password of that
+    listener's JAAS config for the mechanism, as Kafka's brokers log in."""
+    listener = config.inter_broker_listener
+    name, protocol = listener.name, listener.security_protocol
+    context = client_context(ssl_settings(config, name)) if uses_tls(listener) else None
+    if not uses_sasl(listener):
+        return ClientSecurity(protocol, context)
+    mechanism = cast(str, config.get("sasl.mechanism.inter.broker.protocol")).upper()
+    jaas = jaas_config(config, name, mechanism)
+    options = jaas.options if jaas is not None else {}
+    username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise ConfigError(
+            f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config",
+            f"The inter-broker listener {name} uses {protocol} with {mechanism}: its JAAS "
+            'config needs the broker\'s own username="..." password="..."',
+        )
+    return ClientSecurity(protocol, context, mechanism, username, password)
