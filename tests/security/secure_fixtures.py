@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from certs import CertificateAuthority
-from security_support import Pki, RawConnection
+from security_support import Pki, RawConnection, root_conftest
 
-from conftest import RunningBroker, collect_leaks
+RunningBroker = root_conftest().RunningBroker
+collect_leaks = root_conftest().collect_leaks
+
 
 
 @pytest.fixture(scope="session")

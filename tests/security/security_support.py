@@ -5,9 +5,11 @@ the tests that must see every byte of an exchange: the helpers. The fixtures are
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import ssl
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,24 @@ from certs import CertificateAuthority, Issued
 
 from logbus.protocol import codec
 from logbus.server.network.listener import Listener
+
+
+def root_conftest() -> Any:
+    """tests/conftest.py (RunningBroker, collect_leaks). Imported as `conftest` unless
+    another directory's conftest.py holds that name (tests/spark), then loaded by path."""
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
+    module = sys.modules.get("conftest")
+    if module is not None and Path(getattr(module, "__file__", "")).resolve() == path:
+        return module
+    module = sys.modules.get("logbus_tests_conftest")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("logbus_tests_conftest", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["logbus_tests_conftest"] = module
+        spec.loader.exec_module(module)
+    return module
+
 
 ADMIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
