@@ -21,6 +21,10 @@ from typing import Any, cast
 
 from logbus.protocol.frame import SIZE_PREFIX, Frame, FrameAssembler
 
+# Buffers of a peer that has not authenticated (FrameStream(untrusted=True)).
+UNTRUSTED_SCRATCH = 4096
+UNTRUSTED_GROWTH = 16 * 1024
+
 # Chunks smaller than this are joined with their neighbours into one write: a system call
 # costs more than copying them.
 COALESCE_BELOW = 64 * 1024
@@ -84,8 +88,20 @@ class FrameStream(asyncio.BufferedProtocol):
         max_queued_bytes: int = 1,
         min_frame_size: int = 0,
         memory_pool: MemoryPool | None = None,
+        untrusted: bool = False,
     ) -> None:
-        self._assembler = FrameAssembler(max_frame_size, min_frame_size=min_frame_size)
+        # `untrusted` (a peer not authenticated yet): small buffers that grow with the
+        # bytes received, until `trust()`.
+        self._assembler = (
+            FrameAssembler(
+                max_frame_size,
+                min_frame_size=min_frame_size,
+                scratch_size=UNTRUSTED_SCRATCH,
+                growth_step=UNTRUSTED_GROWTH,
+            )
+            if untrusted
+            else FrameAssembler(max_frame_size, min_frame_size=min_frame_size)
+        )
         self._frames: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0
         self.max_queued_bytes = max_queued_bytes
@@ -355,6 +371,11 @@ class FrameStream(asyncio.BufferedProtocol):
         and after authentication)."""
         self._assembler.max_frame_size = max_frame_size
 
+    def trust(self, max_frame_size: int) -> None:
+        """The peer authenticated: frames up to `max_frame_size`, the usual buffers."""
+        self._assembler.max_frame_size = max_frame_size
+        self._assembler.enlarge()
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.transport.get_extra_info(name, default)
 
@@ -410,6 +431,7 @@ async def accept_frame_stream(
     memory_pool: MemoryPool | None = None,
     ssl: Any = None,
     ssl_handshake_timeout: float | None = None,
+    untrusted: bool = False,
 ) -> FrameStream:
     """Serve an accepted socket; with `ssl` (an `ssl.SSLContext`) after a TLS handshake,
     which raises when it fails or takes longer than `ssl_handshake_timeout` seconds."""
@@ -418,7 +440,12 @@ async def accept_frame_stream(
 
     def factory() -> FrameStream:
         made.append(
-            FrameStream(max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool)
+            FrameStream(
+                max_frame_size,
+                max_queued_bytes=max_queued_bytes,
+                memory_pool=memory_pool,
+                untrusted=untrusted,
+            )
         )
         return made[-1]
 

@@ -119,7 +119,7 @@ class Connection:
             return await self.handler(self, frame)
         if auth.complete and auth.principal is not None and self.principal != auth.principal:
             self.principal = auth.principal
-            self.stream.set_max_frame_size(self.max_request_size)
+            self.stream.trust(self.max_request_size)
         return chunks
 
     async def close(self) -> None:

@@ -194,11 +194,13 @@ class Listener:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
             stream = await accept_frame_stream(
                 sock,
-                self.max_request_size,
+                # before authentication: sasl.server.max.receive.size, from the first byte
+                self.max_request_size if self.sasl is None else self.sasl.max_receive_size,
                 max_queued_bytes=QUEUED_REQUEST_BYTES,
                 memory_pool=self.memory_pool,
                 ssl=self.ssl_context,
                 ssl_handshake_timeout=self.ssl_handshake_timeout,
+                untrusted=self.sasl is not None,
             )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError and ConnectionError too
             log.info("closing a new connection on %s: %s", self.name, exc or type(exc).__name__)
