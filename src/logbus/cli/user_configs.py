@@ -21,6 +21,11 @@ from typing import Any
 from logbus.cli.common import CommandError, client_security, run
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
+from logbus.client.requests.scram_credentials import (
+    Upsertion,
+    build_alter_user_scram_credentials,
+    build_describe_user_scram_credentials,
+)
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.security.scram import (
     DEFAULT_ITERATIONS,
@@ -87,7 +92,7 @@ def split_configs(text: str) -> list[tuple[str, str]]:
     return items
 
 
-def _scram_upsertion(user: str, mechanism: str, spec: str) -> dict[str, Any]:
+def _scram_upsertion(user: str, mechanism: str, spec: str) -> Upsertion:
     options = dict(item for item in split_configs(spec))
     password = options.pop("password", None)
     if not password:
@@ -99,13 +104,8 @@ def _scram_upsertion(user: str, mechanism: str, spec: str) -> dict[str, Any]:
         raise CommandError(f"unknown {mechanism} options: {', '.join(sorted(options))}")
     iterations = int(iterations_text)
     salt = secrets.token_bytes(16)
-    return {
-        "name": user,
-        "mechanism": mechanism_type(mechanism),
-        "iterations": iterations,
-        "salt": salt,
-        "salted_password": salted_password(password, salt, iterations, MECHANISMS[mechanism]),
-    }
+    salted = salted_password(password, salt, iterations, MECHANISMS[mechanism])
+    return Upsertion(user, mechanism_type(mechanism), iterations, salt, salted)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -135,11 +135,12 @@ async def _alter(conn: Any, args: argparse.Namespace) -> int:
     for key in filter(None, (k.strip() for k in (args.delete_config or "").split(","))):
         if key not in MECHANISMS:
             raise CommandError(f"unknown SCRAM mechanism {key!r}")
-        deletions.append({"name": user, "mechanism": mechanism_type(key)})
-    # A user named in both lists is a DUPLICATE_RESOURCE for the broker: send each alone.
+        deletions.append((user, mechanism_type(key)))
+    # Deleting and setting one mechanism in one request is a DUPLICATE_RESOURCE for the
+    # broker (as Kafka): deletions go first, on their own.
     for body in (
-        {"deletions": deletions, "upsertions": []},
-        {"deletions": [], "upsertions": upsertions},
+        build_alter_user_scram_credentials(0, deletions, []),
+        build_alter_user_scram_credentials(0, [], upsertions),
     ):
         if not body["deletions"] and not body["upsertions"]:
             continue
@@ -156,8 +157,10 @@ async def _alter(conn: Any, args: argparse.Namespace) -> int:
 
 
 async def _describe(conn: Any, args: argparse.Namespace) -> int:
-    users = [{"name": args.entity_name}] if args.entity_name else None
-    answer = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
+    body = build_describe_user_scram_credentials(
+        0, [args.entity_name] if args.entity_name else None
+    )
+    answer = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
     if answer["error_code"] != ErrorCode.NONE:
         raise KafkaError(answer["error_code"], answer.get("error_message") or "describe failed")
     for result in answer["results"]:

@@ -21,6 +21,7 @@ from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.requests.api_versions import build_api_versions, read_api_versions
+from logbus.client.requests.sasl import build_sasl_authenticate, build_sasl_handshake
 from logbus.client.security import PLAINTEXT, ClientSecurity, is_scram
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
@@ -200,7 +201,9 @@ class Connection(AsyncCloseable):
         """SaslHandshake v1, then SaslAuthenticate rounds of the mechanism; a refusal is
         KafkaError(UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED)."""
         mechanism = security.sasl_mechanism
-        answer = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism}, 1)
+        answer = await self.request(
+            ApiKey.SASL_HANDSHAKE, build_sasl_handshake(1, mechanism), 1
+        )
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaError(
                 answer["error_code"],
@@ -220,7 +223,10 @@ class Connection(AsyncCloseable):
             await self._sasl_round(token)
 
     async def _sasl_round(self, token: bytes) -> bytes:
-        answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
+        version = self.choose_version(ApiKey.SASL_AUTHENTICATE)
+        answer = await self.request(
+            ApiKey.SASL_AUTHENTICATE, build_sasl_authenticate(version, token), version
+        )
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaError(
                 answer["error_code"],
