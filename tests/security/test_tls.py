@@ -297,3 +297,15 @@ def test_certificates_reload_on_a_dynamic_config_change(
     assert conn.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
     with pytest.raises(ssl.SSLCertVerificationError):
         raw(address(running, "SSL"), client_context(pki))
+    # the same path set again after the file was replaced: reloaded too (as Kafka)
+    again = pki.ca.issue("again", "localhost", server=True)
+    renewed.keystore.write_bytes(again.keystore.read_bytes())
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            conn = raw(address(running, "SSL"), client_context(pki))
+            break
+        except ssl.SSLError:
+            assert time.monotonic() < deadline, "the replaced file was never loaded"
+            time.sleep(0.2)

@@ -47,7 +47,7 @@ from logbus.server.network.listener_security import (
     listener_sasl,
     listener_ssl_context,
     principal_mapper,
-    ssl_settings,
+    ssl_fingerprint,
 )
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
@@ -141,6 +141,7 @@ class Broker:
         self._started = asyncio.Event()
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
+        self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
         self.credentials: CredentialCache | None = None
         """SCRAM credentials of every user, kept in step with the metadata store."""
         self.connection_quotas = ConnectionQuotas(config.connection_limits)
@@ -229,6 +230,7 @@ class Broker:
                 sasl=listener_sasl(cfg, listener_cfg, self.credentials),
                 principal_mapper=mapper,
             )
+            self._ssl_fingerprints[listener_cfg.name] = ssl_fingerprint(cfg, listener_cfg.name)
             await listener.start()
             self.listeners.append(listener)
         host, port = self.advertised()
@@ -443,9 +445,9 @@ class Broker:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Take a new broker config (dynamic broker configs changed): every log without an
         override of a changed setting gets its new effective config at once."""
-        old, self.config = self.config, config
+        self.config = config
         self.connection_quotas.reconfigure(config.connection_limits)
-        self._reload_listener_ssl(old, config)
+        self._reload_listener_ssl(config)
         controller = self.controller
         if self.cluster is not None and isinstance(controller, ClusterController):
             unclean = bool(config.get("unclean.leader.election.enable"))
@@ -459,22 +461,22 @@ class Broker:
             for topic in list(self.metadata_cache.topics.values()):
                 self.replica_manager.update_log_config(topic)
 
-    def _reload_listener_ssl(self, old: BrokerConfig, new: BrokerConfig) -> None:
-        """Listeners whose TLS settings changed take new contexts (new certificates);
-        a context that cannot be built leaves the old one (the change was checked when
-        it was made)."""
+    def _reload_listener_ssl(self, new: BrokerConfig) -> None:
+        """Listeners whose TLS settings or key and trust files changed take new contexts
+        (new certificates); a context that cannot be built leaves the old one, with an
+        error in the log."""
         for listener_cfg, listener in zip(new.listeners, self.listeners, strict=False):
             if listener.ssl_context is None:
                 continue
             name = listener_cfg.name
-            if ssl_settings(old, name) == ssl_settings(new, name) and (
-                old.listener_settings(name) == new.listener_settings(name)
-            ):
+            fingerprint = ssl_fingerprint(new, name)
+            if fingerprint == self._ssl_fingerprints.get(name):
                 continue
             try:
                 context = listener_ssl_context(new, listener_cfg)
                 if context is not None:
                     listener.reconfigure_ssl(context)
+                    self._ssl_fingerprints[name] = fingerprint
             except ConfigError as exc:
                 log.error("keeping the TLS settings of listener %s: %s", name, exc)
                 continue

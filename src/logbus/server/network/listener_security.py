@@ -6,6 +6,7 @@ Problems are `ConfigError`s, raised before the listener opens."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from functools import partial
 from typing import cast
@@ -33,6 +34,21 @@ def uses_sasl(listener: Listener) -> bool:
 
 def ssl_settings(config: BrokerConfig, listener: str) -> dict[str, object]:
     return settings_from(partial(config.listener_setting, listener))
+
+
+def ssl_fingerprint(config: BrokerConfig, listener: str) -> tuple[object, ...]:
+    """What a listener's TLS context is built from: its settings and the modification
+    times of the files they name, so that setting the same keystore path again after
+    replacing the file reloads it, as Kafka does."""
+    settings = ssl_settings(config, listener)
+    times = []
+    for name in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = settings.get(name)
+        try:
+            times.append(os.stat(str(path)).st_mtime_ns if path else None)
+        except OSError:
+            times.append(None)
+    return (tuple(sorted((k, str(v)) for k, v in settings.items())), *times)
 
 
 def listener_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
