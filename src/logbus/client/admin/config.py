@@ -4,7 +4,6 @@ own (`default.api.timeout.ms`, `retries`)."""
 from __future__ import annotations
 
 from logbus.client.config import COMMON, ConfigSchema, Setting
-from logbus.client.security import SECURITY_SETTINGS
 
 ADMIN = (
     Setting(
@@ -17,4 +16,4 @@ ADMIN = (
     Setting("retries", int, 2147483647, "how often a retriable failure is retried", at_least=0),
 )
 
-ADMIN_CONFIG = ConfigSchema("admin", COMMON, SECURITY_SETTINGS, ADMIN)
+ADMIN_CONFIG = ConfigSchema("admin", COMMON, ADMIN)

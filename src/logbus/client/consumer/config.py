@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigSchema, Setting, positive
-from logbus.client.security import SECURITY_SETTINGS
 
 DESERIALIZERS = ("bytes", "str", "json")
 
@@ -67,4 +66,4 @@ CONSUMER_SETTINGS = (
             "time limit of calls that take no timeout", validator=positive),
 )
 
-CONSUMER_CONFIG = ConfigSchema("consumer", COMMON, SECURITY_SETTINGS, CONSUMER_SETTINGS)
+CONSUMER_CONFIG = ConfigSchema("consumer", COMMON, CONSUMER_SETTINGS)

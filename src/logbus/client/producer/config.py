@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
-from logbus.client.security import SECURITY_SETTINGS
 from logbus.records.compression import CompressionType
 
 # acks as users write it -> as the Produce request carries it.
@@ -43,7 +42,7 @@ PRODUCER_SETTINGS = (
     Setting("value.serializer", object, "bytes", "bytes, str, json or a function"),
 )
 
-PRODUCER_CONFIG = ConfigSchema("producer", COMMON, SECURITY_SETTINGS, PRODUCER_SETTINGS)
+PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS)
 
 
 def parse_producer_config(
