@@ -23,13 +23,15 @@ class Scale:
     client_records_100: int
     runs: int
     failover_kills: int = 10  # F1: kill -9 of a leader, this many times in its one run
+    txn_bytes: int = 512 * MIB  # TX1 per run and client, and TX2's log
 
 
 SCALES = {
     "full": Scale("full", 2048 * MIB, 256 * MIB, 1024 * MIB, 16 * MIB, 20.0, 10_000, 8.0,
                   200_000, 400_000, 3),
     "small": Scale("small", 256 * MIB, 32 * MIB, 128 * MIB, 8 * MIB, 5.0, 10_000, 3.0,
-                   20_000, 40_000, 3),
+                   20_000, 40_000, 3, txn_bytes=128 * MIB),
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
-                  1_000, 2_000, 1, failover_kills=1),
+                  1_000, 2_000, 1, failover_kills=1,
+                  txn_bytes=10 * MIB),
 }

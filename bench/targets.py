@@ -61,6 +61,10 @@ def _definitions() -> list[Target]:
             targets.append(Target(f"CL blocking {role} {size} >= 3x kafka-python",
                                   f"CL|{role} {size}|logbus blocking|records_s",
                                   f"CL|{role} {size}|kafka-python|records_s", 3.0))
+    # issue 17: the perf tool against the bench's own logbus client figure
+    targets.append(Target("CL logbus perf produce 1 KiB >= 0.9x logbus Producer.send",
+                          "CL|producer 1 KiB|logbus perf produce|records_s",
+                          "CL|producer 1 KiB|logbus|records_s", 0.9))
     targets.append(Target("CL send_batch 1 KiB >= confluent-kafka producer",
                           "CL|producer 1 KiB|logbus send_batch|records_s",
                           "CL|producer 1 KiB|confluent-kafka|records_s", 1.0))
@@ -78,6 +82,14 @@ def _definitions() -> list[Target]:
                failover + "budget_ms", 1.0, higher_is_better=False)
         for q in ("p50", "p99")
     ]
+    # issue 15: transactions against the same client without them, same run
+    for client in ("confluent-kafka", "logbus client"):
+        targets.append(Target(f"TX1 transactional produce MB/s >= 0.8x idempotent ({client})",
+                              f"TX1|1 KiB transactional, {client}|logbus|mb_s",
+                              f"TX1|1 KiB idempotent, {client}|logbus|mb_s", 0.8))
+    targets.append(Target("TX2 read_committed MB/s >= 0.9x read_uncommitted (10% aborted)",
+                          "TX2|1 KiB read_committed, 10% aborted|logbus|mb_s",
+                          "TX2|1 KiB read_uncommitted, 10% aborted|logbus|mb_s", 0.9))
     return targets
 
 

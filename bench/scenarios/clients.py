@@ -229,6 +229,37 @@ def logbus_send_batch(bootstrap: str, topic: str, values: list[bytes], count: in
         progress.end()
 
 
+def logbus_perf_produce(bootstrap: str, topic: str, values: list[bytes], count: int,
+                        progress: Progress) -> Metrics:
+    """`logbus perf produce` (issue 17) with the same producer settings, run through the
+    CLI's entry point in this process; its own final line gives records/s."""
+    import contextlib
+    import io
+    import re
+
+    try:
+        cli = importlib.import_module("logbus.cli.main")
+    except ImportError as exc:
+        raise Unavailable(f"logbus.cli cannot be imported: {exc}") from exc
+    props = [f"{k}={v}" for k, v in _logbus_producer_config(bootstrap).items()
+             if k != "bootstrap.servers"]
+    argv = ["perf", "produce", "--topic", topic, "--num-records", str(count),
+            "--record-size", str(len(values[0])), "--throughput", "-1",
+            "--bootstrap-server", bootstrap, "--producer-props", *props]
+    out = io.StringIO()
+    progress.begin(f"logbus perf produce {count:,}", count)
+    try:
+        with contextlib.redirect_stdout(out):
+            status = cli.main(argv)
+    finally:
+        progress.end()
+    final = out.getvalue().strip().splitlines()[-1] if out.getvalue().strip() else ""
+    match = re.match(r"(\d+) records sent, ([\d.]+) records/sec", final)
+    if status != 0 or match is None or int(match.group(1)) != count:
+        raise RuntimeError(f"logbus perf produce failed ({status}): {final!r}")
+    return _metrics(count, len(values[0]), count / float(match.group(2)))
+
+
 # ---- consumers: read `count` records of `topic` from offset 0 ----
 
 Consume = Callable[[str, str, int, int, Progress], Metrics]
@@ -354,6 +385,7 @@ PRODUCERS: dict[str, Produce] = {
     "logbus": logbus_produce,
     "logbus blocking": logbus_blocking_produce,
     "logbus send_batch": logbus_send_batch,
+    "logbus perf produce": logbus_perf_produce,
     "confluent-kafka": confluent_produce,
     "kafka-python": kafka_python_produce,
     "aiokafka": aiokafka_produce,

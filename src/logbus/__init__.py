@@ -37,10 +37,14 @@ if TYPE_CHECKING:
     from logbus.client.consumer.sync import Consumer
     from logbus.client.errors import (
         ClientClosedError,
+        InvalidTxnStateError,
         KafkaConnectionError,
         KafkaError,
         KafkaTimeoutError,
+        ProducerFencedError,
         SerializationError,
+        TransactionAbortableError,
+        TransactionAbortedError,
     )
     from logbus.client.producer import (
         ProducerRecord,
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
     )
     from logbus.client.producer.future import FutureRecordMetadata
     from logbus.client.producer.sync import Producer
-    from logbus.client.types import TopicPartition
+    from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 
 # public name -> the module it lives in
 _LAZY = {
@@ -62,10 +66,15 @@ _LAZY = {
     "ConfigResource": "logbus.client.admin",
     "Consumer": "logbus.client.consumer.sync",
     "ConsumerRebalanceListener": "logbus.client.consumer",
+    "ConsumerGroupMetadata": "logbus.client.types",
     "ConsumerRecord": "logbus.client.consumer",
     "FutureRecordMetadata": "logbus.client.producer.future",
     "KafkaConnectionError": "logbus.client.errors",
     "KafkaError": "logbus.client.errors",
+    "TransactionAbortedError": "logbus.client.errors",
+    "TransactionAbortableError": "logbus.client.errors",
+    "ProducerFencedError": "logbus.client.errors",
+    "InvalidTxnStateError": "logbus.client.errors",
     "KafkaTimeoutError": "logbus.client.errors",
     "NewPartitions": "logbus.client.admin",
     "NewTopic": "logbus.client.admin",
@@ -91,9 +100,11 @@ __all__ = [
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "InvalidTxnStateError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -104,11 +115,14 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "Producer",
+    "ProducerFencedError",
     "ProducerRecord",
     "RecordMetadata",
     "ResourceType",
     "SerializationError",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
     "__version__",
 ]
 

@@ -23,17 +23,21 @@ from logbus.client.consumer import (
 )
 from logbus.client.errors import (
     ClientClosedError,
+    InvalidTxnStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ProducerFencedError,
     SerializationError,
+    TransactionAbortableError,
+    TransactionAbortedError,
 )
 from logbus.client.producer import (
     Producer,
     ProducerRecord,
     RecordMetadata,
 )
-from logbus.client.types import TopicPartition
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 
 __all__ = [
     "Admin",
@@ -45,8 +49,10 @@ __all__ = [
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "InvalidTxnStateError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -57,9 +63,12 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "Producer",
+    "ProducerFencedError",
     "ProducerRecord",
     "RecordMetadata",
     "ResourceType",
     "SerializationError",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
 ]

@@ -164,3 +164,40 @@ def test_without_java_the_cluster_rows_read_not_available(tmp_path: Path) -> Non
     assert all(t["met"] is None for t in data["targets"])
     assert "| 1 KiB rf=3 acks=all | logbus x3 | not available: no 'java' on PATH" in (
         out / f"{json_path.stem}.md").read_text()
+
+
+def test_the_transaction_scenarios_measure_what_they_claim(tmp_path: Path) -> None:
+    """TX1 and TX2 at --scale tiny (10 MiB: 10 transactions of 976 x 1 KiB): every row
+    runs, TX1's producers write whole transactions, and TX2's read_committed reader gets
+    exactly the committed records of the log in which one transaction in ten was aborted,
+    while read_uncommitted gets them all over the same offsets."""
+    out = tmp_path / "results"
+    result = run_bench("TX1", "TX2", "--scale", "tiny", "--systems", "logbus", "--no-plots",
+                       "--no-progress", "--out", str(out), "--workdir", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [json_path] = out.glob("*.json")
+    data = json.loads(json_path.read_text())
+    assert [s["name"] for s in data["scenarios"]] == ["TX1", "TX2"]
+    tx1, tx2 = ({c["variant"]: c for c in s["cases"]} for s in data["scenarios"])
+    assert all(c["status"] == "ok" for c in [*tx1.values(), *tx2.values()]), data
+    for client in ("confluent-kafka", "logbus client"):
+        txn = tx1[f"1 KiB transactional, {client}"]["metrics"]
+        idem = tx1[f"1 KiB idempotent, {client}"]["metrics"]
+        flushed = tx1[f"1 KiB idempotent flushed per ~1 MB, {client}"]["metrics"]
+        assert (txn["records"]["median"] == idem["records"]["median"]
+                == flushed["records"]["median"] == 10 * 976)
+        assert txn["txns_s"]["median"] > 0 and idem["txns_s"]["median"] == 0
+        assert txn["mb_s"]["median"] > 0 and idem["mb_s"]["median"] > 0
+        assert flushed["mb_s"]["median"] > 0
+    committed = tx2["1 KiB read_committed, 10% aborted"]["metrics"]
+    uncommitted = tx2["1 KiB read_uncommitted, 10% aborted"]["metrics"]
+    # the warm-up record's transaction, then 10 of which the tenth was aborted
+    assert committed["delivered"]["median"] == 1 + 9 * 976
+    assert uncommitted["delivered"]["median"] == 1 + 10 * 976
+    assert committed["mb_s"]["median"] > 0 and uncommitted["mb_s"]["median"] > 0
+    targets = {t["name"]: t for t in data["targets"]}
+    assert targets["TX2 read_committed MB/s >= 0.9x read_uncommitted (10% aborted)"][
+        "ratio"] > 0
+    for client in ("confluent-kafka", "logbus client"):
+        name = f"TX1 transactional produce MB/s >= 0.8x idempotent ({client})"
+        assert targets[name]["ratio"] > 0

@@ -31,6 +31,16 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+def garbage_bytes(i: int) -> bytes:
+    """Random bytes whose size prefix is negative or at least 16 MiB (a random prefix
+    may otherwise announce a frame the broker rightly waits for), or the largest size."""
+    if i % 2 == 0:
+        return struct.pack(">i", 2**31 - 1)
+    data = bytearray(os.urandom(4 + i % 60))
+    data[0] |= 0x01
+    return bytes(data)
+
+
 def open_many(port: int, count: int) -> list[socket.socket]:
     sockets = []
     for _ in range(count):
@@ -61,7 +71,7 @@ def flood(broker_process: Any, tmp_path: Path, count: int) -> None:
     slow = open_many(port, count - count // 2)
     try:
         for i, sock in enumerate(garbage):
-            sock.sendall(os.urandom(4 + i % 60) if i % 2 else struct.pack(">i", 2**31 - 1))
+            sock.sendall(garbage_bytes(i))
         for sock in slow:
             sock.sendall(struct.pack(">i", ANNOUNCED) + b"\0" * 100)
         # an authenticated client is served while they all wait

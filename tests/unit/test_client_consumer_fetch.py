@@ -112,3 +112,30 @@ def test_a_failing_deserializer_delivers_the_records_before_and_stops_at_its_rec
         assert f.next_offset == 2
     past = fetch(raw, offset=3, value_deserializer=int)
     assert [r.value for r in past.take(10)] == [4, 5]
+
+
+def test_read_committed_keeps_a_producers_next_transaction_after_its_abort() -> None:
+    # producer 7: aborted 0-1 (marker 2), committed 3 (marker 4), aborted 5 (marker 6);
+    # producer 8 interleaved: committed 7 (marker 8). Aborted list as the broker sends it.
+    raw = b"".join([
+        txn(0, 7, b"a0", b"a1"),
+        marker(2, 7, ControlType.ABORT),
+        txn(3, 7, b"c3"),
+        marker(4, 7, ControlType.COMMIT),
+        txn(5, 7, b"a5"),
+        marker(6, 7, ControlType.ABORT),
+        txn(7, 8, b"c7"),
+        marker(8, 8, ControlType.COMMIT),
+    ])
+    f = fetch(raw, aborted=[(7, 5), (7, 0)])
+    assert [(r.offset, r.value) for r in f.take(100)] == [(3, b"c3"), (7, b"c7")]
+    assert f.next_offset == 9 and f.empty
+    # read_uncommitted returns every data record, never a marker
+    assert [r.offset for r in fetch(raw).take(100)] == [0, 1, 3, 5, 7]
+
+
+def test_read_committed_skips_an_aborted_transaction_whose_marker_is_not_fetched_yet() -> None:
+    raw = txn(0, 7, b"a0") + data(1, b"p1") + txn(2, 7, b"a2")
+    f = fetch(raw, aborted=[(7, 0)])
+    assert [r.value for r in f.take(100)] == [b"p1"]
+    assert f.next_offset == 3

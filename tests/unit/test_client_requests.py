@@ -15,9 +15,11 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from test_client_requests_transactions import TXN_BUILDERS
 
 from logbus.client.errors import KafkaError
 from logbus.client.requests import (
+    acls,
     alter_configs,
     alter_partition,
     api_versions,
@@ -47,6 +49,16 @@ from logbus.controller.cluster_metadata import (
     TopicMetadata,
 )
 from logbus.protocol import ApiKey, ErrorCode, codec, schema
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.api.registry import build_registry
 from logbus.types import TopicPartition
@@ -76,6 +88,12 @@ CONTROL_BROKERS = [
 ]
 
 # api key -> builder of a request body at a version (with everything optional filled in)
+ACL_BINDING = AclBinding(
+    ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL),
+    AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+)
+ACL_FILTER = AclBindingFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice")
+
 BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.API_VERSIONS: lambda v: api_versions.build_api_versions(v, "1.2.3"),
     ApiKey.METADATA: lambda v: metadata.build_metadata(
@@ -224,7 +242,13 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
             transactions_marker.MarkerEntry(8, 0, 5, False, (TopicPartition("a", 1),)),
         ],
     ),
+    ApiKey.CREATE_ACLS: lambda v: acls.build_create_acls(v, [ACL_BINDING]),
+    ApiKey.DESCRIBE_ACLS: lambda v: acls.build_describe_acls(v, ACL_FILTER),
+    ApiKey.DELETE_ACLS: lambda v: acls.build_delete_acls(v, [ACL_FILTER, AclBindingFilter()]),
 }
+
+# The transaction APIs' builders live with their own tests; those the broker serves count.
+BUILDERS.update({k: b for k, b in TXN_BUILDERS.items() if k in SERVED})
 
 
 def served_versions() -> Iterator[tuple[int, int]]:

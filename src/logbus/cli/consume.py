@@ -74,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         + " (repeatable)",
     )
     parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        help="read_committed: only records of committed transactions, up to the last "
+        "stable offset (default: read_uncommitted)",
+    )
+    parser.add_argument(
         "--max-messages", type=non_negative_int, metavar="N", help="exit after N records"
     )
     parser.add_argument(
@@ -236,6 +242,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
         client_id=CLIENT_ID,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         enable_auto_commit=False,
+        isolation_level=args.isolation_level or "read_uncommitted",
     )
     async with consumer:
         partitions = await consumer.partitions_for_topic(args.topic)
@@ -311,6 +318,8 @@ async def _consume_group(
     the committed offset (else per --from-beginning), commits what was printed every
     auto.commit.interval.ms, before a rebalance and at exit, then leaves the group."""
     printer = _Printer(args, out)
+    if args.isolation_level is not None:
+        settings = {**settings, "isolation.level": args.isolation_level}
     consumer = Consumer(
         {**client_settings(args), **settings},
         bootstrap_servers=args.bootstrap_server,

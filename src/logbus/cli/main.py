@@ -8,7 +8,11 @@ logbus consume TOPIC [--group GROUP] [options]
 logbus groups {list,describe,delete,reset-offsets} ...
 logbus configs {describe,alter} ...
 logbus delete-records --topic T --partition P --before OFFSET
+logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
+logbus perf {produce,consume,end-to-end-latency} ...
+logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
+logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 """
 
 from __future__ import annotations
@@ -20,14 +24,18 @@ from collections.abc import Sequence
 
 from logbus import __version__
 from logbus.cli import (
+    acls,
     cluster,
     configs,
     consume,
     delete_records,
     dump_log,
+    get_offsets,
     groups,
+    perf,
     produce,
     topics,
+    transactions,
 )
 
 
@@ -81,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     configs.register(subparsers)
     delete_records.register(subparsers)
     dump_log.register(subparsers)
+    transactions.register(subparsers)
+    perf.register(subparsers)
+    get_offsets.register(subparsers)
+    acls.register(subparsers)
     return parser
 
 

@@ -94,3 +94,45 @@ class ClientClosedError(LocalError):
 class SerializationError(LocalError, ValueError):
     """A key or value the configured serializer could not turn into bytes (Kafka's
     SerializationException); raised by `send()` before anything is buffered."""
+
+
+# --- transactions (KIP-98) ------------------------------------------------------------
+
+
+class ProducerFencedError(KafkaError):
+    """Another producer with the same transactional.id has started (a newer epoch): this
+    one can do nothing more but close (fatal, as Kafka's ProducerFencedException)."""
+
+    def __init__(self, message: str | None = None, code: int = ErrorCode.PRODUCER_FENCED) -> None:
+        super().__init__(code, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class TransactionAbortableError(KafkaError):
+    """The current transaction failed (a send, an offset commit, ...): it can only be
+    aborted, after which the producer starts new transactions as before. `code` is the
+    error the transaction failed with."""
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class InvalidTxnStateError(KafkaError):
+    """A transactional method called in a state that does not allow it (send outside a
+    transaction, commit before begin, ...), or the coordinator's INVALID_TXN_STATE."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(ErrorCode.INVALID_TXN_STATE, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class TransactionAbortedError(LocalError):
+    """A record of a transaction that was aborted before it was sent (Kafka's
+    TransactionAbortedException): it is not written."""

@@ -106,6 +106,10 @@ class GroupMember:
             else min(DEFAULT_HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3)
         )
         self.group_instance_id = group_instance_id
+        # A read_committed consumer's offset fetches wait for offsets pending in open
+        # transactions (KIP-447), for up to `stable_wait` seconds.
+        self.require_stable = False
+        self.stable_wait = 60.0
         self.member_id = ""
         self.generation_id = -1
         self.protocol_name: str | None = None
@@ -351,18 +355,30 @@ class GroupMember:
     async def committed_with_metadata(
         self, partitions: Sequence[tuple[str, int]]
     ) -> dict[TopicPartition, tuple[int, str]]:
-        """Committed (offset, metadata) of `partitions` (those that have one)."""
-        for _ in range(_JOIN_ATTEMPTS):
+        """Committed (offset, metadata) of `partitions` (those that have one); with
+        `require_stable`, asked again while a transaction holds some pending."""
+        deadline = time.monotonic() + self.stable_wait
+        attempts = 0
+        while attempts < _JOIN_ATTEMPTS:
             try:
                 asked = [TopicPartition(*tp) for tp in partitions]
                 return await fetch_offsets_with_metadata(
-                    await self._coordinator(), self.group_id, asked
+                    await self._coordinator(),
+                    self.group_id,
+                    asked,
+                    require_stable=self.require_stable,
                 )
             except KafkaError as exc:
+                if exc.code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+                    if time.monotonic() + _RETRY_BACKOFF > deadline:
+                        raise
+                    await asyncio.sleep(_RETRY_BACKOFF)
+                    continue
                 if exc.code not in COORDINATOR_ERRORS and not isinstance(
                     exc, KafkaConnectionError
                 ):
                     raise
+                attempts += 1
                 await self._reset_coordinator()
                 await asyncio.sleep(_RETRY_BACKOFF)
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group '{self.group_id}'")

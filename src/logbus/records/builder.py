@@ -218,6 +218,7 @@ def seal_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
 ) -> bytearray:
     """Finish a batch whose records were written one by one with `write_record`.
 
@@ -236,7 +237,7 @@ def seal_batch(
         out,
         base_offset=0,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-        attributes=int(codec),
+        attributes=int(codec) | (TRANSACTIONAL_FLAG if is_transactional else 0),
         last_offset_delta=count - 1,
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
@@ -290,14 +291,30 @@ def new_batch_buffer() -> bytearray:
 
 _PRODUCER_FIELDS: Final = struct.Struct(">qhi")
 _PRODUCER_FIELDS_OFFSET: Final = 43  # producerId, producerEpoch, baseSequence
+_ATTRIBUTES: Final = struct.Struct(">h")
+_ATTRIBUTES_OFFSET: Final = 21
 
 
 def restamp_batch(
-    batch: bytearray | memoryview, *, producer_id: int, producer_epoch: int, base_sequence: int
+    batch: bytearray | memoryview,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool | None = None,
 ) -> None:
     """Rewrite a sealed batch's producer id, epoch and base sequence (and its CRC), as an
-    idempotent producer does when it must resend a batch under a new epoch."""
+    idempotent producer does when it must resend a batch under a new epoch; with
+    `is_transactional` given, its transactional attribute too."""
     _PRODUCER_FIELDS.pack_into(
         batch, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
     )
+    if is_transactional is not None:
+        (attributes,) = _ATTRIBUTES.unpack_from(batch, _ATTRIBUTES_OFFSET)
+        attributes = (
+            attributes | TRANSACTIONAL_FLAG
+            if is_transactional
+            else attributes & ~TRANSACTIONAL_FLAG
+        )
+        _ATTRIBUTES.pack_into(batch, _ATTRIBUTES_OFFSET, attributes)
     _CRC.pack_into(batch, _CRC_OFFSET, compute_crc(batch))

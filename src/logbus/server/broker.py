@@ -20,6 +20,7 @@ from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
+from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
@@ -51,6 +52,7 @@ from logbus.server.network.listener_security import (
 )
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
@@ -136,6 +138,9 @@ class Broker:
         self.dynamic_config: DynamicConfigManager | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.authorizer: Authorizer | None = None
+        """The ACL authorizer (authorizer.class.name set), else None."""
+        self._acl_worker: ControllerEventManager | None = None
         self.services: BrokerServices | None = None
         """Every service above, once `start()` has built them all (what handlers use)."""
         self._started = asyncio.Event()
@@ -265,6 +270,7 @@ class Broker:
         )
         assert self.controller is not None
         assert self.transaction_coordinator is not None
+        self.authorizer = await self._start_authorizer()
         self.services = BrokerServices(
             store=self.store,
             log_manager=self.log_manager,
@@ -274,6 +280,7 @@ class Broker:
             producer_ids=self.producer_ids,
             dynamic_config=self.dynamic_config,
             transaction_coordinator=self.transaction_coordinator,
+            authorizer=self.authorizer,
         )
         self._started.set()
         self.replica_manager.start_replication(
@@ -324,6 +331,34 @@ class Broker:
             port,
             cluster_id,
         )
+
+    async def _start_authorizer(self) -> Authorizer | None:
+        """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
+        change notifications followed (on a thread of their own with ZooKeeper)."""
+        cfg = self.config
+        if not cfg.authorizer_class_name:
+            return None
+        assert self.store is not None
+        authorizer = Authorizer(
+            self.store,
+            super_users=parse_super_users(cfg.super_users),
+            allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
+        )
+        if not cfg.uses_zookeeper:
+            authorizer.start_listening()
+            authorizer.load()
+            return authorizer
+        # listen first, then load, on the thread that applies notifications: none is lost
+        # between the two, and none is applied before the load
+        self._acl_worker = worker = ControllerEventManager("acl-change-thread")
+        worker.start()
+
+        def start() -> None:
+            authorizer.start_listening(run=worker.put)
+            authorizer.load()
+
+        await worker.call(start)
+        return authorizer
 
     def _start_standalone_controller(self, host: str, port: int) -> None:
         """A stand-alone broker is its own controller over the embedded store."""
@@ -425,6 +460,10 @@ class Broker:
                 await task
         if self.dynamic_config is not None:
             self.dynamic_config.stop()
+        if self.authorizer is not None:
+            self.authorizer.stop()
+        if self._acl_worker is not None:
+            self._acl_worker.stop()
         if self.cluster is not None:
             await self.cluster.stop()
             if self.network_channel is not None:

@@ -437,6 +437,17 @@ _define("producer.id.expiration.ms", _INT, 86400000, _at_least(1), _LOW,
 _define("producer.id.expiration.check.interval.ms", _INT, 600000, _at_least(1), _LOW,
         "How often expired producer ids are removed.")
 
+# --- authorization (server/security/authorizer.py) ---
+_define("authorizer.class.name", _STR, "",
+        OneOf(("", "kafka.security.authorizer.AclAuthorizer",
+               "org.apache.kafka.metadata.authorizer.StandardAuthorizer")), _LOW,
+        "The authorizer: Kafka's AclAuthorizer or StandardAuthorizer class name enables "
+        "ACLs; empty means no authorization.")
+_define("super.users", _STR, "", None, _LOW,
+        "Principals (User:alice;User:bob) allowed every operation whatever the ACLs say.")
+_define("allow.everyone.if.no.acl.found", _BOOL, False, None, _LOW,
+        "Allow a request on a resource that no ACL names (otherwise refused).")
+
 # --- settings a stand-alone logbus broker accepts without using them ---
 # Every other setting is used; tests/unit/test_broker_settings.py holds the code to that,
 # and docs/configuration.md lists these sets with the reason for each.

@@ -426,6 +426,10 @@ class BrokerConfig:
     producer_id_expiration_ms = _Setting[int]()
     producer_id_expiration_check_interval_ms = _Setting[int]()
 
+    authorizer_class_name = _Setting[str]()
+    super_users = _Setting[str]()
+    allow_everyone_if_no_acl_found = _Setting[bool]()
+
     # --- construction helpers ---
 
     def _str(self, name: str) -> str:

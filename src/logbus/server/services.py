@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from logbus.server.dynamic_config import DynamicConfigManager
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.replica.replica_manager import ReplicaManager
+    from logbus.server.security.authorizer import Authorizer
     from logbus.storage.log_manager import LogManager
 
 
@@ -28,3 +29,5 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     dynamic_config: DynamicConfigManager
     transaction_coordinator: TransactionCoordinator
+    # the ACL authorizer; None when authorizer.class.name is unset (everything allowed)
+    authorizer: Authorizer | None = None

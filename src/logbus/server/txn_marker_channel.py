@@ -3,17 +3,28 @@
 transaction, this broker included (over the wire, as Kafka does), on the inter-broker
 listener. Leaders come from the metadata cache; a partition whose leader moved, is
 unknown for now or does not answer is retried after a backoff until its marker is written,
-its topic is deleted, or the coordinator stops wanting it."""
+its topic is deleted, or the coordinator stops wanting it.
+
+Markers for one broker are queued and sent together, as Kafka's `TxnMarkerQueue` drains a
+broker's queue into one request: the request task, when it runs, takes every marker queued
+for its broker by then (transactions ending in the same turn of the event loop share one
+WriteTxnMarkers), one per producer id (the answer is keyed by producer id; a second one
+waits for the next request). A single transaction's markers leave as soon as before."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.transactions_marker import MarkerEntry, write_txn_markers
+from logbus.client.requests.transactions_marker import (
+    MarkerEntry,
+    MarkerResults,
+    write_txn_markers,
+)
 from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.controller.cluster_metadata import MetadataCache
 from logbus.coordinator.transaction.markers import TxnMarkers
@@ -30,6 +41,14 @@ FATAL = (
     ErrorCode.INVALID_REQUIRED_ACKS,
 )
 """Answers Kafka's channel treats as a bug: the marker is not retried."""
+
+
+@dataclass(slots=True)
+class _Queued:
+    """A transaction's marker for some partitions of one broker, waiting for a request."""
+
+    entry: MarkerEntry
+    answer: asyncio.Future[dict[TopicPartition, ErrorCode]]
 
 
 class TxnMarkerChannel:
@@ -53,9 +72,16 @@ class TxnMarkerChannel:
         self._conns: dict[int, tuple[str, int, Connection]] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
         self._closed = False
+        # per broker, the markers the next request to it takes (its task is scheduled)
+        self._queued: dict[int, list[_Queued]] = {}
+        self._requests: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
         self._closed = True
+        requests = list(self._requests)
+        for task in requests:
+            task.cancel()
+        await asyncio.gather(*requests, return_exceptions=True)
         conns = [conn for _h, _p, conn in self._conns.values()]
         self._conns.clear()
         for conn in conns:
@@ -97,9 +123,12 @@ class TxnMarkerChannel:
             self._conns[broker_id] = (endpoint.host, endpoint.port, conn)
             return conn
 
-    async def _send(
+    def _send(
         self, broker_id: int, markers: TxnMarkers, partitions: list[TopicPartition]
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> asyncio.Future[dict[TopicPartition, ErrorCode]]:
+        """Queue the markers of `partitions` (all led by `broker_id`) for the next request
+        to it; the future is each partition's answer (NETWORK_EXCEPTION when the request
+        failed)."""
         entry = MarkerEntry(
             markers.producer_id,
             markers.producer_epoch,
@@ -107,16 +136,56 @@ class TxnMarkerChannel:
             markers.committed,
             tuple(partitions),
         )
+        answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._enqueue(broker_id, _Queued(entry, answer))
+        return answer
+
+    def _enqueue(self, broker_id: int, queued: _Queued) -> None:
+        queue = self._queued.get(broker_id)
+        if queue is None:
+            queue = self._queued[broker_id] = []
+            task = asyncio.get_running_loop().create_task(
+                self._send_queued(broker_id), name=f"txn-markers-to-{broker_id}"
+            )
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        queue.append(queued)
+
+    async def _send_queued(self, broker_id: int) -> None:
+        """One WriteTxnMarkers to `broker_id` with the markers queued for it by now."""
+        batch: list[_Queued] = []
+        producer_ids: set[int] = set()
+        for queued in self._queued.pop(broker_id, []):
+            if queued.answer.done():
+                continue  # its waiter is gone
+            if queued.entry.producer_id in producer_ids:
+                self._enqueue(broker_id, queued)  # one per producer id and request
+            else:
+                producer_ids.add(queued.entry.producer_id)
+                batch.append(queued)
+        results: MarkerResults | None = None
         try:
-            conn = await self._connection(broker_id)
-            results = await write_txn_markers(conn, [entry])
+            if batch:
+                conn = await self._connection(broker_id)
+                results = await write_txn_markers(conn, [q.entry for q in batch])
         except (TimeoutError, KafkaError, OSError) as exc:
             log.info("WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
             dropped = self._conns.pop(broker_id, None)
             if dropped is not None:
                 await dropped[2].close()
-            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
-        return results.get(markers.producer_id, {})
+        except Exception:
+            log.exception("WriteTxnMarkers to broker %d failed", broker_id)
+        finally:
+            # also when cancelled (close) or failed otherwise: no waiter is left hanging
+            for queued in batch:
+                if not queued.answer.done():
+                    queued.answer.set_result(
+                        dict.fromkeys(queued.entry.partitions, ErrorCode.NETWORK_EXCEPTION)
+                        if results is None
+                        else results.get(queued.entry.producer_id, {})
+                    )
 
     async def write_markers(
         self, markers: TxnMarkers, still_wanted: Callable[[], bool]

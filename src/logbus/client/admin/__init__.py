@@ -1,12 +1,18 @@
 """The Admin client: manage topics, partitions, configs, offsets, records and consumer
-groups of a logbus (or Kafka) cluster.
+groups and transactions of a logbus (or Kafka) cluster.
 
 The entry point is `Admin` (asyncio; `logbus.aio.Admin`); `logbus.client.admin.sync.Admin`
 (`logbus.Admin`) is its blocking twin. Calls on several items return per-item results and
-raise `AdminBatchError` with per-item errors when any fail.
+raise `AdminBatchError` with per-item errors when any fail. ACLs: `AclBinding` (a
+`ResourcePattern` and an `AccessControlEntry`) and `AclBindingFilter`.
 """
 
 from logbus.client.admin.client import Admin
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+)
 from logbus.client.admin.types import (
     AdminBatchError,
     AlterConfigOp,
@@ -30,8 +36,26 @@ from logbus.client.admin.types import (
     TopicDescription,
     TopicPartition,
 )
+from logbus.client.requests.transactions import ProducerState
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+)
+from logbus.protocol.acl_types import ResourceType as AclResourceType
 
 __all__ = [
+    "AbortTransactionSpec",
+    "AccessControlEntry",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
     "Admin",
     "AdminBatchError",
     "AlterConfigOp",
@@ -51,7 +75,12 @@ __all__ = [
     "NewTopic",
     "OffsetSpec",
     "PartitionInfo",
+    "PatternType",
+    "ProducerState",
+    "ResourcePattern",
     "ResourceType",
     "TopicDescription",
     "TopicPartition",
+    "TransactionDescription",
+    "TransactionListing",
 ]

@@ -21,6 +21,16 @@ from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+    abort_txn,
+    describe_txns,
+    find_hanging_txn,
+    list_txns,
+    producers_of,
+)
 from logbus.client.admin.types import (
     AdminBatchError,
     AlterConfigOp,
@@ -43,6 +53,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.requests.acls import create_acls, delete_acls, describe_acls
 from logbus.client.requests.alter_configs import alter_configs, incremental_alter_configs
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
@@ -63,8 +74,10 @@ from logbus.client.requests.topics import (
     delete_topics_many,
     new_topic,
 )
+from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
+from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -379,6 +392,46 @@ class Admin(AsyncService):
         nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
         return ClusterDescription(md.cluster_id, md.brokers.get(md.controller_id), nodes)
 
+    # --- ACLs ---------------------------------------------------------------------------
+
+    async def create_acls(
+        self, bindings: Sequence[AclBinding], *, timeout_ms: int | None = None
+    ) -> None:
+        """Create ACL bindings (CreateAcls, any broker). A refused binding (a bad pattern
+        or principal: INVALID_REQUEST; no authorizer: SECURITY_DISABLED; no Alter on the
+        cluster: CLUSTER_AUTHORIZATION_FAILED) raises AdminBatchError per binding."""
+        wanted = list(dict.fromkeys(bindings))
+
+        async def attempt(batch: list[AclBinding], _: int) -> dict[AclBinding, KafkaError | None]:
+            results = await create_acls(await self.cluster.bootstrap(), batch)
+            return dict(zip(batch, results, strict=True))
+
+        await self._each(wanted, attempt, timeout_ms)
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The ACL bindings matching the filter (every binding by default)."""
+
+        async def describe() -> list[AclBinding]:
+            return await describe_acls(await self.cluster.bootstrap(), acl_filter)
+
+        return await self._single(describe, timeout_ms)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the bindings matching each filter; returns, per filter, those deleted."""
+        wanted = list(dict.fromkeys(filters))
+
+        async def attempt(
+            batch: list[AclBindingFilter], _: int
+        ) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
+            results = await delete_acls(await self.cluster.bootstrap(), batch)
+            return dict(zip(batch, results, strict=True))
+
+        return await self._each(wanted, attempt, timeout_ms)
+
     # --- consumer groups ----------------------------------------------------------------
 
     async def list_consumer_groups(
@@ -528,6 +581,49 @@ class Admin(AsyncService):
         )
 
     # --- routing ------------------------------------------------------------------------
+
+    # --- transactions (kafka-transactions.sh) -------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        duration_ms: int = -1,
+        timeout_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """The transactions every broker coordinates, sorted by transactional id (only
+        those in `states`, e.g. ["Ongoing"], of `producer_ids`, or running for at least
+        `duration_ms`, if given)."""
+        return await list_txns(self, states, producer_ids, duration_ms, timeout_ms)
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state on its coordinator (an unknown id is
+        TRANSACTIONAL_ID_NOT_FOUND, raised as AdminBatchError)."""
+        return await describe_txns(self, transactional_ids, timeout_ms)
+
+    async def describe_producers(
+        self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers active on each partition, from its leader: id, epoch, last
+        sequence and timestamp, coordinator epoch, and where an open transaction started."""
+        return await producers_of(self, partitions, timeout_ms)
+
+    async def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
+    ) -> None:
+        """Write the ABORT marker of a (hanging) transaction to one partition, as its
+        coordinator would (WriteTxnMarkers to the partition's leader)."""
+        await abort_txn(self, spec, timeout_ms)
+
+    async def find_hanging_transaction(
+        self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
+    ) -> AbortTransactionSpec:
+        """The `AbortTransactionSpec` of the transaction open on `partition` since
+        `start_offset` (from DescribeProducers)."""
+        return await find_hanging_txn(self, partition, start_offset, timeout_ms)
 
     async def _controller(self) -> Connection:
         await self.cluster.refresh([])

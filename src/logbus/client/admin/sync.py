@@ -7,6 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from logbus.client.admin import client
+from logbus.client.admin.transactions import (
+    AbortTransactionSpec,
+    TransactionDescription,
+    TransactionListing,
+)
 from logbus.client.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -22,7 +27,9 @@ from logbus.client.admin.types import (
 from logbus.client.blocking import BlockingClient
 from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.topics import CreatedTopic
+from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
+from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
 
 class Admin(BlockingClient[client.Admin]):
@@ -164,7 +171,65 @@ class Admin(BlockingClient[client.Admin]):
         """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
         return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
 
+    # --- ACLs ---------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding], *, timeout_ms: int | None = None) -> None:
+        """Create ACL bindings; see `logbus.aio.Admin.create_acls`."""
+        self._run(self._aio.create_acls(bindings, timeout_ms=timeout_ms))
+
+    def describe_acls(
+        self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The bindings matching a filter; see `logbus.aio.Admin.describe_acls`."""
+        return self._run(self._aio.describe_acls(acl_filter, timeout_ms=timeout_ms))
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the bindings matching filters; see `logbus.aio.Admin.delete_acls`."""
+        return self._run(self._aio.delete_acls(filters, timeout_ms=timeout_ms))
+
     # --- consumer groups ----------------------------------------------------------------
+
+    def list_transactions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        duration_ms: int = -1,
+        timeout_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """Transactions; see `logbus.aio.Admin.list_transactions`."""
+        return self._run(
+            self._aio.list_transactions(
+                states=states,
+                producer_ids=producer_ids,
+                duration_ms=duration_ms,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TransactionDescription]:
+        return self._run(self._aio.describe_transactions(transactional_ids, timeout_ms=timeout_ms))
+
+    def describe_producers(
+        self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._run(self._aio.describe_producers(partitions, timeout_ms=timeout_ms))
+
+    def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
+    ) -> None:
+        self._run(self._aio.abort_transaction(spec, timeout_ms=timeout_ms))
+
+    def find_hanging_transaction(
+        self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
+    ) -> AbortTransactionSpec:
+        return self._run(
+            self._aio.find_hanging_transaction(partition, start_offset, timeout_ms=timeout_ms)
+        )
 
     def list_consumer_groups(
         self, *, states: Sequence[str] = (), timeout_ms: int | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigSchema, Setting, positive
+from logbus.client.metrics import METRICS_SETTINGS
 
 DESERIALIZERS = ("bytes", "str", "json")
 
@@ -66,4 +67,4 @@ CONSUMER_SETTINGS = (
             "time limit of calls that take no timeout", validator=positive),
 )
 
-CONSUMER_CONFIG = ConfigSchema("consumer", COMMON, CONSUMER_SETTINGS)
+CONSUMER_CONFIG = ConfigSchema("consumer", COMMON, CONSUMER_SETTINGS, METRICS_SETTINGS)

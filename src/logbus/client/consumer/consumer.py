@@ -26,8 +26,9 @@ from logbus.client.consumer.records import (
 from logbus.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from logbus.client.errors import KafkaError
 from logbus.client.lifecycle import AsyncService
+from logbus.client.metrics import ConsumerMetrics, Metrics
 from logbus.client.requests.list_offsets import EARLIEST, LATEST
-from logbus.client.types import TopicPartition
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,10 @@ class Consumer(AsyncService):
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._last_metadata = 0.0
         self._pattern_checked = 0.0
+        subscriptions = self._subscriptions
+        self._metrics = ConsumerMetrics(
+            Metrics.from_config(cfg), lambda: float(len(subscriptions.assignment))
+        )
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -120,10 +125,12 @@ class Consumer(AsyncService):
             key_deserializer=self._key_deserializer,
             value_deserializer=self._value_deserializer,
         )
+        self._fetcher.metrics = self._metrics
         if cfg["group.id"] is not None:
             self._coordinator = ConsumerCoordinator(
                 cluster, self._subscriptions, self._fetcher, cfg
             )
+            self._coordinator.metrics = self._metrics
         self._fetcher.start()
 
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
@@ -533,6 +540,11 @@ class Consumer(AsyncService):
 
     # --- metrics-ish ------------------------------------------------------------------
 
+    def metrics(self) -> dict[str, float]:
+        """The consumer's metrics by Kafka's names (`records-lag-max`, `fetch-rate`,
+        ...): see docs/client.md. Safe from any thread."""
+        return self._metrics.metrics.snapshot()
+
     def highwater(self, partition: TopicPartition | tuple[str, int]) -> int | None:
         """The high watermark the last fetch of a held partition saw (None before one)."""
         hw = self._subscriptions.state(TopicPartition(*partition)).high_watermark
@@ -549,3 +561,13 @@ class Consumer(AsyncService):
     def generation_id(self) -> int:
         """The group generation this member joined (-1 when not a member)."""
         return self._coordinator.member.generation_id if self._coordinator is not None else -1
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Who this consumer is in its group, for `send_offsets_to_transaction` (the group
+        coordinator refuses offsets of a member no longer in the generation)."""
+        group_id = self.config["group.id"]
+        if group_id is None:
+            raise IllegalStateError("group_metadata() needs a group.id")
+        return ConsumerGroupMetadata(
+            group_id, self.generation_id, self.member_id or "", self.config["group.instance.id"]
+        )

@@ -32,6 +32,7 @@ from logbus.client.consumer.subscription_state import SubscriptionState
 from logbus.client.coordinator_lookup import COORDINATOR_ERRORS
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.group_member import GroupMember
+from logbus.client.metrics import ConsumerMetrics
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
@@ -95,6 +96,10 @@ class ConsumerCoordinator:
             heartbeat_interval_ms=config["heartbeat.interval.ms"],
             group_instance_id=config["group.instance.id"],
         )
+        # KIP-447: a read_committed consumer starts from committed offsets only once no
+        # open transaction holds offsets of its partitions pending.
+        self.member.require_stable = config["isolation.level"] == "read_committed"
+        self.member.stable_wait = config["default.api.timeout.ms"] / 1000
         self.auto_commit: bool = config["enable.auto.commit"]
         self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
         self.retry_backoff = config["retry.backoff.ms"] / 1000
@@ -102,6 +107,7 @@ class ConsumerCoordinator:
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._joined_version = -1
         self._commits: set[asyncio.Task[None]] = set()
+        self.metrics: ConsumerMetrics | None = None  # commit latency recorded here
 
     # --- rebalancing ------------------------------------------------------------------
 
@@ -251,7 +257,10 @@ class ConsumerCoordinator:
         deadline = time.monotonic() + self.api_timeout
         while True:
             try:
+                started = time.monotonic()
                 await self.member.commit(payload, as_member=as_member)
+                if self.metrics is not None:
+                    self.metrics.commit_latency.record((time.monotonic() - started) * 1000)
                 return
             except KafkaError as exc:
                 if exc.code in STALE_MEMBER_ERRORS:

@@ -38,6 +38,7 @@ from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
 from logbus.client.consumer.subscription_state import SubscriptionState
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.metadata import NO_LEADER
+from logbus.client.metrics import ConsumerMetrics
 from logbus.client.requests.fetch import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -141,6 +142,11 @@ class CompletedFetch:
         self._check_crcs = check_crcs
         self._key = key_deserializer
         self._value = value_deserializer
+
+    @property
+    def size(self) -> int:
+        """Bytes of record batches this fetch brought."""
+        return len(self._view)
 
     @property
     def empty(self) -> bool:
@@ -312,6 +318,7 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._metadata_task: asyncio.Task[None] | None = None
+        self.metrics: ConsumerMetrics | None = None  # recorded per fetch and per drain
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -382,6 +389,18 @@ class Fetcher:
                 raise
             state.position = fetch.next_offset
             out += records
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.records_consumed.record(len(records))
+                end = (
+                    state.last_stable_offset
+                    if self.isolation_level == READ_COMMITTED
+                    else state.high_watermark
+                )
+                if end >= 0:
+                    metrics.records_lag.record(end - state.position)
+                if fetch.empty:
+                    metrics.bytes_consumed.record(fetch.size)
             # As Kafka's consumer does, read one partition's fetched data to its end before
             # the next's: the partitions then run dry one after another, and each is
             # fetched again while the others are read (taking them in turn would empty
@@ -537,6 +556,7 @@ class Fetcher:
     ) -> None:
         try:
             conn = await self.cluster.node(node)
+            started = time.monotonic()
             response = await fetch_partitions(
                 conn,
                 {tp: FetchPosition(offset) for tp, (offset, _) in partitions.items()},
@@ -555,6 +575,11 @@ class Fetcher:
                 return
             raise
         self._node_failures.pop(node, None)
+        if self.metrics is not None:
+            self.metrics.fetch_latency.record((time.monotonic() - started) * 1000)
+            self.metrics.fetch_size.record(
+                sum(len(p.records) for p in response.partitions.values() if p.records)
+            )
         if response.error_code != ErrorCode.NONE:
             self._back_off_node(node)
             self.request_metadata()

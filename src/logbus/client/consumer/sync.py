@@ -17,7 +17,7 @@ from logbus.client.consumer.records import (
     ConsumerRecord,
     OffsetAndMetadata,
 )
-from logbus.client.types import TopicPartition
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 
 T = TypeVar("T")
 _DONE = object()
@@ -149,6 +149,11 @@ class Consumer(BlockingClient[AsyncConsumer]):
 
         return self._run(call())
 
+    def metrics(self) -> dict[str, float]:
+        """The consumer's metrics by Kafka's names (see docs/client.md); still readable
+        after close."""
+        return self._aio.metrics()
+
     def assignment(self) -> set[TopicPartition]:
         """The partitions held now (safe to ask from any thread)."""
         return self._read(self._aio.assignment)
@@ -257,6 +262,10 @@ class Consumer(BlockingClient[AsyncConsumer]):
     @property
     def generation_id(self) -> int:
         return self._aio.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Who this consumer is in its group, for `Producer.send_offsets_to_transaction`."""
+        return self._aio.group_metadata()
 
 
 def _settle(reply: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

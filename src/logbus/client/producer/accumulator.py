@@ -224,6 +224,7 @@ class ProducerBatch:
         producer_id: int,
         producer_epoch: int,
         base_sequence: int,
+        is_transactional: bool = False,
     ) -> None:
         self.base_sequence = base_sequence
         if self.encoded:
@@ -234,6 +235,7 @@ class ProducerBatch:
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
                     base_sequence=base_sequence,
+                    is_transactional=is_transactional,
                 )
             return
         self.data = seal_batch(
@@ -246,6 +248,7 @@ class ProducerBatch:
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
+            is_transactional=is_transactional,
         )
 
     def waiter(self) -> asyncio.Future[None]:

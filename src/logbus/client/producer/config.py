@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
+from logbus.client.metrics import METRICS_SETTINGS
 from logbus.records.compression import CompressionType
 
 # acks as users write it -> as the Produce request carries it.
@@ -40,9 +41,14 @@ PRODUCER_SETTINGS = (
             "spread keyed records like keyless ones (sticky) instead of hashing keys"),
     Setting("key.serializer", object, "bytes", "bytes, str, json or a function"),
     Setting("value.serializer", object, "bytes", "bytes, str, json or a function"),
+    Setting("transactional.id", object, None,
+            "makes the producer transactional (init_transactions, begin/commit/abort)"),
+    Setting("transaction.timeout.ms", int, 60000,
+            "how long the coordinator lets a transaction stay open before aborting it",
+            at_least=1),
 )
 
-PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS)
+PRODUCER_CONFIG = ConfigSchema("producer", COMMON, PRODUCER_SETTINGS, METRICS_SETTINGS)
 
 
 def parse_producer_config(
@@ -52,11 +58,22 @@ def parse_producer_config(
 
     As in Kafka's producer, idempotence (on by default) needs acks=all, retries and at
     most 5 requests in flight: when the user turned it on explicitly, a conflicting
-    setting is a ConfigError; when it is on by default, the conflict turns it off.
+    setting is a ConfigError; when it is on by default, the conflict turns it off. A
+    `transactional.id` forces idempotence on (and so makes conflicts errors).
     """
     values = PRODUCER_CONFIG.parse(config, **overrides)
     values["acks"] = ACKS[values["acks"]]
     explicit = "enable.idempotence" in (config or {}) or "enable_idempotence" in overrides
+    txn_id = values["transactional.id"]
+    if txn_id is not None:
+        if not isinstance(txn_id, str) or not txn_id:
+            raise ConfigError(f"transactional.id must be a non-empty string, not {txn_id!r}")
+        if explicit and not values["enable.idempotence"]:
+            raise ConfigError(
+                "Cannot set a transactional.id without also enabling idempotence"
+            )
+        values["enable.idempotence"] = True
+        explicit = True  # a conflicting setting is an error, as Kafka's producer says
     if values["enable.idempotence"]:
         conflicts = []
         if values["acks"] != -1:

@@ -20,6 +20,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.metrics import Metrics, ProducerMetrics
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
     EncodedBatch,
@@ -46,6 +47,8 @@ from logbus.client.producer.config import compression_of, parse_producer_config
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
 from logbus.client.producer.router import PartitionRouter
 from logbus.client.producer.sender import Sender, SenderSettings
+from logbus.client.producer.transaction_manager import TransactionManager
+from logbus.client.producer.transactional import TransactionalProducer
 from logbus.records.builder import now_ms
 from logbus.records.record import HeaderInput
 
@@ -56,7 +59,7 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 Headers = Sequence[tuple[str, bytes | None]]
 
 
-class Producer(AsyncService):
+class Producer(TransactionalProducer, AsyncService):
     """An asyncio Kafka producer.
 
     Made with Kafka's producer settings (a dict, and/or keyword arguments with dots
@@ -101,6 +104,11 @@ class Producer(AsyncService):
         self._accumulator = RecordAccumulator(c["batch.size"], self._wake_sender)
         self.router = PartitionRouter(self._accumulator, c["partitioner.ignore.keys"])
         self._closed = False
+        self._txn: TransactionManager | None = None
+        pool = self.admission.pool
+        self._metrics = ProducerMetrics(
+            Metrics.from_config(c), lambda: float(pool.limit - pool.used)
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -116,6 +124,20 @@ class Producer(AsyncService):
                 cluster, self._accumulator, self.admission.pool, self._settings, self._topics
             )
             sender.on_metadata = self._metadata_updated
+            c = self.config
+            txn_id = c["transactional.id"]
+            if txn_id is not None:
+                s = self._settings
+                txn = TransactionManager(
+                    txn_id,
+                    c["transaction.timeout.ms"],
+                    cluster,
+                    retry_backoff=s.retry_backoff,
+                    retry_backoff_max=s.retry_backoff_max,
+                    delivery_timeout=s.delivery_timeout,
+                )
+                sender.txn, txn.sender, self._txn = txn, sender, txn
+            sender.metrics = self._metrics
             await sender.start()
         except BaseException:
             await cluster.close()
@@ -135,6 +157,11 @@ class Producer(AsyncService):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def metrics(self) -> dict[str, float]:
+        """The producer's metrics by Kafka's names (`record-send-rate`,
+        `request-latency-avg`, ...): see docs/client.md. Safe from any thread."""
+        return self._metrics.metrics.snapshot()
 
     def _metadata_updated(self, md: ClusterMetadata) -> None:
         with self._accumulator.lock:
@@ -163,6 +190,8 @@ class Producer(AsyncService):
                 except TimeoutError:
                     pass
         finally:
+            if self._txn is not None:
+                await self._txn.close()
             await sender.stop()
             error = ClientClosedError("the producer was closed before the record was sent")
             for batch in sender.pending_batches():
@@ -248,6 +277,8 @@ class Producer(AsyncService):
         with accumulator.lock:
             if self._closed:
                 raise ClientClosedError("the producer is closed")
+            if self._txn is not None:
+                self._txn.check_send()
             tp = self.router.route(topic, partition, key, count, size)
             return accumulator.append(
                 tp,
@@ -278,6 +309,8 @@ class Producer(AsyncService):
         than max.request.size raise here, before anything is buffered.
         """
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         admission = self.admission
         key, value = admission.serialize(key, value)
         count = self.router.count(topic)
@@ -315,6 +348,8 @@ class Producer(AsyncService):
         max.block.ms) for buffer space as `send` does, handing over what has room first;
         returns the batches, whose `settled` and `error` say how each ended."""
         self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         pool = self.admission.pool
         accumulator = self._accumulator
         batches: list[ProducerBatch] = []
@@ -387,6 +422,8 @@ class Producer(AsyncService):
         batch at a time, each batch handed to the sender as soon as it is full. So do
         columns whose values (and keys, unless all None) serialize to `bytes`."""
         sender = self._check_open()
+        if self._txn is not None:
+            self._txn.check_send()
         given = batch_input(records, topic, values, keys)
         runs: list[Run] = []
         batches: dict[int, ProducerBatch] = {}
@@ -570,7 +607,6 @@ class Producer(AsyncService):
                 await asyncio.gather(*waiters)
         finally:
             sender.flushing -= 1
-
 
 def _delivery_callback(
     on_delivery: DeliveryCallback,

@@ -26,11 +26,14 @@ from typing import Any
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.metadata import ClusterMetadata
+from logbus.client.metrics import ProducerMetrics
 from logbus.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from logbus.client.producer.buffer_pool import BufferPool
+from logbus.client.producer.transaction_manager import TransactionManager, TxnState
 from logbus.client.requests.produce import produce_many
 from logbus.client.requests.producer_id import (
     NO_PRODUCER,
+    ProducerIdAndEpoch,
     init_producer_id,
 )
 from logbus.client.types import TopicPartition
@@ -126,13 +129,17 @@ class Sender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self.on_metadata: Callable[[ClusterMetadata], None] | None = None
+        # A transactional producer's: gets the producer id, lets partitions be sent to
+        # once added to the transaction, and learns of every batch that fails.
+        self.txn: TransactionManager | None = None
+        self.metrics: ProducerMetrics | None = None  # recorded per request and batch
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        if self.settings.idempotent:
+        if self.settings.idempotent and self.txn is None:
             conn = await self.cluster.bootstrap()
             self.producer = await init_producer_id(conn)
         self._task = asyncio.get_running_loop().create_task(
@@ -156,6 +163,28 @@ class Sender:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
 
+    def reset_producer(self, producer: ProducerIdAndEpoch) -> None:
+        """A new producer id or epoch from the transaction manager: every partition's
+        sequence starts again at 0 (nothing is in flight then)."""
+        self.producer = producer
+        for state in self.states.values():
+            state.next_sequence = 0
+        self._needs_bump = False
+
+    def drop_unsent(self, error: BaseException) -> None:
+        """Fail every batch not yet sent (an aborted transaction's, Kafka's
+        abortUndrainedBatches); batches in flight or waiting for a retry go on."""
+        dropped: list[ProducerBatch] = []
+        with self.accumulator.lock:
+            for tp, queue in self.accumulator.batches.items():
+                while queue:
+                    batch = queue.popleft()
+                    self.pool.release(batch.reserved)
+                    dropped.append(batch)
+                self.expedite.discard(tp)
+        for batch in dropped:
+            batch.fail(error)
+
     def pending_batches(self) -> list[ProducerBatch]:
         """Every batch not yet settled: unsent, in flight or waiting to be retried."""
         batches = self.accumulator.all_batches()
@@ -178,6 +207,11 @@ class Sender:
             except Exception as exc:  # keep sending what can be sent; try again later
                 log.debug("producer metadata or producer id request failed: %r", exc)
                 self._metadata_retry_at = now + self.settings.retry_backoff
+            txn = self.txn
+            if txn is not None and txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+                # Nothing more of a failed transaction is sent (Kafka's sender aborts
+                # the undrained batches with the transaction's error).
+                self.drop_unsent(txn.error_for("send"))
             now = time.monotonic()
             expired: list[tuple[ProducerBatch, KafkaTimeoutError]] = []
             try:
@@ -190,6 +224,10 @@ class Sender:
             # Failed outside the lock: their callbacks may send records.
             for batch, error in expired:
                 batch.fail(error)
+                if txn is not None:
+                    txn.batch_failed(error)
+            if txn is not None:
+                txn.maybe_add_partitions()
             if delay is None or delay > 0:
                 try:
                     async with asyncio.timeout(delay):
@@ -257,6 +295,8 @@ class Sender:
                 batch = first
             elif not queue or self._needs_bump:
                 continue
+            elif self.txn is not None and not self.txn.send_allowed(tp):
+                continue  # added to the transaction first (AddPartitionsToTxn)
             else:
                 head = queue[0]
                 ready = (
@@ -328,6 +368,7 @@ class Sender:
             self.producer.producer_id,
             self.producer.epoch,
             sequence,
+            self.txn is not None,
         )
 
     # --- requests -----------------------------------------------------------------------
@@ -345,9 +386,16 @@ class Sender:
             payload: dict[TopicPartition, bytearray | memoryview] = {
                 tp: batch.data for tp, batch in group.items() if batch.data is not None
             }
+            started = time.monotonic()
             results = await produce_many(
-                conn, payload, s.acks, timeout_ms=s.request_timeout_ms
+                conn,
+                payload,
+                s.acks,
+                timeout_ms=s.request_timeout_ms,
+                transactional_id=None if self.txn is None else self.txn.transactional_id,
             )
+            if self.metrics is not None:
+                _record_request(self.metrics, group, (time.monotonic() - started) * 1000)
         except KafkaError as exc:
             if isinstance(exc, KafkaConnectionError):
                 self._need_metadata = True
@@ -388,7 +436,12 @@ class Sender:
             batch.complete(-1, -1)
             return
         retriable = isinstance(error, KafkaError) and error.retriable
-        if s.idempotent:
+        if self.txn is not None:
+            # In a transaction a lost sequence or a stale epoch fails the batch: the
+            # transaction is aborted (and the epoch bumped then), or the producer fenced.
+            if code in _SEQUENCE_LOST or code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                retriable = False
+        elif s.idempotent:
             if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
                 # After an earlier batch that failed, this one could not be appended
                 # either; alone, it means the broker lost our sequence.
@@ -402,6 +455,8 @@ class Sender:
             self._need_metadata = True
         expired = now - batch.created >= s.delivery_timeout
         if retriable and batch.attempts < s.retries and not expired:
+            if self.metrics is not None:
+                self.metrics.record_retries.record(batch.count)
             batch.attempts += 1
             delay = min(s.retry_backoff * (2 ** (batch.attempts - 1)), s.retry_backoff_max)
             batch.retry_at = now + delay
@@ -411,8 +466,13 @@ class Sender:
         if expired and retriable:
             error = _expired(batch, now, error)
         self._settled(batch, state)
-        if s.idempotent:
+        if self.txn is not None:
+            self.txn.bump_required = True  # its sequence numbers are a gap now
+            self.txn.batch_failed(error)
+        elif s.idempotent:
             self._needs_bump = True  # its sequence numbers are a gap now
+        if self.metrics is not None:
+            self.metrics.record_errors.record(batch.count)
         batch.fail(error)
 
     def _expire(self, now: float) -> list[tuple[ProducerBatch, KafkaTimeoutError]]:
@@ -432,12 +492,16 @@ class Sender:
             for batch in state.retry:
                 if now - batch.created >= timeout:
                     self._settled(batch, state)
-                    if self.settings.idempotent:
+                    if self.txn is not None:
+                        self.txn.bump_required = True
+                    elif self.settings.idempotent:
                         self._needs_bump = True
                     expired.append((batch, _expired(batch, now, None)))
                 else:
                     keep.append(batch)
             state.retry = keep
+        if expired and self.metrics is not None:
+            self.metrics.record_errors.record(sum(batch.count for batch, _ in expired))
         return expired
 
     async def _bump_epoch(self) -> None:
@@ -461,6 +525,27 @@ class Sender:
             state.unacked = deque(state.retry)
         self._needs_bump = False
         log.info("producer id %d now at epoch %d", producer_id, epoch)
+
+
+def _record_request(
+    metrics: ProducerMetrics, group: Mapping[TopicPartition, ProducerBatch], latency_ms: float
+) -> None:
+    """One Produce request answered: its latency, records and bytes, each batch's size
+    and compression ratio (Kafka's Sender.updateProduceRequestMetrics)."""
+    records = size = 0
+    for batch in group.values():
+        if batch.data is None:
+            continue
+        sent = len(batch.data)
+        records += batch.count
+        size += sent
+        metrics.batch_size.record(sent)
+        raw = sent if batch.encoded else len(batch.buf)
+        metrics.compression_rate.record(sent / raw if raw else 1.0)
+    metrics.request_latency.record(latency_ms)
+    metrics.records_sent.record(records)
+    metrics.records_per_request.record(records)
+    metrics.outgoing_bytes.record(size)
 
 
 def _expired(batch: ProducerBatch, now: float, cause: BaseException | None) -> KafkaTimeoutError:

@@ -24,6 +24,7 @@ from logbus.client.producer.future import FutureRecordMetadata
 from logbus.client.producer.producer import DeliveryCallback, Headers
 from logbus.client.producer.producer import Producer as AsyncProducer
 from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 
 T = TypeVar("T")
 
@@ -48,6 +49,11 @@ class Producer(BlockingClient[AsyncProducer]):
         self._admission = self._aio.admission
         self._router = self._aio.router
         self._closer: threading.Thread | None = None  # close() called from a callback
+
+    def metrics(self) -> dict[str, float]:
+        """The producer's metrics by Kafka's names (see docs/client.md); still readable
+        after close."""
+        return self._aio.metrics()
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (waiting up to max.block.ms for its metadata)."""
@@ -148,6 +154,36 @@ class Producer(BlockingClient[AsyncProducer]):
             records = list(records)
         return self._run(self._aio.send_batch(records, topic=topic, values=values, keys=keys))
 
+
+    # --- transactions (transactional.id): as logbus.aio.Producer's -----------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get this transactional id's producer id and epoch, fencing earlier producers
+        with the same id (once, before the first transaction)."""
+        self._check_open()
+        self._run(self._aio.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._check_open()
+        self._aio.begin_transaction()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, Any],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit the consumer's `offsets` (next offsets to read) with the transaction."""
+        self._check_open()
+        self._run(self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._check_open()
+        self._run(self._aio.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._check_open()
+        self._run(self._aio.abort_transaction(timeout))
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait until it is acknowledged or has failed;

@@ -1,7 +1,7 @@
 """Every request the client sends, built in one place: one module per API family, named
 as in `logbus.server.api` (`produce`, `fetch`, `list_offsets`, `metadata`, `topics`,
 `configs`, `alter_configs`, `delete_records`, `cluster`, `find_coordinator`,
-`group_membership`, `group_offsets`, `producer_id`, `api_versions`), plus
+`group_membership`, `group_offsets`, `producer_id`, `transactions`, `api_versions`), plus
 `consumer_protocol` (the subscription and assignment payloads JoinGroup and SyncGroup
 carry) and `common` (version floors, per-partition and per-name results).
 

@@ -69,12 +69,18 @@ def read_offset_fetch(
 
 
 async def fetch_offsets_with_metadata(
-    conn: Connection, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    conn: Connection,
+    group_id: str,
+    partitions: Sequence[TopicPartition] | None = None,
+    *,
+    require_stable: bool = False,
 ) -> dict[TopicPartition, tuple[int, str]]:
     """The group's committed (offset, metadata) (for `partitions`, or every one it has);
-    partitions without a committed offset are left out."""
+    partitions without a committed offset are left out. `require_stable` (KIP-447, v7+):
+    a partition with offsets pending in an open transaction raises
+    UNSTABLE_OFFSET_COMMIT (retriable) instead of answering."""
     version = conn.choose_version(ApiKey.OFFSET_FETCH)
-    body = build_offset_fetch(version, group_id, partitions)
+    body = build_offset_fetch(version, group_id, partitions, require_stable=require_stable)
     return read_offset_fetch(await conn.request(ApiKey.OFFSET_FETCH, body, version), version,
                              group_id)
 

@@ -80,12 +80,15 @@ async def produce_many(
     acks: int = -1,
     *,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    transactional_id: str | None = None,
 ) -> dict[TopicPartition, ProduceResult | KafkaError] | None:
     """One Produce request carrying a batch for each partition (all led by `conn`'s broker).
     Returns per-partition results or errors, or None with acks=0 (the broker does not
     answer; this returns once the request is written)."""
     version = require_version(conn, ApiKey.PRODUCE, MIN_VERSION)
-    body = build_produce(version, batches, acks, timeout_ms=timeout_ms)
+    body = build_produce(
+        version, batches, acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+    )
     timeout = conn.request_timeout + timeout_ms / 1000
     response = await conn.request(ApiKey.PRODUCE, body, version, response_timeout=timeout)
     if acks == 0:

@@ -5,7 +5,7 @@ group no longer subscribes to)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group import records
@@ -56,6 +56,30 @@ def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfi
     if member is not None and group.state in (STABLE, PREPARING):
         schedule_session(group, member, e.now_ms, r)
     errors: dict[TopicPartition, ErrorCode] = {}
+    for tp, p, metadata in _storable(e, cfg, errors):
+        commit = records.OffsetCommit(
+            group=e.group_id,
+            topic=tp.topic,
+            partition=p.partition,
+            offset=p.offset,
+            leader_epoch=p.leader_epoch,
+            metadata=metadata,
+            commit_timestamp=p.commit_timestamp if p.commit_timestamp >= 0 else e.now_ms,
+            expire_timestamp=_expire_timestamp(e),
+        )
+        group.offsets[tp] = commit
+        r.records.append(records.offset_commit_record(commit))
+    r.respond(e.token, _commit_response(e, errors.__getitem__))
+    return r
+
+
+def _storable(
+    e: ev.OffsetCommit | ev.TxnOffsetCommit,
+    cfg: GroupConfig,
+    errors: dict[TopicPartition, ErrorCode],
+) -> Iterator[tuple[TopicPartition, ev.PartitionCommit, str]]:
+    """The partitions of a commit that may be stored, with their metadata; every partition
+    gets its answer in `errors` (NONE for those yielded)."""
     for topic, partitions in e.topics:
         for p in partitions:
             tp = TopicPartition(topic, p.partition)
@@ -65,21 +89,8 @@ def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfi
             elif len(metadata.encode()) > cfg.offset_metadata_max_bytes:
                 errors[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                commit = records.OffsetCommit(
-                    group=e.group_id,
-                    topic=topic,
-                    partition=p.partition,
-                    offset=p.offset,
-                    leader_epoch=p.leader_epoch,
-                    metadata=metadata,
-                    commit_timestamp=p.commit_timestamp if p.commit_timestamp >= 0 else e.now_ms,
-                    expire_timestamp=_expire_timestamp(e),
-                )
-                group.offsets[tp] = commit
-                r.records.append(records.offset_commit_record(commit))
                 errors[tp] = E.NONE
-    r.respond(e.token, _commit_response(e, errors.__getitem__))
-    return r
+                yield tp, p, metadata
 
 
 def _validate_commit(group: Group, e: ev.OffsetCommit) -> ErrorCode:
@@ -133,28 +144,19 @@ def handle_txn_offset_commit(
         return r
     state.groups.setdefault(e.group_id, group)
     errors: dict[TopicPartition, ErrorCode] = {}
-    for topic, partitions in e.topics:
-        for p in partitions:
-            tp = TopicPartition(topic, p.partition)
-            metadata = p.metadata or ""
-            if tp in e.partition_errors:
-                errors[tp] = e.partition_errors[tp]
-            elif len(metadata.encode()) > cfg.offset_metadata_max_bytes:
-                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                commit = records.OffsetCommit(
-                    group=e.group_id,
-                    topic=topic,
-                    partition=p.partition,
-                    offset=p.offset,
-                    leader_epoch=p.leader_epoch,
-                    metadata=metadata,
-                    commit_timestamp=e.now_ms,
-                    expire_timestamp=-1,
-                )
-                group.pending_txn_offsets.setdefault(e.producer_id, {})[tp] = commit
-                r.records.append(records.offset_commit_record(commit))
-                errors[tp] = E.NONE
+    for tp, p, metadata in _storable(e, cfg, errors):
+        commit = records.OffsetCommit(
+            group=e.group_id,
+            topic=tp.topic,
+            partition=p.partition,
+            offset=p.offset,
+            leader_epoch=p.leader_epoch,
+            metadata=metadata,
+            commit_timestamp=e.now_ms,
+            expire_timestamp=-1,
+        )
+        group.pending_txn_offsets.setdefault(e.producer_id, {})[tp] = commit
+        r.records.append(records.offset_commit_record(commit))
     r.respond(e.token, _txn_commit_response(e, errors.__getitem__))
     return r
 

@@ -275,6 +275,8 @@ class GroupCoordinatorRuntime:
                 shard.state.groups[group_id] = snapshot
             else:
                 shard.state.groups.pop(group_id, None)
+        elif group_id is not None:
+            _log_transition(group_id, snapshot, shard.state.groups.get(group_id), event)
 
     def _append(self, shard: _Shard, result: Result) -> tuple[ErrorCode, int]:
         timestamp = now_ms()
@@ -344,25 +346,37 @@ class GroupCoordinatorRuntime:
     # --- timers ----------------------------------------------------------------------------
 
     def _apply_timers(self, shard: _Shard, result: Result) -> None:
-        loop = asyncio.get_running_loop()
         for change in result.timers:
             old = shard.timers.pop(change.key, None)
             if old is not None:
                 old.cancel()
             if isinstance(change, Cancel):
                 continue
-            delay = max(0.0, (change.deadline_ms - now_ms()) / 1000)
-            shard.timers[change.key] = loop.call_later(
-                delay, self._fire, shard, change.key, change.event
-            )
+            self._arm(shard, change.key, change.event, change.deadline_ms)
 
-    def _fire(self, shard: _Shard, key: TimerKey, event: ev.TimerEvent) -> None:
+    def _arm(self, shard: _Shard, key: TimerKey, event: ev.TimerEvent, deadline_ms: int) -> None:
+        delay = max(0.0, (deadline_ms - now_ms()) / 1000)
+        shard.timers[key] = asyncio.get_running_loop().call_later(
+            delay, self._fire, shard, key, event, deadline_ms
+        )
+
+    def _fire(
+        self, shard: _Shard, key: TimerKey, event: ev.TimerEvent, deadline_ms: int
+    ) -> None:
         if self.shards.get(shard.partition) is not shard:
+            return
+        now = now_ms()
+        if now < deadline_ms:
+            # The loop's timers may fire a few ms early (libuv measures them from the time
+            # cached at the start of an iteration), and the state machine ignores a timer
+            # before its deadline as a stale one: it would never fire again, and a group
+            # waiting on it (an initial rebalance delay, a join) would wait forever.
+            self._arm(shard, key, event, deadline_ms)
             return
         shard.timers.pop(key, None)
         group_id = event.group_id
         try:
-            self._run(shard, event.at(now_ms()), group_id)
+            self._run(shard, event.at(now), group_id)
         except Exception:
             log.exception("group coordinator timer %s failed", key)
 
@@ -422,6 +436,24 @@ _PRODUCER_ERRORS = (
     ErrorCode.INVALID_TXN_STATE,
     ErrorCode.INVALID_PRODUCER_ID_MAPPING,
 )
+
+
+def _log_transition(
+    group_id: str, before: Group | None, after: Group | None, event: ev.Event
+) -> None:
+    """An INFO line when a group changes state or generation, as Kafka's coordinator logs
+    its rebalances (what operators read when a group does not settle)."""
+    old = (before.state, before.generation_id) if before is not None else None
+    new = (after.state, after.generation_id) if after is not None else None
+    if old == new:
+        return
+    old_text = f"{old[0].value} (generation {old[1]})" if old is not None else "nothing"
+    new_text = (
+        f"{new[0].value} (generation {new[1]}, {len(after.members)} members)"
+        if new is not None and after is not None
+        else "removed"
+    )
+    log.info("group %s: %s -> %s on %s", group_id, old_text, new_text, type(event).__name__)
 
 
 def _snapshot(group: Group) -> Group:

@@ -38,6 +38,9 @@ S = TxnState
 E = ErrorCode
 
 COMPLETE_RETRY_BACKOFF_S = 0.1
+COMPLETION_WAIT_S = 1.0
+"""How long AddPartitionsToTxn / AddOffsetsToTxn for the next transaction waits for the
+previous one's markers and Complete record before answering CONCURRENT_TRANSACTIONS."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class TransactionCoordinator:
             writer, config, num_partitions=num_partitions, on_loaded=self._complete_prepared
         )
         self._loops: list[asyncio.Task[None]] = []
+        # ids whose markers and Complete record are being written: set once that ends
+        self._completing: dict[str, asyncio.Event] = {}
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -98,6 +103,9 @@ class TransactionCoordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.manager.stop()
+        for done in self._completing.values():  # held requests find their shard gone
+            done.set()
+        self._completing.clear()
 
     def on_leadership(self, partition: int, is_leader: bool, leader_epoch: int) -> None:
         self.manager.on_leadership(partition, is_leader, leader_epoch)
@@ -220,12 +228,30 @@ class TransactionCoordinator:
         epoch: int,
         partitions: frozenset[TopicPartition],
     ) -> ErrorCode:
-        try:
-            shard, txn = self._checked(transactional_id, producer_id, epoch)
-        except CoordinatorError as exc:
-            return exc.error
-        if txn.pending or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
+        deadline: float | None = None
+        while True:
+            try:
+                shard, txn = self._checked(transactional_id, producer_id, epoch)
+            except CoordinatorError as exc:
+                return exc.error
+            if not (txn.pending or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+                break
+            # The previous transaction is ending: Kafka answers CONCURRENT_TRANSACTIONS
+            # and the client asks again after a backoff (20 ms for Kafka's clients, far
+            # longer than the markers take). The answer waits instead, a little, for its
+            # Complete record, so the next transaction starts as soon as Kafka would let
+            # it; the checks are made again then.
+            done = self._completing.get(transactional_id)
+            if done is None:
+                return E.CONCURRENT_TRANSACTIONS
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + COMPLETION_WAIT_S
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await done.wait()
+            except TimeoutError:
+                return E.CONCURRENT_TRANSACTIONS
         if txn.state is S.ONGOING and partitions <= txn.partitions:
             return E.NONE
         transit = txn.prepare_add_partitions(partitions, now_ms())
@@ -332,7 +358,23 @@ class TransactionCoordinator:
             committed=complete.state is S.COMPLETE_COMMIT,
             partitions=frozenset(txn.partitions),
         )
-        self.manager.spawn(self._write_markers_then_complete(shard, txn, markers, complete))
+        done = self._completing[txn.transactional_id] = asyncio.Event()
+        self.manager.spawn(self._complete(shard, txn, markers, complete, done))
+
+    async def _complete(
+        self,
+        shard: TxnShard,
+        txn: TxnMetadata,
+        markers: TxnMarkers,
+        complete: TxnTransit,
+        done: asyncio.Event,
+    ) -> None:
+        try:
+            await self._write_markers_then_complete(shard, txn, markers, complete)
+        finally:
+            done.set()
+            if self._completing.get(txn.transactional_id) is done:
+                del self._completing[txn.transactional_id]
 
     async def _write_markers_then_complete(
         self, shard: TxnShard, txn: TxnMetadata, markers: TxnMarkers, complete: TxnTransit

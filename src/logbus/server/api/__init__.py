@@ -11,12 +11,14 @@ handles any message.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from logbus.protocol import ApiKey
 from logbus.protocol.codec import RequestHeader
+from logbus.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from logbus.server.security.authorizer import host_of
 from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -43,6 +45,44 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def authorize(
+        self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME
+    ) -> bool:
+        """Whether this request's principal may perform `operation` on the resource (always
+        when the broker has no authorizer)."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.principal, host_of(self.peer), operation, resource_type, name
+        )
+
+    def authorized(
+        self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
+    ) -> set[str]:
+        """The names among `names` this request may perform `operation` on."""
+        if self.services.authorizer is None:
+            return set(names)
+        return {name for name in set(names) if self.authorize(operation, resource_type, name)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, supported: int) -> int:
+        """Kafka's `*_authorized_operations` bit field: which of the `supported` operations
+        (bits at AclOperation codes) the principal may perform on the resource."""
+        return sum(
+            1 << op
+            for op in AclOperation
+            if supported & (1 << op) and self.authorize(op, resource_type, name)
+        )
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may perform `operation` on some resource of the type."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_by_resource_type(
+            self.principal, host_of(self.peer), operation, resource_type
+        )
 
 
 Req = TypeVar("Req")

@@ -52,6 +52,7 @@ from logbus.server.api.configs import (
     BROKER_LOGGER,
     RESOURCE_TYPE_NAMES,
     ResourceError,
+    config_authorization,
     current_loggers,
 )
 from logbus.server.api.configs import (
@@ -67,6 +68,7 @@ from logbus.server.config_admin import (
     check_request_entries,
     check_topic_update,
 )
+from logbus.server.security.acl import AclOperation
 from logbus.server.topic_config import TOPIC_CONFIG_DEF
 
 log = logging.getLogger(__name__)
@@ -261,6 +263,10 @@ def _alter_all(
                     resource, ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
                 )
             )
+        elif denied := config_authorization(
+            ctx, resource["resource_type"], resource["resource_name"], AclOperation.ALTER_CONFIGS
+        ):
+            results.append(_result(resource, denied))
         else:
             results.append(_alter_one(ctx, resource, incremental, validate_only))
     return {"throttle_time_ms": 0, "responses": results}

@@ -18,6 +18,7 @@ from logbus.protocol.messages.alter_partition_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.topic_admin import on_controller
+from logbus.server.security.acl import AclOperation, ResourceType
 
 TOPIC_IDS_FROM = 2
 ISR_WITH_EPOCHS_FROM = 3
@@ -26,6 +27,12 @@ ISR_WITH_EPOCHS_FROM = 3
 async def handle_alter_partition(
     ctx: RequestContext, request: AlterPartitionRequest
 ) -> AlterPartitionResponse:
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "topics": [],
+        }
     try:
         return await on_controller(ctx, lambda: _alter(ctx.version, ctx, request))
     except ControllerMovedError:

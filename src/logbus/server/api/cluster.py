@@ -15,6 +15,7 @@ from logbus.protocol.messages.describe_cluster_response import (
     DescribeClusterResponse,
 )
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINTS: "BROKER", CONTROLLER_ENDPOINTS: "CONTROLLER"}
@@ -23,7 +24,15 @@ NO_OPERATIONS = -2147483648
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 """Every operation Kafka supports on the cluster resource (`AclEntry.supportedOperations`:
 CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
-as a bit field of AclOperation codes; all are allowed while logbus has no authorizer."""
+as a bit field of AclOperation codes."""
+
+
+def cluster_authorized_operations(ctx: RequestContext) -> int:
+    """As Kafka: the cluster operations the principal may perform, 0 unless it may
+    Describe the cluster (DescribeCluster itself needs no ACL, as in Kafka)."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 async def handle_describe_cluster(
@@ -62,7 +71,7 @@ async def handle_describe_cluster(
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id if cache.controller_id in cache.brokers else -1,
         "brokers": brokers,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": cluster_authorized_operations(ctx)
         if include_operations
         else NO_OPERATIONS,
     }

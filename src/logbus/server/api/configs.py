@@ -31,6 +31,7 @@ from logbus.protocol.messages.describe_configs_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.config_def import ConfigEntry, ConfigError, ConfigSource
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.server.topic_config import describe_broker, describe_topic
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -177,6 +178,9 @@ def describe_resource(
     requested: list[str] | None = resource["configuration_keys"]
     keys = set(requested) if requested else None
     result: DescribeConfigsResult = {"resource_type": resource_type, "resource_name": name}
+    denied = config_authorization(ctx, resource_type, name, AclOperation.DESCRIBE_CONFIGS)
+    if denied is not None:
+        return {**result, "error_code": denied, "error_message": None, "configs": []}
     try:
         if resource_type == TOPIC:
             configs = _topic_configs(ctx, name, keys, synonyms, documentation)
@@ -192,6 +196,21 @@ def describe_resource(
     except ResourceError as exc:
         return {**result, "error_code": exc.error, "error_message": exc.message, "configs": []}
     return {**result, "error_code": ErrorCode.NONE, "error_message": None, "configs": configs}
+
+
+def config_authorization(
+    ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
+) -> ErrorCode | None:
+    """Kafka's check for a config resource: `operation` (DescribeConfigs, AlterConfigs)
+    on the topic, or on the cluster for a broker or its loggers; the error when refused."""
+    if resource_type == TOPIC:
+        if not ctx.authorize(operation, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorize(
+        operation, ResourceType.CLUSTER
+    ):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 def _resource_key(resource: DescribeConfigsResource) -> tuple[int, str]:

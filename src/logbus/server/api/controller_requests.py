@@ -60,6 +60,7 @@ from logbus.protocol.messages.stop_replica_response import (
 from logbus.protocol.messages.update_metadata_request import UpdateMetadataRequest
 from logbus.protocol.messages.update_metadata_response import UpdateMetadataResponse
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.storage.errors import InconsistentTopicIdError, StorageError
 
 if TYPE_CHECKING:
@@ -246,6 +247,8 @@ async def handle_leader_and_isr(
             request["controller_epoch"],
             request["broker_epoch"] if version >= 2 else UNKNOWN_BROKER_EPOCH,
         )
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if refused is not None:
             every = {t.name: dict.fromkeys(t.states, refused) for t in topics}
             return _leader_and_isr_response(version, refused, every, ids)
@@ -399,6 +402,8 @@ async def handle_update_metadata(
             request["controller_epoch"],
             request["broker_epoch"] if version >= 5 else UNKNOWN_BROKER_EPOCH,
         )
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if refused is not None:
             return {"error_code": refused}
         brokers = _live_brokers(broker, request, version)
@@ -457,7 +462,9 @@ async def handle_stop_replica(
             request["controller_epoch"],
             request["broker_epoch"] if version >= 1 else UNKNOWN_BROKER_EPOCH,
         )
-        if refused == ErrorCode.STALE_BROKER_EPOCH:
+        if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if refused in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
             every: list[StopReplicaPartitionError] = [
                 {"topic_name": t, "partition_index": p, "error_code": refused}
                 for t, p, _, _ in partitions

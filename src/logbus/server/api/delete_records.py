@@ -22,6 +22,7 @@ from logbus.protocol.messages.delete_records_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import PartitionError
+from logbus.server.security.acl import AclOperation, ResourceType
 
 
 def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
@@ -43,12 +44,18 @@ async def handle_delete_records(
 ) -> DeleteRecordsResponse:
     topics: list[DeleteRecordsTopicResult] = []
     changed = False
+    deletable = ctx.authorized(
+        AclOperation.DELETE, ResourceType.TOPIC, (t["name"] for t in request["topics"])
+    )
     for topic in request["topics"]:
         partitions: list[DeleteRecordsPartitionResult] = []
         for p in topic["partitions"]:
-            error, low_watermark = _delete_one(
-                ctx, topic["name"], p["partition_index"], p["offset"]
-            )
+            if topic["name"] in deletable:
+                error, low_watermark = _delete_one(
+                    ctx, topic["name"], p["partition_index"], p["offset"]
+                )
+            else:
+                error, low_watermark = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             changed = changed or error == ErrorCode.NONE
             partitions.append(
                 {

@@ -16,6 +16,7 @@ from logbus.protocol.messages.describe_producers_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import PartitionError
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.storage.producer_state import ProducerStateEntry
 
 
@@ -53,13 +54,30 @@ def _describe(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
     return answer
 
 
+def _refused(index: int) -> PartitionResponse:
+    return {
+        "partition_index": index,
+        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "error_message": None,
+        "active_producers": [],
+    }
+
+
 async def handle_describe_producers(
     ctx: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:
+    readable = ctx.authorized(
+        AclOperation.READ, ResourceType.TOPIC, (t["name"] for t in request["topics"])
+    )
     topics: list[TopicResponse] = [
         {
             "name": topic["name"],
-            "partitions": [_describe(ctx, topic["name"], i) for i in topic["partition_indexes"]],
+            "partitions": [
+                _describe(ctx, topic["name"], i)
+                if topic["name"] in readable
+                else _refused(i)
+                for i in topic["partition_indexes"]
+            ],
         }
         for topic in request["topics"]
     ]

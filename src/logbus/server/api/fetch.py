@@ -20,6 +20,7 @@ from logbus.protocol.messages.fetch_request import FetchRequest
 from logbus.records.legacy import downconvert_readable
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.replica.replica_manager import FetchRequestPartition, FetchResult
+from logbus.server.security.acl import AclOperation, ResourceType
 
 # Fetch v4 is the first that carries record batches (magic 2) as stored.
 MAGIC_V2_FROM = 4
@@ -107,6 +108,24 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
         replica_epoch = state.get("replica_epoch", -1)
     else:
         replica_id, replica_epoch = request["replica_id"], -1
+    # Authorization as Kafka's: a follower needs ClusterAction on the cluster (every
+    # partition refused without it), a consumer Read on each topic.
+    names = [
+        cache.topic_name(t["topic_id"]) if version >= TOPIC_IDS_FROM else t["topic"]
+        for t in request["topics"]
+    ]
+    if replica_id >= 0:
+        follower_allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        readable = {n for n in names if n is not None} if follower_allowed else set()
+    else:
+        readable = ctx.authorized(
+            AclOperation.READ, ResourceType.TOPIC, (n for n in names if n is not None)
+        )
+    refused = (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if replica_id >= 0
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
     wanted: list[FetchRequestPartition] = []
     responses: list[Body] = []
     # Each requested partition in request order: where its answer goes, and the error it
@@ -125,6 +144,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
         )
         for part in topic["partitions"]:
             index = part["partition"]
+            if name is not None and name not in readable:
+                planned.append((partitions, index, part["fetch_offset"], refused))
+                continue
             if name is None or cache.partition(name, index) is None:
                 planned.append((partitions, index, part["fetch_offset"], missing))
                 continue

@@ -20,6 +20,7 @@ from logbus.protocol.messages.find_coordinator_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.topic_admin import create_topic_for_client
+from logbus.server.security.acl import AclOperation, ResourceType
 
 GROUP, TRANSACTION = 0, 1
 
@@ -92,6 +93,16 @@ async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinat
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": f"the {'group' if key_type == GROUP else 'transactional'} id "
             "must not be empty",
+        }
+    if key_type == GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return {**none, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None}
+    if key_type == TRANSACTION and not ctx.authorize(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return {
+            **none,
+            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "error_message": None,
         }
     partition_for: Callable[[str, int], int]
     if key_type == GROUP:

@@ -38,6 +38,7 @@ from logbus.protocol.messages.list_groups_response import ListGroupsResponse
 from logbus.protocol.messages.sync_group_request import SyncGroupRequest
 from logbus.protocol.messages.sync_group_response import SyncGroupResponse
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.security.acl import AclOperation, ResourceType
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 # Kafka's AclOperation codes of what a group supports: READ (3), DELETE (6), DESCRIBE (8).
@@ -51,6 +52,13 @@ def runtime(ctx: RequestContext) -> GroupCoordinatorRuntime:
 def client_host(ctx: RequestContext) -> str:
     """The peer's address as Kafka reports it (`/<ip>`)."""
     return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+def require_group(ctx: RequestContext, operation: AclOperation, group_id: str) -> None:
+    """GROUP_AUTHORIZATION_FAILED (as a CoordinatorError, which every handler answers in
+    its version's shape) unless the principal may perform `operation` on the group."""
+    if not ctx.authorize(operation, ResourceType.GROUP, group_id):
+        raise CoordinatorError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
 def _bytes(value: bytes | None) -> bytes:
@@ -84,6 +92,7 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
         )
 
     try:
+        require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = {
@@ -123,6 +132,7 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
         )
 
     try:
+        require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = {"error_code": exc.error, "assignment": b""}
@@ -134,6 +144,8 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
 
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     group_id = request["group_id"]
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if runtime(ctx).is_loading(group_id):
         # Kafka answers heartbeats with NONE while loading: the member keeps its session.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
@@ -149,6 +161,7 @@ async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> He
         )
 
     try:
+        require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = {"error_code": exc.error}
@@ -158,9 +171,7 @@ async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> He
 # --- LeaveGroup --------------------------------------------------------------------------
 
 
-async def handle_leave_group(
-    ctx: RequestContext, request: LeaveGroupRequest
-) -> LeaveGroupResponse:
+async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.version
     group_id = request["group_id"]
     if version >= 3:
@@ -181,6 +192,7 @@ async def handle_leave_group(
         )
 
     try:
+        require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = {"error_code": exc.error, "members": []}
@@ -193,11 +205,7 @@ async def handle_leave_group(
 async def handle_describe_groups(
     ctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    operations = (
-        GROUP_OPERATIONS
-        if ctx.version >= 3 and request.get("include_authorized_operations")
-        else NO_AUTHORIZED_OPERATIONS
-    )
+    include_operations = ctx.version >= 3 and request.get("include_authorized_operations")
     described: list[DescribedGroup] = []
     for group_id in request["groups"]:
 
@@ -205,6 +213,7 @@ async def handle_describe_groups(
             return ev.DescribeGroup(token=token, now_ms=now_ms, group_id=group_id)
 
         try:
+            require_group(ctx, AclOperation.DESCRIBE, group_id)
             body = await runtime(ctx).submit(group_id, make)
         except CoordinatorError as exc:
             body = {
@@ -215,13 +224,16 @@ async def handle_describe_groups(
                 "protocol_data": "",
                 "members": [],
             }
+        operations = (
+            ctx.authorized_operations(ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+            if include_operations
+            else NO_AUTHORIZED_OPERATIONS
+        )
         described.append({**body, "authorized_operations": operations})
     return {"throttle_time_ms": 0, "groups": described}
 
 
-async def handle_list_groups(
-    ctx: RequestContext, request: ListGroupsRequest
-) -> ListGroupsResponse:
+async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     states = tuple(request.get("states_filter") or ()) if ctx.version >= 4 else ()
     types = tuple(request.get("types_filter") or ()) if ctx.version >= 5 else ()
 
@@ -233,6 +245,12 @@ async def handle_list_groups(
     except CoordinatorError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.error, "groups": []}
     groups = [g for body in bodies for g in body["groups"]]
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        # as Kafka: Describe on the cluster lists every group, else those described
+        visible = ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.GROUP, (g["group_id"] for g in groups)
+        )
+        groups = [g for g in groups if g["group_id"] in visible]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
@@ -246,6 +264,7 @@ async def handle_delete_groups(
             return ev.DeleteGroup(token=token, now_ms=now_ms, group_id=group_id)
 
         try:
+            require_group(ctx, AclOperation.DELETE, group_id)
             body = await runtime(ctx).submit(group_id, make)
         except CoordinatorError as exc:
             body = {"group_id": group_id, "error_code": exc.error}

@@ -10,6 +10,8 @@ UNKNOWN_TOPIC_OR_PARTITION (the core's `partition_errors` hook).
 
 from __future__ import annotations
 
+from typing import Any
+
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import CoordinatorError
 from logbus.coordinator.group.state import Token
@@ -17,7 +19,10 @@ from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.offset_commit_request import OffsetCommitRequest
 from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_delete_request import OffsetDeleteRequest
-from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from logbus.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponseTopic,
+)
 from logbus.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
@@ -26,11 +31,14 @@ from logbus.protocol.messages.offset_fetch_request import (
 from logbus.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopics,
 )
 from logbus.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.group_membership import runtime
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.types import TopicPartition
 
 # --- OffsetCommit ------------------------------------------------------------------------
@@ -41,32 +49,74 @@ def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < len(meta.partitions)
 
 
-async def handle_offset_commit(
-    ctx: RequestContext, request: OffsetCommitRequest
-) -> OffsetCommitResponse:
-    version = ctx.version
-    group_id = request["group_id"]
-    topics = tuple(
+CommitTopics = tuple[tuple[str, tuple[ev.PartitionCommit, ...]], ...]
+
+
+def _commits(topics: Any, with_leader_epoch: bool) -> CommitTopics:
+    """The request's offsets as events' (topic, partition commits), for OffsetCommit and
+    TxnOffsetCommit alike (the leader epoch only in the versions that carry it)."""
+    return tuple(
         (
             t["name"],
             tuple(
                 ev.PartitionCommit(
                     partition=p["partition_index"],
                     offset=p["committed_offset"],
-                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 6 else -1,
+                    leader_epoch=p.get("committed_leader_epoch", -1) if with_leader_epoch else -1,
                     metadata=p["committed_metadata"],
                 )
                 for p in t["partitions"]
             ),
         )
-        for t in request["topics"]
+        for t in topics
     )
-    errors = {
-        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _partition_errors(ctx: RequestContext, topics: CommitTopics) -> dict[TopicPartition, ErrorCode]:
+    """The partitions refused before the coordinator sees them: a topic the principal may
+    not read (TOPIC_AUTHORIZATION_FAILED), an unknown partition."""
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (n for n, _ in topics))
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for name, partitions in topics:
+        for p in partitions:
+            if name not in readable:
+                errors[TopicPartition(name, p.partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not _known_partition(ctx, name, p.partition):
+                errors[TopicPartition(name, p.partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return errors
+
+
+def _require_group(ctx: RequestContext, operation: AclOperation, group_id: str) -> None:
+    if not ctx.authorize(operation, ResourceType.GROUP, group_id):
+        raise CoordinatorError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+
+def _every_partition(
+    topics: CommitTopics, error: int, errors: dict[TopicPartition, ErrorCode] | None = None
+) -> list[Any]:
+    """The response's topics with `error` for each partition (or its own from `errors`)."""
+    return [
+        {
+            "name": name,
+            "partitions": [
+                {
+                    "partition_index": p.partition,
+                    "error_code": (errors or {}).get(TopicPartition(name, p.partition), error),
+                }
+                for p in partitions
+            ],
+        }
         for name, partitions in topics
-        for p in partitions
-        if not _known_partition(ctx, name, p.partition)
-    }
+    ]
+
+
+async def handle_offset_commit(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    version = ctx.version
+    group_id = request["group_id"]
+    topics = _commits(request["topics"], version >= 6)
+    errors = _partition_errors(ctx, topics)
 
     def make(token: Token, now_ms: int) -> ev.OffsetCommit:
         return ev.OffsetCommit(
@@ -82,20 +132,10 @@ async def handle_offset_commit(
         )
 
     try:
+        _require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
-        body = {
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [
-                        {"partition_index": p.partition, "error_code": exc.error}
-                        for p in partitions
-                    ],
-                }
-                for name, partitions in topics
-            ]
-        }
+        body = {"topics": _every_partition(topics, exc.error)}
     return {"throttle_time_ms": 0, **body}
 
 
@@ -107,27 +147,8 @@ async def handle_txn_offset_commit(
 ) -> TxnOffsetCommitResponse:
     version = ctx.version
     group_id = request["group_id"]
-    topics = tuple(
-        (
-            t["name"],
-            tuple(
-                ev.PartitionCommit(
-                    partition=p["partition_index"],
-                    offset=p["committed_offset"],
-                    leader_epoch=p.get("committed_leader_epoch", -1) if version >= 2 else -1,
-                    metadata=p["committed_metadata"],
-                )
-                for p in t["partitions"]
-            ),
-        )
-        for t in request["topics"]
-    )
-    errors = {
-        TopicPartition(name, p.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        for name, partitions in topics
-        for p in partitions
-        if not _known_partition(ctx, name, p.partition)
-    }
+    topics = _commits(request["topics"], version >= 2)
+    errors = _partition_errors(ctx, topics)
 
     def make(token: Token, now_ms: int) -> ev.TxnOffsetCommit:
         return ev.TxnOffsetCommit(
@@ -146,26 +167,17 @@ async def handle_txn_offset_commit(
     def answer(error: int) -> TxnOffsetCommitResponse:
         if error == ErrorCode.PRODUCER_FENCED and version < 3:
             error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588
-        return {
-            "throttle_time_ms": 0,
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition,
-                            "error_code": errors.get(TopicPartition(name, p.partition), error),
-                        }
-                        for p in partitions
-                    ],
-                }
-                for name, partitions in topics
-            ],
-        }
+        return {"throttle_time_ms": 0, "topics": _every_partition(topics, error, errors)}
 
     if not request["transactional_id"]:
         return answer(ErrorCode.INVALID_REQUEST)
+    if not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]
+    ):
+        errors.clear()  # as Kafka: this refusal answers every partition, before the others
+        return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
+        _require_group(ctx, AclOperation.READ, group_id)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         return answer(exc.error)
@@ -201,9 +213,41 @@ async def _fetch_group(
         )
 
     try:
-        return await runtime(ctx).submit(group_id, make)
+        _require_group(ctx, AclOperation.DESCRIBE, group_id)
+        body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         return {"group_id": group_id, "error_code": exc.error, "topics": []}
+    return _describable_only(ctx, body, topics is None)
+
+
+def _describable_only(
+    ctx: RequestContext, body: OffsetFetchResponseGroup, all_topics: bool
+) -> OffsetFetchResponseGroup:
+    """As Kafka: a topic the principal may not describe is left out of an all-topics
+    fetch, and answers TOPIC_AUTHORIZATION_FAILED when named."""
+    found = body.get("topics") or []
+    describable = ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, (t["name"] for t in found)
+    )
+    if len(describable) == len({t["name"] for t in found}):
+        return body
+    topics: list[OffsetFetchResponseTopics] = []
+    for topic in found:
+        if topic["name"] in describable:
+            topics.append(topic)
+        elif not all_topics:
+            refused: list[OffsetFetchResponsePartitions] = [
+                {
+                    "partition_index": p["partition_index"],
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                }
+                for p in topic["partitions"]
+            ]
+            topics.append({"name": topic["name"], "partitions": refused})
+    return {**body, "topics": topics}
 
 
 async def handle_offset_fetch(
@@ -257,9 +301,28 @@ async def handle_offset_delete(
         return ev.OffsetDelete(token=token, now_ms=now_ms, group_id=group_id, topics=topics)
 
     try:
+        _require_group(ctx, AclOperation.DELETE, group_id)
+    except CoordinatorError as exc:
+        return {"throttle_time_ms": 0, "error_code": exc.error, "topics": []}
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (n for n, _ in topics))
+    refused: list[OffsetDeleteResponseTopic] = [
+        {
+            "name": name,
+            "partitions": [
+                {"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                for p in partitions
+            ],
+        }
+        for name, partitions in topics
+        if name not in readable
+    ]
+    topics = tuple((name, partitions) for name, partitions in topics if name in readable)
+    try:
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = {"error_code": exc.error, "topics": []}
+    if refused and body.get("error_code", ErrorCode.NONE) == ErrorCode.NONE:
+        body = {**body, "topics": [*body.get("topics", []), *refused]}
     return {"throttle_time_ms": 0, **body}
 
 

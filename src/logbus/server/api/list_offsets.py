@@ -20,6 +20,7 @@ from logbus.protocol.messages.list_offsets_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import Partition, PartitionError
+from logbus.server.security.acl import AclOperation, ResourceType
 
 LATEST = -1
 EARLIEST = -2
@@ -87,6 +88,9 @@ async def handle_list_offsets(
     consumer = request["replica_id"] == CONSUMER_REPLICA_ID
     read_committed = request["isolation_level"] == READ_COMMITTED
     topics: list[ListOffsetsTopicResponse] = []
+    describable = ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, (t["name"] for t in request["topics"])
+    )
     for topic in request["topics"]:
         name = topic["name"]
         counts = Counter(p["partition_index"] for p in topic["partitions"])
@@ -102,6 +106,9 @@ async def handle_list_offsets(
                 "leader_epoch": -1,
             }
             partitions.append(entry)
+            if name not in describable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if index in duplicates:
                 entry["error_code"] = ErrorCode.INVALID_REQUEST
                 continue

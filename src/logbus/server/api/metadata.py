@@ -17,17 +17,20 @@ from logbus.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from logbus.server.api import ApiHandler, RequestContext
-from logbus.server.api.cluster import CLUSTER_OPERATIONS
+from logbus.server.api.cluster import cluster_authorized_operations
 from logbus.server.api.topic_admin import create_topic_for_client
 from logbus.server.network.connection import CloseConnection
+from logbus.server.security.acl import AclOperation, ResourceType
 
 NO_OPERATIONS = -2147483648
 ZERO_UUID = UUID(int=0)
-# Without ACLs every operation is allowed; bit positions are Kafka's AclOperation codes.
+# The operations a topic supports; bit positions are Kafka's AclOperation codes.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> MetadataResponseTopic:
+def topic_entry(
+    topic: TopicMetadata, include_ops: bool, live: set[int], ctx: RequestContext
+) -> MetadataResponseTopic:
     partitions: list[MetadataResponsePartition] = []
     for index in sorted(topic.partitions):
         state = topic.partitions[index]
@@ -50,8 +53,13 @@ def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> Meta
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": partitions,
-        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+        "topic_authorized_operations": (
+            ctx.authorized_operations(ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS)
+            if include_ops
+            else NO_OPERATIONS
+        ),
     }
+
 
 
 def error_entry(
@@ -84,7 +92,13 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     ) and broker.config.get("auto.create.topics.enable")
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [topic_entry(t, include_ops, live) for t in cache.topics.values()]
+        # as Kafka: the topics the principal may not describe are left out
+        visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, cache.topics)
+        topics = [
+            topic_entry(t, include_ops, live, ctx)
+            for t in cache.topics.values()
+            if t.name in visible
+        ]
     else:
         # Each topic once, as Kafka's set of requested topics: a 500 KB request naming
         # one topic 100,000 times asked for a 12 MB answer and held the event loop 4 s.
@@ -103,19 +117,30 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
                 found = cache.topic_name(topic_id) if topic_id != ZERO_UUID else None
                 if found is None:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, found):
+                    topics.append(
+                        error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id)
+                    )
                 else:
-                    topics.append(topic_entry(cache.topics[found], include_ops, live))
+                    topics.append(topic_entry(cache.topics[found], include_ops, live, ctx))
                 continue
             topic = cache.topics.get(name)
-            if topic is not None:
-                topics.append(topic_entry(topic, include_ops, live))
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif topic is not None:
+                topics.append(topic_entry(topic, include_ops, live, ctx))
             elif topic_name_error(name) is not None:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif auto_create and not (
+                ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
+                or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+            ):
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif auto_create:
                 result = await create_topic_for_client(ctx, NewTopic(name, -1, -1, {}, {}))
                 created = cache.topics.get(name)
                 if result.error == ErrorCode.NONE and created is not None:
-                    topics.append(topic_entry(created, include_ops, live))
+                    topics.append(topic_entry(created, include_ops, live, ctx))
                 elif result.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     # Created in a cluster, its leaders not elected yet (Kafka answers so).
                     topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
@@ -135,7 +160,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": cluster_authorized_operations(ctx)
         if include_cluster_ops
         else NO_OPERATIONS,
     }

@@ -20,6 +20,7 @@ from logbus.protocol.messages.offset_for_leader_epoch_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.partition import PartitionError
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 
@@ -29,6 +30,18 @@ async def handle_offset_for_leader_epoch(
     cache = ctx.broker.metadata_cache
     replica_manager = ctx.services.replica_manager
     topics: list[OffsetForLeaderTopicResult] = []
+    names = [t["topic"] for t in request["topics"]]
+    # a follower (replica id >= 0, v3+) needs ClusterAction, a client Describe on the topic
+    if request.get("replica_id", -1) >= 0:
+        allowed = (
+            set(names)
+            if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+            else set()
+        )
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     for topic in request["topics"]:
         name = topic["topic"]
         answers: list[EpochEndOffset] = []
@@ -41,7 +54,9 @@ async def handle_offset_for_leader_epoch(
                 "end_offset": UNDEFINED_EPOCH_OFFSET,
             }
             part = replica_manager.partition(name, index)
-            if part is None:
+            if name not in allowed:
+                answer["error_code"] = refused
+            elif part is None:
                 answer["error_code"] = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
                     if cache.partition(name, index) is not None
@@ -61,6 +76,4 @@ async def handle_offset_for_leader_epoch(
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS = [
-    ApiHandler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, handle_offset_for_leader_epoch)
-]
+HANDLERS = [ApiHandler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, handle_offset_for_leader_epoch)]

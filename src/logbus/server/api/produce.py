@@ -15,6 +15,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and control batches from clients are refu
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
@@ -24,6 +25,7 @@ from logbus.records.legacy import is_legacy, upconvert_message_set
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.network.connection import CloseConnection
 from logbus.server.replica.replica_manager import ProduceResult
+from logbus.server.security.acl import AclOperation, ResourceType
 
 Entry = tuple[str, int, memoryview | None]
 # Produce v3 is the first that carries record batches (magic 2).
@@ -51,6 +53,21 @@ def _rejection(
             ErrorCode.INVALID_TOPIC_EXCEPTION, message=f"Cannot append to internal topic {topic}"
         )
     return None
+
+
+def _denied(
+    ctx: RequestContext, transactional_id: str | None, topics: set[str]
+) -> Callable[[str], ProduceResult | None]:
+    """Kafka's checks: Write on the transactional id (every partition refused without it),
+    then Write on each topic."""
+    if transactional_id is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        refused = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return lambda _topic: refused
+    writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topics)
+    topic_refused = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return lambda topic: None if topic in writable else topic_refused
 
 
 def _upconvert(entries: list[Entry]) -> tuple[list[Entry], dict[int, ProduceResult]]:
@@ -87,8 +104,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body |
         records is not None and has_transactional_batch(records)
         for _t, _p, records in entries
     )
+    denied = _denied(ctx, request["transactional_id"], {topic for topic, _p, _r in entries})
     results: list[ProduceResult | None] = [
-        conversion_errors.get(i)
+        denied(topic)
+        or conversion_errors.get(i)
         or _rejection(acks, unauthorized_txn, topic, records, ctx.version)
         for i, (topic, _p, records) in enumerate(entries)
     ]

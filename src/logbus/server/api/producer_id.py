@@ -22,6 +22,7 @@ from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.security.acl import AclOperation, ResourceType
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -48,6 +49,8 @@ async def handle_init_producer_id(
     if transactional_id is not None:
         if not transactional_id:
             return _error(ErrorCode.INVALID_REQUEST)
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         timeout_ms: int = request["transaction_timeout_ms"]
         if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
@@ -69,6 +72,13 @@ async def handle_init_producer_id(
             "producer_id": result.producer_id,
             "producer_epoch": result.producer_epoch,
         }
+    # an idempotent producer: IdempotentWrite on the cluster, or Write on some topic
+    # (Kafka 3.x, KIP-679)
+    if not (
+        ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+        or ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     manager = ctx.services.producer_ids
     try:
         await manager.ensure_available()

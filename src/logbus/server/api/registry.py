@@ -46,6 +46,7 @@ MODULES = (
     "transactions",
     "sasl",
     "scram_credentials",
+    "acls",
 )
 
 

@@ -5,7 +5,8 @@ Credentials live in the metadata store as Kafka's ZooKeeper mode keeps them
 change notification reaches every broker. Per-user errors as Kafka: a user named twice
 (DUPLICATE_RESOURCE), an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), iterations
 outside 4096..16384, an empty name or salt (UNACCEPTABLE_CREDENTIAL), deleting or
-describing a credential that does not exist (RESOURCE_NOT_FOUND).
+describing a credential that does not exist (RESOURCE_NOT_FOUND). Altering needs Alter on
+the cluster, describing Describe (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Kafka.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.acl_types import AclOperation, ResourceType
 from logbus.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
 )
@@ -164,6 +166,14 @@ def _describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest)
 async def handle_alter_user_scram_credentials(
     ctx: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+        users = [e["name"] for e in request.get("deletions") or []]
+        users += [e["name"] for e in request.get("upsertions") or []]
+        refused = [
+            _result(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            for user in dict.fromkeys(users)
+        ]
+        return {"throttle_time_ms": 0, "results": refused}
     results = await _off_loop(ctx, lambda: _alter(ctx, request))
     return {"throttle_time_ms": 0, "results": results}
 
@@ -171,6 +181,13 @@ async def handle_alter_user_scram_credentials(
 async def handle_describe_user_scram_credentials(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": "Cluster authorization failed.",
+            "results": [],
+        }
     results = await _off_loop(ctx, lambda: _describe(ctx, request))
     return {
         "throttle_time_ms": 0,

@@ -72,6 +72,7 @@ from logbus.server.api.topic_admin import (
     propagated,
 )
 from logbus.server.config_def import ConfigError
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.server.topic_config import describe_topic, validate_topic_configs
 from logbus.storage.errors import StorageError
 from logbus.storage.open_files import spare_descriptors
@@ -81,6 +82,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 ZERO_UUID = UUID(int=0)
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+AUTHORIZATION_MESSAGE = "Authorization failed."
 
 
 _ADMIN_LOCKS: weakref.WeakKeyDictionary[Controller, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -275,14 +277,19 @@ async def _create_topic(
             result = await start_new_partitions(ctx, controller, creation)
     if result.error != ErrorCode.NONE:
         return _created_error(name, result.error, result.message)
+    # as Kafka (v5+): the configs are shown only to a principal that may describe them
+    shown = ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
     return {
         "name": name,
         "topic_id": result.topic_id,
         "error_code": ErrorCode.NONE,
         "error_message": None,
+        "topic_config_error_code": ErrorCode.NONE
+        if shown
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         "num_partitions": result.num_partitions,
         "replication_factor": result.replication_factor,
-        "configs": topic_configs,
+        "configs": topic_configs if shown else [],
     }
 
 
@@ -297,6 +304,12 @@ async def handle_create_topics(
     excessive = controller is not None and _excessive(unique, controller.default_partitions)
     results: list[CreatableTopicResult] = []
     budget = _DescriptorBudget()
+    # Create on the cluster allows every topic, else Create on each topic (Kafka's order)
+    creatable = (
+        set(counts)
+        if ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER)
+        else ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, counts)
+    )
     for topic in topics:
         name = topic["name"]
         if counts[name] > 1:
@@ -305,6 +318,10 @@ async def handle_create_topics(
                 _created_error(
                     name, ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic."
                 )
+            )
+        elif name not in creatable:
+            results.append(
+                _created_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_MESSAGE)
             )
         elif controller is None:
             results.append(_created_error(name, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE))
@@ -348,7 +365,7 @@ def _delete_targets(
 
 
 def _delete_all(
-    controller: Controller, targets: list[tuple[str | None, UUID]]
+    controller: Controller, targets: list[tuple[str | None, UUID]], deletable: set[str]
 ) -> list[DeletableTopicResult]:
     """KIP-516 checks (ControllerApis): exactly one of name and id per entry, each topic
     once; then resolve ids and delete, one result per distinct topic, in request order."""
@@ -405,6 +422,12 @@ def _delete_all(
                         "This server does not host this topic ID.",
                     )
                 )
+            elif found not in deletable:
+                results.append(
+                    _deleted(
+                        None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_MESSAGE
+                    )
+                )
             else:
                 results.append(_delete_one(controller, found))
         elif name in id_of_named:
@@ -414,6 +437,12 @@ def _delete_all(
                     id_of_named[name],
                     ErrorCode.INVALID_REQUEST,
                     "The provided topic name maps to an ID that was already supplied.",
+                )
+            )
+        elif name not in deletable:
+            results.append(
+                _deleted(
+                    name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_MESSAGE
                 )
             )
         else:
@@ -432,6 +461,11 @@ async def handle_delete_topics(
     ctx: RequestContext, request: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     targets = _delete_targets(ctx, request)
+    cache = ctx.broker.metadata_cache
+    named = {name if name is not None else cache.topic_name(topic_id) for name, topic_id in targets}
+    deletable = ctx.authorized(
+        AclOperation.DELETE, ResourceType.TOPIC, (n for n in named if n is not None)
+    )
     controller = active_controller(ctx)
     results: list[DeletableTopicResult]
     if controller is None:
@@ -449,7 +483,9 @@ async def handle_delete_topics(
     else:
         async with admin_lock(controller):
             try:
-                results = await on_controller(ctx, lambda: _delete_all(controller, targets))
+                results = await on_controller(
+                    ctx, lambda: _delete_all(controller, targets, deletable)
+                )
                 if ctx.broker.cluster is not None:
                     await _deletions_propagated(ctx, results, request["timeout_ms"])
             except ControllerMovedError:
@@ -560,6 +596,7 @@ async def handle_create_partitions(
     )
     budget = _DescriptorBudget()
     results: list[CreatePartitionsTopicResult] = []
+    alterable = ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, counts)
     seen: set[str] = set()
     for topic in topics:
         name: str = topic["name"]
@@ -570,6 +607,12 @@ async def handle_create_partitions(
             # One result per name, as Kafka answers from a map keyed by topic.
             results.append(
                 _partitions_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            )
+        elif name not in alterable:
+            results.append(
+                _partitions_result(
+                    name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_MESSAGE
+                )
             )
         elif controller is None:
             results.append(

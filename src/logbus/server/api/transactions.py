@@ -34,6 +34,7 @@ from logbus.protocol.messages.end_txn_response import EndTxnResponse
 from logbus.protocol.messages.list_transactions_request import ListTransactionsRequest
 from logbus.protocol.messages.list_transactions_response import ListTransactionsResponse
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.types import TopicPartition
 
 E = ErrorCode
@@ -94,6 +95,16 @@ async def _add_partitions(
         }
     if not transactional_id:
         return dict.fromkeys(partitions, E.INVALID_REQUEST)
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = ctx.authorized(
+        AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in partitions)
+    )
+    if len(writable) < len({tp.topic for tp in partitions}):
+        return {
+            tp: E.OPERATION_NOT_ATTEMPTED if tp.topic in writable else E.TOPIC_AUTHORIZATION_FAILED
+            for tp in partitions
+        }
     wanted = frozenset(partitions)
     if verify_only:
         verified = coordinator(ctx).verify_partitions(transactional_id, producer_id, epoch, wanted)
@@ -115,6 +126,13 @@ async def handle_add_partitions_to_txn(
             False,
         )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        # v4+ batches transactions: only brokers send it (Kafka's check)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
     results: list[AddPartitionsToTxnResult] = []
     for txn in request["transactions"]:
         errors = await _add_partitions(
@@ -142,6 +160,10 @@ async def handle_add_offsets_to_txn(
     transactional_id = request["transactional_id"]
     if not transactional_id:
         return {"throttle_time_ms": 0, "error_code": E.INVALID_REQUEST}
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": E.GROUP_AUTHORIZATION_FAILED}
     partition = ctx.services.group_coordinator.partition_for(request["group_id"])
     error = await coordinator(ctx).add_partitions(
         transactional_id,
@@ -161,6 +183,8 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
     epoch = request["producer_epoch"]
     if not transactional_id:
         error = E.INVALID_REQUEST
+    elif not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         error = await coordinator(ctx).end_txn(
             transactional_id, producer_id, epoch, request["committed"]
@@ -198,7 +222,17 @@ async def handle_describe_transactions(
     states: list[TransactionState] = []
     for transactional_id in request["transactional_ids"]:
         try:
-            states.append(_described(coordinator(ctx).describe(transactional_id)))
+            if not ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+            ):
+                raise CoordinatorError(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            described = _described(coordinator(ctx).describe(transactional_id))
+            # as Kafka: topics the principal may not describe are left out
+            visible = ctx.authorized(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic"] for t in described["topics"])
+            )
+            described["topics"] = [t for t in described["topics"] if t["topic"] in visible]
+            states.append(described)
         except CoordinatorError as exc:
             states.append(
                 {
@@ -254,6 +288,9 @@ async def handle_list_transactions(
                 "transaction_state": v.state.label,
             }
             for v in views
+            if ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, v.transactional_id
+            )
         ],
     }
 

@@ -35,6 +35,7 @@ from logbus.protocol.messages.write_txn_markers_response import (
 from logbus.records.control import ControlType, build_end_txn_batch
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -108,10 +109,28 @@ async def _write_marker(
     return {"producer_id": producer_id, "topics": list(by_topic.values())}
 
 
+def _refused(marker: WritableTxnMarker) -> WritableTxnMarkerResult:
+    return {
+        "producer_id": marker["producer_id"],
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                    for i in topic["partition_indexes"]
+                ],
+            }
+            for topic in marker["topics"]
+        ],
+    }
+
+
 async def handle_write_txn_markers(
     ctx: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     timeout_ms = ctx.broker.config.request_timeout_ms
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return {"markers": [_refused(marker) for marker in request["markers"]]}
     # Markers are appended in request order (each task appends before its first await);
     # their replication waits overlap.
     markers = await asyncio.gather(
