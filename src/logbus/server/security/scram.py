@@ -123,8 +123,11 @@ class ScramServer(SaslServer):
     """The broker's side of one SCRAM exchange; `lookup(user, mechanism)` gives the
     stored credential."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+    def __init__(
+        self, mechanism: str, lookup: CredentialLookup, *, nonce: str | None = None
+    ) -> None:
         self.mechanism = mechanism
+        self._server_nonce = nonce  # tests only: RFC 7677's example exchange
         self.digest = MECHANISMS[mechanism]
         self.lookup = lookup
         self.username: str | None = None
@@ -176,7 +179,7 @@ class ScramServer(SaslServer):
         self.username = username
         self._credential = credential
         self._client_first_bare = bare
-        self._nonce = attributes["r"] + secrets.token_urlsafe(24)
+        self._nonce = attributes["r"] + (self._server_nonce or secrets.token_urlsafe(24))
         self._server_first = (
             f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
             f"i={credential.iterations}"
@@ -228,11 +231,13 @@ class ScramClient:
     """The client's side: `first()`, then `final(server_first)`, then
     `verify(server_final)`; ValueError on anything the server got wrong."""
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(
+        self, mechanism: str, username: str, password: str, *, nonce: str | None = None
+    ) -> None:
         self.digest = MECHANISMS[mechanism]
         self.username = username
         self.password = password
-        self.nonce = secrets.token_urlsafe(24)
+        self.nonce = nonce or secrets.token_urlsafe(24)
         self._first_bare = f"n={encode_name(username)},r={self.nonce}"
         self._server_signature = b""
 
