@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from security_support import (
     Pki,
@@ -285,6 +285,20 @@ def test_certificates_reload_on_a_dynamic_config_change(
             ),
         ],
     )
+    # a keystore that does not load is refused, and nothing changes
+    broken = ConfigResource(
+        "BROKER",
+        "0",
+        incremental_configs=[
+            ConfigEntry(
+                "listener.name.ssl.ssl.keystore.location",
+                str(pki.ca.cert_file),  # a certificate without its key
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    with pytest.raises(KafkaException, match=r"INVALID_CONFIG|[Kk]ey"):
+        admin.incremental_alter_configs([broken])[broken].result(TIMEOUT)
     admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
     deadline = time.monotonic() + TIMEOUT
     while True:

@@ -31,6 +31,7 @@ from logbus.server.config_def import (
     render_value,
 )
 from logbus.server.listeners import split_listener_setting
+from logbus.server.network.listener_security import check_listener_tls
 from logbus.server.topic_config import validate_topic_configs
 
 __all__ = [
@@ -179,11 +180,14 @@ def check_broker_update(
                 f"specified: Set({', '.join(only_per_broker)})"
             )
     try:
-        return BrokerConfig(
+        config = BrokerConfig(
             static,
             dynamic_default=dynamic_default if per_broker else configs,
             dynamic_per_broker=configs if per_broker else dynamic_per_broker,
         )
+        if any(_base_setting(name).startswith("ssl.") for name in configs):
+            check_listener_tls(config)  # the new keystores and truststores load
+        return config
     except ConfigError as exc:
         raise ConfigUpdateError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
 

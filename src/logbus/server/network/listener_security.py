@@ -57,6 +57,13 @@ def listener_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLCon
     return server_context(ssl_settings(config, listener.name))
 
 
+def check_listener_tls(config: BrokerConfig) -> None:
+    """Build every TLS listener's context (ConfigError when a keystore or truststore does
+    not load): a dynamic change of TLS settings is refused unless it would work."""
+    for listener in config.listeners:
+        listener_ssl_context(config, listener)
+
+
 def principal_mapper(config: BrokerConfig) -> PrincipalMapper:
     rules = cast(str, config.get("ssl.principal.mapping.rules"))
     try:
