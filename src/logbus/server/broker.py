@@ -216,7 +216,7 @@ class Broker:
             await asyncio.to_thread(self.credentials.load)
         else:
             self.credentials.load()
-        self.dynamic_config.entity_handlers[USERS] = self.credentials.reload_user
+        self.dynamic_config.add_entity_handler(USERS, self.credentials.reload_user)
         mapper = principal_mapper(cfg)
         for listener_cfg in cfg.listeners:
             listener = Listener(

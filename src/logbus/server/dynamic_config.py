@@ -70,6 +70,20 @@ class DynamicConfigManager:
         # More entity types' change handlers ("users": SCRAM credentials), called with
         # the entity name on the change thread (cluster mode) or the loop.
         self.entity_handlers: dict[str, Callable[[str], None]] = {}
+
+    def add_entity_handler(self, entity_type: str, handler: Callable[[str], None]) -> None:
+        """Also call `handler(name)` for changes of `entity_type` ("users", "clients"),
+        after the handlers added before it; call before `start()`."""
+        previous = self.entity_handlers.get(entity_type)
+        if previous is None:
+            self.entity_handlers[entity_type] = handler
+            return
+
+        def both(name: str) -> None:
+            previous(name)
+            handler(name)
+
+        self.entity_handlers[entity_type] = both
         self._worker: ControllerEventManager | None = None
 
     def load(self) -> BrokerConfig:
