@@ -70,6 +70,7 @@ class DynamicConfigManager:
         # More entity types' change handlers ("users": SCRAM credentials), called with
         # the entity name on the change thread (cluster mode) or the loop.
         self.entity_handlers: dict[str, Callable[[str], None]] = {}
+        self._worker: ControllerEventManager | None = None
 
     def add_entity_handler(self, entity_type: str, handler: Callable[[str], None]) -> None:
         """Also call `handler(name)` for changes of `entity_type` ("users", "clients"),
@@ -84,7 +85,6 @@ class DynamicConfigManager:
             handler(name)
 
         self.entity_handlers[entity_type] = both
-        self._worker: ControllerEventManager | None = None
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
