@@ -64,6 +64,10 @@ def test_users_and_commands_over_sasl_ssl(secure_broker: Any, pki: Pki, tmp_path
                       "--group", "cli-group"))  # fmt: skip
     assert lines == ["one", "two"]
     ok(logbus("configs", "describe", "--topic", topic, *secure))
+    assert ok(logbus("get-offsets", *secure, "--topic", topic)) == [f"{topic}:0:2"]
+    ok(logbus("perf", "produce", "--topic", topic, "--num-records", "10",
+              "--record-size", "10", "--throughput", "-1", *secure))  # fmt: skip
+    assert ok(logbus("get-offsets", *secure, "--topic", topic)) == [f"{topic}:0:12"]
 
     # without the command config the SASL_SSL listener refuses; with a wrong password too
     refused = logbus("topics", "list", "--bootstrap-server", address(running, "SASL_SSL"))

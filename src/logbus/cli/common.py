@@ -81,12 +81,16 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
 def client_security(args: argparse.Namespace) -> ClientSecurity:
     """TLS and SASL for the commands that talk to brokers directly (`Cluster.connect`):
     the security settings of --command-config; CommandError for bad ones."""
-    settings = client_settings(args)
+    return security_of(client_settings(args), "--command-config")
+
+
+def security_of(settings: dict[str, Any], source: str = "client settings") -> ClientSecurity:
+    """The TLS and SASL of client settings (other settings in them are ignored)."""
     known = {k: v for k, v in settings.items() if k in _COMMON_SCHEMA.settings}
     try:
         return security_from_config(_COMMON_SCHEMA.parse(known))
     except ConfigError as exc:
-        raise CommandError(f"--command-config: {exc}") from None
+        raise CommandError(f"{source}: {exc}") from None
 
 
 _COMMON_SCHEMA = ConfigSchema("client", COMMON)
