@@ -267,7 +267,7 @@ def test_certificates_reload_on_a_dynamic_config_change(
     # a new broker certificate from the stranger CA, set for the SSL listener
     renewed = pki.stranger_ca.issue("renewed-broker", "localhost", server=True)
     admin = AdminClient({"bootstrap.servers": address(running, "PLAINTEXT")})
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
     resource = ConfigResource(
         "BROKER",
@@ -300,6 +300,11 @@ def test_certificates_reload_on_a_dynamic_config_change(
     with pytest.raises(KafkaException, match=r"INVALID_CONFIG|[Kk]ey"):
         admin.incremental_alter_configs([broken])[broken].result(TIMEOUT)
     admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    described = admin.describe_configs([ConfigResource("BROKER", "0")])
+    entries = next(iter(described.values())).result(TIMEOUT)
+    entry = entries["listener.name.ssl.ssl.keystore.location"]
+    assert entry.value == str(renewed.keystore)
+    assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     deadline = time.monotonic() + TIMEOUT
     while True:
         try:

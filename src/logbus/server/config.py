@@ -208,6 +208,12 @@ class BrokerConfig:
                     return layer[key]
         return self.get(name)
 
+    def listener_layers(self) -> list[tuple[ConfigSource, dict[str, ConfigValue]]]:
+        """The listener-prefixed settings of each layer (dynamic per broker, dynamic
+        default, static), highest precedence first, for DescribeConfigs."""
+        sources = [s for s in self._layers if s is not ConfigSource.DEFAULT_CONFIG]
+        return [(s, dict(layer)) for s, layer in zip(sources, self._listener_layers, strict=True)]
+
     def listener_settings(self, listener: str) -> dict[str, ConfigValue]:
         """Every prefixed setting of one listener (full names), for change detection."""
         prefix = f"listener.name.{listener.lower()}."
