@@ -83,11 +83,13 @@ class SaslAuthenticator:
         a SaslHandshake after it (re-authentication)."""
         if self.state is not State.COMPLETE:
             return True
+        if self.settings.reauth_ms <= 0:
+            return False
         try:
             api_key, _, _ = codec.peek_request_header(frame)
         except ProtocolError:
             return False
-        return api_key == ApiKey.SASL_HANDSHAKE and self.settings.reauth_ms > 0
+        return api_key == ApiKey.SASL_HANDSHAKE
 
     def handle(self, frame: Frame) -> list[Any] | None:
         """The response to a frame of the exchange; None for ApiVersions (the caller hands
