@@ -89,5 +89,8 @@ def test_logbus_client_refusals(secure_broker: Any, pki: Pki) -> None:
     untrusted = {**wrong, "ssl.ca.location": str(pki.stranger_ca.cert_file)}
     with pytest.raises(KafkaError, match="TLS handshake failed"), Admin(untrusted) as admin:
         admin.list_topics()
+    clear = {"bootstrap.servers": address(running, "SASL_SSL"), "request.timeout.ms": 5000}
+    with pytest.raises(KafkaError, match="a TLS listener"), Admin(clear) as admin:
+        admin.list_topics()
     with pytest.raises(ConfigError, match=r"sasl\.username"):
         Admin({"bootstrap.servers": "x:1", "security.protocol": "SASL_SSL"})

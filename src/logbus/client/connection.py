@@ -161,6 +161,14 @@ class Connection(AsyncCloseable):
                 f"cannot connect to {address}: no ApiVersions response "
                 f"within {connect_timeout:g}s"
             ) from None
+        except KafkaConnectionError as exc:
+            await conn.close()
+            if security.ssl_context is None and not conn.api_versions:
+                # A TLS listener drops a client that speaks Kafka in the clear at once.
+                raise KafkaConnectionError(
+                    f"{exc} (a TLS listener? set security.protocol)", exc.code
+                ) from exc
+            raise
         except BaseException:
             await conn.close()
             raise
