@@ -77,7 +77,8 @@ def server_context(settings: SslSettings) -> ssl.SSLContext:
     if auth not in _CLIENT_AUTH:
         raise ConfigError("ssl.client.auth", "Must be none, requested or required", auth)
     context.verify_mode = _CLIENT_AUTH[auth]
-    if context.verify_mode != ssl.CERT_NONE and not _load_truststore(context, settings):
+    trusted = _load_truststore(context, settings)  # a bad truststore is an error either way
+    if context.verify_mode != ssl.CERT_NONE and not trusted:
         context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     return context
 
@@ -119,8 +120,19 @@ def _versions(context: ssl.SSLContext, settings: SslSettings) -> None:
         versions.append(version)
     if not versions:
         raise ConfigError("ssl.enabled.protocols", "At least one protocol is needed")
-    context.minimum_version = min(versions)
-    context.maximum_version = max(versions)
+    # ssl.protocol names the newest version the context speaks (Java's SSLContext
+    # protocol): TLSv1.2 keeps a broker on TLS 1.2 even with TLSv1.3 enabled.
+    protocol = str(settings.get("ssl.protocol") or "TLS").upper()
+    ceiling = _VERSIONS.get(protocol)
+    if ceiling is None and protocol not in ("TLS", "SSL"):
+        raise ConfigError("ssl.protocol", "Expected TLS, TLSv1.2 or TLSv1.3", protocol)
+    allowed = [v for v in versions if ceiling is None or v <= ceiling]
+    if not allowed:
+        raise ConfigError(
+            "ssl.enabled.protocols", f"No enabled protocol is allowed by ssl.protocol={protocol}"
+        )
+    context.minimum_version = min(allowed)
+    context.maximum_version = max(allowed)
 
 
 def _ciphers(context: ssl.SSLContext, settings: SslSettings) -> None:
