@@ -244,6 +244,9 @@ _define("sasl.jaas.config", _PASSWORD, None, None, _MEDIUM,
         _PER_BROKER)
 _define("sasl.server.max.receive.size", _INT, 524288, _at_least(1), _LOW,
         "Largest frame accepted before a client has authenticated.")
+_define("connection.failed.authentication.delay.ms", _INT, 100, _at_least(0), _LOW,
+        "How long a connection whose authentication failed stays open (answered, unread) "
+        "before it is closed: slows down password guessing.")
 _define("connections.max.reauth.ms", _LONG, 0, _at_least(0), _MEDIUM,
         "Longest a SASL session lasts before the client must authenticate again (KIP-368); "
         "0: forever.")

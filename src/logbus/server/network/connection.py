@@ -114,6 +114,8 @@ class Connection:
         except CloseAfter as exc:
             if exc.chunks is not None:
                 await self.send(exc.chunks)
+            if exc.delay > 0:  # connection.failed.authentication.delay.ms
+                await asyncio.sleep(exc.delay)
             raise CloseConnection(str(exc)) from None
         if chunks is None:  # ApiVersions before authentication
             return await self.handler(self, frame)

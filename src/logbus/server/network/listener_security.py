@@ -116,6 +116,9 @@ def listener_sasl(
         new_server=new_server,
         max_receive_size=cast(int, config.listener_setting(name, "sasl.server.max.receive.size")),
         reauth_ms=cast(int, config.listener_setting(name, "connections.max.reauth.ms")),
+        failed_authentication_delay_ms=cast(
+            int, config.get("connection.failed.authentication.delay.ms")
+        ),
     )
 
 

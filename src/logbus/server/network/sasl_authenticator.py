@@ -36,11 +36,13 @@ _SIZE = struct.Struct(">i")
 
 
 class CloseAfter(Exception):
-    """Send `chunks` (the failure's response), then close the connection."""
+    """Send `chunks` (the failure's response), then close the connection (after
+    `delay` seconds for a failed authentication)."""
 
-    def __init__(self, reason: str, chunks: list[Any] | None = None) -> None:
+    def __init__(self, reason: str, chunks: list[Any] | None = None, delay: float = 0) -> None:
         super().__init__(reason)
         self.chunks = chunks
+        self.delay = delay
 
 
 class State(enum.Enum):
@@ -59,6 +61,7 @@ class SaslSettings:
     new_server: Callable[[str], SaslServer]
     max_receive_size: int = 524288
     reauth_ms: int = 0
+    failed_authentication_delay_ms: int = 100
 
 
 class SaslAuthenticator:
@@ -70,6 +73,10 @@ class SaslAuthenticator:
         self.principal: KafkaPrincipal | None = None
         self.session_expires_at: float | None = None  # monotonic seconds
         self._mechanism = ""
+
+    @property
+    def _delay(self) -> float:
+        return self.settings.failed_authentication_delay_ms / 1000
 
     @property
     def complete(self) -> bool:
@@ -157,7 +164,7 @@ class SaslAuthenticator:
             chunks = codec.encode_response(
                 ApiKey.SASL_AUTHENTICATE, version, correlation_id, response
             )
-            raise CloseAfter(f"SASL authentication failed: {exc}", chunks) from None
+            raise CloseAfter(f"SASL authentication failed: {exc}", chunks, self._delay) from None
         if self._finish():
             response["session_lifetime_ms"] = self.settings.reauth_ms if version >= 1 else 0
         return codec.encode_response(ApiKey.SASL_AUTHENTICATE, version, correlation_id, response)
@@ -166,7 +173,7 @@ class SaslAuthenticator:
         try:
             answer = self._evaluate(token)
         except SaslAuthenticationFailed as exc:
-            raise CloseAfter(f"SASL authentication failed: {exc}") from None
+            raise CloseAfter(f"SASL authentication failed: {exc}", None, self._delay) from None
         self._finish()
         return [_SIZE.pack(len(answer)), answer]
 
