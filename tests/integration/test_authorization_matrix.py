@@ -184,6 +184,11 @@ def describe_acls(bootstrap: str) -> Any:
     )
 
 
+def client_quotas(bootstrap: str) -> Any:
+    return call(bootstrap, ADMIN, ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [],
+                                                                  "strict": False}, 1)
+
+
 def topics_setup(*names: str) -> Callable[[str], None]:
     def setup(bootstrap: str) -> None:
         for name in names:
@@ -779,6 +784,29 @@ CASES: dict[str, Case] = {
         [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
         version=12,
         setup=topics_setup("ff"),
+    ),
+    "describe_client_quotas": Case(
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        {"components": [], "strict": False},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)],
+    ),
+    "alter_client_quotas": Case(
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "client-id", "entity_name": "matrix-quota"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1e12, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        lambda r: [e["error_code"] for e in r["entries"]],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)],
+        state=client_quotas,
     ),
 }
 # APIs whose refusal is not an error code: they leave out what the principal may not

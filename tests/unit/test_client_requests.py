@@ -23,6 +23,7 @@ from logbus.client.requests import (
     alter_configs,
     alter_partition,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     consumer_protocol,
@@ -245,6 +246,17 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.CREATE_ACLS: lambda v: acls.build_create_acls(v, [ACL_BINDING]),
     ApiKey.DESCRIBE_ACLS: lambda v: acls.build_describe_acls(v, ACL_FILTER),
     ApiKey.DELETE_ACLS: lambda v: acls.build_delete_acls(v, [ACL_FILTER, AclBindingFilter()]),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: client_quotas.build_describe_client_quotas(
+        v, [("user", 0, "alice"), ("client-id", 1, None)], strict=True
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda v: client_quotas.build_alter_client_quotas(
+        v,
+        {
+            (("client-id", None), ("user", "alice")): {"producer_byte_rate": 1024.0},
+            (("user", None),): {"request_percentage": None},
+        },
+        validate_only=True,
+    ),
 }
 
 # The transaction APIs' builders live with their own tests; those the broker serves count.

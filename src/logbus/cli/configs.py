@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from logbus.cli import user_configs
+from logbus.cli import configs_quotas, user_configs
 from logbus.cli.common import (
     CommandError,
     add_bootstrap,
@@ -49,11 +49,14 @@ _Action = Callable[[Cluster, argparse.Namespace], Awaitable[int]]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    configs = subparsers.add_parser("configs", help="describe and change topic and broker configs")
+    configs = subparsers.add_parser(
+        "configs", help="describe and change topic and broker configs, and client quotas"
+    )
     actions = configs.add_subparsers(dest="configs_command", metavar="ACTION")
-    # kafka-configs' own syntax (--alter/--describe --entity-type users ...)
-    user_configs.add_arguments(configs)
+    # kafka-configs' form for client quotas (users, clients): cli/configs_quotas.py
+    configs_quotas.add_arguments(configs)
     add_bootstrap(configs)
+    # SCRAM credentials of users: cli/user_configs.py, which hands quotas on
     configs.set_defaults(func=user_configs.command)
 
     describe = actions.add_parser(

@@ -18,6 +18,7 @@ import argparse
 import secrets
 from typing import Any
 
+from logbus.cli import configs_quotas
 from logbus.cli.common import CommandError, client_security, run
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
@@ -35,33 +36,36 @@ from logbus.server.security.scram import (
     salted_password,
 )
 
-ENTITY_TYPES = ("users",)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """kafka-configs' options, on the `configs` command itself."""
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--alter", action="store_true", help="change an entity's configs")
-    action.add_argument("--describe", action="store_true", help="show an entity's configs")
-    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="users (SCRAM credentials)")
-    parser.add_argument("--entity-name", metavar="NAME", help="the user")
-    parser.add_argument(
-        "--add-config",
-        metavar="CONFIGS",
-        help="'SCRAM-SHA-256=[iterations=8192,password=secret],SCRAM-SHA-512=[password=secret]'",
-    )
-    parser.add_argument(
-        "--delete-config", metavar="NAMES", help="mechanisms to remove, comma-separated"
-    )
-
 
 def command(args: argparse.Namespace) -> int:
-    if args.entity_type is None or not (args.alter or args.describe):
+    """`logbus configs` in kafka-configs' form (the options are cli/configs_quotas.py's):
+    SCRAM credentials of users here, quotas there; describing users shows both."""
+    types = list(getattr(args, "entity_types", None) or [])
+    if not types or not (args.alter or args.describe):
+        return configs_quotas.command(args)
+    scram_keys = [k for k in _named_keys(args) if k in MECHANISMS]
+    if types != ["users"] or (args.alter and not scram_keys):
+        return configs_quotas.command(args)
+    names = list(getattr(args, "entity_names", None) or [])
+    if any(not isinstance(name, str) for name in names):
+        raise SystemExit("logbus configs: SCRAM credentials belong to named users, not defaults")
+    if args.alter and len(scram_keys) != len(_named_keys(args)):
         raise SystemExit(
-            "logbus configs: give an action (describe, alter), or kafka-configs' "
-            "--alter/--describe with --entity-type users"
+            "logbus configs: change SCRAM credentials and quotas in separate commands"
         )
-    return run(_run(args))
+    if args.describe:
+        status = configs_quotas.command(args)
+        return status or run(_run(args, names[0] if names else None))
+    return run(_run(args, names[0] if names else None))
+
+
+def _named_keys(args: argparse.Namespace) -> list[str]:
+    try:
+        keys = [key for key, _ in split_configs(args.add_config or "")]
+    except CommandError:
+        return []  # not SCRAM's syntax: the quota command reports it
+    keys += [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    return keys
 
 
 def split_configs(text: str) -> list[tuple[str, str]]:
@@ -108,18 +112,17 @@ def _scram_upsertion(user: str, mechanism: str, spec: str) -> Upsertion:
     return Upsertion(user, mechanism_type(mechanism), iterations, salt, salted)
 
 
-async def _run(args: argparse.Namespace) -> int:
+async def _run(args: argparse.Namespace, user: str | None) -> int:
     async with await Cluster.connect(
         args.bootstrap_server, client_id="logbus-configs", security=client_security(args)
     ) as cluster:
         conn = await cluster.bootstrap()
         if args.describe:
-            return await _describe(conn, args)
-        return await _alter(conn, args)
+            return await _describe(conn, user)
+        return await _alter(conn, args, user)
 
 
-async def _alter(conn: Any, args: argparse.Namespace) -> int:
-    user = args.entity_name
+async def _alter(conn: Any, args: argparse.Namespace, user: str | None) -> int:
     if not user:
         raise CommandError("--alter --entity-type users needs --entity-name")
     if not args.add_config and not args.delete_config:
@@ -156,10 +159,8 @@ async def _alter(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _describe(conn: Any, args: argparse.Namespace) -> int:
-    body = build_describe_user_scram_credentials(
-        0, [args.entity_name] if args.entity_name else None
-    )
+async def _describe(conn: Any, user: str | None) -> int:
+    body = build_describe_user_scram_credentials(0, [user] if user else None)
     answer = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
     if answer["error_code"] != ErrorCode.NONE:
         raise KafkaError(answer["error_code"], answer.get("error_message") or "describe failed")

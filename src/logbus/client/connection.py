@@ -99,6 +99,10 @@ class Connection(AsyncCloseable):
         self._in_flight: dict[int, _InFlight] = {}
         self._next_correlation_id = 0
         self._close_reason: KafkaConnectionError | None = None
+        # KIP-219: a response's throttle_time_ms holds the next request back until then
+        # (the broker would not read it earlier anyway)
+        self.throttled_until = 0.0
+        self.last_throttle_ms = 0
         self._reader_task = asyncio.get_running_loop().create_task(
             self._read_responses(), name=f"logbus-connection-{self.address}"
         )
@@ -287,6 +291,9 @@ class Connection(AsyncCloseable):
         expects_response = not (api_key == ApiKey.PRODUCE and body.get("acks", 0) == 0)
         async with self._slots:
             self._raise_if_closed()
+            if (wait := self.throttled_until - asyncio.get_running_loop().time()) > 0:
+                await asyncio.sleep(wait)
+                self._raise_if_closed()
             correlation_id = self._next_correlation_id
             self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
             header = RequestHeader(api_key, version, correlation_id, self.client_id)
@@ -369,6 +376,11 @@ class Connection(AsyncCloseable):
                     )
                 )
             return
+        throttle_ms = body.get("throttle_time_ms", 0)
+        if isinstance(throttle_ms, int) and throttle_ms > 0:
+            self.last_throttle_ms = throttle_ms
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000
+            self.throttled_until = max(self.throttled_until, until)
         if not entry.future.done():  # its caller may have given up (cancelled)
             entry.future.set_result(body)
 

@@ -116,6 +116,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._queue_full = False
         self._waiting_for_memory = False
         self._reading_paused = False
+        self._muted = False  # a throttled connection (client quotas, KIP-219)
         self._read_waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None  # raised once the queued frames are read
         self._eof = False
@@ -309,13 +310,20 @@ class FrameStream(asyncio.BufferedProtocol):
         """Pause or resume the transport's reading to match why it should be paused."""
         if self._transport is None or self._lost:
             return
-        paused = self._queue_full or self._waiting_for_memory or self._error is not None
+        paused = (
+            self._queue_full or self._waiting_for_memory or self._muted or self._error is not None
+        )
         if paused != self._reading_paused:
             self._reading_paused = paused
             if paused:
                 self._transport.pause_reading()
             else:
                 self._transport.resume_reading()
+
+    def mute(self, muted: bool) -> None:
+        """Stop (or start again) reading the socket, as Kafka mutes a throttled channel."""
+        self._muted = muted
+        self._sync_reading()
 
     def _wake_reader(self) -> None:
         waiter = self._read_waiter

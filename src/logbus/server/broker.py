@@ -51,6 +51,11 @@ from logbus.server.network.listener_security import (
     ssl_fingerprint,
 )
 from logbus.server.producer_ids import ProducerIdManager
+from logbus.server.quotas.entity import CLIENTS as QUOTA_CLIENTS
+from logbus.server.quotas.entity import USERS as QUOTA_USERS
+from logbus.server.quotas.manager import ClientQuotas, QuotaWindows
+from logbus.server.quotas.manager import change_handler as quota_change_handler
+from logbus.server.quotas.manager import load_all as load_client_quotas
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
@@ -141,6 +146,9 @@ class Broker:
         self.authorizer: Authorizer | None = None
         """The ACL authorizer (authorizer.class.name set), else None."""
         self._acl_worker: ControllerEventManager | None = None
+        self.quotas = ClientQuotas(
+            QuotaWindows(config.quota_window_num, float(config.quota_window_size_seconds))
+        )
         self.services: BrokerServices | None = None
         """Every service above, once `start()` has built them all (what handlers use)."""
         self._started = asyncio.Event()
@@ -208,6 +216,7 @@ class Broker:
             cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(self.log_manager.startup)
+        await self._load_client_quotas()
         self.connection_quotas.reconfigure(cfg.connection_limits)
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
@@ -281,6 +290,7 @@ class Broker:
             dynamic_config=self.dynamic_config,
             transaction_coordinator=self.transaction_coordinator,
             authorizer=self.authorizer,
+            quotas=self.quotas,
         )
         self._started.set()
         self.replica_manager.start_replication(
@@ -359,6 +369,24 @@ class Broker:
 
         await worker.call(start)
         return authorizer
+
+    async def _load_client_quotas(self) -> None:
+        """The stored client quotas, and their changes followed (before the config
+        listener starts)."""
+        store, dynamic = self.store, self.dynamic_config
+        assert store is not None and dynamic is not None
+        if self.config.uses_zookeeper:
+            stored = await asyncio.to_thread(load_client_quotas, store)
+        else:
+            stored = load_client_quotas(store)
+        for entity, values in stored.items():
+            self.quotas.set_entity(entity, values)
+        loop = asyncio.get_running_loop()
+        for entity_type in (QUOTA_USERS, QUOTA_CLIENTS):
+            dynamic.add_entity_handler(
+                entity_type,
+                quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
+            )
 
     def _start_standalone_controller(self, host: str, port: int) -> None:
         """A stand-alone broker is its own controller over the embedded store."""

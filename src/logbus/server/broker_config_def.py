@@ -473,12 +473,12 @@ replica and its own controller."""
 NO_EFFECT: Final = frozenset({
     # tuning of machinery logbus does not have: one event loop instead of thread pools
     # and a request queue, a purgatory that drops operations as they complete, no fetch
-    # sessions (every fetch is a full one, as with 0 session slots), no client quotas
+    # sessions (every fetch is a full one, as with 0 session slots)
     "num.network.threads", "num.io.threads", "background.threads",
     "num.recovery.threads.per.data.dir", "queued.max.requests",
     "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
-    "max.incremental.fetch.session.cache.slots", "quota.window.num",
-    "quota.window.size.seconds", "offsets.load.buffer.size", "log.preallocate",
+    "max.incremental.fetch.session.cache.slots",
+    "offsets.load.buffer.size", "log.preallocate",
     # the ZooKeeper client (kazoo) pipelines its requests without this limit
     "zookeeper.max.in.flight.requests",
     # tiered storage, which logbus does not have

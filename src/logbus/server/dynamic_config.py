@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from logbus.controller.config_store import (
@@ -22,6 +21,7 @@ from logbus.controller.config_store import (
     DEFAULT_ENTITY,
     TOPIC,
     ConfigChangeListener,
+    EntityHandler,
     fetch_entity_config,
 )
 from logbus.controller.controller_events import ControllerEventManager
@@ -67,24 +67,25 @@ class DynamicConfigManager:
         self.store = store
         self.static: dict[str, ConfigValue] = broker.config.originals
         self.listener: ConfigChangeListener | None = None
-        # More entity types' change handlers ("users": SCRAM credentials), called with
-        # the entity name on the change thread (cluster mode) or the loop.
-        self.entity_handlers: dict[str, Callable[[str], None]] = {}
         self._worker: ControllerEventManager | None = None
+        # handlers of other entity types ("users", "clients": client quotas), called
+        # where notifications are read (the change thread with ZooKeeper)
+        self.entity_handlers: dict[str, list[EntityHandler]] = {}
 
-    def add_entity_handler(self, entity_type: str, handler: Callable[[str], None]) -> None:
-        """Also call `handler(name)` for changes of `entity_type` ("users", "clients"),
-        after the handlers added before it; call before `start()`."""
-        previous = self.entity_handlers.get(entity_type)
-        if previous is None:
-            self.entity_handlers[entity_type] = handler
-            return
+    def add_entity_handler(self, entity_type: str, handler: EntityHandler) -> None:
+        """Also call `handler(name)` for each change of an entity of `entity_type` (before
+        `start`); several may follow one type (a user's quotas and its credentials)."""
+        self.entity_handlers.setdefault(entity_type, []).append(handler)
 
-        def both(name: str) -> None:
-            previous(name)
-            handler(name)
+    def _other_handlers(self) -> dict[str, EntityHandler]:
+        def chained(handlers: list[EntityHandler]) -> EntityHandler:
+            def handle(name: str) -> None:
+                for handler in handlers:
+                    handler(name)
 
-        self.entity_handlers[entity_type] = both
+            return handle
+
+        return {kind: chained(list(hs)) for kind, hs in self.entity_handlers.items()}
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
@@ -113,7 +114,7 @@ class DynamicConfigManager:
 
             self.listener = ConfigChangeListener(
                 self.store,
-                {**self.entity_handlers, TOPIC: on_topic_change, BROKER: self.on_broker_change},
+                {**self._other_handlers(), TOPIC: on_topic_change, BROKER: self.on_broker_change},
             )
             self.listener.start()
             return
@@ -135,7 +136,7 @@ class DynamicConfigManager:
 
         self.listener = ConfigChangeListener(
             self.store,
-            {**self.entity_handlers, TOPIC: topic_changed, BROKER: broker_changed},
+            {**self._other_handlers(), TOPIC: topic_changed, BROKER: broker_changed},
             run=worker.put,
         )
         worker.start()

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.dynamic_config import DynamicConfigManager
     from logbus.server.producer_ids import ProducerIdManager
+    from logbus.server.quotas.manager import ClientQuotas
     from logbus.server.replica.replica_manager import ReplicaManager
     from logbus.server.security.authorizer import Authorizer
     from logbus.storage.log_manager import LogManager
@@ -29,5 +30,6 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     dynamic_config: DynamicConfigManager
     transaction_coordinator: TransactionCoordinator
+    quotas: ClientQuotas
     # the ACL authorizer; None when authorizer.class.name is unset (everything allowed)
     authorizer: Authorizer | None = None

@@ -8,6 +8,7 @@ raise `AdminBatchError` with per-item errors when any fail. ACLs: `AclBinding` (
 """
 
 from logbus.client.admin.client import Admin
+from logbus.client.admin.quota_types import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -61,6 +62,8 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "BrokerInfo",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",

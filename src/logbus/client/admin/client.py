@@ -21,6 +21,11 @@ from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.quota_types import (
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
+    entity_from_parts,
+)
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -55,6 +60,7 @@ from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.acls import create_acls, delete_acls, describe_acls
 from logbus.client.requests.alter_configs import alter_configs, incremental_alter_configs
+from logbus.client.requests.client_quotas import alter_client_quotas, describe_client_quotas
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
 from logbus.client.requests.delete_records import delete_records
@@ -579,6 +585,52 @@ class Admin(AsyncService):
             self._group_partitions(group_id, on_coordinator),
             timeout_ms,
         )
+
+    # --- client quotas ------------------------------------------------------------------
+
+    async def describe_client_quotas(
+        self,
+        components: Sequence[ClientQuotaFilterComponent] = (),
+        *,
+        strict: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The quotas configured on the entities matching every component (KIP-546;
+        `strict`: entities with no other part). No component: every entity. A bad
+        filter raises KafkaError INVALID_REQUEST."""
+        wanted = [(c.entity_type, c.match_type, c.match) for c in components]
+
+        async def call() -> dict[ClientQuotaEntity, dict[str, float]]:
+            conn = await self.cluster.bootstrap()
+            found = await describe_client_quotas(conn, wanted, strict=strict)
+            return {entity_from_parts(e): values for e, values in found.items()}
+
+        return await self._single(call, timeout_ms)
+
+    async def alter_client_quotas(
+        self,
+        alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set (a value) or remove (None) quotas of each entity: `producer_byte_rate`,
+        `consumer_byte_rate`, `request_percentage`, `controller_mutation_rate`. An
+        unknown key or a bad value is INVALID_REQUEST; failures raise AdminBatchError
+        per entity."""
+        wanted = {entity.parts(): dict(ops) for entity, ops in alterations.items()}
+        by_parts = {entity.parts(): entity for entity in alterations}
+
+        async def attempt(
+            batch: list[ClientQuotaEntity], _: int
+        ) -> dict[ClientQuotaEntity, KafkaError | None]:
+            conn = await self.cluster.bootstrap()
+            answered = await alter_client_quotas(
+                conn, {e.parts(): wanted[e.parts()] for e in batch}, validate_only=validate_only
+            )
+            return {by_parts[parts]: error for parts, error in answered.items()}
+
+        await self._each(list(alterations), attempt, timeout_ms)
 
     # --- routing ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from logbus.client.admin import client
+from logbus.client.admin.quota_types import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -130,6 +131,32 @@ class Admin(BlockingClient[client.Admin]):
         self._run(
             self._aio.incremental_alter_configs(
                 changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def describe_client_quotas(
+        self,
+        components: Sequence[ClientQuotaFilterComponent] = (),
+        *,
+        strict: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Configured client quotas; see `logbus.aio.Admin.describe_client_quotas`."""
+        return self._run(
+            self._aio.describe_client_quotas(components, strict=strict, timeout_ms=timeout_ms)
+        )
+
+    def alter_client_quotas(
+        self,
+        alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set or remove client quotas; see `logbus.aio.Admin.alter_client_quotas`."""
+        self._run(
+            self._aio.alter_client_quotas(
+                alterations, validate_only=validate_only, timeout_ms=timeout_ms
             )
         )
 

@@ -7,8 +7,11 @@ ApiVersions, which answers an unsupported version with a v0 response (KIP-511).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
+import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from logbus.protocol import ApiKey, codec, schema
@@ -17,6 +20,14 @@ from logbus.protocol.frame import Frame
 from logbus.server.api import Handlers, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
 from logbus.server.network.connection import CloseConnection, Connection
+from logbus.server.quotas.throttling import (
+    RequestQuota,
+    TimedCall,
+    client_throttles,
+    set_throttle_time,
+    throttled_fetch_response,
+)
+from logbus.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
     from logbus.server.broker import Broker
@@ -47,6 +58,7 @@ MODULES = (
     "sasl",
     "scram_credentials",
     "acls",
+    "client_quotas",
 )
 
 
@@ -70,6 +82,7 @@ class Apis:
         self.handlers = build_registry()
 
     async def handle_frame(self, conn: Connection, frame: Frame) -> list[Any] | None:
+        started = time.perf_counter()
         try:
             api_key, version, correlation_id = codec.peek_request_header(frame)
         except ProtocolError as exc:
@@ -89,13 +102,63 @@ class Apis:
         ctx = RequestContext(
             self.broker, services, header, conn.peer, conn.principal, conn.listener_name
         )
+        quotas = services.quotas
+        if not quotas.enabled:  # no quota configured: nothing to count
+            try:
+                response = await handler.handle(ctx, body)
+            except CloseConnection:
+                raise
+            except Exception as exc:
+                raise _internal_error(ctx, conn, exc) from exc
+            if response is None:
+                return None
+            return codec.encode_response(api_key, version, correlation_id, response)
+        # client quotas: see logbus.server.quotas.throttling
+        quota = RequestQuota(
+            quotas, conn.principal.name, header.client_id or "", api_key, version, body
+        )
+        quota.cap_fetch()
+        loop_time = time.perf_counter() - started
+        now = time.monotonic()
+        response = quota.refuse_if_over(self.broker, now)
+        if response is None:
+            timed = TimedCall(handler.handle(ctx, body))
+            response = await self._handle(ctx, timed, conn)
+            loop_time += timed.elapsed
+        encode_started = time.perf_counter()
+        chunks = None
+        if response is not None:
+            chunks = codec.encode_response(api_key, version, correlation_id, response)
+        loop_time += time.perf_counter() - encode_started
+        now = time.monotonic()
+        throttle_ms = quota.throttle_ms(self.broker, response, len(frame), loop_time, now)
+        if api_key == ApiKey.FETCH and response is not None and chunks and not quota.exempt:
+            size = sum(c.size if isinstance(c, FileSlice) else len(c) for c in chunks)
+            throttle_ms = max(throttle_ms, quota.fetch_throttle_ms(size, throttle_ms, now))
+            if throttle_ms > 0:  # a throttled consumer gets an empty fetch, as Kafka
+                response = throttled_fetch_response(response, throttle_ms)
+        if throttle_ms <= 0:
+            return chunks
+        if client_throttles(api_key, version):
+            conn.throttle(throttle_ms / 1000)  # answered now, then the channel muted
+        else:
+            await asyncio.sleep(throttle_ms / 1000)  # an older client: answered late
+        if response is None:
+            return None
+        set_throttle_time(api_key, version, response, throttle_ms)
+        return codec.encode_response(api_key, version, correlation_id, response)
+
+    async def _handle(self, ctx: RequestContext, call: Awaitable[Any], conn: Connection) -> Any:
         try:
-            response = await handler.handle(ctx, body)
+            return await call
         except CloseConnection:
             raise
         except Exception as exc:
-            log.exception("error handling %s v%d from %s", ApiKey(api_key).name, version, conn.peer)
-            raise CloseConnection(f"internal error: {exc}") from exc
-        if response is None:
-            return None
-        return codec.encode_response(api_key, version, correlation_id, response)
+            raise _internal_error(ctx, conn, exc) from exc
+
+
+def _internal_error(ctx: RequestContext, conn: Connection, exc: Exception) -> CloseConnection:
+    log.exception(
+        "error handling %s v%d from %s", ApiKey(ctx.header.api_key).name, ctx.version, conn.peer
+    )
+    return CloseConnection(f"internal error: {exc}")

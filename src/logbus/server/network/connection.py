@@ -72,6 +72,12 @@ class Connection:
             stream.set_max_frame_size(authenticator.settings.max_receive_size)
         self.listener_name = ""  # set by the listener
         self.tls = tls  # no sendfile: file slices are read and written through TLS
+        # Seconds this connection is not read after its current response (client quotas,
+        # KIP-219: the response is sent at once, then the channel stays muted).
+        self.throttle_s = 0.0
+
+    def throttle(self, seconds: float) -> None:
+        self.throttle_s = max(self.throttle_s, seconds)
 
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last did anything (0 while a request is under
@@ -90,6 +96,11 @@ class Connection:
                 del frame  # a produce request's records may be large: let them go
                 if chunks is not None:
                     await self.send(chunks)
+                if self.throttle_s > 0:  # muted: the socket is not read meanwhile
+                    self.stream.mute(True)
+                    await asyncio.sleep(self.throttle_s)
+                    self.throttle_s = 0.0
+                    self.stream.mute(False)
                 self._busy = False
                 self._answered_at = loop.time()
         except CloseConnection as exc:
