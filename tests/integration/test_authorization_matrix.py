@@ -660,6 +660,32 @@ CASES: dict[str, Case] = {
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
     ),
+    "alter_user_scram_credentials": Case(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        {
+            "deletions": [],
+            "upsertions": [
+                {
+                    "name": "scram-user",
+                    "mechanism": 2,
+                    "iterations": 4096,
+                    "salt": b"salt",
+                    "salted_password": b"x" * 64,
+                }
+            ],
+        },
+        lambda r: [x["error_code"] for x in r["results"]],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
+        state=lambda b: call(b, ADMIN, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None}),
+    ),
+    "describe_user_scram_credentials": Case(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        {"users": None},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
+    ),
     "delete_acls": Case(
         ApiKey.DELETE_ACLS,
         {"filters": [acl_filter()]},
@@ -787,6 +813,8 @@ CASES: dict[str, Case] = {
 # describe (tested below), or need no ACL at all (as in Kafka).
 NOT_IN_TABLE = {
     ApiKey.API_VERSIONS: "needs no ACL",
+    ApiKey.SASL_HANDSHAKE: "needs no ACL (authentication; tests/security/test_sasl.py)",
+    ApiKey.SASL_AUTHENTICATE: "needs no ACL (authentication; tests/security/test_sasl.py)",
     ApiKey.DESCRIBE_CLUSTER: "needs no ACL in Kafka; authorized operations tested below",
     ApiKey.LIST_GROUPS: "filters the groups (test_list_groups_shows_only_described_groups)",
     ApiKey.LIST_TRANSACTIONS: "filters the ids (test_list_transactions_filters)",

@@ -51,7 +51,7 @@ def test_objects_are_taken_as_given() -> None:
         ({"enable.idempotence": "yes"}, "enable.idempotence must be true or false"),
         ({"acks": "2"}, "acks='2' is not one of"),
         ({"batch.size": 0}, "batch.size=0: must be positive"),
-        ({"security.protocol": "SSL"}, "security.protocol='SSL' is not one of"),
+        ({"security.protocol": "TLS"}, "security.protocol='TLS' is not one of"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_setting(

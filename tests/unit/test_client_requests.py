@@ -38,6 +38,8 @@ from logbus.client.requests import (
     metadata,
     produce,
     producer_id,
+    sasl,
+    scram_credentials,
     topics,
     transactions_marker,
 )
@@ -219,6 +221,18 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ),
     ApiKey.STOP_REPLICA: lambda v: controller.build_stop_replica(
         v, CONTROL, {"a": [(0, 5), (1, controller.EPOCH_DURING_DELETE)], "b": [(2, -1)]}, True
+    ),
+    ApiKey.SASL_HANDSHAKE: lambda v: sasl.build_sasl_handshake(v, "SCRAM-SHA-512"),
+    ApiKey.SASL_AUTHENTICATE: lambda v: sasl.build_sasl_authenticate(v, b"n,,n=alice,r=x"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda v: (
+        scram_credentials.build_alter_user_scram_credentials(
+            v,
+            [("bob", 1)],
+            [scram_credentials.Upsertion("alice", 2, 4096, b"salt", b"salted" * 10)],
+        )
+    ),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda v: (
+        scram_credentials.build_describe_user_scram_credentials(v, ["alice"])
     ),
     ApiKey.WRITE_TXN_MARKERS: lambda v: transactions_marker.build_write_txn_markers(
         v,

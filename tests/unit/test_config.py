@@ -403,13 +403,37 @@ def test_listener_config_rules() -> None:
     )
     assert config.inter_broker_listener == Listener("REPLICATION", "broker1", 9093, "PLAINTEXT")
     assert [listener.host for listener in config.listeners] == ["0.0.0.0", ""]
+    prefixed = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+            "ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.location": "/keys/broker.pem",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "x required;",
+        }
+    )
+    assert prefixed.listener_setting("SASL_SSL", "ssl.keystore.location") == "/keys/broker.pem"
+    assert prefixed.listener_setting("PLAINTEXT", "ssl.keystore.location") is None
+    jaas = prefixed.listener_setting("SASL_SSL", "sasl.jaas.config", "SCRAM-SHA-512")
+    assert str(jaas) == "[hidden]" and jaas.value == "x required;"  # type: ignore[union-attr]
     bad = [
-        ({"listeners": "SSL://:9093"}, "listeners", "does not support"),
+        ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "ssl.keystore.location",
+         "needs a key and certificate"),
+        ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.location": "/k.pem"},
+         "ssl.keystore.type", "PEM"),
+        ({"listeners": "SASL_PLAINTEXT://:9092",
+          "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+         "sasl.enabled.mechanisms", "not GSSAPI"),
+        ({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN",
+          "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+         "sasl.mechanism.inter.broker.protocol", "must be one of"),
+        ({"listener.name.plaintext.log.retention.ms": "5"},
+         "listener.name.plaintext.log.retention.ms", "Unknown"),
         ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map",
          "Unknown security protocol"),
         ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners",
          "non-routable"),
-        ({"advertised.listeners": "SSL://h:9093"}, "advertised.listeners", "does not support"),
+        ({"advertised.listeners": "SSL://h:9093"}, "advertised.listeners", "not defined"),
         ({"listeners": ""}, "listeners", "At least one listener"),
         ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:PLAINTEXT"},
          "security.inter.broker.protocol", "must be one of the advertised listeners"),

@@ -21,7 +21,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from logbus.cli.common import CommandError, add_bootstrap, run
+from logbus.cli.common import CommandError, add_bootstrap, client_security, run
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.requests.acls import create_acls, delete_acls, describe_acls
@@ -269,7 +269,9 @@ async def _main(args: argparse.Namespace) -> int:
         ]
     else:
         filters = _filters(args)
-    async with await Cluster.connect(args.bootstrap_server, client_id="logbus-acls") as cluster:
+    async with await Cluster.connect(
+        args.bootstrap_server, client_id="logbus-acls", security=client_security(args)
+    ) as cluster:
         conn = await cluster.bootstrap()
         if args.add:
             results = await create_acls(conn, bindings)

@@ -13,11 +13,15 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from logbus.client.cluster import Cluster
+from logbus.client.config import COMMON, ConfigError, ConfigSchema
 from logbus.client.connection import parse_bootstrap
 from logbus.client.errors import KafkaError
 from logbus.client.metadata import NO_LEADER, TopicInfo
+from logbus.client.security import ClientSecurity, security_from_config
 from logbus.protocol import ErrorCode
 from logbus.protocol.errors import ProtocolError
+from logbus.server.config_def import ConfigError as SettingsError
+from logbus.server.properties import load_properties
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 
@@ -50,6 +54,46 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help=f"brokers to connect to first (default: {DEFAULT_BOOTSTRAP})",
     )
+    parser.add_argument(
+        "--command-config",
+        type=command_config_file,
+        default={},
+        metavar="FILE",
+        help="client settings in a properties file, as Kafka's tools take them "
+        "(security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config or "
+        "sasl.username/sasl.password)",
+    )
+
+
+def command_config_file(path: str) -> dict[str, str]:
+    """A --command-config properties file, for argparse."""
+    try:
+        return load_properties(path)
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The --command-config settings (empty without one)."""
+    return dict(getattr(args, "command_config", None) or {})
+
+
+def client_security(args: argparse.Namespace) -> ClientSecurity:
+    """TLS and SASL for the commands that talk to brokers directly (`Cluster.connect`):
+    the security settings of --command-config; CommandError for bad ones."""
+    return security_of(client_settings(args), "--command-config")
+
+
+def security_of(settings: dict[str, Any], source: str = "client settings") -> ClientSecurity:
+    """The TLS and SASL of client settings (other settings in them are ignored)."""
+    known = {k: v for k, v in settings.items() if k in _COMMON_SCHEMA.settings}
+    try:
+        return security_from_config(_COMMON_SCHEMA.parse(known))
+    except ConfigError as exc:
+        raise CommandError(f"{source}: {exc}") from None
+
+
+_COMMON_SCHEMA = ConfigSchema("client", COMMON)
 
 
 def whole_number(text: str, minimum: int, too_small: str, expected: str = "a whole number") -> int:
@@ -73,7 +117,7 @@ def non_negative_int(text: str) -> int:
 
 
 def key_value(text: str) -> tuple[str, str]:
-    """"key=value" (the value may contain '='), for argparse."""
+    """ "key=value" (the value may contain '='), for argparse."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
@@ -130,8 +174,7 @@ async def wait_for_topic(cluster: Cluster, topic: str, *, auto_create: bool) -> 
         if waited >= TOPIC_READY_TIMEOUT:
             raise KafkaError(
                 ErrorCode.LEADER_NOT_AVAILABLE,
-                f"Topic '{topic}' has partitions without a leader after "
-                f"{TOPIC_READY_TIMEOUT:g}s",
+                f"Topic '{topic}' has partitions without a leader after {TOPIC_READY_TIMEOUT:g}s",
             )
         await asyncio.sleep(_RETRY_BACKOFF)
 

@@ -4,6 +4,7 @@ the output of Kafka's `kafka-configs`.
     logbus configs describe (--topic T | --broker N | --broker-defaults) [--all]
     logbus configs alter (--topic T | --broker N | --broker-defaults)
                          [--set KEY=VALUE]... [--delete KEY]...
+    logbus configs --alter|--describe --entity-type users ... (`user_configs`)
 
 `alter` sends IncrementalAlterConfigs: settings not named are left as they are.
 """
@@ -13,8 +14,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from logbus.cli import configs_quotas
-from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
+from logbus.cli import configs_quotas, user_configs
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    client_security,
+    key_value,
+    non_negative_int,
+    run,
+)
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
 from logbus.client.requests.alter_configs import OP_DELETE, OP_SET, incremental_alter_configs
@@ -48,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     # kafka-configs' form for client quotas (users, clients): cli/configs_quotas.py
     configs_quotas.add_arguments(configs)
     add_bootstrap(configs)
-    configs.set_defaults(func=configs_quotas.command)
+    # SCRAM credentials of users: cli/user_configs.py, which hands quotas on
+    configs.set_defaults(func=user_configs.command)
 
     describe = actions.add_parser(
         "describe", help="show the dynamic configs of a topic or broker (every config: --all)"
@@ -108,7 +117,7 @@ def _add_entity(parser: argparse.ArgumentParser) -> None:
 def _command(action: _Action) -> Callable[[argparse.Namespace], int]:
     async def with_cluster(args: argparse.Namespace) -> int:
         async with await Cluster.connect(
-            args.bootstrap_server, client_id="logbus-configs"
+            args.bootstrap_server, client_id="logbus-configs", security=client_security(args)
         ) as cluster:
             return await action(cluster, args)
 

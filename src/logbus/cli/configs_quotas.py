@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from logbus.aio import Admin
-from logbus.cli.common import CommandError, run
+from logbus.cli.common import CommandError, client_settings, run
 from logbus.client.admin import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.types import AdminBatchError
 
@@ -135,7 +135,7 @@ async def _command(args: argparse.Namespace) -> int:
     if not args.alter and not args.describe:
         raise CommandError("give --alter or --describe with --entity-type")
     pairs = _entities(args)
-    async with Admin({"bootstrap.servers": args.bootstrap_server,
+    async with Admin({**client_settings(args), "bootstrap.servers": args.bootstrap_server,
                       "client.id": "logbus-configs"}) as admin:
         if args.describe:
             return await _describe(admin, pairs)

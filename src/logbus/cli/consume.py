@@ -14,7 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, non_negative_int, run
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    client_settings,
+    key_value,
+    non_negative_int,
+    run,
+)
 from logbus.client.config import ConfigError
 from logbus.client.consumer import Consumer, ConsumerRecord
 from logbus.client.consumer.config import CONSUMER_CONFIG
@@ -230,6 +237,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO) -> int:
     end, without a group."""
     printer = _Printer(args, out)
     consumer = Consumer(
+        client_settings(args),
         bootstrap_servers=args.bootstrap_server,
         client_id=CLIENT_ID,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
@@ -313,7 +321,7 @@ async def _consume_group(
     if args.isolation_level is not None:
         settings = {**settings, "isolation.level": args.isolation_level}
     consumer = Consumer(
-        settings,
+        {**client_settings(args), **settings},
         bootstrap_servers=args.bootstrap_server,
         client_id=CLIENT_ID,
         group_id=args.group,

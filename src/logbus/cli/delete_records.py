@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from logbus.cli.common import CommandError, add_bootstrap, non_negative_int, run, whole_number
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    client_security,
+    non_negative_int,
+    run,
+    whole_number,
+)
 from logbus.client.cluster import Cluster
 from logbus.client.errors import KafkaError
 from logbus.client.requests.delete_records import delete_records
@@ -45,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def _delete_records(args: argparse.Namespace) -> int:
     async with await Cluster.connect(
-        args.bootstrap_server, client_id="logbus-delete-records"
+        args.bootstrap_server, client_id="logbus-delete-records", security=client_security(args)
     ) as cluster:
         md = await cluster.refresh([args.topic])
         md.topic(args.topic)  # raises UNKNOWN_TOPIC_OR_PARTITION for a missing topic

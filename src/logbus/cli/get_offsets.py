@@ -17,7 +17,7 @@ import argparse
 import re
 import sys
 
-from logbus.cli.common import CommandError, add_bootstrap, fail, run
+from logbus.cli.common import CommandError, add_bootstrap, client_settings, fail, run
 from logbus.client.admin import Admin, AdminBatchError
 from logbus.client.admin.types import OffsetSpec
 from logbus.client.types import TopicPartition
@@ -68,7 +68,8 @@ def _run(args: argparse.Namespace) -> int:
     except CommandError as exc:
         return fail(str(exc))
     return run(get_offsets(args.bootstrap_server, topic, partitions, spec,
-                           exclude_internal=args.exclude_internal_topics))
+                           exclude_internal=args.exclude_internal_topics,
+                           settings=client_settings(args)))
 
 
 def _regex(text: str) -> re.Pattern[str]:
@@ -113,9 +114,12 @@ async def get_offsets(
     spec: OffsetSpec,
     *,
     exclude_internal: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> int:
     """Print `topic:partition:offset` for every partition the filters select."""
-    async with Admin(bootstrap_servers=bootstrap, client_id="logbus-get-offsets") as admin:
+    async with Admin(
+        settings or {}, bootstrap_servers=bootstrap, client_id="logbus-get-offsets"
+    ) as admin:
         topics = await admin.describe_topics()
         wanted: list[TopicPartition] = []
         for name, info in sorted(topics.items()):

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from logbus.cli.common import CommandError, add_bootstrap, fail, run
+from logbus.cli.common import CommandError, add_bootstrap, client_settings, fail, run
 from logbus.client.admin import (
     Admin,
     AdminBatchError,
@@ -203,7 +203,9 @@ def _check_reset(args: argparse.Namespace) -> str | None:
 
 async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
     async with Admin(
-        bootstrap_servers=args.bootstrap_server, client_id="logbus-consumer-groups"
+        client_settings(args),
+        bootstrap_servers=args.bootstrap_server,
+        client_id="logbus-consumer-groups",
     ) as admin:
         return await action(admin, args)
 

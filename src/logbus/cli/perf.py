@@ -29,10 +29,12 @@ from logbus.cli import perf_consume
 from logbus.cli.common import (
     CommandError,
     add_bootstrap,
+    client_settings,
     fail,
     key_value,
     positive_int,
     run,
+    security_of,
     wait_for_topic,
     whole_number,
 )
@@ -123,7 +125,7 @@ def _throughput(text: str) -> int:
 
 
 def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server}
+    settings: dict[str, Any] = {**client_settings(args), "bootstrap.servers": args.bootstrap_server}
     if args.producer_config:
         settings.update(read_properties_file(args.producer_config))
     settings.update(dict(args.producer_props))
@@ -246,7 +248,10 @@ def _values(payloads: list[bytes], count: int) -> Callable[[int], list[bytes]]:
 async def perf_produce(args: argparse.Namespace, producer: Producer, payloads: list[bytes]) -> int:
     topic, total, throughput = args.topic, args.num_records, args.throughput
     bootstrap = producer.config["bootstrap.servers"]
-    async with await Cluster.connect(",".join(bootstrap), client_id="perf-producer") as cluster:
+    security = security_of(dict(producer.config), "producer settings")
+    async with await Cluster.connect(
+        ",".join(bootstrap), client_id="perf-producer", security=security
+    ) as cluster:
         await wait_for_topic(cluster, topic, auto_create=True)
     chunk = _CHUNK if throughput < 0 else max(1, min(_CHUNK, int(throughput * _MAX_CHUNK_SECONDS)))
     values = _values(payloads, chunk)

@@ -15,10 +15,12 @@ from logbus.cli.common import (
     CommandError,
     add_bootstrap,
     bootstrap_servers,
+    client_settings,
     fail,
     key_value,
     positive_int,
     run,
+    security_of,
     wait_for_topic,
 )
 from logbus.cli.perf_common import (
@@ -80,7 +82,7 @@ def register(tools: argparse._SubParsersAction[ToolParser]) -> None:
 
 
 def consumer_settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server}
+    settings: dict[str, Any] = {**client_settings(args), "bootstrap.servers": args.bootstrap_server}
     if args.consumer_config:
         settings.update(read_properties_file(args.consumer_config))
     settings.update(dict(args.consumer_props))
@@ -122,7 +124,10 @@ def _stamp(wall: float) -> str:
 
 async def perf_consume(args: argparse.Namespace, consumer: Consumer) -> int:
     bootstrap = consumer.config["bootstrap.servers"]
-    async with await Cluster.connect(",".join(bootstrap), client_id="perf-consumer") as cluster:
+    security = security_of(dict(consumer.config), "consumer settings")
+    async with await Cluster.connect(
+        ",".join(bootstrap), client_id="perf-consumer", security=security
+    ) as cluster:
         await wait_for_topic(cluster, args.topic, auto_create=False)
     total, timeout = args.messages, args.timeout / 1000
     records = size = 0

@@ -19,6 +19,8 @@ from typing import BinaryIO
 from logbus.cli.common import (
     CommandError,
     add_bootstrap,
+    client_security,
+    client_settings,
     key_value,
     positive_int,
     run,
@@ -207,6 +209,7 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
         args.bootstrap_server,
         client_id="logbus-console-producer",
         request_timeout=args.request_timeout_ms / 1000,
+        security=client_security(args),
     ) as cluster:
         info = await wait_for_topic(cluster, args.topic, auto_create=True)
     count = len(info.partitions)
@@ -216,6 +219,7 @@ async def produce(args: argparse.Namespace, fmt: LineFormat, stdin: BinaryIO | N
         )
     producer = Producer(
         {
+            **client_settings(args),
             "bootstrap.servers": args.bootstrap_server,
             "client.id": "logbus-console-producer",
             "acks": args.acks,

@@ -7,7 +7,14 @@ import argparse
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from logbus.cli.common import CommandError, add_bootstrap, key_value, positive_int, run
+from logbus.cli.common import (
+    CommandError,
+    add_bootstrap,
+    client_settings,
+    key_value,
+    positive_int,
+    run,
+)
 from logbus.client.admin import (
     Admin,
     AdminBatchError,
@@ -119,7 +126,9 @@ def _command(action: _Action) -> Callable[[argparse.Namespace], int]:
 
 
 async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
-    async with Admin(bootstrap_servers=args.bootstrap_server, client_id="logbus-topics") as admin:
+    async with Admin(
+        client_settings(args), bootstrap_servers=args.bootstrap_server, client_id="logbus-topics"
+    ) as admin:
         return await action(admin, args)
 
 

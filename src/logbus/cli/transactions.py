@@ -16,7 +16,7 @@ import argparse
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from logbus.cli.common import add_bootstrap, non_negative_int, run
+from logbus.cli.common import add_bootstrap, client_settings, non_negative_int, run
 from logbus.client.admin import AbortTransactionSpec, Admin, AdminBatchError
 from logbus.client.types import TopicPartition
 
@@ -77,7 +77,9 @@ def _command(
 
 async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
     async with Admin(
-        bootstrap_servers=args.bootstrap_server, client_id="logbus-transactions"
+        client_settings(args),
+        bootstrap_servers=args.bootstrap_server,
+        client_id="logbus-transactions",
     ) as admin:
         try:
             return await action(admin, args)

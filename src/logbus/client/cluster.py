@@ -20,6 +20,7 @@ from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.metadata import metadata
+from logbus.client.security import PLAINTEXT, ClientSecurity, security_from_config
 from logbus.protocol import ErrorCode
 
 DEFAULT_RECONNECT_BACKOFF = 0.05
@@ -50,8 +51,10 @@ class Cluster(AsyncCloseable):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
         reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap_addresses = parse_bootstrap(bootstrap_servers)
+        self.security = security  # TLS and SASL of every connection
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -75,6 +78,7 @@ class Cluster(AsyncCloseable):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
         reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
+        security: ClientSecurity = PLAINTEXT,
     ) -> Cluster:
         """Connect to the first bootstrap server that answers (ValueError for a bad list);
         if none does, close what was opened and raise."""
@@ -85,6 +89,7 @@ class Cluster(AsyncCloseable):
             request_timeout=request_timeout,
             reconnect_backoff=reconnect_backoff,
             reconnect_backoff_max=reconnect_backoff_max,
+            security=security,
         )
         try:
             await cluster.bootstrap()
@@ -97,7 +102,8 @@ class Cluster(AsyncCloseable):
     async def from_config(cls, config: Mapping[str, Any]) -> Cluster:
         """`connect()` with a client's parsed settings: bootstrap.servers, client.id,
         socket.connection.setup.timeout.ms, request.timeout.ms and
-        reconnect.backoff(.max).ms (every client's schema has them)."""
+        reconnect.backoff(.max).ms (every client's schema has them), and the security
+        settings (security.protocol, ssl.*, sasl.*)."""
         return await cls.connect(
             ",".join(config["bootstrap.servers"]),
             client_id=config["client.id"],
@@ -105,6 +111,7 @@ class Cluster(AsyncCloseable):
             request_timeout=config["request.timeout.ms"] / 1000,
             reconnect_backoff=config["reconnect.backoff.ms"] / 1000,
             reconnect_backoff_max=config["reconnect.backoff.max.ms"] / 1000,
+            security=security_from_config(config),
         )
 
     async def _open(self, host: str, port: int) -> Connection:
@@ -122,6 +129,7 @@ class Cluster(AsyncCloseable):
                 client_id=self.client_id,
                 connect_timeout=self.connect_timeout,
                 request_timeout=self.request_timeout,
+                security=self.security,
             )
         except KafkaConnectionError:
             delay = (

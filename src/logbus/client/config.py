@@ -121,6 +121,33 @@ def positive(value: Any) -> str | None:
     return None if value > 0 else "must be positive"
 
 
+# Every client's security settings (librdkafka's names; the Java client's ssl.* too).
+SECURITY_SETTINGS = (
+    Setting("security.protocol", str, "plaintext",
+            "plaintext, ssl, sasl_plaintext or sasl_ssl",
+            choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")),
+    Setting("sasl.mechanism", str, "PLAIN", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    Setting("sasl.mechanisms", str, None, "librdkafka's alias of sasl.mechanism"),
+    Setting("sasl.username", str, None, "SASL user name"),
+    Setting("sasl.password", str, None, "SASL password"),
+    Setting("sasl.jaas.config", str, None,
+            "the Java client's login module line; its username and password are used"),
+    Setting("ssl.ca.location", str, None, "PEM file of the CAs to trust (librdkafka)"),
+    Setting("ssl.truststore.location", str, None, "PEM file of the CAs to trust"),
+    Setting("ssl.truststore.certificates", str, None, "trusted CA certificates in PEM"),
+    Setting("ssl.certificate.location", str, None, "this client's certificate, PEM"),
+    Setting("ssl.key.location", str, None, "this client's private key, PEM"),
+    Setting("ssl.key.password", str, None, "password of an encrypted private key"),
+    Setting("ssl.keystore.location", str, None, "PEM file with key and certificate chain"),
+    Setting("ssl.keystore.password", str, None, "password of the keystore's key"),
+    Setting("ssl.keystore.type", str, "PEM", "PEM only", choices=("pem",)),
+    Setting("ssl.truststore.type", str, "PEM", "PEM only", choices=("pem",)),
+    Setting("ssl.endpoint.identification.algorithm", str, "https",
+            "https checks the broker's host name; none (or empty) does not"),
+    Setting("enable.ssl.certificate.verification", bool, True,
+            "false trusts any broker certificate (librdkafka; for tests only)"),
+)  # fmt: skip
+
 # Settings every client has (the Java client's CommonClientConfigs).
 COMMON = (
     Setting("bootstrap.servers", list, ["localhost:9092"], "host:port pairs to start from"),
@@ -136,8 +163,7 @@ COMMON = (
     Setting("socket.connection.setup.timeout.ms", int, 10000, "time to connect", at_least=1),
     Setting("connections.max.idle.ms", int, 540000, "close connections idle this long",
             at_least=-1),
-    Setting("security.protocol", str, "plaintext", "only PLAINTEXT is supported",
-            choices=("plaintext",)),
     Setting("client.dns.lookup", str, "use_all_dns_ips", "how bootstrap names resolve",
             choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
+    *SECURITY_SETTINGS,
 )

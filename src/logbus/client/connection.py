@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +21,14 @@ from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.requests.api_versions import build_api_versions, read_api_versions
+from logbus.client.requests.sasl import build_sasl_authenticate, build_sasl_handshake
+from logbus.client.security import PLAINTEXT, ClientSecurity, is_scram
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream, open_frame_stream
+from logbus.server.security.scram import ScramClient
 
 _CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_AND_ERROR = struct.Struct(">ih")
@@ -114,8 +118,10 @@ class Connection(AsyncCloseable):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        security: ClientSecurity = PLAINTEXT,
     ) -> Connection:
-        """Open a connection and learn which API versions the broker supports."""
+        """Open a connection (TLS with `security.ssl_context`), learn which API versions
+        the broker supports and, on SASL_* listeners, authenticate."""
         address = format_address(host, port)
         try:
             async with asyncio.timeout(connect_timeout):
@@ -125,10 +131,15 @@ class Connection(AsyncCloseable):
                     max_response_size,
                     min_frame_size=_CORRELATION_ID.size,
                     max_queued_bytes=QUEUED_RESPONSE_BYTES,
+                    ssl=security.ssl_context,
                 )
         except TimeoutError:
             raise KafkaConnectionError(
                 f"cannot connect to {address}: timed out after {connect_timeout:g}s"
+            ) from None
+        except ssl.SSLError as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: TLS handshake failed ({exc.reason or exc})"
             ) from None
         except OSError as exc:
             raise KafkaConnectionError(
@@ -146,12 +157,22 @@ class Connection(AsyncCloseable):
         try:
             async with asyncio.timeout(connect_timeout):
                 await conn._negotiate_versions()
+                if security.uses_sasl:
+                    await conn._authenticate(security)
         except TimeoutError:
             await conn.close()
             raise KafkaConnectionError(
                 f"cannot connect to {address}: no ApiVersions response "
                 f"within {connect_timeout:g}s"
             ) from None
+        except KafkaConnectionError as exc:
+            await conn.close()
+            if security.ssl_context is None and not conn.api_versions:
+                # A TLS listener drops a client that speaks Kafka in the clear at once.
+                raise KafkaConnectionError(
+                    f"{exc} (a TLS listener? set security.protocol)", exc.code
+                ) from exc
+            raise
         except BaseException:
             await conn.close()
             raise
@@ -187,6 +208,43 @@ class Connection(AsyncCloseable):
                 raise KafkaError(code, f"ApiVersions v{version} failed on {self.address}")
             self.api_versions = ranges
             return
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds of the mechanism; a refusal is
+        KafkaError(UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED)."""
+        mechanism = security.sasl_mechanism
+        answer = await self.request(
+            ApiKey.SASL_HANDSHAKE, build_sasl_handshake(1, mechanism), 1
+        )
+        if answer["error_code"] != ErrorCode.NONE:
+            raise KafkaError(
+                answer["error_code"],
+                f"{self.address} does not offer SASL {mechanism} "
+                f"(it offers {', '.join(answer.get('mechanisms') or []) or 'none'})",
+            )
+        if is_scram(mechanism):
+            client = ScramClient(mechanism, security.username, security.password)
+            first = await self._sasl_round(client.first())
+            final = await self._sasl_round(client.final(first))
+            try:
+                client.verify(final)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        else:
+            token = f"\x00{security.username}\x00{security.password}".encode()
+            await self._sasl_round(token)
+
+    async def _sasl_round(self, token: bytes) -> bytes:
+        version = self.choose_version(ApiKey.SASL_AUTHENTICATE)
+        answer = await self.request(
+            ApiKey.SASL_AUTHENTICATE, build_sasl_authenticate(version, token), version
+        )
+        if answer["error_code"] != ErrorCode.NONE:
+            raise KafkaError(
+                answer["error_code"],
+                f"authentication with {self.address} failed: {answer.get('error_message')}",
+            )
+        return bytes(answer.get("auth_bytes") or b"")
 
     def choose_version(self, api_key: int, max_version: int | None = None) -> int:
         """The highest version of `api_key` that both sides support (capped at

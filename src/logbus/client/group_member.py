@@ -159,6 +159,7 @@ class GroupMember:
                     client_id=self.cluster.client_id,
                     connect_timeout=self.cluster.connect_timeout,
                     request_timeout=self.cluster.request_timeout,
+                    security=self.cluster.security,
                 )
             return self._conn
 

@@ -29,6 +29,7 @@ from logbus.controller.cluster_metadata import (
     BrokerInfo,
     PartitionState,
     TopicMetadata,
+    broker_from_registration,
     topic_id_from_str,
     topic_id_to_str,
 )
@@ -175,8 +176,10 @@ class Controller(TopicChecks):
         b = self.broker
         path = f"/brokers/ids/{b.broker_id}"
         value = {
-            "listener_security_protocol_map": {b.listener: "PLAINTEXT"},
-            "endpoints": [f"{b.listener}://{b.host}:{b.port}"],
+            "listener_security_protocol_map": {
+                ep.listener: ep.security_protocol for ep in b.all_endpoints()
+            },
+            "endpoints": [f"{ep.listener}://{ep.host}:{ep.port}" for ep in b.all_endpoints()],
             "rack": b.rack,
             "jmx_port": -1,
             "port": b.port,
@@ -215,7 +218,7 @@ class Controller(TopicChecks):
         out = []
         for child in self.store.children("/brokers/ids"):
             value = json.loads(self.store.get(f"/brokers/ids/{child}")[0])
-            out.append(BrokerInfo(int(child), value["host"], int(value["port"]), value.get("rack")))
+            out.append(broker_from_registration(int(child), value, self.broker.listener))
         return out
 
     def _load_topic(self, name: str) -> TopicMetadata:

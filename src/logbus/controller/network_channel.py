@@ -38,6 +38,7 @@ from logbus.client.requests.controller import (
     stop_replica,
     update_metadata,
 )
+from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.controller.cluster_metadata import BrokerInfo, TopicMetadata
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.errors import ProtocolError
@@ -84,11 +85,13 @@ class NetworkChannel:
         retry_backoff: float = 0.05,
         max_retry_backoff: float = 1.0,
         on_response: ResponseListener | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         """`listener_name`: the inter-broker listener (`inter.broker.listener.name`), whose
         endpoint of each broker is connected to; `request_timeout`: seconds to wait for an
         answer (`controller.socket.timeout.ms`)."""
         self._loop = loop
+        self.security = security  # the inter-broker listener's TLS and SASL
         self.listener_name = listener_name
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -326,6 +329,7 @@ class NetworkChannel:
             connect_timeout=self.connect_timeout,
             request_timeout=self.request_timeout,
             max_in_flight=1,
+            security=self.security,
         )
 
     @staticmethod

@@ -76,6 +76,7 @@ class FrameAssembler:
         "_filled",
         "_frame",
         "_frame_size",
+        "_growth_step",
         "_scratch",
         "_scratch_view",
         "_small_frame",
@@ -87,12 +88,21 @@ class FrameAssembler:
     )
 
     def __init__(
-        self, max_frame_size: int, *, min_frame_size: int = 0, scratch_size: int = SCRATCH_SIZE
+        self,
+        max_frame_size: int,
+        *,
+        min_frame_size: int = 0,
+        scratch_size: int = SCRATCH_SIZE,
+        growth_step: int = GROWTH_STEP,
     ) -> None:
         if scratch_size < 2 * SIZE_PREFIX:
             raise ValueError(f"scratch_size {scratch_size} is too small")
         self.max_frame_size = max_frame_size
         self.min_frame_size = min_frame_size
+        # A large frame's buffer starts at most this much larger than what has arrived
+        # (small for untrusted peers: memory follows the bytes they send, not the sizes
+        # they announce).
+        self._growth_step = growth_step
         self._scratch = bytearray(scratch_size)
         self._scratch_view = memoryview(self._scratch)
         # A small frame and its size prefix always fit in the scratch buffer.
@@ -130,6 +140,16 @@ class FrameAssembler:
     def allocated(self) -> int:
         """Bytes of the buffer the frame under way is received into (0 for the scratch)."""
         return 0 if self._frame is None else len(self._frame)
+
+    def enlarge(self, scratch_size: int = SCRATCH_SIZE, growth_step: int = GROWTH_STEP) -> None:
+        """Take the usual buffer sizes (a peer that authenticated): the growth step at
+        once, the scratch buffer if nothing is pending in it."""
+        self._growth_step = growth_step
+        if self._frame is None and self._start == self._end and len(self._scratch) < scratch_size:
+            self._scratch = bytearray(scratch_size)
+            self._scratch_view = memoryview(self._scratch)
+            self._small_frame = min(SMALL_FRAME, scratch_size - SIZE_PREFIX)
+            self._start = self._end = 0
 
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
@@ -172,7 +192,7 @@ class FrameAssembler:
                 continue
             if size > self._small_frame:
                 got = end - body
-                frame = self._buffer(size, got + GROWTH_STEP)
+                frame = self._buffer(size, got + self._growth_step)
                 frame[:got] = self._scratch_view[body:end]
                 self._frame, self._frame_size, self._filled = frame, size, got
                 start = end

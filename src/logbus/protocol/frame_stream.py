@@ -21,6 +21,10 @@ from typing import Any, cast
 
 from logbus.protocol.frame import SIZE_PREFIX, Frame, FrameAssembler
 
+# Buffers of a peer that has not authenticated (FrameStream(untrusted=True)).
+UNTRUSTED_SCRATCH = 4096
+UNTRUSTED_GROWTH = 16 * 1024
+
 # Chunks smaller than this are joined with their neighbours into one write: a system call
 # costs more than copying them.
 COALESCE_BELOW = 64 * 1024
@@ -84,8 +88,20 @@ class FrameStream(asyncio.BufferedProtocol):
         max_queued_bytes: int = 1,
         min_frame_size: int = 0,
         memory_pool: MemoryPool | None = None,
+        untrusted: bool = False,
     ) -> None:
-        self._assembler = FrameAssembler(max_frame_size, min_frame_size=min_frame_size)
+        # `untrusted` (a peer not authenticated yet): small buffers that grow with the
+        # bytes received, until `trust()`.
+        self._assembler = (
+            FrameAssembler(
+                max_frame_size,
+                min_frame_size=min_frame_size,
+                scratch_size=UNTRUSTED_SCRATCH,
+                growth_step=UNTRUSTED_GROWTH,
+            )
+            if untrusted
+            else FrameAssembler(max_frame_size, min_frame_size=min_frame_size)
+        )
         self._frames: collections.deque[Frame] = collections.deque()
         self._queued_bytes = 0
         self.max_queued_bytes = max_queued_bytes
@@ -210,7 +226,10 @@ class FrameStream(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake_reader()
-        return True  # keep the socket open for writing: the peer may await answers
+        # Keep the socket open for writing: the peer may await answers (TLS cannot be
+        # half-closed: asyncio closes it whatever is returned, and warns if True).
+        transport = self._transport
+        return transport is None or transport.get_extra_info("sslcontext") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -355,6 +374,16 @@ class FrameStream(asyncio.BufferedProtocol):
 
     # --- closing ------------------------------------------------------------------------
 
+    def set_max_frame_size(self, max_frame_size: int) -> None:
+        """Change the largest frame accepted from now on (a SASL connection's bound before
+        and after authentication)."""
+        self._assembler.max_frame_size = max_frame_size
+
+    def trust(self, max_frame_size: int) -> None:
+        """The peer authenticated: frames up to `max_frame_size`, the usual buffers."""
+        self._assembler.max_frame_size = max_frame_size
+        self._assembler.enlarge()
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.transport.get_extra_info(name, default)
 
@@ -377,18 +406,29 @@ class FrameStream(asyncio.BufferedProtocol):
 
 async def open_frame_stream(
     host: str, port: int, max_frame_size: int, *, min_frame_size: int = 0,
-    max_queued_bytes: int = 1,
+    max_queued_bytes: int = 1, ssl: Any = None, server_hostname: str | None = None,
 ) -> FrameStream:
-    """Connect to host:port (every resolved address in turn, as `open_connection`)."""
+    """Connect to host:port (every resolved address in turn, as `open_connection`); with
+    `ssl` (an `ssl.SSLContext`) over TLS."""
     loop = asyncio.get_running_loop()
-    _, stream = await loop.create_connection(
-        lambda: FrameStream(
-            max_frame_size, min_frame_size=min_frame_size, max_queued_bytes=max_queued_bytes
-        ),
+    made: list[FrameStream] = []  # with TLS, uvloop returns its own SSL protocol: not ours
+
+    def factory() -> FrameStream:
+        made.append(
+            FrameStream(
+                max_frame_size, min_frame_size=min_frame_size, max_queued_bytes=max_queued_bytes
+            )
+        )
+        return made[-1]
+
+    await loop.create_connection(
+        factory,
         host,
         port,
+        ssl=ssl,
+        server_hostname=server_hostname if ssl is not None else None,
     )
-    return stream
+    return made[-1]
 
 
 async def accept_frame_stream(
@@ -397,13 +437,30 @@ async def accept_frame_stream(
     *,
     max_queued_bytes: int = 1,
     memory_pool: MemoryPool | None = None,
+    ssl: Any = None,
+    ssl_handshake_timeout: float | None = None,
+    untrusted: bool = False,
 ) -> FrameStream:
-    """Serve an accepted socket."""
+    """Serve an accepted socket; with `ssl` (an `ssl.SSLContext`) after a TLS handshake,
+    which raises when it fails or takes longer than `ssl_handshake_timeout` seconds."""
     loop = asyncio.get_running_loop()
-    _, stream = await loop.connect_accepted_socket(
-        lambda: FrameStream(
-            max_frame_size, max_queued_bytes=max_queued_bytes, memory_pool=memory_pool
-        ),
+    made: list[FrameStream] = []  # with TLS, uvloop returns its own SSL protocol: not ours
+
+    def factory() -> FrameStream:
+        made.append(
+            FrameStream(
+                max_frame_size,
+                max_queued_bytes=max_queued_bytes,
+                memory_pool=memory_pool,
+                untrusted=untrusted,
+            )
+        )
+        return made[-1]
+
+    await loop.connect_accepted_socket(
+        factory,
         sock,
+        ssl=ssl,
+        ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
     )
-    return stream
+    return made[-1]

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
-from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
+from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
@@ -38,10 +38,18 @@ from logbus.server.cluster_member import (
     stored_topic_ids,
 )
 from logbus.server.config import BrokerConfig
+from logbus.server.config_def import ConfigError
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
+from logbus.server.network.listener_security import (
+    inter_broker_security,
+    listener_sasl,
+    listener_ssl_context,
+    principal_mapper,
+    ssl_fingerprint,
+)
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.quotas.entity import CLIENTS as QUOTA_CLIENTS
 from logbus.server.quotas.entity import USERS as QUOTA_USERS
@@ -50,6 +58,7 @@ from logbus.server.quotas.manager import change_handler as quota_change_handler
 from logbus.server.quotas.manager import load_all as load_client_quotas
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
+from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
@@ -145,6 +154,9 @@ class Broker:
         self._started = asyncio.Event()
         self.apis = Apis(self)
         self.listeners: list[Listener] = []
+        self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
+        self.credentials: CredentialCache | None = None
+        """SCRAM credentials of every user, kept in step with the metadata store."""
         self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -158,6 +170,20 @@ class Broker:
     @property
     def host(self) -> str:
         return self.advertised()[0]
+
+    def advertised_endpoints(self) -> list[EndPoint]:
+        """Every advertised listener with its bound port where it was given as 0 (the
+        listener of the same name's); host "" is localhost."""
+        bound = {listener.name: listener.port for listener in self.listeners}
+        return [
+            EndPoint(
+                listener.name,
+                listener.host or "localhost",
+                listener.port or bound.get(listener.name, self.port),
+                listener.security_protocol,
+            )
+            for listener in self.config.advertised_listeners
+        ]
 
     def advertised(self) -> tuple[str, int]:
         listener = self.config.advertised_listeners[0]
@@ -194,6 +220,13 @@ class Broker:
         self.connection_quotas.reconfigure(cfg.connection_limits)
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
+        self.credentials = CredentialCache(self.store)
+        if self.config.uses_zookeeper:
+            await asyncio.to_thread(self.credentials.load)
+        else:
+            self.credentials.load()
+        self.dynamic_config.add_entity_handler(USERS, self.credentials.reload_user)
+        mapper = principal_mapper(cfg)
         for listener_cfg in cfg.listeners:
             listener = Listener(
                 listener_cfg.host,
@@ -206,7 +239,12 @@ class Broker:
                 memory_pool=memory_pool,
                 idle_timeout_ms=cfg.connections_max_idle_ms,
                 backlog=cfg.socket_listen_backlog_size,
+                name=listener_cfg.name,
+                ssl_context=listener_ssl_context(cfg, listener_cfg),
+                sasl=listener_sasl(cfg, listener_cfg, self.credentials),
+                principal_mapper=mapper,
             )
+            self._ssl_fingerprints[listener_cfg.name] = ssl_fingerprint(cfg, listener_cfg.name)
             await listener.start()
             self.listeners.append(listener)
         host, port = self.advertised()
@@ -359,7 +397,14 @@ class Broker:
         self.controller = Controller(
             self.store,
             self.channel,
-            BrokerInfo(self.broker_id, host, port, cfg.broker_rack),
+            BrokerInfo(
+                self.broker_id,
+                host,
+                port,
+                cfg.broker_rack,
+                self.advertised_endpoints()[0].listener,
+                tuple(self.advertised_endpoints()),
+            ),
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
@@ -395,6 +440,7 @@ class Broker:
             asyncio.get_running_loop(),
             listener_name=self.config.inter_broker_listener_name,
             request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
+            security=inter_broker_security(self.config),
         )
         return self.network_channel
 
@@ -468,6 +514,7 @@ class Broker:
         override of a changed setting gets its new effective config at once."""
         self.config = config
         self.connection_quotas.reconfigure(config.connection_limits)
+        self._reload_listener_ssl(config)
         controller = self.controller
         if self.cluster is not None and isinstance(controller, ClusterController):
             unclean = bool(config.get("unclean.leader.election.enable"))
@@ -480,6 +527,27 @@ class Broker:
         if self.replica_manager is not None:
             for topic in list(self.metadata_cache.topics.values()):
                 self.replica_manager.update_log_config(topic)
+
+    def _reload_listener_ssl(self, new: BrokerConfig) -> None:
+        """Listeners whose TLS settings or key and trust files changed take new contexts
+        (new certificates); a context that cannot be built leaves the old one, with an
+        error in the log."""
+        for listener_cfg, listener in zip(new.listeners, self.listeners, strict=False):
+            if listener.ssl_context is None:
+                continue
+            name = listener_cfg.name
+            fingerprint = ssl_fingerprint(new, name)
+            if fingerprint == self._ssl_fingerprints.get(name):
+                continue
+            try:
+                context = listener_ssl_context(new, listener_cfg)
+                if context is not None:
+                    listener.reconfigure_ssl(context)
+                    self._ssl_fingerprints[name] = fingerprint
+            except ConfigError as exc:
+                log.error("keeping the TLS settings of listener %s: %s", name, exc)
+                continue
+            log.info("listener %s reloaded its TLS settings", name)
 
     def _cleanup_logs(self) -> None:
         assert self.log_manager is not None
@@ -513,6 +581,7 @@ class Broker:
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
         )
+        self.txn_marker_channel.security = inter_broker_security(cfg)
         self.transaction_coordinator = TransactionCoordinator(
             CoordinatorPartitionWriter(self.replica_manager),
             TxnConfig(

@@ -193,6 +193,64 @@ _define("quota.window.size.seconds", _INT, 1, _at_least(1), _LOW,
 _define("message.max.bytes", _INT, 1048588, _at_least(0), _HIGH,
         "Largest record batch accepted (default for topic max.message.bytes).", _CLUSTER)
 
+# --- security: TLS and SASL (each may also be set for one listener as
+# listener.name.<listener>.<setting>; SASL's JAAS config as
+# listener.name.<listener>.<mechanism>.sasl.jaas.config) ---
+_define("ssl.protocol", _STR, "TLSv1.3", None, _MEDIUM,
+        "TLS protocol of the contexts made (the newest enabled one is used).", _PER_BROKER)
+_define("ssl.enabled.protocols", _LIST, ["TLSv1.2", "TLSv1.3"],
+        ListOf(("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")), _MEDIUM,
+        "TLS protocol versions accepted.", _PER_BROKER)
+_define("ssl.cipher.suites", _LIST, [], None, _LOW,
+        "TLS 1.2 cipher suites allowed, by OpenSSL or IANA name; empty: OpenSSL's defaults.",
+        _PER_BROKER)
+_define("ssl.keystore.type", _STR, "JKS", None, _MEDIUM,
+        "Keystore format; logbus reads PEM only.", _PER_BROKER)
+_define("ssl.keystore.location", _STR, None, None, _HIGH,
+        "PEM file holding the private key and its certificate chain.", _PER_BROKER)
+_define("ssl.keystore.password", _PASSWORD, None, None, _HIGH,
+        "Password of the keystore (for PEM: of the private key, if ssl.key.password is "
+        "unset).", _PER_BROKER)
+_define("ssl.key.password", _PASSWORD, None, None, _HIGH,
+        "Password of an encrypted private key.", _PER_BROKER)
+_define("ssl.keystore.key", _PASSWORD, None, None, _HIGH,
+        "The private key in PEM, inline (with ssl.keystore.certificate.chain).", _PER_BROKER)
+_define("ssl.keystore.certificate.chain", _PASSWORD, None, None, _HIGH,
+        "The certificate chain in PEM, inline (with ssl.keystore.key).", _PER_BROKER)
+_define("ssl.truststore.type", _STR, "JKS", None, _MEDIUM,
+        "Truststore format; logbus reads PEM only.", _PER_BROKER)
+_define("ssl.truststore.location", _STR, None, None, _HIGH,
+        "PEM file of the CA certificates trusted for client certificates.", _PER_BROKER)
+_define("ssl.truststore.password", _PASSWORD, None, None, _HIGH,
+        "Password of the truststore (unused for PEM).", _PER_BROKER)
+_define("ssl.truststore.certificates", _PASSWORD, None, None, _HIGH,
+        "Trusted CA certificates in PEM, inline.", _PER_BROKER)
+_define("ssl.client.auth", _STR, "none", OneOf(("none", "requested", "required")), _MEDIUM,
+        "Whether clients must (required), may (requested) or need not present a "
+        "certificate.", _PER_BROKER)
+_define("ssl.endpoint.identification.algorithm", _STR, "https", None, _LOW,
+        "https: a broker connecting to another checks its host name against the "
+        "certificate; empty: not checked.", _PER_BROKER)
+_define("ssl.principal.mapping.rules", _STR, "DEFAULT", None, _LOW,
+        "Rules mapping a client certificate's distinguished name to a user name "
+        "(RULE:pattern/replacement/[LU], DEFAULT).")
+_define("sasl.enabled.mechanisms", _LIST, ["GSSAPI"], None, _MEDIUM,
+        "SASL mechanisms offered; logbus has PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.",
+        _PER_BROKER)
+_define("sasl.mechanism.inter.broker.protocol", _STR, "GSSAPI", None, _MEDIUM,
+        "SASL mechanism brokers use between themselves.", _PER_BROKER)
+_define("sasl.jaas.config", _PASSWORD, None, None, _MEDIUM,
+        "JAAS login module configuration (PLAIN users, the broker's own credentials).",
+        _PER_BROKER)
+_define("sasl.server.max.receive.size", _INT, 524288, _at_least(1), _LOW,
+        "Largest frame accepted before a client has authenticated.")
+_define("connection.failed.authentication.delay.ms", _INT, 100, _at_least(0), _LOW,
+        "How long a connection whose authentication failed stays open (answered, unread) "
+        "before it is closed: slows down password guessing.")
+_define("connections.max.reauth.ms", _LONG, 0, _at_least(0), _MEDIUM,
+        "Longest a SASL session lasts before the client must authenticate again (KIP-368); "
+        "0: forever.")
+
 # --- topic creation ---
 _define("num.partitions", _INT, 1, _at_least(1), _MEDIUM,
         "Partitions of a topic created without a partition count.")

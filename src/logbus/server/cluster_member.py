@@ -110,10 +110,12 @@ class ClusterMember:
             Endpoint(
                 listener.name,
                 listener.host or host,
-                port if i == 0 else (listener.port or port),
+                port if i == 0 else advertised.port,
                 listener.security_protocol,
             )
-            for i, listener in enumerate(cfg.advertised_listeners)
+            for i, (listener, advertised) in enumerate(
+                zip(cfg.advertised_listeners, broker.advertised_endpoints(), strict=True)
+            )
         ]
         self.registration = registration = BrokerRegistration(
             self.store, broker.broker_id, endpoints, cfg.broker_rack

@@ -21,10 +21,12 @@ from logbus.server.broker_config_def import BROKER_CONFIG_DEF, CLUSTER_ONLY, NO_
 from logbus.server.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
 from logbus.server.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
+    SASL_MECHANISMS,
     SUPPORTED_SECURITY_PROTOCOLS,
     Listener,
     parse_listeners,
     parse_security_protocol_map,
+    split_listener_setting,
 )
 from logbus.server.network.connection_quotas import ConnectionLimits, parse_per_ip_overrides
 from logbus.server.properties import load_properties, parse_overrides, parse_properties
@@ -111,6 +113,14 @@ class BrokerConfig:
                 if value is not None
             },
         }
+        # Listener-prefixed settings (listener.name.<l>.<setting>), highest layer first.
+        self._listener_layers: list[dict[str, ConfigValue]] = []
+        for source, layer in self._layers.items():
+            prefixed = {
+                name: layer.pop(name) for name in list(layer) if name.startswith("listener.name.")
+            }
+            if source is not ConfigSource.DEFAULT_CONFIG:
+                self._listener_layers.append(prefixed)
         self._values: dict[str, ConfigValue] = BROKER_CONFIG_DEF.defaults()
         for source in reversed(list(self._layers)):
             self._values.update(self._layers[source])
@@ -130,6 +140,7 @@ class BrokerConfig:
         self._check_relations()
         self._check_supported()
         self.connection_limits: ConnectionLimits = self._connection_limits()
+        self._check_security()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -175,11 +186,89 @@ class BrokerConfig:
     @property
     def originals(self) -> dict[str, ConfigValue]:
         """The static settings as given (typed)."""
-        return dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        static = dict(self._layers[ConfigSource.STATIC_BROKER_CONFIG])
+        static.update(self._listener_layers[-1])  # listener-prefixed static settings
+        return static
 
     def __repr__(self) -> str:
         explicit = {name: self._values[name] for name in self._values if self.is_set(name)}
         return f"BrokerConfig({explicit!r})"
+
+    # --- listener-prefixed settings (security) ---
+
+    def listener_setting(self, listener: str, name: str, mechanism: str = "") -> ConfigValue:
+        """A setting as one listener sees it: `listener.name.<listener>.[<mechanism>.]<name>`
+        if set (dynamic layers first), else the broker-wide `name`."""
+        prefix = f"listener.name.{listener.lower()}."
+        keys = [f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []
+        keys.append(prefix + name)
+        for layer in self._listener_layers:
+            for key in keys:
+                if key in layer:
+                    return layer[key]
+        return self.get(name)
+
+    def listener_layers(self) -> list[tuple[ConfigSource, dict[str, ConfigValue]]]:
+        """The listener-prefixed settings of each layer (dynamic per broker, dynamic
+        default, static), highest precedence first, for DescribeConfigs."""
+        sources = [s for s in self._layers if s is not ConfigSource.DEFAULT_CONFIG]
+        return [(s, dict(layer)) for s, layer in zip(sources, self._listener_layers, strict=True)]
+
+    def listener_settings(self, listener: str) -> dict[str, ConfigValue]:
+        """Every prefixed setting of one listener (full names), for change detection."""
+        prefix = f"listener.name.{listener.lower()}."
+        found: dict[str, ConfigValue] = {}
+        for layer in reversed(self._listener_layers):
+            found.update({k: v for k, v in layer.items() if k.startswith(prefix)})
+        return found
+
+    def _check_security(self) -> None:
+        """What a TLS or SASL listener needs, checked before anything starts."""
+        for listener in self.listeners:
+            protocol = listener.security_protocol
+            if protocol in ("SSL", "SASL_SSL"):
+                for store in ("keystore", "truststore"):
+                    kind = cast(str, self.listener_setting(listener.name, f"ssl.{store}.type"))
+                    if kind.upper() != "PEM" and self.listener_setting(
+                        listener.name, f"ssl.{store}.location"
+                    ):
+                        raise ConfigError(
+                            f"ssl.{store}.type",
+                            f"logbus reads PEM {store}s only (listener {listener.name}); "
+                            f"set ssl.{store}.type=PEM",
+                            kind,
+                        )
+                has_file = self.listener_setting(listener.name, "ssl.keystore.location")
+                has_inline = self.listener_setting(listener.name, "ssl.keystore.key")
+                if not has_file and not has_inline:
+                    raise ConfigError(
+                        "ssl.keystore.location",
+                        f"Listener {listener.name} uses {protocol} and needs a key and "
+                        "certificate: ssl.keystore.location, or ssl.keystore.key with "
+                        "ssl.keystore.certificate.chain",
+                    )
+            if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                mechanisms = cast(
+                    list[str], self.listener_setting(listener.name, "sasl.enabled.mechanisms")
+                )
+                unknown = [m for m in mechanisms if m.upper() not in SASL_MECHANISMS]
+                if unknown or not mechanisms:
+                    raise ConfigError(
+                        "sasl.enabled.mechanisms",
+                        f"Listener {listener.name} uses {protocol}; logbus offers "
+                        f"{', '.join(SASL_MECHANISMS)}, not {', '.join(unknown) or 'nothing'}",
+                        ",".join(mechanisms),
+                    )
+        inter = self.inter_broker_listener
+        if inter.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = self._str("sasl.mechanism.inter.broker.protocol").upper()
+            if mechanism not in SASL_MECHANISMS:
+                raise ConfigError(
+                    "sasl.mechanism.inter.broker.protocol",
+                    f"The inter-broker listener {inter.name} uses {inter.security_protocol}; "
+                    f"its mechanism must be one of {', '.join(SASL_MECHANISMS)}",
+                    mechanism,
+                )
 
     # --- derived values (Kafka's precedence rules) ---
 
@@ -523,7 +612,8 @@ def _parse_layer(props: Mapping[str, object], source: ConfigSource) -> dict[str,
     layer raise `ConfigError`."""
     values: dict[str, ConfigValue] = {}
     for name, raw in props.items():
-        key = BROKER_CONFIG_DEF.get(name)
+        prefixed = split_listener_setting(name)
+        key = BROKER_CONFIG_DEF.get(name if prefixed is None else prefixed[2])
         if key is None:
             raise ConfigError(name, "Unknown broker configuration name")
         if source in _DYNAMIC_LAYERS and key.update_mode is UpdateMode.READ_ONLY:

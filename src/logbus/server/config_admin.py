@@ -30,6 +30,8 @@ from logbus.server.config_def import (
     UpdateMode,
     render_value,
 )
+from logbus.server.listeners import split_listener_setting
+from logbus.server.network.listener_security import check_listener_tls
 from logbus.server.topic_config import validate_topic_configs
 
 __all__ = [
@@ -152,14 +154,15 @@ def check_broker_update(
 ) -> BrokerConfig:
     """Validate the complete new set of dynamic configs of this broker (`per_broker`) or
     of the cluster-wide default, and return the broker config they would give."""
-    unknown = sorted(name for name in configs if name not in BROKER_CONFIG_DEF)
+    keys = {name: BROKER_CONFIG_DEF.get(_base_setting(name)) for name in configs}
+    unknown = sorted(name for name, key in keys.items() if key is None)
     if unknown:
         raise ConfigUpdateError(
             ErrorCode.INVALID_CONFIG,
             f"Unknown broker config name{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
         )
     read_only = sorted(
-        name for name in configs if BROKER_CONFIG_DEF[name].update_mode is UpdateMode.READ_ONLY
+        name for name, key in keys.items() if key and key.update_mode is UpdateMode.READ_ONLY
     )
     if read_only:
         raise _invalid_request(
@@ -167,7 +170,9 @@ def check_broker_update(
         )
     if not per_broker:
         only_per_broker = sorted(
-            name for name in configs if BROKER_CONFIG_DEF[name].update_mode is UpdateMode.PER_BROKER
+            name
+            for name, key in keys.items()
+            if key and (key.update_mode is UpdateMode.PER_BROKER or name != key.name)
         )
         if only_per_broker:
             raise _invalid_request(
@@ -175,10 +180,19 @@ def check_broker_update(
                 f"specified: Set({', '.join(only_per_broker)})"
             )
     try:
-        return BrokerConfig(
+        config = BrokerConfig(
             static,
             dynamic_default=dynamic_default if per_broker else configs,
             dynamic_per_broker=configs if per_broker else dynamic_per_broker,
         )
+        if any(_base_setting(name).startswith("ssl.") for name in configs):
+            check_listener_tls(config)  # the new keystores and truststores load
+        return config
     except ConfigError as exc:
         raise ConfigUpdateError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+
+
+def _base_setting(name: str) -> str:
+    """The setting a listener-prefixed name overrides (itself for any other name)."""
+    prefixed = split_listener_setting(name)
+    return name if prefixed is None else prefixed[2]

@@ -20,10 +20,11 @@ __all__ = [
     "Listener",
     "parse_listeners",
     "parse_security_protocol_map",
+    "split_listener_setting",
 ]
 
 KNOWN_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS: Final = frozenset({"PLAINTEXT"})
+SUPPORTED_SECURITY_PROTOCOLS: Final = frozenset(KNOWN_SECURITY_PROTOCOLS)
 """The security protocols logbus listeners can serve today."""
 
 
@@ -98,3 +99,29 @@ def parse_listeners(
             raise ConfigError(setting, f"Port {port} is used by two listeners", value)
         listeners.append(Listener(name, host, port, protocol))
     return listeners
+
+
+LISTENER_PREFIX: Final = "listener.name."
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL mechanisms logbus serves."""
+# Settings a listener may override (Kafka's listener-prefixed configs).
+_PER_LISTENER = re.compile(r"(ssl\.|sasl\.)[a-z.]+|connections\.max\.reauth\.ms")
+_PER_MECHANISM = re.compile(r"([a-z0-9-]+)\.(sasl\.jaas\.config|connections\.max\.reauth\.ms)")
+
+
+def split_listener_setting(name: str) -> tuple[str, str, str] | None:
+    """("LISTENER", "mechanism" or "", base setting) for a listener-prefixed setting
+    (`listener.name.sasl_ssl.ssl.keystore.location`,
+    `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config`); None for any other name or
+    a prefixed name logbus does not know."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, dot, rest = name[len(LISTENER_PREFIX) :].partition(".")
+    if not dot or not listener:
+        return None
+    per_mechanism = _PER_MECHANISM.fullmatch(rest)
+    if per_mechanism is not None and per_mechanism.group(1).upper() in SASL_MECHANISMS:
+        return listener.upper(), per_mechanism.group(1).upper(), per_mechanism.group(2)
+    if _PER_LISTENER.fullmatch(rest):
+        return listener.upper(), "", rest
+    return None

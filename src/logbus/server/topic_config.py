@@ -42,6 +42,7 @@ from logbus.server.config_def import (
     Range,
     UpdateMode,
 )
+from logbus.server.listeners import split_listener_setting
 
 __all__ = [
     "BROKER_SYNONYM_GROUPS",
@@ -318,6 +319,49 @@ def describe_topic(
     return entries
 
 
+def _listener_entries(
+    broker_config: BrokerConfig,
+    names: Collection[str] | None,
+    cluster_default: bool,
+    include_synonyms: bool,
+) -> list[ConfigEntry]:
+    """The listener-prefixed settings that are set (`listener.name.<l>.ssl.*`, ...), as
+    Kafka describes them; sensitive ones without their values."""
+    layers = broker_config.listener_layers()
+    if cluster_default:
+        layers = [
+            (source, layer)
+            for source, layer in layers
+            if source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        ]
+    found = sorted({name for _, layer in layers for name in layer})
+    entries = []
+    for name in found:
+        if names is not None and name not in names:
+            continue
+        prefixed = split_listener_setting(name)
+        assert prefixed is not None
+        key = BROKER_CONFIG_DEF[prefixed[2]]
+        synonyms = [
+            ConfigSynonym(name, None if key.is_sensitive else key.render(layer[name]), source)
+            for source, layer in layers
+            if name in layer
+        ]
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=synonyms[0].value,
+                read_only=key.update_mode is UpdateMode.READ_ONLY,
+                source=synonyms[0].source,
+                is_sensitive=key.is_sensitive,
+                synonyms=synonyms if include_synonyms else [],
+                config_type=key.type,
+                documentation="",
+            )
+        )
+    return entries
+
+
 def describe_broker(
     broker_config: BrokerConfig,
     *,
@@ -363,7 +407,8 @@ def describe_broker(
                 documentation=key.doc if include_documentation else "",
             )
         )
-    return entries
+    entries += _listener_entries(broker_config, names, cluster_default, include_synonyms)
+    return sorted(entries, key=lambda entry: entry.name)
 
 
 def _synonym_group(name: str) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from logbus.client.requests.transactions_marker import (
     MarkerResults,
     write_txn_markers,
 )
+from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.controller.cluster_metadata import MetadataCache
 from logbus.coordinator.transaction.markers import TxnMarkers
 from logbus.protocol import ErrorCode
@@ -67,6 +68,7 @@ class TxnMarkerChannel:
         self.listener = listener
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.security: ClientSecurity = PLAINTEXT  # the inter-broker listener's (broker sets it)
         self._conns: dict[int, tuple[str, int, Connection]] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
         self._closed = False
@@ -113,6 +115,7 @@ class TxnMarkerChannel:
                 client_id=f"broker-{self.broker_id}-txn-marker-sender",
                 connect_timeout=timeout,
                 request_timeout=timeout + 5,
+                security=self.security,
             )
             if self._closed:
                 await conn.close()

@@ -55,6 +55,7 @@ class OffsetReader:
                     client_id=self.settings.client_id,
                     connect_timeout=self.settings.connect_timeout_ms / 1000,
                     request_timeout=self.settings.request_timeout_ms / 1000,
+                    security=self.settings.security(),
                 )
             except ValueError as exc:
                 raise LogbusSparkError(f"option 'kafka.bootstrap.servers': {exc}") from None

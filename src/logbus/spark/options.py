@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from logbus.client.config import SECURITY_SETTINGS, ConfigError, ConfigSchema
+from logbus.client.security import ClientSecurity, security_from_config
+
 # Offsets as Spark's Kafka source writes them in JSON: -2 earliest, -1 latest.
 EARLIEST = -2
 LATEST = -1
@@ -70,7 +73,8 @@ _READ_CLIENT_SETTINGS = frozenset(
         "fetch.max.wait.ms",
         "isolation.level",
         "group.id",
-        "security.protocol",
+        # TLS and SASL (librdkafka's and the Java client's names, as the logbus client)
+        *(setting.name for setting in SECURITY_SETTINGS),
         # consumer settings with no effect on exact-range fetches without a group
         "group.instance.id",
         "session.timeout.ms",
@@ -108,6 +112,10 @@ _WRITE_REFUSED = {
 }
 
 
+_SECURITY_NAMES = frozenset(setting.name for setting in SECURITY_SETTINGS)
+_SECURITY_SCHEMA = ConfigSchema("reader", SECURITY_SETTINGS)
+
+
 class LogbusSparkError(ValueError):
     """A data source option or input the `logbus` source cannot work with."""
 
@@ -127,6 +135,13 @@ class ClientSettings:
     fetch_max_wait_ms: int = 500
     # 0 read_uncommitted, 1 read_committed (Kafka's isolation levels).
     isolation_level: int = 0
+    # the kafka.security.protocol, kafka.ssl.* and kafka.sasl.* options, as given (an
+    # SSL context cannot travel to Spark's workers: each builds its own)
+    security_settings: tuple[tuple[str, str], ...] = ()
+
+    def security(self) -> ClientSecurity:
+        """TLS and SASL for the reader's connections."""
+        return security_from_config(_SECURITY_SCHEMA.parse(dict(self.security_settings)))
 
 
 @dataclass(frozen=True)
@@ -323,8 +338,11 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             "option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
             f"not {isolation!r}"
         )
-    if kafka.get("security.protocol", "plaintext").lower() != "plaintext":
-        raise LogbusSparkError("option 'kafka.security.protocol' supports only PLAINTEXT")
+    security = tuple(sorted((k, v) for k, v in kafka.items() if k in _SECURITY_NAMES))
+    try:
+        security_from_config(_SECURITY_SCHEMA.parse(dict(security)))
+    except ConfigError as exc:
+        raise LogbusSparkError(f"the kafka.* security options: {exc}") from None
 
     def number(name: str, default: int) -> int:
         text = kafka.get(name)
@@ -343,6 +361,7 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
     defaults = ClientSettings(bootstrap_servers="")
     return ClientSettings(
         bootstrap_servers=kafka["bootstrap.servers"],
+        security_settings=security,
         client_id=kafka.get("client.id", defaults.client_id),
         request_timeout_ms=number("request.timeout.ms", defaults.request_timeout_ms),
         connect_timeout_ms=number(

@@ -114,6 +114,7 @@ class _RangeReader:
                 client_id=self.settings.client_id,
                 connect_timeout=self.settings.connect_timeout_ms / 1000,
                 request_timeout=self.settings.request_timeout_ms / 1000,
+                security=self.settings.security(),
             )
         fetched = await self._fetch()
         if fetched is None:

@@ -39,6 +39,8 @@ class RequestContext:
     peer: str
     # the connection's authenticated principal (User:ANONYMOUS when none)
     principal: KafkaPrincipal = ANONYMOUS
+    # the name of the listener the request came in on ("" when not known)
+    listener: str = ""
 
     @property
     def version(self) -> int:

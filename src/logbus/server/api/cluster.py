@@ -58,8 +58,9 @@ async def handle_describe_cluster(
         }
     cache = ctx.broker.metadata_cache
     brokers: list[DescribeClusterBroker] = [
-        {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        for ep in (b.endpoint(ctx.listener or None),)
     ]
     include_operations = bool(request["include_cluster_authorized_operations"])
     return {

@@ -119,10 +119,11 @@ async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinat
     node = cache.brokers.get(state.leader)
     if node is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
+    endpoint = node.endpoint(ctx.listener or None)
     return {
         "node_id": node.broker_id,
-        "host": node.host,
-        "port": node.port,
+        "host": endpoint.host,
+        "port": endpoint.port,
         "error_code": ErrorCode.NONE,
         "error_message": None,
     }

@@ -149,8 +149,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
             else:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     brokers: list[MetadataResponseBroker] = [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"node_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        for ep in (b.endpoint(ctx.listener or None),)
     ]
     include_cluster_ops = bool(request["include_cluster_authorized_operations"])
     return {

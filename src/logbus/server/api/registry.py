@@ -55,6 +55,8 @@ MODULES = (
     "write_txn_markers",
     "describe_producers",
     "transactions",
+    "sasl",
+    "scram_credentials",
     "acls",
     "client_quotas",
 )
@@ -97,7 +99,9 @@ class Apis:
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
         services = self.broker.services or await self.broker.started()
-        ctx = RequestContext(self.broker, services, header, conn.peer, conn.principal)
+        ctx = RequestContext(
+            self.broker, services, header, conn.peer, conn.principal, conn.listener_name
+        )
         quotas = services.quotas
         if not quotas.enabled:  # no quota configured: nothing to count
             try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream
+from logbus.server.network.sasl_authenticator import CloseAfter, SaslAuthenticator
 from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 from logbus.storage.file_slice import FileSlice
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 SENDFILE_THRESHOLD = 64 * 1024
 READ_SIZE = 256 * 1024
 CLOSE_TIMEOUT = 5.0
+TLS_WRITE_SIZE = 4 * 1024 * 1024
 # Reading pauses while this many bytes of requests wait to be handled (at least one
 # request always waits: Kafka mutes a channel while it handles a request from it).
 QUEUED_REQUEST_BYTES = 1 << 20
@@ -43,7 +45,16 @@ class Connection:
     """Owns one client socket. Created by the listener; lives until the peer closes, a
     protocol error closes it, or the broker shuts down."""
 
-    def __init__(self, stream: FrameStream, handler: Handler) -> None:
+    def __init__(
+        self,
+        stream: FrameStream,
+        handler: Handler,
+        *,
+        authenticator: SaslAuthenticator | None = None,
+        principal: KafkaPrincipal = ANONYMOUS,
+        max_request_size: int = 0,
+        tls: bool = False,
+    ) -> None:
         self.stream = stream
         self.handler = handler
         peer = stream.get_extra_info("peername")
@@ -52,7 +63,15 @@ class Connection:
         self._answered_at = stream.last_received
         # Who authenticated on this connection (SSL client certificate, SASL); anonymous
         # until then, and on PLAINTEXT listeners.
-        self.principal: KafkaPrincipal = ANONYMOUS
+        self.principal: KafkaPrincipal = principal
+        # SASL listeners: the exchange before any other request; frames are bounded by
+        # sasl.server.max.receive.size until it completes, then by max_request_size.
+        self.authenticator = authenticator
+        self.max_request_size = max_request_size
+        if authenticator is not None:
+            stream.set_max_frame_size(authenticator.settings.max_receive_size)
+        self.listener_name = ""  # set by the listener
+        self.tls = tls  # no sendfile: file slices are read and written through TLS
         # Seconds this connection is not read after its current response (client quotas,
         # KIP-219: the response is sent at once, then the channel stays muted).
         self.throttle_s = 0.0
@@ -73,7 +92,7 @@ class Connection:
         try:
             while (frame := await self.stream.read_frame()) is not None:
                 self._busy = True
-                chunks = await self.handler(self, frame)
+                chunks = await self._handle(frame)
                 del frame  # a produce request's records may be large: let them go
                 if chunks is not None:
                     await self.send(chunks)
@@ -93,6 +112,29 @@ class Connection:
         finally:
             await self.close()
 
+    async def _handle(self, frame: Frame) -> list[Any] | None:
+        auth = self.authenticator
+        if auth is None:
+            return await self.handler(self, frame)
+        if not auth.wants(frame):
+            if auth.expired():
+                raise CloseConnection("the SASL session expired (connections.max.reauth.ms)")
+            return await self.handler(self, frame)
+        try:
+            chunks = auth.handle(frame)
+        except CloseAfter as exc:
+            if exc.chunks is not None:
+                await self.send(exc.chunks)
+            if exc.delay > 0:  # connection.failed.authentication.delay.ms
+                await asyncio.sleep(exc.delay)
+            raise CloseConnection(str(exc)) from None
+        if chunks is None:  # ApiVersions before authentication
+            return await self.handler(self, frame)
+        if auth.complete and auth.principal is not None and self.principal != auth.principal:
+            self.principal = auth.principal
+            self.stream.trust(self.max_request_size)
+        return chunks
+
     async def close(self) -> None:
         """Flush what is queued and close; a peer that does not take its bytes within
         CLOSE_TIMEOUT seconds has the socket dropped."""
@@ -104,6 +146,9 @@ class Connection:
 
     async def send(self, chunks: list[Any]) -> None:
         stream = self.stream
+        if self.tls:
+            await _send_through_tls(stream, chunks)
+            return
         run: list[Any] = []  # chunks written together
         for chunk in chunks:
             if not isinstance(chunk, FileSlice):
@@ -117,6 +162,33 @@ class Connection:
                 await _send_slice(stream, chunk)
         stream.write_chunks(run)
         await stream.drain()
+
+
+async def _send_through_tls(stream: FrameStream, chunks: list[Any]) -> None:
+    """TLS has no sendfile: file slices are read straight into one buffer per
+    TLS_WRITE_SIZE of response (preadv into a memoryview, no intermediate copies) and
+    written with the chunks around them; TLS encrypts from it."""
+    run: list[Any] = []
+    for chunk in chunks:
+        if not isinstance(chunk, FileSlice):
+            run.append(chunk)
+            continue
+        fd = chunk.file.fileno()
+        position, end = chunk.position, chunk.position + chunk.size
+        while position < end:
+            size = min(TLS_WRITE_SIZE, end - position)
+            buffer = bytearray(size)
+            read = os.preadv(fd, [buffer], position)
+            if read != size:
+                raise ConnectionError("segment file shorter than the slice being sent")
+            run.append(buffer)
+            position += size
+            if position < end:
+                stream.write_chunks(run)
+                run = []
+                await stream.drain()
+    stream.write_chunks(run)
+    await stream.drain()
 
 
 _sendfile_supported = True

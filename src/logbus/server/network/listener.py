@@ -18,14 +18,20 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 
 from logbus.protocol.frame_stream import MemoryPool, accept_frame_stream
 from logbus.server.network.connection import QUEUED_REQUEST_BYTES, Connection, Handler
 from logbus.server.network.connection_quotas import ConnectionLimits, ConnectionQuotas
+from logbus.server.network.sasl_authenticator import SaslAuthenticator, SaslSettings
+from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
+from logbus.server.security.ssl_principal import PrincipalMapper
 
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
+# A TLS handshake not finished within this many seconds closes the connection.
+SSL_HANDSHAKE_TIMEOUT = 10.0
 
 
 # How often idle connections are looked for, as a share of connections.max.idle.ms (and
@@ -51,7 +57,19 @@ class Listener:
         memory_pool: MemoryPool | None = None,
         idle_timeout_ms: int = -1,
         backlog: int = BACKLOG,
+        name: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
+        principal_mapper: PrincipalMapper | None = None,
+        ssl_handshake_timeout: float = SSL_HANDSHAKE_TIMEOUT,
     ) -> None:
+        self.name = name
+        # TLS (SSL, SASL_SSL): replaced by `reconfigure_ssl`; new connections use the new
+        # context, established ones keep theirs (as Kafka's reloaded keystores).
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.principal_mapper = principal_mapper or PrincipalMapper("DEFAULT")
+        self.ssl_handshake_timeout = ssl_handshake_timeout
         self.host = host
         self.port = port
         self.handler = handler
@@ -160,8 +178,7 @@ class Listener:
             for connection in list(self._connections):
                 if connection.idle_for(now) > timeout:
                     log.info(
-                        "closing connection from %s: idle for more than "
-                        "connections.max.idle.ms=%d",
+                        "closing connection from %s: idle for more than connections.max.idle.ms=%d",
                         connection.peer,
                         self.idle_timeout_ms,
                     )
@@ -177,15 +194,43 @@ class Listener:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
             stream = await accept_frame_stream(
                 sock,
-                self.max_request_size,
+                # before authentication: sasl.server.max.receive.size, from the first byte
+                self.max_request_size if self.sasl is None else self.sasl.max_receive_size,
                 max_queued_bytes=QUEUED_REQUEST_BYTES,
                 memory_pool=self.memory_pool,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=self.ssl_handshake_timeout,
+                untrusted=self.sasl is not None,
             )
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError and ConnectionError too
+            log.info("closing a new connection on %s: %s", self.name, exc or type(exc).__name__)
+            self._forget(sock)
+            sock.close()
+            return
         except BaseException:
             self._forget(sock)
             sock.close()
             raise
-        connection = Connection(stream, self.handler)
+        principal = ANONYMOUS
+        if self.ssl_context is not None and self.sasl is None:
+            try:
+                principal = self._tls_principal(stream.get_extra_info("peercert"))
+            except ValueError as exc:
+                log.info("closing a TLS connection on %s: %s", self.name, exc)
+                stream.abort()
+                self._forget(sock)
+                return
+        peer = stream.get_extra_info("peername")
+        authenticator = SaslAuthenticator(self.sasl, str(peer)) if self.sasl is not None else None
+        connection = Connection(
+            stream,
+            self.handler,
+            authenticator=authenticator,
+            principal=principal,
+            max_request_size=self.max_request_size,
+            tls=self.ssl_context is not None,
+        )
+        connection.listener_name = self.name
         self._connections.add(connection)
         try:
             await connection.serve()
@@ -194,6 +239,22 @@ class Listener:
         finally:
             self._connections.discard(connection)
             self._forget(sock)
+
+    def _tls_principal(self, certificate: object) -> KafkaPrincipal:
+        """The principal of a TLS client: its certificate's mapped name, or ANONYMOUS
+        without one."""
+        mapped = self.principal_mapper.principal(
+            certificate if isinstance(certificate, dict) else None
+        )
+        return mapped or ANONYMOUS
+
+    def reconfigure_ssl(
+        self, context: ssl.SSLContext, principal_mapper: PrincipalMapper | None = None
+    ) -> None:
+        """New certificates and TLS settings (a dynamic config change)."""
+        self.ssl_context = context
+        if principal_mapper is not None:
+            self.principal_mapper = principal_mapper
 
     async def stop(self) -> None:
         """Stop accepting, drop every connection at once (a closing transport would

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.alter_partition import IsrChange, alter_partition
+from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.protocol import ErrorCode
 from logbus.server.replica.partition import Partition
 from logbus.types import TopicPartition
@@ -62,8 +63,10 @@ class AlterPartitionManager:
         broker_epoch: Callable[[], int] = lambda: -1,
         retry_backoff_ms: int = 1000,
         request_timeout_ms: int = 30000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.controller = controller
         self.broker_epoch = broker_epoch
         self.retry_backoff_ms = retry_backoff_ms
@@ -122,6 +125,7 @@ class AlterPartitionManager:
                 client_id=f"broker-{self.broker_id}-alter-partition",
                 connect_timeout=timeout,
                 request_timeout=timeout,
+                security=self.security,
             )
             self._conn_to = controller_id
         return self._conn

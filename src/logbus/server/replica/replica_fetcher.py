@@ -31,9 +31,11 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.fetch import FetchedData, FetchOptions, FetchPosition, fetch_partitions
 from logbus.client.requests.leader_epochs import EpochQuery, offset_for_leader_epoch
+from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.coordinator.group.offsets_topic import java_abs, java_int, java_string_hash
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch, split_batches
+from logbus.server.network.listener_security import inter_broker_security
 from logbus.server.replica.partition import Partition
 from logbus.storage.errors import StorageError
 from logbus.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -56,6 +58,7 @@ class ReplicaFetcherConfig:
     fetch_backoff_ms: int = 1000
     response_max_bytes: int = 10485760
     socket_timeout_ms: int = 30000
+    security: ClientSecurity = PLAINTEXT  # the inter-broker listener's TLS and SASL
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> ReplicaFetcherConfig:
@@ -67,6 +70,7 @@ class ReplicaFetcherConfig:
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
             response_max_bytes=config.replica_fetch_response_max_bytes,
             socket_timeout_ms=config.replica_socket_timeout_ms,
+            security=inter_broker_security(config),
         )
 
 
@@ -179,6 +183,7 @@ class ReplicaFetcher:
             client_id=f"broker-{self.broker_id}-{self.name}",
             connect_timeout=timeout,
             request_timeout=timeout,
+            security=self.config.security,
         )
         return self._conn
 

@@ -144,6 +144,7 @@ class ReplicaManager:
             broker_epoch,
             retry_backoff_ms=min(fetcher_config.fetch_backoff_ms, 1000),
             request_timeout_ms=config.controller_socket_timeout_ms,
+            security=fetcher_config.security,
         )
         self.replica_lag_time_max_ms = lag = config.replica_lag_time_max_ms
         for part in self.partitions.values():

@@ -18,7 +18,7 @@ class KafkaPrincipal(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> KafkaPrincipal:
-        """"Type:name" as Kafka's `SecurityUtils.parseKafkaPrincipal`; ValueError with a
+        """ "Type:name" as Kafka's `SecurityUtils.parseKafkaPrincipal`; ValueError with a
         readable message for anything else."""
         principal_type, colon, name = text.partition(":")
         if not colon or not principal_type or not name:

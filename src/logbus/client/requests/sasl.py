@@ -1,0 +1,15 @@
+"""SaslHandshake v0-1 and SaslAuthenticate v0-2: what `Connection.connect` sends on a
+SASL listener after ApiVersions (handshake v1, then one SaslAuthenticate per round of the
+mechanism). This module imports no connection, so the connection can use it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def build_sasl_handshake(version: int, mechanism: str) -> dict[str, Any]:
+    return {"mechanism": mechanism}
+
+
+def build_sasl_authenticate(version: int, token: bytes) -> dict[str, Any]:
+    return {"auth_bytes": token}

@@ -1,0 +1,330 @@
+"""TLS listeners: every client over SSL (produce, consume in a group, an admin call), mTLS
+principals through ssl.principal.mapping.rules, refusals (plaintext on a TLS port,
+untrusted, expired or missing client certificates) that leave the broker serving, and
+certificates reloaded on a dynamic config change."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from security_support import (
+    Pki,
+    address,
+    listener,
+    tls_settings,
+)
+
+from logbus.protocol import ApiKey
+
+pytest_plugins = ["secure_fixtures"]
+
+TIMEOUT = 30
+
+
+def ssl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
+    return secure_broker(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "num.partitions": "1",
+            **tls_settings(pki),
+            **extra,
+        }
+    )
+
+
+def confluent_ssl(pki: Pki, bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca.cert_file),
+        **extra,
+    }
+
+
+def client_context(pki: Pki, cert: Any = None, ca: Any = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str((ca or pki.ca).cert_file))
+    if cert is not None:
+        context.load_cert_chain(str(cert.cert_file), str(cert.key_file))
+    return context
+
+
+def produce_consume_confluent(config: dict[str, Any], topic: str, count: int = 20) -> None:
+    admin = AdminClient(config)
+    futures = admin.create_topics([NewTopic(topic, 1, 1)])
+    futures[topic].result(TIMEOUT)
+    producer = Producer(config)
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), key=b"k")
+    assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer(
+        {**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        assert values == [f"v{i}".encode() for i in range(count)]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_confluent_kafka_over_ssl(secure_broker: Any, pki: Pki) -> None:
+    running = ssl_broker(secure_broker, pki)
+    config = confluent_ssl(pki, address(running, "SSL"))
+    produce_consume_confluent(config, f"tls-{uuid.uuid4().hex[:6]}")
+    metadata = AdminClient(config).list_topics(timeout=TIMEOUT)
+    assert metadata.brokers
+
+
+def test_kafka_python_over_ssl(secure_broker: Any, pki: Pki) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    running = ssl_broker(secure_broker, pki)
+    common = {
+        "bootstrap_servers": address(running, "SSL"),
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki.ca.cert_file),
+    }
+    topic = f"tls-kp-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(**common)
+    try:
+        admin.create_topics([KpNewTopic(topic, 1, 1)])
+        assert topic in admin.list_topics()
+    finally:
+        admin.close()
+    producer = KafkaProducer(**common)
+    try:
+        for i in range(10):
+            producer.send(topic, f"v{i}".encode())
+        producer.flush(TIMEOUT)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15000,
+        **common,
+    )
+    try:
+        values = [m.value for _, m in zip(range(10), consumer, strict=False)]
+    finally:
+        consumer.close()
+    assert values == [f"v{i}".encode() for i in range(10)]
+
+
+def test_aiokafka_over_ssl(secure_broker: Any, pki: Pki) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewTopic as AioNewTopic
+
+    running = ssl_broker(secure_broker, pki)
+    topic = f"tls-aio-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> list[bytes]:
+        context = client_context(pki)
+        common = {
+            "bootstrap_servers": address(running, "SSL"),
+            "security_protocol": "SSL",
+            "ssl_context": context,
+        }
+        admin = AIOKafkaAdminClient(**common)
+        await admin.start()
+        try:
+            await admin.create_topics([AioNewTopic(topic, 1, 1)])
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common
+        )
+        await consumer.start()
+        values: list[bytes] = []
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                async for message in consumer:
+                    values.append(message.value)
+                    if len(values) == 10:
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    assert asyncio.run(scenario()) == [f"v{i}".encode() for i in range(10)]
+
+
+def test_kcat_over_ssl(secure_broker: Any, pki: Pki, tmp_path: Any) -> None:
+    running = ssl_broker(secure_broker, pki, **{"auto.create.topics.enable": "true"})
+    topic = f"tls-kcat-{uuid.uuid4().hex[:6]}"
+    common = [
+        "kcat", "-b", address(running, "SSL"), "-X", "security.protocol=SSL",
+        "-X", f"ssl.ca.location={pki.ca.cert_file}",
+    ]  # fmt: skip
+    subprocess.run(
+        [*common, "-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=TIMEOUT
+    )
+    out = subprocess.run(
+        [*common, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"],
+        check=True, capture_output=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert out.stdout.split() == [b"one", b"two"]
+
+
+def mtls_broker(secure_broker: Any, pki: Pki) -> Any:
+    return ssl_broker(
+        secure_broker,
+        pki,
+        **{
+            "ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),OU=eng,.*$/$1/U,DEFAULT",
+        },
+    )
+
+
+def test_mtls_principal_from_mapping_rule(secure_broker: Any, pki: Pki, raw: Any) -> None:
+    running = mtls_broker(secure_broker, pki)
+    conn = raw(address(running, "SSL"), client_context(pki, pki.alice))
+    assert conn.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+    principals = {str(c.principal) for c in listener(running, "SSL")._connections}
+    assert principals == {"User:ALICE"}
+    # confluent-kafka with its certificate works end to end
+    config = confluent_ssl(
+        pki,
+        address(running, "SSL"),
+        **{
+            "ssl.certificate.location": str(pki.alice.cert_file),
+            "ssl.key.location": str(pki.alice.key_file),
+        },
+    )
+    produce_consume_confluent(config, f"mtls-{uuid.uuid4().hex[:6]}", count=3)
+
+
+@pytest.mark.parametrize("which", ["missing", "untrusted", "expired"])
+def test_mtls_refuses_bad_client_certificates(
+    secure_broker: Any, pki: Pki, raw: Any, which: str
+) -> None:
+    running = mtls_broker(secure_broker, pki)
+    cert = {"missing": None, "untrusted": pki.stranger, "expired": pki.expired}[which]
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        conn = raw(address(running, "SSL"), client_context(pki, cert))
+        # TLS 1.3: the client learns of the refusal at its first read
+        conn.request(ApiKey.API_VERSIONS, 0, {})
+    good = raw(address(running, "SSL"), client_context(pki, pki.alice))
+    assert good.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def test_untrusted_broker_certificate_is_refused_by_the_client(
+    secure_broker: Any, pki: Pki, raw: Any
+) -> None:
+    running = ssl_broker(secure_broker, pki)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        raw(address(running, "SSL"), client_context(pki, ca=pki.stranger_ca))
+
+
+def test_plaintext_client_on_a_tls_port_is_closed(secure_broker: Any, pki: Pki, raw: Any) -> None:
+    running = ssl_broker(secure_broker, pki)
+    plain = raw(address(running, "SSL"))
+    plain.send(ApiKey.API_VERSIONS, 0, {})
+    assert plain.closed_by_broker()
+    good = raw(address(running, "SSL"), client_context(pki))
+    assert good.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+
+
+def test_stalled_tls_handshake_is_closed(secure_broker: Any, pki: Pki, raw: Any) -> None:
+    running = ssl_broker(secure_broker, pki)
+    listener(running, "SSL").ssl_handshake_timeout = 0.5
+    silent = raw(address(running, "SSL"))  # connects, never starts the handshake
+    silent.sock.settimeout(20)
+    assert silent.closed_by_broker()
+
+
+def test_certificates_reload_on_a_dynamic_config_change(
+    secure_broker: Any, pki: Pki, raw: Any
+) -> None:
+    running = ssl_broker(secure_broker, pki)
+    # a new broker certificate from the stranger CA, set for the SSL listener
+    renewed = pki.stranger_ca.issue("renewed-broker", "localhost", server=True)
+    admin = AdminClient({"bootstrap.servers": address(running, "PLAINTEXT")})
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    resource = ConfigResource(
+        "BROKER",
+        "0",
+        incremental_configs=[
+            ConfigEntry(
+                "listener.name.ssl.ssl.keystore.location",
+                str(renewed.keystore),
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+            ConfigEntry(
+                "listener.name.ssl.ssl.keystore.type",
+                "PEM",
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+        ],
+    )
+    # a keystore that does not load is refused, and nothing changes
+    broken = ConfigResource(
+        "BROKER",
+        "0",
+        incremental_configs=[
+            ConfigEntry(
+                "listener.name.ssl.ssl.keystore.location",
+                str(pki.ca.cert_file),  # a certificate without its key
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    with pytest.raises(KafkaException, match=r"INVALID_CONFIG|[Kk]ey"):
+        admin.incremental_alter_configs([broken])[broken].result(TIMEOUT)
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    described = admin.describe_configs([ConfigResource("BROKER", "0")])
+    entries = next(iter(described.values())).result(TIMEOUT)
+    entry = entries["listener.name.ssl.ssl.keystore.location"]
+    assert entry.value == str(renewed.keystore)
+    assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            conn = raw(address(running, "SSL"), client_context(pki, ca=pki.stranger_ca))
+            break
+        except ssl.SSLError:
+            assert time.monotonic() < deadline, "the new certificate was never served"
+            time.sleep(0.2)
+    assert conn.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+    with pytest.raises(ssl.SSLCertVerificationError):
+        raw(address(running, "SSL"), client_context(pki))
+    # the same path set again after the file was replaced: reloaded too (as Kafka)
+    again = pki.ca.issue("again", "localhost", server=True)
+    renewed.keystore.write_bytes(again.keystore.read_bytes())
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            conn = raw(address(running, "SSL"), client_context(pki))
+            break
+        except ssl.SSLError:
+            assert time.monotonic() < deadline, "the replaced file was never loaded"
+            time.sleep(0.2)
