@@ -26,7 +26,6 @@ from logbus.protocol import ErrorCode
 from logbus.protocol.messages.list_groups_response import ListedGroup
 from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
 from logbus.protocol.messages.offset_fetch_response import OffsetFetchResponsePartitions
-from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.types import TopicPartition
 
 E = ErrorCode
@@ -109,8 +108,9 @@ def _validate_commit(group: Group, e: ev.OffsetCommit) -> ErrorCode:
 
 
 def _commit_response(
-    e: ev.OffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
+    e: ev.OffsetCommit | ev.TxnOffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
 ) -> OffsetCommitResponse:
+    """OffsetCommit's answer (TxnOffsetCommit's has the same shape): each partition's error."""
     return {
         "topics": [
             {
@@ -140,7 +140,7 @@ def handle_txn_offset_commit(
     group = state.groups.get(e.group_id) or Group(e.group_id)
     error = _validate_txn_commit(group, e)
     if error is not E.NONE:
-        r.respond(e.token, _txn_commit_response(e, lambda tp: e.partition_errors.get(tp, error)))
+        r.respond(e.token, _commit_response(e, lambda tp: e.partition_errors.get(tp, error)))
         return r
     state.groups.setdefault(e.group_id, group)
     errors: dict[TopicPartition, ErrorCode] = {}
@@ -157,7 +157,7 @@ def handle_txn_offset_commit(
         )
         group.pending_txn_offsets.setdefault(e.producer_id, {})[tp] = commit
         r.records.append(records.offset_commit_record(commit))
-    r.respond(e.token, _txn_commit_response(e, errors.__getitem__))
+    r.respond(e.token, _commit_response(e, errors.__getitem__))
     return r
 
 
@@ -175,26 +175,6 @@ def _validate_txn_commit(group: Group, e: ev.TxnOffsetCommit) -> ErrorCode:
     if e.generation_id >= 0 and e.generation_id != group.generation_id:
         return E.ILLEGAL_GENERATION
     return E.NONE
-
-
-def _txn_commit_response(
-    e: ev.TxnOffsetCommit, error_for: Callable[[TopicPartition], ErrorCode]
-) -> TxnOffsetCommitResponse:
-    return {
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [
-                    {
-                        "partition_index": p.partition,
-                        "error_code": error_for(TopicPartition(topic, p.partition)),
-                    }
-                    for p in partitions
-                ],
-            }
-            for topic, partitions in e.topics
-        ]
-    }
 
 
 def complete_transaction(state: GroupsState, producer_id: int, committed: bool) -> None:
