@@ -176,6 +176,14 @@ _define("max.connection.creation.rate", _INT, INT_MAX, _at_least(0), _MEDIUM,
 _define("connections.max.idle.ms", _LONG, 600000, None, _MEDIUM,
         "Connections idle (no request under way, no bytes received) for longer are closed; "
         "a negative value never closes them.")
+_define("metrics.listener", _STR, None, None, _LOW,
+        "logbus: where the broker serves Prometheus metrics, as http://host:port (e.g. "
+        "http://127.0.0.1:9404; port 0 picks a free one); unset, no endpoint and no metrics "
+        "are recorded. See docs/metrics.md.")
+_define("request.log.file", _STR, None, None, _LOW,
+        "logbus: write the request log (the kafka.request.logger logger at DEBUG, one line "
+        "per completed request) to this file, or to kafka-request.log in this directory, "
+        "or, with true, in the first log dir; rotated at 100 MiB. See docs/metrics.md.")
 _define("request.timeout.ms", _INT, 30000, _at_least(0), _MEDIUM,
         "Longest a client request waits for a response from another broker.")
 _define("fetch.max.bytes", _INT, 57671680, _at_least(1024), _MEDIUM,
