@@ -229,7 +229,7 @@ def test_a_bad_metrics_listener_stops_start_up_naming_the_setting(
         "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
         "metrics.listener": bad,
     }))
-    with pytest.raises(ConfigError, match="metrics.listener"):
+    with pytest.raises(ConfigError, match=r"metrics\.listener"):
         asyncio.run(broker.start())
 
 
