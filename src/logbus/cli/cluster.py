@@ -4,7 +4,8 @@ Without `--zookeeper`, a ZooKeeper server from Debian's `zookeeper` package is s
 first (data, `zoo.cfg` and its log under `<data-dir>/zookeeper`). Then each broker gets a
 `server.properties` of its own (`<data-dir>/broker-N.properties`: `broker.id=N`,
 `listeners=PLAINTEXT://localhost:<base-port + N>`, `log.dirs=<data-dir>/broker-N`,
-`zookeeper.connect`, `metrics.listener=http://localhost:<metrics-base-port + N>`) and runs as a `logbus server start` process; its output goes to
+`zookeeper.connect`, `metrics.listener=http://localhost:<metrics-base-port + N>`) and
+runs as a `logbus server start` process; its output goes to
 `<data-dir>/broker-N.log` and, prefixed with `[broker-N]`, to our stdout. Ctrl-C or
 SIGTERM stops the brokers with SIGTERM (a clean shutdown; SIGKILL after
 `--shutdown-timeout`), then ZooKeeper. A second Ctrl-C kills what is left at once.
