@@ -82,6 +82,8 @@ class Context:
             workdir = self.workdir / name
             if name == "logbus":
                 server = LogbusBroker(workdir, self.event_loop)
+            elif name == "logbus-metrics":  # P1 "metrics on": a broker with metrics.listener
+                server = LogbusBroker(workdir, self.event_loop, metrics=True)
             elif name == "redis":
                 server = RedisServer(workdir)
             elif name == "nafka":

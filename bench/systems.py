@@ -159,10 +159,12 @@ class Server:
 class LogbusBroker(Server):
     name = "logbus"
 
-    def __init__(self, workdir: Path, event_loop: str = "uvloop") -> None:
+    def __init__(self, workdir: Path, event_loop: str = "uvloop", metrics: bool = False) -> None:
         super().__init__(workdir)
         self.event_loop = event_loop
         self.data_dir = workdir / "data"
+        # metrics.listener's port (P1 "metrics on"), 0: no metrics endpoint
+        self.metrics_port = free_port() if metrics else 0
 
     def command(self) -> list[str]:
         return [
@@ -172,7 +174,10 @@ class LogbusBroker(Server):
             "--override", "num.partitions=6",
             # deleted bench topics leave the disk at once instead of after a minute
             "--override", "log.segment.delete.delay.ms=0",
-        ]
+        ] + (
+            ["--override", f"metrics.listener=http://127.0.0.1:{self.metrics_port}"]
+            if self.metrics_port else []
+        )
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

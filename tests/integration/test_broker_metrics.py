@@ -23,6 +23,7 @@ from logbus.protocol import ErrorCode
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
+from logbus.server.metrics import endpoint as metrics_endpoint
 from logbus.server.metrics.request_log import REQUEST_LOGGER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -305,3 +306,27 @@ def test_grafana_dashboard_uses_only_served_names(broker_factory: Any) -> None:
         consumer.close()
     served = {name for name, _labels in scrape(running)}
     assert used - served == set()
+
+
+def test_connections_beyond_the_limit_get_503_and_silent_clients_are_timed_out(
+    broker_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics_endpoint, "READ_TIMEOUT_S", 1.0)
+    running = broker_factory(metrics_listener=METRICS)
+    _host, port = endpoint(running)
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=10)
+              for _ in range(metrics_endpoint.MAX_CONNECTIONS)]
+    try:
+        wait_for(lambda: len(running.broker.metrics_endpoint._clients)
+                 == metrics_endpoint.MAX_CONNECTIONS)
+        assert http(port, b"GET /metrics HTTP/1.1\r\n\r\n")[0] == 503
+        # each silent client is answered 408 and closed after the read timeout
+        for sock in silent:
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 408 ")
+    finally:
+        for sock in silent:
+            sock.close()
+    assert http(port, b"GET /metrics HTTP/1.1\r\n\r\n")[0] == 200
