@@ -1,7 +1,7 @@
 """The replication metrics of a real cluster (three `logbus server start` processes on a
 real ZooKeeper) move with a fault: a follower paused with SIGSTOP makes its leader report
 an under-replicated partition and an ISR shrink; resumed, an expand and none
-under-replicated."""
+under-replicated; the leader killed, a clean leader election counted by the controller."""
 
 from __future__ import annotations
 
@@ -81,3 +81,20 @@ def test_paused_follower_moves_under_replicated_and_isr_metrics(
             "the follower back in the ISR and an expand counted",
         )
         assert scrape(port)["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0
+
+        # the leader killed: the (possibly new) controller elects another, a clean election
+        cluster.kill(leader)
+        live = [b for b in range(3) if b != leader]
+
+        def elected() -> dict[str, float] | None:
+            totals: dict[str, float] = {}
+            for b in live:
+                for name, v in scrape(ports[b]).items():
+                    totals[name] = totals.get(name, 0) + v
+            count = totals["kafka_controller_controllerstats_leaderelectionrateandtimems_count"]
+            return totals if count >= 1 and totals[
+                "kafka_controller_kafkacontroller_activecontrollercount"] == 1 else None
+
+        totals = cluster.wait_for(elected, 120, "a leader election counted")
+        assert totals["kafka_controller_controllerstats_uncleanleaderelections_total"] == 0
+        assert cluster.leader_of(TOPIC, 0, via=live[0]) in live
