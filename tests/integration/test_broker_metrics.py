@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_wire import WireClient, wait_for
-from logbus.protocol import ErrorCode
+from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
@@ -329,3 +329,21 @@ def test_connections_beyond_the_limit_get_503_and_silent_clients_are_timed_out(
         for sock in silent:
             sock.close()
     assert http(port, b"GET /metrics HTTP/1.1\r\n\r\n")[0] == 200
+
+
+def test_a_deleted_topics_series_go_away(broker_factory: Any) -> None:
+    running = broker_factory(metrics_listener=METRICS)
+    with WireClient(running.bootstrap) as wire:
+        assert wire.create_topic("m-del", partitions=2)[0] == ErrorCode.NONE
+        produce(running.bootstrap, "m-del", 10, 10, 2)
+        assert value(scrape(running), "kafka_server_brokertopicmetrics_messagesin_total",
+                     topic="m-del") == 10
+        wire.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["m-del"], "timeout_ms": 10000})
+
+    def gone() -> bool:
+        labels = {dict(labels).get("topic") for _name, labels in scrape(running)}
+        return "m-del" not in labels
+
+    assert wait_for(gone)
+    # the all-topics figures keep what the topic brought in: counters never go back
+    assert value(scrape(running), "kafka_server_brokertopicmetrics_messagesin_total") == 10

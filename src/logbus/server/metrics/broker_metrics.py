@@ -33,10 +33,12 @@ TOPIC_COUNTERS = (
 class BrokerTopicStats:
     """Kafka's BrokerTopicMetrics, per topic; the all-topics figures are the sums."""
 
-    __slots__ = ("topics",)
+    __slots__ = ("_retired", "topics")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[int]] = {}
+        # what deleted topics counted: the all-topics counters never go back
+        self._retired = [0] * len(TOPIC_COUNTERS)
 
     def counters(self, topic: str) -> list[int]:
         found = self.topics.get(topic)
@@ -63,10 +65,13 @@ class BrokerTopicStats:
             c[FAILED_FETCH] += 1
 
     def remove(self, topic: str) -> None:
-        self.topics.pop(topic, None)
+        values = self.topics.pop(topic, None)
+        if values is not None:
+            for i, v in enumerate(values):
+                self._retired[i] += v
 
     def all_topics(self) -> list[int]:
-        totals = [0] * len(TOPIC_COUNTERS)
+        totals = list(self._retired)
         for values in self.topics.values():
             for i, v in enumerate(values):
                 totals[i] += v

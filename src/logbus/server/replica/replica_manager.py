@@ -257,6 +257,8 @@ class ReplicaManager:
         if delete:
             # Also logs that never got their partition started (their creation failed).
             self.log_manager.delete_logs(topic, partitions)
+            if self.metrics is not None and not any(t == topic for t, _p in self.partitions):
+                self.metrics.topics.remove(topic)  # a deleted topic's series go, as Kafka's
 
     def update_log_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)
