@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_wire import WireClient, wait_for
+from kafka_wire import FETCH_V, WireClient, fetch_body, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.broker import Broker
 from logbus.server.config import BrokerConfig
@@ -347,3 +348,36 @@ def test_a_deleted_topics_series_go_away(broker_factory: Any) -> None:
     assert wait_for(gone)
     # the all-topics figures keep what the topic brought in: counters never go back
     assert value(scrape(running), "kafka_server_brokertopicmetrics_messagesin_total") == 10
+
+
+def test_a_long_poll_fetch_is_in_the_purgatory_and_its_wait_is_remote_time(
+    broker_factory: Any,
+) -> None:
+    running = broker_factory(metrics_listener=METRICS)
+    with WireClient(running.bootstrap) as wire:
+        assert wire.create_topic("m-wait", partitions=1)[0] == ErrorCode.NONE
+    answers: list[Any] = []
+
+    def long_poll() -> None:
+        with WireClient(running.bootstrap, timeout=60) as waiting:
+            body = fetch_body("m-wait", 0, 0, max_wait_ms=30_000, min_bytes=1)
+            answers.append(waiting.request(ApiKey.FETCH, FETCH_V, body))
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    try:
+        purgatory = "kafka_server_delayedoperationpurgatory_purgatorysize"
+        assert wait_for(lambda: value(scrape(running), purgatory, delayedOperation="Fetch") == 1)
+        assert value(scrape(running), purgatory, delayedOperation="Produce") == 0
+        produce(running.bootstrap, "m-wait", 1, 10, 1)  # wakes it
+    finally:
+        poller.join(60)
+    assert answers
+    samples = scrape(running)
+    assert value(samples, purgatory, delayedOperation="Fetch") == 0
+    assert value(samples, "kafka_network_requestmetrics_remotetimems_count",
+                 request="Fetch") >= 1
+    # it waited at least for two scrapes: far more than any local work
+    assert value(samples, "kafka_network_requestmetrics_remotetimems", request="Fetch",
+                 quantile="0.999") > value(samples, "kafka_network_requestmetrics_localtimems",
+                                           request="Fetch", quantile="0.999")

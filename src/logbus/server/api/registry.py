@@ -126,9 +126,9 @@ class Apis:
                 raise
             except Exception as exc:
                 raise _internal_error(ctx, conn, exc) from exc
-            if response is None:
-                return None
-            encoded = codec.encode_response(api_key, version, correlation_id, response)
+            encoded = None
+            if response is not None:
+                encoded = codec.encode_response(api_key, version, correlation_id, response)
             if timing is not None:
                 timing.encoded = time.perf_counter()
             return encoded
