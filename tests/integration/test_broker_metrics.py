@@ -9,6 +9,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -381,3 +382,23 @@ def test_a_long_poll_fetch_is_in_the_purgatory_and_its_wait_is_remote_time(
     assert value(samples, "kafka_network_requestmetrics_remotetimems", request="Fetch",
                  quantile="0.999") > value(samples, "kafka_network_requestmetrics_localtimems",
                                            request="Fetch", quantile="0.999")
+
+
+def test_idle_ratios_count_the_event_loops_busy_time(broker_factory: Any) -> None:
+    running = broker_factory(metrics_listener=METRICS)
+    handler = "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"
+    network = "kafka_network_socketserver_networkprocessoravgidlepercent"
+    before = time.monotonic()
+    first = scrape(running)
+    assert 0.0 <= value(first, handler) <= 1.0
+
+    async def burn() -> None:  # 0.3 s of CPU on the broker's loop
+        start = time.thread_time()
+        while time.thread_time() - start < 0.3:
+            pass
+
+    running.loop.run(burn())
+    second = scrape(running)
+    interval = time.monotonic() - before  # at least the time between the two reads
+    assert value(second, handler) <= 1.0 - 0.3 / interval
+    assert value(second, network) == value(second, handler)

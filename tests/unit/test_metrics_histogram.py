@@ -64,7 +64,7 @@ def test_api_names_are_kafkas_request_names() -> None:
 
 def test_idle_share_is_the_complement_of_busy_time_between_reads() -> None:
     ratio = BusyRatio()
-    ratio._last_time = 100.0
+    ratio._last_time, ratio._last_busy = 100.0, 0.0
     assert ratio.idle(0.25, 101.0) == pytest.approx(0.75)
     assert ratio.idle(0.25, 102.0) == pytest.approx(1.0)
     assert ratio.idle(5.0, 103.0) == 0.0  # clamped

@@ -100,16 +100,12 @@ class RequestTypeMetrics:
 
 
 class RequestMetrics:
-    """Kafka's RequestMetrics (per API) plus the busy time that the idle ratios are
-    derived from."""
+    """Kafka's RequestMetrics, per API."""
 
-    __slots__ = ("apis", "handler_busy_s", "network_busy_s", "started")
+    __slots__ = ("apis",)
 
     def __init__(self) -> None:
         self.apis: dict[int, RequestTypeMetrics] = {}
-        self.handler_busy_s = 0.0  # loop time spent in handlers
-        self.network_busy_s = 0.0  # loop time spent reading and writing
-        self.started = time.monotonic()
 
     def record(
         self,
@@ -124,8 +120,6 @@ class RequestMetrics:
         m.by_version[version] = m.by_version.get(version, 0) + 1
         for histogram, value in zip(m.times, times_ms, strict=True):
             histogram.record(value, now)
-        self.handler_busy_s += times_ms[2] / 1000
-        self.network_busy_s += times_ms[5] / 1000
 
 
 def api_name(api_key: int) -> str:
@@ -140,12 +134,17 @@ def api_name(api_key: int) -> str:
 
 class BusyRatio:
     """The share of wall time a busy-seconds counter was not growing, over the time
-    between two reads (the scrape interval); 1.0 before the first interval."""
+    between two reads (the scrape interval); 1.0 before the first interval.
+
+    The broker reads the event loop thread's CPU time (`time.thread_time()` on the loop)
+    as its busy seconds: the loop uses no CPU while it waits in epoll, so what is left of
+    the wall time is the time it waited for work (Kafka's idle ratios of its handler and
+    network threads; logbus's one loop does both jobs)."""
 
     __slots__ = ("_last_busy", "_last_time")
 
     def __init__(self) -> None:
-        self._last_busy = 0.0
+        self._last_busy = time.thread_time()
         self._last_time = time.monotonic()
 
     def idle(self, busy_s: float, now: float) -> float:
@@ -168,5 +167,4 @@ class BrokerMetrics:
         self.isr_expands = 0
         self.delayed_produce = 0  # acks=all produces parked in the purgatory
         self.delayed_fetch = 0  # fetches parked in the purgatory
-        self.handler_idle = BusyRatio()
-        self.network_idle = BusyRatio()
+        self.loop_idle = BusyRatio()  # created on the event loop (Broker.start)

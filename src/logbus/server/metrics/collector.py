@@ -105,17 +105,18 @@ class BrokerCollector(Collector):
             for api_key, m in sorted(requests.apis.items()):
                 _add_quantiles(metric, m.times[i], {"request": api_name(api_key)}, now)
             yield metric
+        # logbus has one event loop, no handler or network threads: both report its idle
+        # share since the previous scrape (its thread's CPU time against the wall time)
+        idle = self.metrics.loop_idle.idle(time.thread_time(), now)
         yield _gauge(
             "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
-            "Share of the time since the last scrape the event loop was not running request "
-            "handlers (logbus has one loop, no handler threads).",
-            self.metrics.handler_idle.idle(requests.handler_busy_s, now),
+            "Share of the time since the previous scrape the event loop waited for work.",
+            idle,
         )
         yield _gauge(
             "kafka_network_socketserver_networkprocessoravgidlepercent",
-            "Share of the time since the last scrape the event loop was not writing "
-            "responses (logbus has one loop, no network threads).",
-            self.metrics.network_idle.idle(requests.network_busy_s, now),
+            "Share of the time since the previous scrape the event loop waited for work.",
+            idle,
         )
         purgatory = Metric(
             "kafka_server_delayedoperationpurgatory_purgatorysize",
