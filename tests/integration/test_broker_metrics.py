@@ -263,10 +263,12 @@ def test_request_log_writes_one_line_per_request_with_kafkas_fields(
                       "throttleTime", "responseQueueTime", "sendTime"):
             assert re.search(rf"[;,]{field}:\d+(\.\d+)?", line), (field, line)
         assert "securityProtocol:PLAINTEXT,principal:User:ANONYMOUS,listener:PLAINTEXT" in line
+        assert not REQUEST_LOGGER.propagate  # in its own file only
         running.stop()
         assert not any(
             isinstance(h, logging.FileHandler) for h in REQUEST_LOGGER.handlers
         )  # closed with the broker
+        assert REQUEST_LOGGER.propagate
     finally:
         REQUEST_LOGGER.setLevel(before)
 

@@ -36,9 +36,13 @@ def open_request_log(setting: str, log_dir: str) -> logging.Handler:
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s"))
     REQUEST_LOGGER.addHandler(handler)
     REQUEST_LOGGER.setLevel(logging.DEBUG)
+    # only in its own file, as Kafka's log4j.properties (additivity false)
+    REQUEST_LOGGER.propagate = False
     return handler
 
 
 def close_request_log(handler: logging.Handler) -> None:
     REQUEST_LOGGER.removeHandler(handler)
     handler.close()
+    if not REQUEST_LOGGER.handlers:
+        REQUEST_LOGGER.propagate = True
