@@ -100,7 +100,7 @@ def test_messages_and_bytes_in_match_what_confluent_kafka_produced(broker_factor
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     # acks=all produces are timed, with every quantile
-    for quantile in ("0.5", "0.75", "0.95", "0.98", "0.99", "0.999"):
+    for quantile in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999"):
         assert value(samples, "kafka_network_requestmetrics_totaltimems",
                      request="Produce", quantile=quantile) >= 0
     assert value(samples, "kafka_network_requestmetrics_totaltimems_count",

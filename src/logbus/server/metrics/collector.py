@@ -19,7 +19,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from logbus.server.metrics.broker_metrics import TIMES, TOPIC_COUNTERS, BrokerMetrics, api_name
-from logbus.server.metrics.histogram import Histogram
+from logbus.server.metrics.histogram import QUANTILE_LABELS, Histogram
 
 if TYPE_CHECKING:
     from logbus.coordinator.group.state import Group
@@ -48,8 +48,8 @@ def _summary(name: str, doc: str) -> Metric:
 def _add_quantiles(
     metric: Metric, histogram: Histogram, labels: dict[str, str], now: float
 ) -> None:
-    for q, value in histogram.quantiles(now):
-        metric.add_sample(metric.name, {**labels, "quantile": f"{q:g}"}, value)
+    for label, (_q, value) in zip(QUANTILE_LABELS, histogram.quantiles(now), strict=True):
+        metric.add_sample(metric.name, {**labels, "quantile": label}, value)
     metric.add_sample(metric.name + "_count", labels, histogram.count)
     metric.add_sample(metric.name + "_sum", labels, histogram.total)
 

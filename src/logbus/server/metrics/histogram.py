@@ -13,6 +13,8 @@ import time
 from bisect import bisect_left
 
 QUANTILES = (0.50, 0.75, 0.95, 0.98, 0.99, 0.999)
+# the `quantile` labels a JMX exporter gives Kafka's 50thPercentile ... 999thPercentile
+QUANTILE_LABELS = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
 WINDOW_S = 30.0
 
 
