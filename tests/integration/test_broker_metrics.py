@@ -223,16 +223,33 @@ def test_no_endpoint_and_nothing_recorded_without_the_setting(broker_factory: An
 
 
 @pytest.mark.parametrize("bad", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://h:x",
-                                 "http://127.0.0.1:9404/metrics"])
-def test_a_bad_metrics_listener_stops_start_up_naming_the_setting(
-    tmp_path: Path, bad: str
-) -> None:
-    broker = Broker(BrokerConfig.from_properties({
-        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
-        "metrics.listener": bad,
-    }))
-    with pytest.raises(ConfigError, match=r"metrics\.listener"):
-        asyncio.run(broker.start())
+                                 "http://127.0.0.1:9404/metrics", "http://127.0.0.1"])
+def test_a_bad_metrics_listener_is_refused_naming_the_setting(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"metrics\.listener: expected http://host:port"):
+        BrokerConfig.from_properties({
+            "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
+            "metrics.listener": bad,
+        })
+
+
+def test_a_metrics_port_in_use_stops_start_up(broker_factory: Any, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = Broker(BrokerConfig.from_properties({
+            "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
+            "metrics.listener": f"http://127.0.0.1:{port}",
+        }))
+
+        async def start_and_stop() -> None:
+            try:
+                await broker.start()
+            finally:
+                await broker.stop()
+
+        with pytest.raises(OSError):
+            asyncio.run(start_and_stop())
 
 
 def test_request_log_writes_one_line_per_request_with_kafkas_fields(

@@ -41,9 +41,10 @@ from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
+from logbus.server.metrics.address import parse_metrics_listener
 from logbus.server.metrics.broker_metrics import BrokerMetrics
 from logbus.server.metrics.collector import BrokerCollector, record_flush
-from logbus.server.metrics.endpoint import MetricsEndpoint, parse_metrics_listener
+from logbus.server.metrics.endpoint import MetricsEndpoint
 from logbus.server.metrics.request_log import close_request_log, open_request_log
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener

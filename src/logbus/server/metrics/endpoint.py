@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from logbus.server.config_def import ConfigError
-
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 8 * 1024
@@ -34,20 +32,6 @@ _REASONS = {
     408: "Request Timeout", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 503: "Service Unavailable",
 }
-
-
-def parse_metrics_listener(value: str) -> tuple[str, int]:
-    """`http://host:port` (host may be empty: every interface; port 0: any free port)."""
-    parts = urlsplit(value.strip())
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme != "http" or port is None or parts.path not in ("", "/") or parts.query:
-        raise ConfigError(
-            "metrics.listener", "expected http://host:port (e.g. http://127.0.0.1:9404)", value
-        )
-    return parts.hostname or "", port
 
 
 class MetricsEndpoint:
