@@ -371,6 +371,29 @@ CASES: dict[str, Case] = {
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)],
     ),
+    "describe_broker_loggers": Case(
+        ApiKey.DESCRIBE_CONFIGS,
+        {"resources": [{"resource_type": 8, "resource_name": "0", "configuration_keys": None}]},
+        lambda r: [x["error_code"] for x in r["results"]],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)],
+    ),
+    "alter_broker_loggers": Case(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        {
+            "resources": [
+                {
+                    "resource_type": 8,
+                    "resource_name": "0",
+                    "configs": [{"name": "root", "config_operation": 0, "value": "INFO"}],
+                }
+            ],
+            "validate_only": True,
+        },
+        lambda r: [x["error_code"] for x in r["responses"]],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)],
+    ),
     "delete_records": Case(
         ApiKey.DELETE_RECORDS,
         {
