@@ -34,6 +34,11 @@ def txn_cluster(zk_connect: str, tmp_path: Path) -> ProcessCluster:
     return ProcessCluster(zk_connect, 3, tmp_path, **TXN_CLUSTER_SETTINGS)
 
 
+def txn_coordinator(cluster: ProcessCluster, transactional_id: str) -> int:
+    """The broker coordinating `transactional_id` (-1 while none leads its partition)."""
+    return int(cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for(transactional_id, 3)))
+
+
 def read_committed(bootstrap: str, expected: int) -> list[bytes]:
     """Every committed value of TOPIC, once at least `expected` have come and 2 s passed
     without more (60 s at most)."""
@@ -83,9 +88,7 @@ def commit_across_a_coordinator_kill(
     transactional methods; `send(value, partition)` sends to TOPIC."""
 
     def coordinator() -> int:
-        return int(
-            cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for(transactional_id, 3))
-        )
+        return txn_coordinator(cluster, transactional_id)
 
     producer.init_transactions(60)
     for prefix, end in ((b"a", producer.commit_transaction), (b"x", producer.abort_transaction)):
