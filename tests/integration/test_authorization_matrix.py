@@ -202,6 +202,43 @@ CLUSTER = "kafka-cluster"
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8
 
 
+def fetch_body(topic: str, replica_id: int = -1) -> dict[str, Any]:
+    """Fetch v12 of partition 0 from offset 0: a consumer's, or a follower's (replica_id)."""
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+
+
+def controller_case(api: ApiKey, version: int, **fields: Any) -> Case:
+    """A controller's request (LeaderAndIsr, UpdateMetadata, StopReplica) with nothing in
+    it: refused without ClusterAction; the super user gets past the check."""
+    body = {
+        "controller_id": 0,
+        "controller_epoch": 1_000_000,
+        "broker_epoch": -1,
+        "topic_states": [],
+        **fields,
+    }
+    return Case(
+        api,
+        body,
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [],
+        version=version,
+        extra={"deny_only": True},
+    )
+
+
 def describe_configs_case(
     resource_type: int, name: str, denied: ErrorCode, grants: list[Any], **extra: Any
 ) -> Case:
@@ -272,20 +309,7 @@ CASES: dict[str, Case] = {
     ),
     "fetch": Case(
         ApiKey.FETCH,
-        {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "topic": "fe",
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-        },
+        fetch_body("fe"),
         topic_codes("responses"),
         E.TOPIC_AUTHORIZATION_FAILED,
         [acl(R.TOPIC, "fe", Op.READ)],
@@ -735,45 +759,9 @@ CASES: dict[str, Case] = {
         state=describe_acls,
         extra={"base": [acl(R.TOPIC, "keep", Op.READ, principal="User:bob")]},
     ),
-    "leader_and_isr": Case(
-        ApiKey.LEADER_AND_ISR,
-        {
-            "controller_id": 0,
-            "controller_epoch": 1_000_000,
-            "broker_epoch": -1,
-            "topic_states": [],
-            "live_leaders": [],
-        },
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=5,
-        extra={"deny_only": True},
-    ),
-    "update_metadata": Case(
-        ApiKey.UPDATE_METADATA,
-        {
-            "controller_id": 0,
-            "controller_epoch": 1_000_000,
-            "broker_epoch": -1,
-            "topic_states": [],
-            "live_brokers": [],
-        },
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=7,
-        extra={"deny_only": True},
-    ),
-    "stop_replica": Case(
-        ApiKey.STOP_REPLICA,
-        {"controller_id": 0, "controller_epoch": 1_000_000, "broker_epoch": -1, "topic_states": []},
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=3,
-        extra={"deny_only": True},
-    ),
+    "leader_and_isr": controller_case(ApiKey.LEADER_AND_ISR, 5, live_leaders=[]),
+    "update_metadata": controller_case(ApiKey.UPDATE_METADATA, 7, live_brokers=[]),
+    "stop_replica": controller_case(ApiKey.STOP_REPLICA, 3),
     "alter_partition": Case(
         ApiKey.ALTER_PARTITION,
         {"broker_id": 0, "broker_epoch": -1, "topics": []},
@@ -805,20 +793,7 @@ CASES: dict[str, Case] = {
     ),
     "follower_fetch": Case(
         ApiKey.FETCH,
-        {
-            "replica_id": 1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "topic": "ff",
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-        },
+        fetch_body("ff", replica_id=1),
         topic_codes("responses"),
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
