@@ -349,9 +349,7 @@ class ProducerState(NamedTuple):
     current_txn_start_offset: int
 
 
-def build_describe_producers(
-    version: int, partitions: Iterable[TopicPartition]
-) -> dict[str, Any]:
+def build_describe_producers(version: int, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
     return {"topics": topic_entries(((tp, tp[1]) for tp in partitions), "partition_indexes")}
 
 

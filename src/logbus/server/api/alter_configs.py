@@ -75,6 +75,7 @@ log = logging.getLogger(__name__)
 
 Resource = alter_req.AlterConfigsResource | incremental_req.AlterConfigsResource
 
+
 def _broker_entity(ctx: RequestContext, name: str) -> str:
     """The store entity of a BROKER resource: <default> for "", else this broker's id."""
     if not name:
@@ -110,9 +111,7 @@ def _alter_topic(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         )
     if ops is not None:
-        new_configs = apply_ops(
-            fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF
-        )
+        new_configs = apply_ops(fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF)
     assert new_configs is not None
     check_topic_update(new_configs, broker.config)
     if not validate_only:
