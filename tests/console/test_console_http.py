@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -123,3 +124,39 @@ def test_payloads_text_json_hex_non_utf8_and_huge(http: httpx.Client, broker: An
     hexed = http.get(url, params={"from": "offset", "offset": "3", "count": "1",
                                   "mode": "hex"}).text
     assert "c3 a9 f0 9f 98 80" in hexed
+
+
+def test_reset_offsets_refused_while_the_group_has_members(
+    http: httpx.Client, broker: Any
+) -> None:
+    from confluent_kafka import Consumer
+
+    _topic(broker.bootstrap, "tasks", values=[b"t0", b"t1", b"t2"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "busy",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["tasks"])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            got += message is not None and message.error() is None
+        consumer.commit(asynchronous=False)
+        refused = http.post("/groups/busy/reset", data={"strategy": "earliest"})
+        _readable(refused, 409, "it is Stable with 1 member(s)", "Stop its consumers first")
+    finally:
+        consumer.close()
+    url = "/groups/busy/reset"
+    _readable(http.post(url, data={"strategy": "sideways"}), 400, "reset to: one of")
+    _readable(http.post(url, data={"strategy": "offset", "offset": "x"}), 400,
+              "offset: expected a whole number")
+    _readable(http.post(url, data={"strategy": "earliest", "topic": "nope"}), 404,
+              "UNKNOWN_TOPIC_OR_PARTITION")
+    done = http.post(url, data={"strategy": "earliest"})
+    assert done.status_code == 200 and "tasks-0 to 0" in done.text
+    assert 'id="total-lag">3<' in done.text
+    # To a time before every record: the first offset; after every record: the log end.
+    done = http.post(url, data={"strategy": "timestamp", "time": "2100-01-01T00:00"})
+    assert "tasks-0 to 3" in done.text and 'id="total-lag">0<' in done.text
+    done = http.post(url, data={"strategy": "timestamp", "time": "2000-01-01T00:00:00"})
+    assert "tasks-0 to 0" in done.text

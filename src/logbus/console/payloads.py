@@ -27,8 +27,11 @@ class Shown:
     size: int = 0
 
 
-def show(data: bytes | None, mode: Mode, limit: int = DISPLAY_LIMIT) -> Shown:
-    """`data` as `mode` asks (None is shown as null)."""
+def show(
+    data: bytes | None, mode: Mode, limit: int = DISPLAY_LIMIT, *, strict_json: bool = True
+) -> Shown:
+    """`data` as `mode` asks (None is shown as null). Without `strict_json`, text that is
+    not JSON is shown as text without a note (keys and headers are rarely JSON)."""
     if data is None:
         return Shown("null", "null")
     size = len(data)
@@ -48,7 +51,8 @@ def show(data: bytes | None, mode: Mode, limit: int = DISPLAY_LIMIT) -> Shown:
                 return Shown(json.dumps(json.loads(text), indent=2, ensure_ascii=False), "json",
                              "", size)
             except ValueError:
-                notes.append("not JSON: shown as text")
+                if strict_json:
+                    notes.append("not JSON: shown as text")
     return Shown(text, "text", "; ".join(notes), size)
 
 

@@ -74,8 +74,8 @@ async def messages(request: Request) -> Response:
     window = await browse.read(client, tp, offset, count)
     rows = [
         ShownRecord(
-            r.offset, r.timestamp, show(r.key, mode), show(r.value, mode),
-            [(h[0], show(h[1], mode)) for h in r.headers],
+            r.offset, r.timestamp, show(r.key, mode, strict_json=False), show(r.value, mode),
+            [(h[0], show(h[1], mode, strict_json=False)) for h in r.headers],
         )
         for r in window.records
     ]
