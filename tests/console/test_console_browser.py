@@ -254,10 +254,15 @@ def test_broker_stopped_shows_an_error_banner_and_the_console_recovers(
 ) -> None:
     create_topic(broker.bootstrap, "survivor")
     console = console_factory(broker.bootstrap)
-    page.goto(console.url + "/topics")
-    expect(page.locator("#topics")).to_contain_text("survivor")
+    produce(broker.bootstrap, "survivor", [(None, b"still here", None)])
+    page.goto(console.url + "/topics/survivor/messages?from=latest&tail=on")
+    expect(page.locator("#records tbody tr")).to_have_count(1)
     broker.stop()
     try:
+        # The live tail's next refresh puts the banner in place of the records.
+        expect(page.locator("#records-area .banner.error")).to_contain_text(
+            "could not be reached", timeout=30_000
+        )
         page.goto(console.url + "/topics")
         banner = page.locator(".banner.error")
         expect(banner).to_contain_text("could not be reached", timeout=30_000)
