@@ -59,9 +59,11 @@ class ConsoleServer:
         self.thread.join(30)
 
 
-def start_console(bootstrap: str, **settings: Any) -> ConsoleServer:
+def start_console(
+    bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+) -> ConsoleServer:
     port = free_port()
-    app = create_app({"bootstrap.servers": bootstrap, **settings})
+    app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
     )
@@ -80,8 +82,10 @@ def start_console(bootstrap: str, **settings: Any) -> ConsoleServer:
 def console_factory() -> Iterator[Callable[..., ConsoleServer]]:
     started: list[ConsoleServer] = []
 
-    def make(bootstrap: str, **settings: Any) -> ConsoleServer:
-        started.append(start_console(bootstrap, **settings))
+    def make(
+        bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+    ) -> ConsoleServer:
+        started.append(start_console(bootstrap, allowed_hosts, **settings))
         return started[-1]
 
     yield make

@@ -160,3 +160,22 @@ def test_reset_offsets_refused_while_the_group_has_members(
     assert "tasks-0 to 3" in done.text and 'id="total-lag">0<' in done.text
     done = http.post(url, data={"strategy": "timestamp", "time": "2000-01-01T00:00:00"})
     assert "tasks-0 to 0" in done.text
+
+
+def test_forms_from_other_sites_and_other_host_names_are_refused(
+    broker: Any, console_factory: Any
+) -> None:
+    _topic(broker.bootstrap, "guarded")
+    console = console_factory(broker.bootstrap, allowed_hosts=["127.0.0.1", "localhost"])
+    with httpx.Client(base_url=console.url, timeout=30) as http:
+        # A page of another site posting to the console (cross-site request forgery).
+        forged = http.post("/topics/guarded/delete", data={"confirm": "guarded"},
+                           headers={"Origin": "http://evil.example"})
+        _readable(forged, 403, "sent from another site")
+        # A DNS name rebound to 127.0.0.1 by a hostile site.
+        assert http.get("/", headers={"Host": "evil.example"}).status_code == 400
+        assert http.get("/topics/guarded").status_code == 200
+        # The console's own page posting: accepted.
+        own = http.post("/topics/guarded/delete", data={"confirm": "guarded"},
+                        headers={"Origin": console.url}, follow_redirects=True)
+        assert own.status_code == 200 and "Deleted topic guarded" in own.text

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: the web stack is needed by this command only.
     import uvicorn
 
-    from logbus.console import create_app
+    from logbus.console.app import LOOPBACK_HOSTS, create_app
 
     settings: dict[str, Any] = {**client_settings(args), "bootstrap.servers": args.bootstrap_server}
     try:
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"logbus console for {args.bootstrap_server}: http://{shown}:{port}/", flush=True)
     config = uvicorn.Config(
-        create_app(settings), host=host, port=port, log_level="warning", loop="asyncio",
+        create_app(settings, allowed_hosts=LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else None),
+        host=host, port=port, log_level="warning", loop="asyncio",
         lifespan="on",
     )
     try:

@@ -4,12 +4,14 @@ clients (started when first needed, closed at shutdown) and the error pages."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
@@ -30,9 +32,17 @@ _HTTP_MESSAGES = {
 }
 
 
-def create_app(settings: Mapping[str, Any]) -> Starlette:
+# The names a browser uses for a console bound to loopback; a page of another name (a DNS
+# name rebound to 127.0.0.1 by a hostile site) is refused.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+def create_app(
+    settings: Mapping[str, Any], *, allowed_hosts: Sequence[str] | None = None
+) -> Starlette:
     """The console for the cluster `settings` names (client settings: `bootstrap.servers`
-    and the security ones)."""
+    and the security ones). With `allowed_hosts`, requests naming another host in their
+    Host header are refused (400)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -49,9 +59,14 @@ def create_app(settings: Mapping[str, Any]) -> Starlette:
         *produce.routes,
         Mount("/static", StaticFiles(packages=[("logbus.console", "static")]), name="static"),
     ]
+    middleware = (
+        [] if allowed_hosts is None
+        else [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
+    )
     app = Starlette(
         debug=False,
         routes=routes,
+        middleware=middleware,
         lifespan=lifespan,
         exception_handlers={
             ConsoleError: _console_error,

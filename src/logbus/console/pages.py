@@ -4,14 +4,16 @@ its fragment for an htmx request), redirects with a notice."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from logbus.client.admin import Admin
 from logbus.console.clients import ConsoleClients
+from logbus.console.errors import ConsoleError
 from logbus.console.forms import iso_utc
 from logbus.console.lag import LagHistory
 
@@ -64,3 +66,18 @@ def redirect(path: str, notice: str) -> Response:
     """After a change: back to a page (303, so reloading does not repeat it), which shows
     `notice`."""
     return RedirectResponse(f"{path}?{urlencode({'notice': notice})}", status_code=303)
+
+
+async def posted_form(request: Request) -> FormData:
+    """The fields of a form sent to the console, refused (403) when a browser says it was
+    sent from a page of another site: a page elsewhere must not delete topics through a
+    console running on this machine."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        sent_from = urlsplit(origin).netloc
+        if sent_from != request.headers.get("host", ""):
+            raise ConsoleError(
+                f"Refused: this form was sent from another site ({origin}), not from the "
+                "console's own pages.", 403
+            )
+    return await request.form()

@@ -15,7 +15,7 @@ from logbus.client.types import TopicPartition
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import timestamp_ms, whole_number
 from logbus.console.lag import group_lag, lag_chart, total_lag
-from logbus.console.pages import admin, lag_history, redirect, render
+from logbus.console.pages import admin, lag_history, posted_form, redirect, render
 
 LAG_REFRESH_SECONDS = 3
 # Groups whose offsets may be reset: no member would overwrite them (Kafka's
@@ -80,7 +80,7 @@ async def group_lag_fragment(request: Request) -> Response:
 
 async def reset_offsets(request: Request) -> Response:
     group_id = request.path_params["group"]
-    form = await request.form()
+    form = await posted_form(request)
     client = await admin(request)
     group = await _describe(client, group_id)
     if group.state not in _INACTIVE:

@@ -10,7 +10,7 @@ from starlette.routing import Route
 from logbus.client.admin import AdminBatchError
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import header_lines, optional_number
-from logbus.console.pages import admin, clients, render
+from logbus.console.pages import admin, clients, posted_form, render
 
 
 async def produce_form(request: Request) -> Response:
@@ -21,7 +21,7 @@ async def produce_form(request: Request) -> Response:
 
 
 async def produce(request: Request) -> Response:
-    form = await request.form()
+    form = await posted_form(request)
     topic = str(form.get("topic", "")).strip()
     if not topic:
         raise ConsoleError("topic: a topic is required")

@@ -22,7 +22,7 @@ from logbus.client.metadata import TopicInfo
 from logbus.client.types import TopicPartition
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import whole_number
-from logbus.console.pages import admin, redirect, render
+from logbus.console.pages import admin, posted_form, redirect, render
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ async def topic_list(request: Request) -> Response:
 
 
 async def create_topic(request: Request) -> Response:
-    form = await request.form()
+    form = await posted_form(request)
     name = str(form.get("name", "")).strip()
     if not name:
         raise ConsoleError("topic name: a name is required")
@@ -110,7 +110,7 @@ async def topic_page(request: Request) -> Response:
 
 async def delete_topic(request: Request) -> Response:
     name = request.path_params["name"]
-    form = await request.form()
+    form = await posted_form(request)
     if str(form.get("confirm", "")).strip() != name:
         raise ConsoleError(
             f"Not deleted: type the topic's name ({name}) in the confirmation box to delete it."
@@ -125,7 +125,7 @@ async def delete_topic(request: Request) -> Response:
 
 async def add_partitions(request: Request) -> Response:
     name = request.path_params["name"]
-    form = await request.form()
+    form = await posted_form(request)
     total = whole_number(str(form.get("total", "")), "new partition count", minimum=1)
     client = await admin(request)
     try:
@@ -137,7 +137,7 @@ async def add_partitions(request: Request) -> Response:
 
 async def alter_config(request: Request) -> Response:
     name = request.path_params["name"]
-    form = await request.form()
+    form = await posted_form(request)
     key = str(form.get("config", "")).strip()
     if not key:
         raise ConsoleError("config: a config name is required")
