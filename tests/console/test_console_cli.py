@@ -92,3 +92,22 @@ def test_console_uses_only_the_client() -> None:
                 if n.split(".")[:2] in _NOT_FOR_THE_CONSOLE
             }
     assert not offending, offending
+
+
+def test_templates_and_static_assets_are_package_data() -> None:
+    """Every template and static file matches a package-data pattern of pyproject.toml,
+    so an installed wheel serves the same pages as the source tree."""
+    import fnmatch
+    import tomllib
+
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())
+    patterns = project["tool"]["setuptools"]["package-data"]["logbus"]
+    files = [
+        str(path.relative_to(SRC))
+        for folder in ("templates", "static")
+        for path in sorted((SRC / "console" / folder).rglob("*"))
+        if path.is_file()
+    ]
+    assert any(name.endswith("htmx.min.js") for name in files)
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)]
+    assert not missing, missing

@@ -179,3 +179,16 @@ def test_forms_from_other_sites_and_other_host_names_are_refused(
         own = http.post("/topics/guarded/delete", data={"confirm": "guarded"},
                         headers={"Origin": console.url}, follow_redirects=True)
         assert own.status_code == 200 and "Deleted topic guarded" in own.text
+
+
+def test_console_started_before_the_broker(broker_factory: Any, console_factory: Any) -> None:
+    running = broker_factory()
+    port = running.port
+    running.stop()
+    console = console_factory(f"127.0.0.1:{port}")
+    with httpx.Client(base_url=console.url, timeout=30) as http:
+        _readable(http.get("/"), 503, "could not be reached")
+        running.start()
+        assert running.port == port
+        page = http.get("/")
+        assert page.status_code == 200 and "Cluster overview" in page.text

@@ -47,6 +47,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
+            await app.state.clients.admin()
+        except KafkaError as exc:
+            # Serve anyway: the pages say the cluster is unreachable until it answers.
+            log.warning("the cluster is not reachable yet: %s", exc)
+        try:
             yield
         finally:
             await app.state.clients.close()

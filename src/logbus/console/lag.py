@@ -97,6 +97,8 @@ def lag_chart(samples: list[tuple[float, int]], width: int = 640, height: int = 
             y = top + plot_h - plot_h * total / peak
             points.append(f"{x:.1f},{y:.1f}")
         parts.append(f'<polyline class="line" points="{" ".join(points)}"/>')
+        last_x, last_y = points[-1].split(",")
+        parts.append(f'<circle class="latest" cx="{last_x}" cy="{last_y}" r="3.5"/>')
         parts.append(
             f'<text x="{left}" y="{height - 8}">{escape(_clock(first))}</text>'
             f'<text x="{left + plot_w}" y="{height - 8}" text-anchor="end">'
