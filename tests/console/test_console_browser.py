@@ -30,8 +30,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes, int | None]],
             partition: int = 0) -> None:
-    """Records (key, value, timestamp ms or None) sent by confluent-kafka."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    """Records (key, value, timestamp ms or None) sent by confluent-kafka (allowed records
+    up to the broker's default message.max.bytes: librdkafka's own limit is lower)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "message.max.bytes": 1048588}
+    )
     for key, value, ts in records:
         if ts is None:
             producer.produce(topic, value, key, partition=partition)
@@ -276,3 +279,50 @@ def test_broker_stopped_shows_an_error_banner_and_the_console_recovers(
         broker.start()
     page.goto(console.url + "/topics")
     expect(page.locator("#topics")).to_contain_text("survivor", timeout=30_000)
+
+
+def test_bad_input_gets_readable_pages(
+    broker: Any, console_factory: Any, page: Any, snap: Snap
+) -> None:
+    create_topic(broker.bootstrap, "odd")
+    produce(broker.bootstrap, "odd", [
+        (b"\x00\x9f", b"\xc3\x28 broken \xff", None),
+        (None, b"y" * 1_000_000, None),
+    ])
+    console = console_factory(broker.bootstrap)
+    banner = page.locator(".banner.error")
+    # A topic that does not exist, by URL.
+    response = page.goto(console.url + "/topics/no-such-topic")
+    assert response is not None and response.status == 404
+    expect(banner).to_contain_text("UNKNOWN_TOPIC_OR_PARTITION")
+    # An offset past the end, from the browser's form.
+    page.goto(console.url + "/topics/odd/messages")
+    form = page.locator("#browse")
+    form.locator("select[name=from]").select_option("offset")
+    form.locator("input[name=offset]").fill("99")
+    form.locator("button").click()
+    expect(banner).to_contain_text("OFFSET_OUT_OF_RANGE: offset 99 is outside odd-0")
+    expect(banner).to_contain_text("offsets 0 to 1")
+    # A value and a key that are not UTF-8, and a 1 MB value: hex, and cut with a note.
+    page.goto(console.url + "/topics/odd/messages?from=offset&offset=0&count=2")
+    rows = page.locator("#records tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator(".key pre")).to_have_text("00 9f")
+    expect(rows.nth(0).locator(".value pre")).to_have_text("c3 28 20 62 72 6f 6b 65 6e 20 ff")
+    expect(rows.nth(0).locator(".value .payload-note")).to_have_text("not UTF-8: shown as hex")
+    expect(rows.nth(1).locator(".value .payload-note")).to_have_text(
+        "1,000,000 bytes, the first 10,240 shown"
+    )
+    assert len(rows.nth(1).locator(".value pre").inner_text()) == 10_240
+    # A bad number in a form.
+    page.goto(console.url + "/topics")
+    create = page.locator("#create-topic")
+    create.locator("input[name=name]").fill("never")
+    create.locator("input[name=partitions]").fill("many")
+    create.locator("button").click()
+    expect(banner).to_contain_text("partitions: expected a whole number, got 'many'")
+    snap(page, "bad-input")
+    # The console keeps serving.
+    page.goto(console.url + "/topics")
+    expect(page.locator("#topics")).to_contain_text("odd")
+    expect(page.locator("#topics")).not_to_contain_text("never")
