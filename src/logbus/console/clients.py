@@ -35,6 +35,9 @@ class ConsoleClients:
         self.settings = dict(settings)
         self._admin: Admin | None = None
         self._producer: Producer | None = None
+        # Clients replaced by the last reset: pages that were using them finish first;
+        # they are closed at the next reset or at shutdown.
+        self._retired: list[Admin | Producer] = []
         self._lock = asyncio.Lock()
 
     async def admin(self) -> Admin:
@@ -60,19 +63,30 @@ class ConsoleClients:
             return self._producer
 
     async def reset(self) -> None:
-        """Close the clients after the cluster could not be reached; the next page starts
-        new ones, with fresh connections and metadata."""
+        """Replace the clients after the cluster could not be reached: the next page starts
+        new ones, with fresh connections and metadata. The replaced ones are closed at the
+        next reset, so pages still using them end with the cluster's error, not with a
+        client closed under them."""
         async with self._lock:
-            admin, self._admin = self._admin, None
-            producer, self._producer = self._producer, None
-        await _close(admin, producer)
+            old, self._retired = self._retired, [
+                c for c in (self._admin, self._producer) if c is not None
+            ]
+            self._admin = None
+            self._producer = None
+        await _close(old)
 
     async def close(self) -> None:
-        await self.reset()
+        """Close every client (at shutdown)."""
+        async with self._lock:
+            clients = [c for c in (self._admin, self._producer) if c is not None]
+            clients += self._retired
+            self._admin, self._producer, self._retired = None, None, []
+        await _close(clients)
 
 
-async def _close(admin: Admin | None, producer: Producer | None) -> None:
-    if admin is not None:
-        await admin.close()
-    if producer is not None:
-        await producer.close(0)
+async def _close(clients: list[Admin | Producer]) -> None:
+    for client in clients:
+        if isinstance(client, Producer):
+            await client.close(0)
+        else:
+            await client.close()
