@@ -163,6 +163,16 @@ def test_bad_changes_are_refused(
     assert describe(admin) == before
 
 
+def test_the_legacy_alter_configs_is_refused(broker: Any, admin_for: Any, levels: None) -> None:
+    admin = admin_for(broker.bootstrap)
+    before = describe(admin)
+    resource = ConfigResource(LOGGER, "0", {"logbus.server": "DEBUG"})
+    answer = admin.alter_configs([resource], raise_on_unknown=False, incremental=False)
+    assert "InvalidRequestError" in str(answer["broker_logger"]["0"])
+    assert "resource type is BROKER_LOGGER" in str(answer["broker_logger"]["0"])
+    assert describe(admin) == before
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
