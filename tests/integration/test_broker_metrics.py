@@ -421,3 +421,34 @@ def test_idle_ratios_count_the_event_loops_busy_time(broker_factory: Any) -> Non
     interval = time.monotonic() - before  # at least the time between the two reads
     assert value(second, handler) <= 1.0 - 0.3 / interval
     assert value(second, network) == value(second, handler)
+
+
+def test_request_log_switched_on_at_run_time_through_broker_logger_configs(
+    broker_factory: Any, caplog: Any
+) -> None:
+    """KIP-412: IncrementalAlterConfigs on BROKER_LOGGER sets kafka.request.logger."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    caplog.set_level(logging.DEBUG)  # the capture takes what the logger lets through
+    REQUEST_LOGGER.setLevel(logging.WARNING)  # its default, whatever ran before
+    running = broker_factory()
+
+    def request_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.name == "kafka.request.logger" and "apiKey=METADATA" in r.getMessage()]
+
+    admin = KafkaAdminClient(bootstrap_servers=running.bootstrap, request_timeout_ms=10000)
+    try:
+        with WireClient(running.bootstrap) as wire:
+            wire.metadata(None)
+            assert request_lines() == []  # WARN by default: nothing
+            resource = ConfigResource(ConfigResourceType.BROKER_LOGGER, "0",
+                                      {"kafka.request.logger": "DEBUG"})
+            answer = admin.alter_configs([resource], raise_on_unknown=False)
+            assert str(answer["broker_logger"]["0"]) == "OK"
+            wire.metadata(None)
+            assert wait_for(request_lines)
+            assert "securityProtocol:PLAINTEXT" in request_lines()[0]
+    finally:
+        admin.close()
+        REQUEST_LOGGER.setLevel(logging.WARNING)
