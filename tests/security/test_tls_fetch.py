@@ -1,8 +1,10 @@
-"""Fetch over TLS, where the broker cannot use sendfile: file slices are read in pieces and
-encrypted (server/network/connection.py `_send_through_tls`). A fetch of several
-partitions, each slice many pieces long and cut at arbitrary record boundaries, must
-return over SSL exactly the bytes it returns over PLAINTEXT, and a librdkafka consumer
-over SSL must read every value in order."""
+"""Large transfers over TLS, written in pieces. Fetch, where the broker cannot use
+sendfile: file slices are read in pieces and encrypted (server/network/connection.py
+`_send_through_tls`); a fetch of several partitions, each slice many pieces long and cut at
+arbitrary record boundaries, must return over SSL exactly the bytes it returns over
+PLAINTEXT, and a librdkafka consumer over SSL must read every value in order. Produce:
+the logbus client hands its large requests to TLS in pieces (protocol/frame_stream.py
+`TLS_PIECE`); what it sends over SSL must be read back unchanged."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from security_support import Pki, address
 from test_tls import TIMEOUT, client_context, confluent_ssl, ssl_broker
 
+import logbus
 from kafka_wire import FETCH_V, fetch_body_many
 from logbus.protocol import ApiKey
 from logbus.server.network.connection import TLS_WRITE_SIZE
@@ -37,9 +40,32 @@ def _values(partition: int) -> list[bytes]:
     return values
 
 
-def _produce(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+def _create(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(TIMEOUT)
+
+
+def _read(config: dict[str, Any], topic: str, expected: int) -> dict[int, list[bytes]]:
+    """Every partition from offset 0 with librdkafka, until `expected` values came."""
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False,
+                         "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20})
+    read: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + TIMEOUT
+        count = 0
+        while count < expected and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                assert message.error() is None, message.error()
+                read[message.partition()].append(message.value())
+                count += 1
+    finally:
+        consumer.close()
+    return read
+
+
+def _produce(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+    _create(bootstrap, topic)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.size": 200_000, "message.max.bytes": 1_000_000})
     written = {p: _values(p) for p in range(PARTITIONS)}
@@ -78,20 +104,23 @@ def test_a_librdkafka_consumer_over_tls_reads_every_value_in_order(
     running = ssl_broker(secure_broker, pki)
     topic = f"tls-read-{uuid.uuid4().hex[:6]}"
     written = _produce(address(running, "PLAINTEXT"), topic)
-    consumer = Consumer(confluent_ssl(pki, address(running, "SSL"), **{
-        "group.id": f"g-{topic}", "enable.auto.commit": False,
-        "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20}))
-    read: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    expected = sum(len(v) for v in written.values())
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + TIMEOUT
-        count = 0
-        while count < expected and time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
-                assert message.error() is None, message.error()
-                read[message.partition()].append(message.value())
-                count += 1
-    finally:
-        consumer.close()
-    assert read == written
+    config = confluent_ssl(pki, address(running, "SSL"))
+    assert _read(config, topic, sum(len(v) for v in written.values())) == written
+
+
+def test_large_requests_of_the_logbus_client_over_tls_arrive_unchanged(
+    secure_broker: Any, pki: Pki
+) -> None:
+    running = ssl_broker(secure_broker, pki)
+    topic = f"tls-produce-{uuid.uuid4().hex[:6]}"
+    _create(address(running, "PLAINTEXT"), topic)
+    written = {p: _values(p) for p in range(PARTITIONS)}
+    config = confluent_ssl(pki, address(running, "SSL"), **{
+        "batch.size": 1_000_000, "linger.ms": 50})
+    with logbus.Producer(config) as producer:
+        for partition, values in written.items():
+            for value in values:
+                producer.send(topic, value, partition=partition)
+        producer.flush(TIMEOUT)
+    plaintext = {"bootstrap.servers": address(running, "PLAINTEXT")}
+    assert _read(plaintext, topic, sum(len(v) for v in written.values())) == written
