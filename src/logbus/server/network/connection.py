@@ -168,20 +168,21 @@ class Connection:
 async def _send_through_tls(stream: FrameStream, chunks: list[Any]) -> None:
     """TLS has no sendfile: file slices are read in pieces of TLS_WRITE_SIZE with one
     `pread` each (a bytes object: nothing zero-fills it and nobody changes it after) and
-    every piece goes to the transport with the small chunks queued before it in one
-    `writelines`: TLS encrypts them into its outgoing buffer and the loop sends that with
-    one system call. Small pieces keep the plaintext, the records and the outgoing buffer
-    in the CPU's caches: encrypting and sending 4 MiB at a time ran at half the rate of
-    64 KiB pieces (see bench/README.md, "TLS")."""
-    writelines = stream.transport.writelines
+    every piece goes to the transport in one `writelines` with the small chunks queued
+    before it, joined (one TLS record for them, not one each): TLS encrypts them into its
+    outgoing buffer and the loop sends that with one system call. Small pieces keep the
+    plaintext, the records and the outgoing buffer in the CPU's caches: encrypting and
+    sending 4 MiB at a time ran at half the rate of 64 KiB pieces (bench/README.md,
+    "Security")."""
+    transport = stream.transport
     run: list[Any] = []  # small chunks waiting for the next write
     queued = 0
     for chunk in chunks:
         if not isinstance(chunk, FileSlice):
             run.append(chunk)
             queued += len(chunk)
-            if queued >= TLS_WRITE_SIZE:
-                writelines(_immutable(run))
+            if queued >= TLS_WRITE_SIZE:  # large in-memory chunks: written in pieces
+                stream.write_chunks(run)
                 run, queued = [], 0
                 await stream.drain()
             continue
@@ -192,20 +193,15 @@ async def _send_through_tls(stream: FrameStream, chunks: list[Any]) -> None:
             if not piece:
                 raise ConnectionError("segment file shorter than the slice being sent")
             position += len(piece)
-            writelines([*_immutable(run), piece])
-            run, queued = [], 0
+            if run:
+                transport.writelines([b"".join(run), piece])
+                run, queued = [], 0
+            else:
+                transport.write(piece)
             await stream.drain()
     if run:
-        writelines(_immutable(run))
+        transport.write(b"".join(run))
     await stream.drain()
-
-
-def _immutable(run: list[Any]) -> list[Any]:
-    """The chunks of one write, with the caller's mutable buffers joined into one bytes
-    object: the transport may keep a reference to what it could not encrypt at once."""
-    if all(type(chunk) is bytes for chunk in run):
-        return run
-    return [b"".join(run)]  # small: headers and the like (large ones are file slices)
 
 
 _sendfile_supported = True
