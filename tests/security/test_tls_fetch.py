@@ -9,13 +9,14 @@ the logbus client hands its large requests to TLS in pieces (protocol/frame_stre
 from __future__ import annotations
 
 import random
+import socket
 import time
 import uuid
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from security_support import Pki, address
+from security_support import Pki, address, tls_settings
 from test_tls import TIMEOUT, client_context, confluent_ssl, ssl_broker
 
 import logbus
@@ -38,6 +39,12 @@ def _values(partition: int) -> list[bytes]:
         values.append(value)
         total += len(value)
     return values
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _create(bootstrap: str, topic: str) -> None:
@@ -77,16 +84,12 @@ def _produce(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return written
 
 
-def test_a_large_fetch_over_tls_returns_the_same_bytes_as_plaintext(
-    secure_broker: Any, pki: Pki, raw: Any
-) -> None:
-    running = ssl_broker(secure_broker, pki)
+def _same_bytes_over_tls(plaintext: str, tls: str, pki: Pki, raw: Any) -> None:
     topic = f"tls-fetch-{uuid.uuid4().hex[:6]}"
-    _produce(address(running, "PLAINTEXT"), topic)
+    _produce(plaintext, topic)
     body = fetch_body_many(topic, dict.fromkeys(range(PARTITIONS), 0), 64 << 20)
     answers = []
-    for conn in (raw(address(running, "PLAINTEXT")),
-                 raw(address(running, "SSL"), client_context(pki))):
+    for conn in (raw(plaintext), raw(tls, client_context(pki))):
         response = conn.request(ApiKey.FETCH, FETCH_V, body)
         answers.append({part["partition_index"]: (part["error_code"], bytes(part["records"]))
                         for part in response["responses"][0]["partitions"]})
@@ -96,6 +99,27 @@ def test_a_large_fetch_over_tls_returns_the_same_bytes_as_plaintext(
         assert plain[partition][0] == 0
         assert len(plain[partition][1]) > 10 * TLS_WRITE_SIZE  # many pieces per slice
     assert tls == plain
+
+
+def test_a_large_fetch_over_tls_returns_the_same_bytes_as_plaintext(
+    secure_broker: Any, pki: Pki, raw: Any
+) -> None:
+    running = ssl_broker(secure_broker, pki)  # in this process: the standard asyncio loop
+    _same_bytes_over_tls(address(running, "PLAINTEXT"), address(running, "SSL"), pki, raw)
+
+
+def test_the_same_over_uvloops_tls_in_a_broker_process(
+    broker_process: Any, pki: Pki, raw: Any
+) -> None:
+    """`logbus server start` runs uvloop, whose TLS transport is its own."""
+    tls_port = free_port()
+    settings = {**tls_settings(pki), "num.partitions": "1",
+                "listeners": f"PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{tls_port}"}
+    port = free_port()
+    broker = broker_process(*(arg for name, value in settings.items()
+                              for arg in ("--override", f"{name}={value}".format(port=port))),
+                            port=port)
+    _same_bytes_over_tls(broker.bootstrap, f"127.0.0.1:{tls_port}", pki, raw)
 
 
 def test_a_librdkafka_consumer_over_tls_reads_every_value_in_order(
