@@ -82,8 +82,6 @@ class Context:
             workdir = self.workdir / name
             if name == "logbus":
                 server = LogbusBroker(workdir, self.event_loop)
-            elif name == "logbus-metrics":  # P1 "metrics on": a broker with metrics.listener
-                server = LogbusBroker(workdir, self.event_loop, metrics=True)
             elif name == "redis":
                 server = RedisServer(workdir)
             elif name == "nafka":
@@ -92,6 +90,21 @@ class Context:
                 raise KeyError(name)
             self.progress.note(f"starting {name}")
             server.start()
+            self._servers[name] = server
+        return server
+
+    def own_server(self, name: str, make: Callable[[Path], Server]) -> Server:
+        """A server only some scenarios use (`make(workdir)`, e.g. the security scenarios'
+        broker with more listeners): started on first use, stopped with the others."""
+        server = self._servers.get(name)
+        if server is None:
+            server = make(self.workdir / name)
+            self.progress.note(f"starting {name}")
+            try:
+                server.start()
+            except BaseException:
+                server.stop()
+                raise
             self._servers[name] = server
         return server
 

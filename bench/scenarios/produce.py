@@ -79,7 +79,9 @@ def _cases_p1(ctx: Context) -> list[Case]:
 def _metrics_on(ctx: Context, dataset: str, size: int, volume: int) -> Metrics:
     """As the P1 logbus case, on a broker of its own started with metrics.listener, while
     a scraper reads /metrics every second (as Prometheus would, more often)."""
-    server = ctx.server("logbus-metrics")
+    server = ctx.own_server(
+        "logbus-metrics", lambda workdir: LogbusBroker(workdir, ctx.event_loop, metrics=True)
+    )
     assert isinstance(server, LogbusBroker)
     url = f"http://127.0.0.1:{server.metrics_port}/metrics"
     stop = threading.Event()
