@@ -59,6 +59,7 @@ MODULES = (
     "scram_credentials",
     "acls",
     "client_quotas",
+    "log_dirs",
 )
 
 
