@@ -1,6 +1,7 @@
 """DescribeLogDirs against real brokers: logbus's admin and kafka-python's
 `KafkaAdminClient.describe_log_dirs`, sizes checked against the segment files on disk,
-every served version, filters, authorization and an unusable dir."""
+every served version, filters, authorization (principals from the client id,
+`acl_helpers`) and an unusable dir."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acl_helpers import ADMIN, ALICE, SECURED, acl, assign_principals, call, grant
 from kafka.admin import KafkaAdminClient
 
 import logbus
+from logbus.client.admin import AdminBatchError
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.loop_thread import LoopThread
 from logbus.client.requests.log_dirs import build_describe_log_dirs, read_describe_log_dirs
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.acl_types import AclOperation as Op
+from logbus.protocol.acl_types import ResourceType as R
 from logbus.types import TopicPartition
 
 TIMEOUT = 30.0
@@ -142,3 +147,28 @@ def test_a_vanished_log_dir_answers_kafka_storage_error(
     assert isinstance(gone.error, KafkaError)
     assert gone.error.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert gone.replicas == {} and gone.total_bytes is None
+
+
+@pytest.mark.parametrize("version", [2, 4])
+def test_refused_without_describe_on_the_cluster(broker_factory: Any, version: int) -> None:
+    running = broker_factory(**SECURED)
+    assign_principals(running)
+    topic = topic_name()
+    with logbus.Admin({"bootstrap.servers": running.bootstrap, "client.id": ADMIN}) as admin:
+        admin.create_topics([logbus.NewTopic(topic, 1)])
+    body = build_describe_log_dirs(version)
+    refused = call(running.bootstrap, ALICE, ApiKey.DESCRIBE_LOG_DIRS, body, version)
+    assert refused["results"] == []
+    if version >= 3:
+        assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaError) as raised:
+        read_describe_log_dirs(refused)
+    assert raised.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    as_alice = {"bootstrap.servers": running.bootstrap, "client.id": ALICE}
+    with logbus.Admin(as_alice) as admin, pytest.raises(AdminBatchError) as batch:
+        admin.describe_log_dirs(timeout_ms=5000)
+    assert batch.value.errors[0].code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    grant(running.bootstrap, acl(R.CLUSTER, "kafka-cluster", Op.DESCRIBE))
+    allowed = call(running.bootstrap, ALICE, ApiKey.DESCRIBE_LOG_DIRS, body, version)
+    (described,) = read_describe_log_dirs(allowed).values()
+    assert TopicPartition(topic, 0) in described.replicas

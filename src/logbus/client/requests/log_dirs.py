@@ -48,8 +48,11 @@ def _bytes(value: int | None) -> int | None:
 
 def read_describe_log_dirs(response: dict[str, Any]) -> dict[str, LogDirDescription]:
     """Each log dir by its path; raises the response's error (v3+:
-    CLUSTER_AUTHORIZATION_FAILED)."""
+    CLUSTER_AUTHORIZATION_FAILED). A broker always has a log dir, so no dirs and no error
+    is the refusal of a response without an error code (v0-2), as Kafka's admin reads it."""
     check(response.get("error_code", ErrorCode.NONE))
+    if not response["results"]:
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "no log dirs described")
     dirs: dict[str, LogDirDescription] = {}
     for result in response["results"]:
         code = result["error_code"]
