@@ -88,6 +88,11 @@ def test_partition_filter_leaves_out_unknown_topics_and_partitions(broker: Any) 
     (described,) = found[0].values()
     assert described.error is None
     assert list(described.replicas) == [TopicPartition(topic, 1)]
+    # on the wire, as Kafka answers: every topic of the dir, those not asked for empty
+    body = build_describe_log_dirs(4, asked)
+    (result,) = raw_request(broker.bootstrap, 4, body)["results"]
+    named = {t["name"]: [p["partition_index"] for p in t["partitions"]] for t in result["topics"]}
+    assert named[topic] == [1] and named[other] == [] and "nope" not in named
 
 
 @pytest.mark.parametrize("version", range(5))

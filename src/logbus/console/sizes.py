@@ -7,7 +7,7 @@ leave sizes out: the page shows "-" there, never an error."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from logbus.client.admin import Admin, AdminBatchError, LogDirDescription
 from logbus.client.errors import KafkaError
@@ -33,22 +33,18 @@ def _collect(found: dict[int, dict[str, LogDirDescription]]) -> Sizes:
     return sizes
 
 
-async def replica_sizes(admin: Admin, topics: Iterable[str] | None = None) -> Sizes:
-    """The size of every replica of `topics`' partitions (every topic when None) on the
+async def replica_sizes(admin: Admin, partitions: Sequence[TopicPartition] | None = None) -> Sizes:
+    """The size of every replica of `partitions` (of every partition when None) on the
     brokers that answered."""
-    wanted = None if topics is None else set(topics)
     try:
-        found = await admin.describe_log_dirs(timeout_ms=SIZES_TIMEOUT_MS)
+        found = await admin.describe_log_dirs(partitions=partitions, timeout_ms=SIZES_TIMEOUT_MS)
     except AdminBatchError as exc:
         logger.info("partition sizes incomplete: %s", exc)
         found = dict(exc.results)
     except KafkaError as exc:
         logger.info("no partition sizes: %s", exc)
         return {}
-    sizes = _collect(found)
-    if wanted is None:
-        return sizes
-    return {tp: by_broker for tp, by_broker in sizes.items() if tp.topic in wanted}
+    return _collect(found)
 
 
 def partition_size(sizes: Sizes, tp: TopicPartition, leader: int) -> int | None:

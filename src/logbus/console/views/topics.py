@@ -97,7 +97,7 @@ async def describe(request: Request, name: str) -> tuple[TopicInfo, list[Partiti
                     (await client.list_offsets(dict.fromkeys(tps, "latest"))).items()}
         except AdminBatchError as exc:  # offline partitions: show the others
             starts = {tp: o.offset for tp, o in exc.results.items()}
-    sizes = await replica_sizes(client, [name]) if tps else {}
+    sizes = await replica_sizes(client, tps) if tps else {}
     rows = [
         PartitionRow(p.partition, p.leader, p.replicas, p.isr,
                      starts.get(TopicPartition(name, p.partition)),

@@ -7,7 +7,8 @@ lag is how far its log end is behind its high watermark (never negative, so 0 fo
 leader and a follower alike: Kafka's non-zero lags are those of future logs, which
 AlterReplicaLogDirs creates and logbus does not serve); `is_future_key` is false. v4
 adds the volume's total and usable bytes (`os.statvfs`). Null topics means every
-partition; partitions this broker holds no log of are left out, not errors. The whole
+partition; partitions this broker holds no log of are left out, not errors (and, as in
+Kafka, a dir names each topic it holds, with no partitions when none was asked for). The whole
 request needs DESCRIBE on the cluster: refused, it answers no dirs and, from v3,
 CLUSTER_AUTHORIZATION_FAILED. A dir whose volume cannot be read (gone, unreadable) is
 answered KAFKA_STORAGE_ERROR with no partitions, as Kafka answers an offline dir.
@@ -77,10 +78,13 @@ def describe_dir(
         logger.warning("log dir %s cannot be described: %s", path, exc)
         result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
         return result
+    # Every topic the dir holds is named, as Kafka answers, even one none of whose
+    # partitions was asked for (its list is then empty).
     topics: dict[str, list[DescribeLogDirsPartition]] = {}
     for tp, log in sorted(logs, key=lambda entry: entry[0]):
+        partitions = topics.setdefault(tp.topic, [])
         if wanted is None or tp in wanted:
-            topics.setdefault(tp.topic, []).append(_partition(tp, log))
+            partitions.append(_partition(tp, log))
     result["topics"] = [
         DescribeLogDirsTopic(name=name, partitions=partitions)
         for name, partitions in topics.items()
