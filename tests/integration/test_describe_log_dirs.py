@@ -78,6 +78,21 @@ def test_sizes_equal_the_segment_files_on_disk(broker: Any) -> None:
         assert replica.offset_lag == 0 and replica.is_future is False
 
 
+def test_size_counts_every_segment(broker: Any) -> None:
+    topic = topic_name()
+    with logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([logbus.NewTopic(topic, 1, config={"segment.bytes": "1024"})])
+    with logbus.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as producer:
+        for _ in range(40):
+            producer.send(topic, b"x" * 200, partition=0).result(TIMEOUT)
+    segments = list((broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) > 3
+    with logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        (described,) = admin.describe_log_dirs(partitions=[TopicPartition(topic, 0)])[0].values()
+    size = described.replicas[TopicPartition(topic, 0)].size
+    assert size == sum(f.stat().st_size for f in segments) > 40 * 200
+
+
 def test_partition_filter_leaves_out_unknown_topics_and_partitions(broker: Any) -> None:
     topic, other = topic_name(), topic_name()
     produce(broker.bootstrap, topic, 2, 4)
