@@ -61,6 +61,7 @@ MODULES = (
     "scram_credentials",
     "acls",
     "client_quotas",
+    "log_dirs",
 )
 
 
