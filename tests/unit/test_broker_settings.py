@@ -99,3 +99,23 @@ def test_a_value_logbus_cannot_honour_is_refused(name: str, value: str) -> None:
 def test_settings_without_effect_are_named() -> None:
     config = BrokerConfig({"num.network.threads": "3", "auto.leader.rebalance.enable": "false"})
     assert config.without_effect() == ["auto.leader.rebalance.enable", "num.network.threads"]
+
+
+def test_a_cluster_member_names_only_settings_without_effect_anywhere() -> None:
+    settings = {
+        "num.network.threads": "3",
+        "auto.leader.rebalance.enable": "false",
+        "replica.lag.time.max.ms": "10000",
+        "controlled.shutdown.max.retries": "5",
+        "replica.socket.receive.buffer.bytes": "131072",
+    }
+    standalone = BrokerConfig(settings)
+    member = BrokerConfig({**settings, "zookeeper.connect": "127.0.0.1:2181"})
+    assert standalone.without_effect() == [
+        "auto.leader.rebalance.enable",
+        "controlled.shutdown.max.retries",
+        "num.network.threads",
+        "replica.lag.time.max.ms",
+        "replica.socket.receive.buffer.bytes",
+    ]
+    assert member.without_effect() == ["num.network.threads", "replica.socket.receive.buffer.bytes"]

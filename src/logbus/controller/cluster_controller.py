@@ -216,6 +216,7 @@ class ClusterController(Controller):
             channel.remove_broker(broker_id)  # type: ignore[attr-defined]
         self.brokers = {}
         self.topics = {}
+        self.shutting_down = set()
         if delete_node and self.active_controller_id() == self.broker.broker_id:
             with contextlib.suppress(NoNode):
                 self.store.delete(CONTROLLER_PATH)
@@ -381,6 +382,8 @@ class ClusterController(Controller):
         dead = [b for b in old if b not in current or current[b][1] != old[b][1]]
         new = [b for b in current if b not in old or current[b][1] != old[b][1]]
         self.brokers = current
+        # A broker that stopped, or registered again, is no longer shutting down.
+        self.shutting_down -= {*dead, *new}
         for broker_id in dead:
             self.channel.remove_broker(broker_id)  # type: ignore[attr-defined]
         for broker_id in new:
@@ -396,7 +399,7 @@ class ClusterController(Controller):
         # A broker that came back with a new epoch (its session expired: a zombie) is
         # handled as dead first, as Kafka does: it leads nothing until it is a follower
         # that caught up again.
-        live = set(self.brokers) - dead
+        live = set(self.brokers) - dead - self.shutting_down
         for topic in list(self.topics.values()):
             unclean = self.unclean_enabled(topic)
             changed: dict[int, list[int]] = {}

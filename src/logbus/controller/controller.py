@@ -153,6 +153,9 @@ class Controller(TopicChecks):
         # them chosen outside the ISR (read by the broker's metrics).
         self.leader_elections = 0
         self.unclean_leader_elections = 0
+        # Brokers in a controlled shutdown: never elected leader, nor added to an ISR,
+        # until they register again.
+        self.shutting_down: set[int] = set()
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -262,7 +265,7 @@ class Controller(TopicChecks):
         """Elect a leader for partitions without a live leader (from the live ISR; outside
         it only where unclean election is enabled), bump the leader epoch, write the state
         with a compare-and-set, and tell the replicas."""
-        live = {b.broker_id for b in self.live_brokers()}
+        live = {b.broker_id for b in self.live_brokers()} - self.shutting_down
         unclean = self.unclean_enabled(topic)
         changed: dict[int, list[int]] = {}
         for p in partitions:

@@ -91,3 +91,61 @@ def on_brokers_lost(
     if leader == state.leader and isr == state.isr:
         return None  # offline already, and still
     return _with(shrunk, leader, isr, controller_epoch)
+
+
+def controlled_shutdown_leader(
+    state: PartitionState, live: Collection[int], shutting_down: Collection[int],
+    controller_epoch: int,
+) -> PartitionState | None:  # fmt: skip
+    """Kafka's controlled shutdown election for a partition led by a stopping broker:
+    the first replica (assignment order) that is live, not shutting down and in the ISR
+    leads, and the shutting-down brokers leave the ISR. None when no replica can take
+    over (the stopping broker keeps leading)."""
+    for replica in state.replicas:
+        if replica in live and replica not in shutting_down and replica in state.isr:
+            isr = tuple(r for r in state.isr if r not in shutting_down)
+            return _with(state, replica, isr, controller_epoch)
+    return None
+
+
+def without_follower(
+    state: PartitionState, broker: int, controller_epoch: int
+) -> PartitionState | None:
+    """A stopping follower leaves the ISR (Kafka's OfflineReplica transition), unless it
+    is the ISR's last member; None when nothing changes."""
+    if broker == state.leader or broker not in state.isr or len(state.isr) <= 1:
+        return None
+    return _with(state, state.leader, tuple(r for r in state.isr if r != broker), controller_epoch)
+
+
+def preferred_leader(
+    state: PartitionState, live: Collection[int], controller_epoch: int
+) -> PartitionState | None:
+    """Kafka's preferred replica election: the first assigned replica leads when it is
+    live and in the ISR (the ISR stays as it is); None when it cannot."""
+    preferred = state.replicas[0] if state.replicas else NO_LEADER
+    if preferred not in live or preferred not in state.isr:
+        return None
+    return _with(state, preferred, state.isr, controller_epoch)
+
+
+def has_preferred_leader(state: PartitionState) -> bool:
+    """Whether the partition is led by its preferred (first assigned) replica."""
+    return bool(state.replicas) and state.leader == state.replicas[0]
+
+
+def imbalanced_brokers(
+    partitions: Collection[PartitionState], per_broker_percentage: int
+) -> dict[int, float]:
+    """Kafka's leader imbalance check: per preferred replica, the share of the partitions
+    it prefers that another broker leads; only brokers above `per_broker_percentage`."""
+    preferred: dict[int, list[PartitionState]] = {}
+    for state in partitions:
+        if state.replicas:
+            preferred.setdefault(state.replicas[0], []).append(state)
+    out: dict[int, float] = {}
+    for broker, states in preferred.items():
+        ratio = sum(1 for s in states if s.leader != broker) / len(states)
+        if ratio > per_broker_percentage / 100:
+            out[broker] = ratio
+    return out

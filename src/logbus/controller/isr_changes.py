@@ -143,7 +143,7 @@ def _alter_one(
         return IsrChangeResult(ErrorCode.INVALID_REQUEST)
     if not change.new_isr or any(r not in state.replicas for r in change.new_isr):
         return IsrChangeResult(ErrorCode.INVALID_REQUEST)
-    if any(r not in live for r in change.new_isr):
+    if any(r not in live or r in controller.shutting_down for r in change.new_isr):
         return IsrChangeResult(ErrorCode.INELIGIBLE_REPLICA)
     proposed = PartitionState(
         state.leader,

@@ -39,6 +39,7 @@ from logbus.server.cluster_member import (
 )
 from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
+from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.metrics.address import parse_metrics_listener
@@ -501,6 +502,13 @@ class Broker:
             self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
 
     async def stop(self) -> None:
+        if (
+            self.cluster is not None
+            and self.services is not None
+            and self.config.get("controlled.shutdown.enable")
+        ):
+            # Leaderships move away while the listeners still serve (Kafka's order).
+            await shut_down_controlled(self)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None

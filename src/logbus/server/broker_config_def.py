@@ -466,14 +466,15 @@ _define("allow.everyone.if.no.acl.found", _BOOL, False, None, _LOW,
 # and docs/configuration.md lists these sets with the reason for each.
 
 CLUSTER_ONLY: Final = frozenset({
-    # the controller's work between brokers not done yet
+    # a broker's controlled shutdown and the controller's preferred-leader rebalance
     "controlled.shutdown.enable", "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms", "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    # connections between brokers
     "security.inter.broker.protocol", "request.timeout.ms",
     # followers: the replica fetcher and the ISR
     "num.replica.fetchers", "replica.lag.time.max.ms", "replica.socket.timeout.ms",
-    "replica.socket.receive.buffer.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
     "replica.fetch.backoff.ms",
 })
@@ -493,6 +494,8 @@ NO_EFFECT: Final = frozenset({
     "zookeeper.max.in.flight.requests",
     # tiered storage, which logbus does not have
     "log.local.retention.ms", "log.local.retention.bytes",
+    # the followers' sockets keep the operating system's receive buffer
+    "replica.socket.receive.buffer.bytes",
 })
 """Accepted so that Kafka's server.properties files work, with no effect: Kafka's own
 behaviour with these set would differ from logbus's only in speed."""

@@ -12,6 +12,7 @@ controller thread; callbacks come back to the loop with `call_soon_threadsafe`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -21,6 +22,7 @@ from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import ensure_cluster_id
 from logbus.controller.controller_events import ControllerEventManager
+from logbus.controller.leader_elections import rebalance_preferred_leaders
 from logbus.controller.metadata_store import MetadataStore, NoNode, StoreUnavailable
 from logbus.server.topic_config import validate_topic_configs
 from logbus.storage.meta_properties import read_meta_properties
@@ -101,6 +103,7 @@ class ClusterMember:
         self.events = ControllerEventManager()
         self.registration: BrokerRegistration | None = None
         self.controller: ClusterController | None = None
+        self._rebalance: asyncio.Task[None] | None = None
 
     async def start(self, channel: object, host: str, port: int) -> ClusterController:
         broker = self.broker
@@ -146,7 +149,23 @@ class ClusterMember:
         controller.cluster_id = broker.metadata_cache.cluster_id
         self.events.start()
         controller.startup()
+        if cfg.get("auto.leader.rebalance.enable"):
+            self._rebalance = loop.create_task(self._check_leader_imbalance(controller))
         return controller
+
+    async def _check_leader_imbalance(self, controller: ClusterController) -> None:
+        """Every leader.imbalance.check.interval.seconds, the controller thread moves
+        leaderships back to preferred replicas where a broker's share of partitions led
+        by another is above leader.imbalance.per.broker.percentage (only the active
+        controller does anything)."""
+        cfg = self.broker.config
+        interval = cast(int, cfg.get("leader.imbalance.check.interval.seconds"))
+        percentage = cast(int, cfg.get("leader.imbalance.per.broker.percentage"))
+        while True:
+            await asyncio.sleep(interval)
+            self.events.put(
+                lambda: rebalance_preferred_leaders(controller, percentage), "AutoLeaderBalance"
+            )
 
     async def call(self, action: Any) -> Any:
         """Run `action` on the controller thread and await it."""
@@ -155,6 +174,11 @@ class ClusterMember:
     async def stop(self) -> None:
         """Give up the controllership (freeing `/controller` at once for another broker),
         stop the controller thread; the registration ends with the session."""
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rebalance
+            self._rebalance = None
         controller = self.controller
         if controller is not None:
             try:

@@ -570,9 +570,11 @@ class BrokerConfig:
                 raise ConfigError(name, f"Not supported: {reason}", value)
 
     def without_effect(self) -> list[str]:
-        """The settings given explicitly that a stand-alone broker does not use
-        (CLUSTER_ONLY and NO_EFFECT), to say so at start-up."""
-        return sorted(name for name in CLUSTER_ONLY | NO_EFFECT if self.is_set(name))
+        """The settings given explicitly that this broker does not use, to say so at
+        start-up: NO_EFFECT, and on a stand-alone broker (no `zookeeper.connect`) also
+        CLUSTER_ONLY."""
+        names = NO_EFFECT if self.uses_zookeeper else CLUSTER_ONLY | NO_EFFECT
+        return sorted(name for name in names if self.is_set(name))
 
     def _connection_limits(self) -> ConnectionLimits:
         """The connection settings, with the hosts of max.connections.per.ip.overrides

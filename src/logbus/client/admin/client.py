@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.leader_elections import elect_leaders_of
 from logbus.client.admin.log_dirs import log_dirs_of
 from logbus.client.admin.quota_types import (
     ClientQuotaEntity,
@@ -67,6 +68,7 @@ from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, d
 from logbus.client.requests.delete_records import delete_records
 from logbus.client.requests.group_membership import delete_groups, describe_groups, list_groups
 from logbus.client.requests.group_offsets import commit_offsets_each, delete_offsets, fetch_offsets
+from logbus.client.requests.leader_elections import ElectionType
 from logbus.client.requests.list_offsets import (
     EARLIEST,
     LATEST,
@@ -412,6 +414,21 @@ class Admin(AsyncService):
         offset lag and future flag, and the volume's total and usable bytes
         (DescribeLogDirs). A broker that fails raises AdminBatchError for it."""
         return await log_dirs_of(self, brokers, partitions, timeout_ms)
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | str | int,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Elect leaders (ElectLeaders on the controller): PREFERRED moves each partition's
+        leadership to its first assigned replica if that one is in the ISR; UNCLEAN elects
+        a leader for partitions without a live one. Every partition when `partitions` is
+        None. Per partition: None when a leader was elected, else the error
+        (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION...)."""
+        return await elect_leaders_of(self, election_type, partitions, timeout_ms)
 
     # --- ACLs ---------------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ from logbus.client.admin.types import (
     TopicDescription,
 )
 from logbus.client.blocking import BlockingClient
+from logbus.client.errors import KafkaError
+from logbus.client.requests.leader_elections import ElectionType
 from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.log_dirs import LogDirDescription
 from logbus.client.requests.topics import CreatedTopic
@@ -210,6 +212,16 @@ class Admin(BlockingClient[client.Admin]):
         return self._run(
             self._aio.describe_log_dirs(brokers, partitions=partitions, timeout_ms=timeout_ms)
         )
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | str | int,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred or unclean leader elections; see `logbus.aio.Admin.elect_leaders`."""
+        return self._run(self._aio.elect_leaders(election_type, partitions, timeout_ms=timeout_ms))
 
     # --- ACLs ---------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ MODULES = (
     "acls",
     "client_quotas",
     "log_dirs",
+    "leader_elections",
 )
 
 

@@ -1,0 +1,129 @@
+"""ControlledShutdown v0-3 and ElectLeaders v0-2, served by the active controller (Kafka's
+ZooKeeper mode): the controller's work is in `controller/leader_elections.py`, run where
+the controller runs (`on_controller`). A broker that is not the controller answers
+NOT_CONTROLLER (ElectLeaders: per partition, as Kafka's).
+
+ControlledShutdown needs ClusterAction on the cluster, ElectLeaders Alter on the cluster
+(CLUSTER_AUTHORIZATION_FAILED, for every partition named).
+"""
+
+from __future__ import annotations
+
+from logbus.controller.cluster_controller import ControllerMovedError
+from logbus.controller.controller import Controller
+from logbus.controller.isr_changes import is_active
+from logbus.controller.leader_elections import (
+    ElectionResult,
+    ElectionType,
+    controlled_shutdown,
+    elect_leaders,
+)
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+from logbus.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
+from logbus.protocol.messages.elect_leaders_request import ElectLeadersRequest
+from logbus.protocol.messages.elect_leaders_response import (
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
+from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api.topic_admin import on_controller
+from logbus.server.security.acl import AclOperation, ResourceType
+from logbus.types import TopicPartition
+
+BROKER_EPOCH_FROM = 2
+ELECTION_TYPE_FROM = 1
+
+
+async def handle_controlled_shutdown(
+    ctx: RequestContext, request: ControlledShutdownRequest
+) -> ControlledShutdownResponse:
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
+    broker_epoch = request["broker_epoch"] if ctx.version >= BROKER_EPOCH_FROM else -1
+    controller = ctx.services.controller
+    try:
+        error, remaining = await on_controller(
+            ctx, lambda: controlled_shutdown(controller, request["broker_id"], broker_epoch)
+        )
+    except ControllerMovedError:
+        error, remaining = ErrorCode.NOT_CONTROLLER, []
+    return {
+        "error_code": error,
+        "remaining_partitions": [
+            {"topic_name": tp.topic, "partition_index": tp.partition} for tp in remaining
+        ],
+    }
+
+
+def _named(request: ElectLeadersRequest) -> list[TopicPartition] | None:
+    topics = request["topic_partitions"]
+    if topics is None:
+        return None
+    return [TopicPartition(t["topic"], p) for t in topics for p in t["partitions"]]
+
+
+async def handle_elect_leaders(
+    ctx: RequestContext, request: ElectLeadersRequest
+) -> ElectLeadersResponse:
+    named = _named(request)
+    if ctx.version >= ELECTION_TYPE_FROM:
+        try:
+            election_type = ElectionType(request["election_type"])
+        except ValueError:
+            return _response(
+                ErrorCode.INVALID_REQUEST,
+                _every(named, ElectionResult(ErrorCode.INVALID_REQUEST, "Unknown election type")),
+            )
+    else:
+        election_type = ElectionType.PREFERRED
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+        denied = ElectionResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _every(named, denied))
+    controller = ctx.services.controller
+    try:
+        results = await on_controller(ctx, lambda: _elect(controller, election_type, named))
+    except ControllerMovedError:
+        results = None
+    if results is None:
+        results = _every(named, ElectionResult(ErrorCode.NOT_CONTROLLER))
+    return _response(ErrorCode.NONE, results)
+
+
+def _elect(
+    controller: Controller, election_type: ElectionType, named: list[TopicPartition] | None
+) -> dict[TopicPartition, ElectionResult] | None:
+    if not is_active(controller):
+        return None
+    return elect_leaders(controller, election_type, named)
+
+
+def _every(
+    named: list[TopicPartition] | None, result: ElectionResult
+) -> dict[TopicPartition, ElectionResult]:
+    return dict.fromkeys(named or [], result)
+
+
+def _response(
+    error: ErrorCode, results: dict[TopicPartition, ElectionResult]
+) -> ElectLeadersResponse:
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for tp, result in results.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_id": tp.partition,
+                "error_code": result.error,
+                "error_message": result.message,
+            }
+        )
+    topics: list[ReplicaElectionResult] = [
+        {"topic": name, "partition_result": parts} for name, parts in by_topic.items()
+    ]
+    return {"throttle_time_ms": 0, "error_code": error, "replica_election_results": topics}
+
+
+HANDLERS = [
+    ApiHandler(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, handle_controlled_shutdown),
+    ApiHandler(ApiKey.ELECT_LEADERS, 0, 2, handle_elect_leaders),
+]
