@@ -1,0 +1,149 @@
+"""Controlled shutdown (Kafka's ControlledShutdown): a broker stopped with SIGTERM first
+has the controller move the leaderships it holds to other in-sync replicas and take it
+out of every ISR, while it is still registered; with `controlled.shutdown.enable=false`
+the controller moves them only once its registration is gone. Under an acks=all
+confluent-kafka load, no acknowledged record is lost."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import cluster_processes
+import pytest
+from checker import History
+from cluster_processes import ProcessCluster
+from fault_checks import read_and_check, wait_isr
+from load import ProducerLoad
+
+cluster_zookeeper = cluster_processes.cluster_zookeeper
+zk_connect = cluster_processes.zk_connect
+
+TOPIC = "rolling"
+PARTITIONS = 6
+
+CONFLUENT_LOAD: dict[str, Any] = {
+    "client": "confluent",
+    "acks": "all",
+    "enable.idempotence": True,
+    "message.timeout.ms": 120000,
+    "log_level": 0,
+}
+
+
+class ShutdownObserver:
+    """Reads, over and over from one ZooKeeper session, every partition's state and then
+    whether `broker` is still registered. ZooKeeper answers one session's reads in order,
+    so a round that found every leadership and ISR membership moved away from `broker`
+    and then its registration still there proves the moves happened before the broker
+    left the cluster."""
+
+    def __init__(self, zk_connect: str, topic: str, partitions: int, broker: int) -> None:
+        from kazoo.client import KazooClient
+
+        hosts, _, chroot = zk_connect.partition("/")
+        self.root = f"/{chroot}".rstrip("/")
+        self.client = KazooClient(hosts=hosts, timeout=10)
+        self.topic, self.partitions, self.broker = topic, partitions, broker
+        self.moved_while_registered = False
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shutdown-observer")
+
+    def __enter__(self) -> ShutdownObserver:
+        self.client.start(10)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.client.stop()
+        self.client.close()
+
+    def _moved(self) -> bool:
+        for p in range(self.partitions):
+            data, _ = self.client.get(f"{self.root}/brokers/topics/{self.topic}/partitions/{p}/state")
+            state = json.loads(data)
+            if state["leader"] in (self.broker, -1) or self.broker in state["isr"]:
+                return False
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            moved = self._moved()
+            registered = self.client.exists(f"{self.root}/brokers/ids/{self.broker}") is not None
+            self.rounds += 1
+            if moved and registered:
+                self.moved_while_registered = True
+            if not registered:
+                return
+
+
+def led_by(cluster: ProcessCluster, broker: int) -> list[int]:
+    return [p for p in range(PARTITIONS) if cluster.partition_state(TOPIC, p)["leader"] == broker]
+
+
+@pytest.mark.parametrize("whom", ["controller", "not-controller"])
+def test_sigterm_moves_leaderships_and_isr_membership_before_the_broker_leaves(
+    zk_connect: str, tmp_path: Path, whom: str
+) -> None:
+    """The controller's own shutdown goes through the same request (to itself)."""
+    with ProcessCluster(
+        zk_connect, 3, tmp_path, min_insync_replicas="2", auto_leader_rebalance_enable="false"
+    ) as cluster:
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+        wait_isr(cluster, TOPIC, PARTITIONS)
+        controller = cluster.controller()
+        assert controller is not None
+        victim = controller if whom == "controller" else (controller + 1) % 3
+        assert led_by(cluster, victim), "the victim leads partitions"
+        history = History()
+        with ProducerLoad(cluster.bootstrap, history, TOPIC, producers=2, **CONFLUENT_LOAD) as load:
+            load.wait_acknowledged(200)
+            with ShutdownObserver(zk_connect, TOPIC, PARTITIONS, victim) as observer:
+                assert cluster.terminate(victim) == 0
+            assert observer.moved_while_registered, (
+                f"leaderships still on broker {victim} until it deregistered "
+                f"({observer.rounds} rounds observed)"
+            )
+            for p in range(PARTITIONS):
+                state = cluster.partition_state(TOPIC, p)
+                assert state["leader"] != victim and victim not in state["isr"], state
+            load.wait_acknowledged(load.acknowledged() + 200)
+        log = (tmp_path / f"broker-{victim}.log").read_text()
+        assert log.index("controlled shutdown succeeded") < log.index(f"broker {victim} stopped")
+        result = read_and_check(cluster, history, TOPIC, PARTITIONS)
+        assert result.ok, result
+        # Back: it catches up, rejoins every ISR, and leads nothing until a rebalance.
+        cluster.start_broker(victim)
+        wait_isr(cluster, TOPIC, PARTITIONS)
+        assert led_by(cluster, victim) == []
+
+
+def test_controlled_shutdown_disabled_leaves_the_moves_to_the_broker_loss(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with ProcessCluster(
+        zk_connect,
+        3,
+        tmp_path,
+        controlled_shutdown_enable="false",
+        auto_leader_rebalance_enable="false",
+    ) as cluster:
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+        wait_isr(cluster, TOPIC, PARTITIONS)
+        victim = cluster.partition_state(TOPIC, 0)["leader"]
+        with ShutdownObserver(zk_connect, TOPIC, PARTITIONS, victim) as observer:
+            assert cluster.terminate(victim) == 0
+        assert not observer.moved_while_registered
+        assert observer.rounds > 0
+        cluster.wait_for(
+            lambda: not led_by(cluster, victim), 60, f"leaders other than broker {victim}"
+        )
+        assert "controlled shutdown" not in (tmp_path / f"broker-{victim}.log").read_text()
