@@ -68,7 +68,8 @@ class ShutdownObserver:
 
     def _moved(self) -> bool:
         for p in range(self.partitions):
-            data, _ = self.client.get(f"{self.root}/brokers/topics/{self.topic}/partitions/{p}/state")
+            path = f"{self.root}/brokers/topics/{self.topic}/partitions/{p}/state"
+            data, _ = self.client.get(path)
             state = json.loads(data)
             if state["leader"] in (self.broker, -1) or self.broker in state["isr"]:
                 return False

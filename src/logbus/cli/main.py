@@ -13,6 +13,7 @@ logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
 logbus log-dirs --describe [--broker-list 0,1] [--topic-list a,b]
+logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions | --topic T ...)
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
@@ -36,6 +37,7 @@ from logbus.cli import (
     dump_log,
     get_offsets,
     groups,
+    leader_election,
     log_dirs,
     perf,
     produce,
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.register(subparsers)
     get_offsets.register(subparsers)
     log_dirs.register(subparsers)
+    leader_election.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
     return parser

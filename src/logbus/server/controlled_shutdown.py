@@ -75,7 +75,5 @@ async def shut_down_controlled(broker: Broker) -> bool:
         )  # fmt: skip
         if attempt < attempts:
             await asyncio.sleep(backoff)
-    log.warning(
-        "broker %d: controlled shutdown failed; shutting down anyway", broker.broker_id
-    )
+    log.warning("broker %d: controlled shutdown failed; shutting down anyway", broker.broker_id)
     return False
