@@ -6,6 +6,7 @@ confluent-kafka load, no acknowledged record is lost."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -148,3 +149,52 @@ def test_controlled_shutdown_disabled_leaves_the_moves_to_the_broker_loss(
             lambda: not led_by(cluster, victim), 60, f"leaders other than broker {victim}"
         )
         assert "controlled shutdown" not in (tmp_path / f"broker-{victim}.log").read_text()
+
+
+def test_controlled_shutdown_request_errors(zk_connect: str, tmp_path: Path) -> None:
+    """Only the controller serves it (NOT_CONTROLLER, at every version); an unregistered
+    broker is BROKER_NOT_AVAILABLE, an old incarnation STALE_BROKER_EPOCH; nothing moves."""
+    from kazoo.client import KazooClient
+
+    from logbus.client.connection import Connection
+    from logbus.client.requests.leader_elections import controlled_shutdown
+    from logbus.protocol import ApiKey, ErrorCode
+
+    with ProcessCluster(zk_connect, 3, tmp_path, auto_leader_rebalance_enable="false") as cluster:
+        cluster.create_topic(TOPIC, partitions=3, replication_factor=3)
+        controller = cluster.controller()
+        assert controller is not None
+        other = (controller + 1) % 3
+        hosts, _, chroot = zk_connect.partition("/")
+        zk = KazooClient(hosts=hosts, timeout=10)
+        zk.start(10)
+        try:
+            epoch = zk.exists(f"/{chroot}/brokers/ids/{other}").czxid
+        finally:
+            zk.stop()
+            zk.close()
+        before = [cluster.partition_state(TOPIC, p) for p in range(3)]
+
+        async def ask() -> None:
+            conns = {}
+            for broker in (controller, other):
+                host, port = cluster.bootstrap_of(broker).split(":")
+                conns[broker] = await Connection.connect(host, int(port))
+            try:
+                for version in range(4):
+                    body = {"broker_id": other, "broker_epoch": epoch}
+                    answer = await conns[other].request(ApiKey.CONTROLLED_SHUTDOWN, body, version)
+                    assert answer["error_code"] == ErrorCode.NOT_CONTROLLER, version
+                at = conns[controller]
+                assert (await controlled_shutdown(at, 7, -1)).error == (
+                    ErrorCode.BROKER_NOT_AVAILABLE
+                )
+                stale = await controlled_shutdown(at, other, epoch - 1)
+                assert (stale.error, stale.remaining) == (ErrorCode.STALE_BROKER_EPOCH, [])
+            finally:
+                for conn in conns.values():
+                    await conn.close()
+
+        asyncio.run(asyncio.wait_for(ask(), 60))
+        after = [cluster.partition_state(TOPIC, p) for p in range(3)]
+        assert after == before
