@@ -33,6 +33,7 @@ from logbus.client.requests import (
     find_coordinator,
     group_membership,
     group_offsets,
+    leader_elections,
     leader_epochs,
     list_offsets,
     log_dirs,
@@ -150,6 +151,10 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         configs.RESOURCE_BROKER,
         "1",
         [("log.retention.ms", alter_configs.OP_SET, "5"), ("x", alter_configs.OP_DELETE, None)],
+    ),
+    ApiKey.CONTROLLED_SHUTDOWN: lambda v: leader_elections.build_controlled_shutdown(v, 1, 42),
+    ApiKey.ELECT_LEADERS: lambda v: leader_elections.build_elect_leaders(
+        v, leader_elections.ElectionType.PREFERRED, [TopicPartition("a", 0)], 1000
     ),
     ApiKey.DESCRIBE_LOG_DIRS: lambda v: log_dirs.build_describe_log_dirs(
         v, [("a", 0), ("a", 2), ("b", 1)]
@@ -324,6 +329,8 @@ def _round_trip(key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
     header = codec.RequestHeader(key, version, 17, "logbus-test")
     frame = codec.encode_request(header, body)
     decoded_header, decoded = codec.decode_request(frame[4:])
+    if codec.request_header_version(key, version) == 0:  # ControlledShutdown v0: no client id
+        header = codec.RequestHeader(key, version, 17, None)
     assert decoded_header == header
     return decoded
 
