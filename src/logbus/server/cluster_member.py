@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from logbus.controller.broker_registration import BrokerIdRegistered, BrokerRegistration, Endpoint
-from logbus.controller.cluster_controller import ClusterController
+from logbus.controller.cluster_controller import ClusterController, ControllerMovedError
 from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import ensure_cluster_id
 from logbus.controller.controller_events import ControllerEventManager
@@ -161,11 +161,16 @@ class ClusterMember:
         cfg = self.broker.config
         interval = cast(int, cfg.get("leader.imbalance.check.interval.seconds"))
         percentage = cast(int, cfg.get("leader.imbalance.per.broker.percentage"))
+
+        def check() -> None:
+            try:
+                rebalance_preferred_leaders(controller, percentage)
+            except ControllerMovedError:
+                log.info("leader imbalance check stopped: no longer the controller")
+
         while True:
             await asyncio.sleep(interval)
-            self.events.put(
-                lambda: rebalance_preferred_leaders(controller, percentage), "AutoLeaderBalance"
-            )
+            self.events.put(check, "AutoLeaderBalance")
 
     async def call(self, action: Any) -> Any:
         """Run `action` on the controller thread and await it."""
