@@ -96,3 +96,25 @@ def test_bad_cli_input_is_refused_with_a_message(broker: Any, tmp_path: Any) -> 
         assert result.returncode == 1, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert result.stderr.startswith("logbus: error: ")
+
+
+def test_controlled_shutdown_changes_nothing_on_a_stand_alone_broker(broker: Any) -> None:
+    """Nothing can move; the broker keeps leading new topics afterwards."""
+    from logbus.client.connection import Connection
+    from logbus.client.requests.leader_elections import controlled_shutdown
+
+    topic = name("after")
+
+    async def action(admin: Admin) -> None:
+        host, port = broker.bootstrap.split(":")
+        conn = await Connection.connect(host, int(port))
+        try:
+            result = await controlled_shutdown(conn, 0, -1)
+        finally:
+            await conn.close()
+        assert (result.error, result.remaining) == (ErrorCode.NONE, [])
+        await admin.create_topics([NewTopic(topic, num_partitions=1)])
+        info = (await admin.describe_topics([topic]))[topic]
+        assert info.partitions[0].leader == 0
+
+    run(broker, action)

@@ -4,7 +4,9 @@ the controller runs (`on_controller`). A broker that is not the controller answe
 NOT_CONTROLLER (ElectLeaders: per partition, as Kafka's).
 
 ControlledShutdown needs ClusterAction on the cluster, ElectLeaders Alter on the cluster
-(CLUSTER_AUTHORIZATION_FAILED, for every partition named).
+(CLUSTER_AUTHORIZATION_FAILED, for every partition named). A stand-alone broker answers
+ControlledShutdown with no partitions left and changes nothing (its partitions have one
+replica each), and ElectLeaders with ELECTION_NOT_NEEDED.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ async def handle_controlled_shutdown(
 ) -> ControlledShutdownResponse:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
+    if ctx.broker.cluster is None:
+        # A stand-alone broker is its own controller and every partition's only replica:
+        # nothing can move, and it never marks itself as shutting down.
+        return {"error_code": ErrorCode.NONE, "remaining_partitions": []}
     broker_epoch = request["broker_epoch"] if ctx.version >= BROKER_EPOCH_FROM else -1
     controller = ctx.services.controller
     try:
