@@ -198,3 +198,54 @@ def test_controlled_shutdown_request_errors(zk_connect: str, tmp_path: Path) -> 
         asyncio.run(asyncio.wait_for(ask(), 60))
         after = [cluster.partition_state(TOPIC, p) for p in range(3)]
         assert after == before
+
+
+def test_a_leadership_that_cannot_move_is_retried_then_the_broker_stops_anyway(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """The followers paused and out of the ISR: nobody can take over, the controller
+    names the partition each time, and after controlled.shutdown.max.retries attempts
+    the broker stops as before."""
+    with ProcessCluster(
+        zk_connect,
+        3,
+        tmp_path,
+        replica_lag_time_max_ms="2000",
+        controlled_shutdown_max_retries="2",
+        controlled_shutdown_retry_backoff_ms="300",
+        auto_leader_rebalance_enable="false",
+    ) as cluster:
+        controller = cluster.controller()
+        assert controller is not None
+        others = [b for b in range(3) if b != controller]
+        from logbus.aio import Admin, NewTopic
+
+        async def led_by_the_controller() -> None:
+            async with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+                await admin.create_topics(
+                    [NewTopic(TOPIC, replica_assignment={0: [controller, *others]})]
+                )
+
+        asyncio.run(asyncio.wait_for(led_by_the_controller(), 60))
+        cluster.wait_for(
+            lambda: (
+                cluster.partition_state(TOPIC, 0)["leader"] == controller
+                and sorted(cluster.partition_state(TOPIC, 0)["isr"]) == [0, 1, 2]
+            ),
+            60,
+            "the controller leading a whole ISR",
+        )
+        for broker in others:
+            cluster.pause(broker)
+        cluster.wait_for(
+            lambda: cluster.partition_state(TOPIC, 0)["isr"] == [controller],
+            60,
+            "an ISR of the leader alone",
+        )
+        assert cluster.terminate(controller) == 0
+        log = (tmp_path / f"broker-{controller}.log").read_text()
+        assert f"attempt 1 of 2: 1 partitions still led here ({TOPIC}-0)" in log
+        assert f"attempt 2 of 2: 1 partitions still led here ({TOPIC}-0)" in log
+        assert "controlled shutdown failed; shutting down anyway" in log
+        for broker in others:
+            cluster.resume(broker)
