@@ -102,7 +102,8 @@ def controlled_shutdown(
     """A broker asks to stop (Kafka's `doControlledShutdown`): it is marked as shutting
     down (never elected again until it registers anew); partitions it leads with another
     live ISR member move to the first such replica, the ISR without it; it leaves the ISR
-    of partitions it follows and is told to stop those replicas (their logs are kept).
+    of partitions it follows; the replicas that changed are stopped on it (their logs
+    are kept) once the other replicas were told.
     Answers the partitions it still leads that have other replicas (a single-replica
     partition cannot move, so it is never named)."""
     if not is_active(controller):
@@ -132,7 +133,6 @@ def controlled_shutdown(
                 )
             elif state.leader != NO_LEADER:
                 new = without_follower(state, broker_id, controller.epoch)
-                stop.setdefault(topic.name, []).append(p)
             else:
                 continue
             if new is None or not changes.write(topic, p, new):
@@ -140,8 +140,8 @@ def controlled_shutdown(
             for replica in new.replicas:
                 if replica in live:
                     changes.tell(replica, topic.name, p)
-            if state.leader == broker_id:
-                stop.setdefault(topic.name, []).append(p)
+            # Its replica stops (with the new leader epoch; its log stays).
+            stop.setdefault(topic.name, []).append(p)
     changes.send()
     for name, parts in stop.items():
         controller.channel.send_stop_replica(broker_id, name, sorted(parts), False)
