@@ -152,8 +152,9 @@ def test_controlled_shutdown_disabled_leaves_the_moves_to_the_broker_loss(
 
 
 def test_controlled_shutdown_request_errors(zk_connect: str, tmp_path: Path) -> None:
-    """Only the controller serves it (NOT_CONTROLLER, at every version); an unregistered
-    broker is BROKER_NOT_AVAILABLE, an old incarnation STALE_BROKER_EPOCH; nothing moves."""
+    """Only the controller serves it (NOT_CONTROLLER, at every version; ElectLeaders too,
+    per partition); an unregistered broker is BROKER_NOT_AVAILABLE, an old incarnation
+    STALE_BROKER_EPOCH; nothing moves."""
     from kazoo.client import KazooClient
 
     from logbus.client.connection import Connection
@@ -185,6 +186,15 @@ def test_controlled_shutdown_request_errors(zk_connect: str, tmp_path: Path) -> 
                     body = {"broker_id": other, "broker_epoch": epoch}
                     answer = await conns[other].request(ApiKey.CONTROLLED_SHUTDOWN, body, version)
                     assert answer["error_code"] == ErrorCode.NOT_CONTROLLER, version
+                for version in range(3):  # ElectLeaders: per partition, as Kafka's
+                    body = {
+                        "election_type": 0,
+                        "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
+                        "timeout_ms": 1000,
+                    }
+                    answer = await conns[other].request(ApiKey.ELECT_LEADERS, body, version)
+                    [result] = answer["replica_election_results"]
+                    assert result["partition_result"][0]["error_code"] == (ErrorCode.NOT_CONTROLLER)
                 at = conns[controller]
                 assert (await controlled_shutdown(at, 7, -1)).error == (
                     ErrorCode.BROKER_NOT_AVAILABLE
