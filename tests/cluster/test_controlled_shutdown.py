@@ -36,11 +36,14 @@ CONFLUENT_LOAD: dict[str, Any] = {
 
 
 class ShutdownObserver:
-    """Reads, over and over from one ZooKeeper session, every partition's state and then
-    whether `broker` is still registered. ZooKeeper answers one session's reads in order,
-    so a round that found every leadership and ISR membership moved away from `broker`
-    and then its registration still there proves the moves happened before the broker
-    left the cluster."""
+    """Whether every partition's leadership and ISR membership left `broker` before its
+    registration did, told by ZooKeeper's transaction ids: a partition state znode's
+    `mzxid` is the transaction that wrote it, and once the broker's `/brokers/ids/<id>`
+    is gone, the `pzxid` of `/brokers/ids` is the transaction that removed it (no other
+    broker comes or goes meanwhile). A thread reads the states over and over while the
+    broker stops and keeps, per partition, the first state it saw without the broker (a
+    later write, such as an ISR change, cannot hide it); `finish()` reads them once more
+    after the broker's exit, then the removal's transaction."""
 
     def __init__(self, zk_connect: str, topic: str, partitions: int, broker: int) -> None:
         from kazoo.client import KazooClient
@@ -49,8 +52,8 @@ class ShutdownObserver:
         self.root = f"/{chroot}".rstrip("/")
         self.client = KazooClient(hosts=hosts, timeout=10)
         self.topic, self.partitions, self.broker = topic, partitions, broker
-        self.moved_while_registered = False
-        self.rounds = 0
+        self.moved_at: dict[int, int] = {}  # partition -> mzxid of a state without it
+        self.deregistered_at: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shutdown-observer")
 
@@ -67,24 +70,32 @@ class ShutdownObserver:
         self.client.stop()
         self.client.close()
 
-    def _moved(self) -> bool:
+    def _read(self) -> None:
         for p in range(self.partitions):
             path = f"{self.root}/brokers/topics/{self.topic}/partitions/{p}/state"
-            data, _ = self.client.get(path)
+            data, stat = self.client.get(path)
             state = json.loads(data)
-            if state["leader"] in (self.broker, -1) or self.broker in state["isr"]:
-                return False
-        return True
+            if state["leader"] not in (self.broker, -1) and self.broker not in state["isr"]:
+                self.moved_at.setdefault(p, stat.mzxid)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            moved = self._moved()
-            registered = self.client.exists(f"{self.root}/brokers/ids/{self.broker}") is not None
-            self.rounds += 1
-            if moved and registered:
-                self.moved_while_registered = True
-            if not registered:
-                return
+        while not self._stop.is_set() and len(self.moved_at) < self.partitions:
+            self._read()
+
+    def finish(self) -> None:
+        """After the broker's exit."""
+        self._stop.set()
+        self._thread.join(30)
+        self._read()
+        assert self.client.exists(f"{self.root}/brokers/ids/{self.broker}") is None
+        self.deregistered_at = self.client.exists(f"{self.root}/brokers/ids").pzxid
+
+    @property
+    def moved_before_deregistration(self) -> bool:
+        assert self.deregistered_at is not None, "call finish() first"
+        return len(self.moved_at) == self.partitions and all(
+            zxid < self.deregistered_at for zxid in self.moved_at.values()
+        )
 
 
 def led_by(cluster: ProcessCluster, broker: int) -> list[int]:
@@ -110,9 +121,10 @@ def test_sigterm_moves_leaderships_and_isr_membership_before_the_broker_leaves(
             load.wait_acknowledged(200)
             with ShutdownObserver(zk_connect, TOPIC, PARTITIONS, victim) as observer:
                 assert cluster.terminate(victim) == 0
-            assert observer.moved_while_registered, (
-                f"leaderships still on broker {victim} until it deregistered "
-                f"({observer.rounds} rounds observed)"
+                observer.finish()
+            assert observer.moved_before_deregistration, (
+                f"broker {victim} deregistered (zxid {observer.deregistered_at}) before "
+                f"the moves: {observer.moved_at}"
             )
             for p in range(PARTITIONS):
                 state = cluster.partition_state(TOPIC, p)
@@ -143,11 +155,18 @@ def test_controlled_shutdown_disabled_leaves_the_moves_to_the_broker_loss(
         victim = cluster.partition_state(TOPIC, 0)["leader"]
         with ShutdownObserver(zk_connect, TOPIC, PARTITIONS, victim) as observer:
             assert cluster.terminate(victim) == 0
-        assert not observer.moved_while_registered
-        assert observer.rounds > 0
-        cluster.wait_for(
-            lambda: not led_by(cluster, victim), 60, f"leaders other than broker {victim}"
-        )
+            cluster.wait_for(
+                lambda: all(
+                    victim not in (state := cluster.partition_state(TOPIC, p))["isr"]
+                    and state["leader"] != victim
+                    for p in range(PARTITIONS)
+                ),
+                60,
+                f"leaders and ISRs without broker {victim}",
+            )
+            observer.finish()
+        assert len(observer.moved_at) == PARTITIONS
+        assert not observer.moved_before_deregistration, observer.moved_at
         assert "controlled shutdown" not in (tmp_path / f"broker-{victim}.log").read_text()
 
 
