@@ -27,6 +27,7 @@ from logbus.client.producer.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
+    all_settled,
     record_size,
     valid_timestamp,
 )
@@ -327,7 +328,7 @@ class Producer(TransactionalProducer, AsyncService):
             self._check_open()
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         try:
-            _, index = self.buffer(
+            batch, index = self.buffer(
                 topic, partition, key, value, hdrs, timestamp, size, count, future
             )
         except BaseException:
@@ -335,6 +336,8 @@ class Producer(TransactionalProducer, AsyncService):
             raise
         if on_delivery is not None:
             future.add_done_callback(_delivery_callback(on_delivery))
+        if index == 0 and self._txn is not None:
+            self._txn.records_appended((batch.tp,))
         if index == 0:
             # A batch was started, so the previous one may be full: let the sender ship
             # it even if the caller sends in a loop that never waits.
@@ -366,6 +369,8 @@ class Producer(TransactionalProducer, AsyncService):
             ready.append(batch)
         if ready:
             accumulator.append_encoded(ready)
+        if self._txn is not None:
+            self._txn.records_appended(b.tp for b in batches)
         return batches
 
     async def send_and_wait(
@@ -460,6 +465,8 @@ class Producer(TransactionalProducer, AsyncService):
         else:
             assert not isinstance(given, Columns)
             await self._append_each(sender, given, runs, batches)
+        if self._txn is not None:
+            self._txn.records_appended(b.tp for b in batches.values())
         sender.expedite.update(b.tp for b in batches.values())
         sender.wakeup()
         result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
@@ -602,9 +609,7 @@ class Producer(TransactionalProducer, AsyncService):
         sender.flushing += 1
         sender.wakeup()
         try:
-            waiters = [b.waiter() for b in sender.pending_batches()]
-            if waiters:
-                await asyncio.gather(*waiters)
+            await all_settled(sender.pending_batches())
         finally:
             sender.flushing -= 1
 
