@@ -223,7 +223,12 @@ class TxnMarkerChannel:
                 elif leader is not None:
                     by_leader.setdefault(leader, []).append(tp)
             leaders = list(by_leader)
-            answers = await asyncio.gather(*(self._send(b, markers, by_leader[b]) for b in leaders))
+            if len(leaders) == 1:  # (one broker: no task per leader)
+                answers = [await self._send(leaders[0], markers, by_leader[leaders[0]])]
+            else:
+                answers = await asyncio.gather(
+                    *(self._send(b, markers, by_leader[b]) for b in leaders)
+                )
             for broker_id, answer in zip(leaders, answers, strict=True):
                 for tp in by_leader[broker_id]:
                     error = answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
