@@ -2,7 +2,8 @@
 broker: a partition joins the transaction (AddPartitionsToTxn) as soon as records for it
 are buffered, so the partitions one `send_many` fills share one request; and EndTxn
 leaves as soon as the last batch is acknowledged, before the RecordMetadata list of a
-`send_many` is built."""
+`send_many` is built (it is done by the time `commit_transaction` returns, as a plain
+`flush()` leaves every `send_many` future done)."""
 
 from __future__ import annotations
 
@@ -87,8 +88,25 @@ def test_end_txn_leaves_before_the_record_metadata_is_built(
                 producer.begin_transaction()
                 sent.append(await producer.send_many(topic=topic, values=[b"v"] * 1000))
                 await producer.commit_transaction(TIMEOUT)
+                assert sent[-1].done()  # built while EndTxn was in flight
                 assert len(await sent[-1]) == 1000
 
     asyncio.run(main())
     # each EndTxn was sent while its records' RecordMetadata list was still to be built
     assert records_done_at_end_txn == [False] * 3
+
+
+def test_after_a_plain_flush_every_send_many_future_is_done(broker: Any) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-flush", 2)
+
+    async def main() -> None:
+        async with AioProducer({"bootstrap.servers": broker.bootstrap}) as producer:
+            for _ in range(3):
+                sent = [
+                    await producer.send_many(topic=topic, values=[b"v"] * 500) for _ in range(2)
+                ]
+                await producer.flush()
+                assert all(future.done() for future in sent)
+                assert [len(future.result()) for future in sent] == [500, 500]
+
+    asyncio.run(main())

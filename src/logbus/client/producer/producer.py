@@ -602,16 +602,28 @@ class Producer(TransactionalProducer, AsyncService):
         except TimeoutError:
             raise KafkaTimeoutError(f"flush did not finish within {timeout:g}s") from None
 
-    async def _flush_all(self) -> None:
+    async def _flush_all(self, *, first: bool = False) -> None:
+        """Send everything buffered and wait until it has settled. `first`: wake the
+        moment the last batch settles, ahead of the callbacks chained on the batches
+        (`commit_transaction`'s EndTxn goes before a `send_many`'s RecordMetadata list
+        is built; that list is done before EndTxn's answer comes back). Without it,
+        every `send_many` future of the flushed records is done when this returns."""
         sender = self._sender
         if sender is None:
             return
         sender.flushing += 1
         sender.wakeup()
         try:
-            await all_settled(sender.pending_batches())
+            batches = sender.pending_batches()
+            if first:
+                await all_settled(batches)
+            else:
+                waiters = [b.waiter() for b in batches]
+                if waiters:
+                    await asyncio.gather(*waiters)
         finally:
             sender.flushing -= 1
+
 
 def _delivery_callback(
     on_delivery: DeliveryCallback,
