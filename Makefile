@@ -22,8 +22,8 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/logbus server start
 
-## Install what the tests need (kcat and ZooKeeper from apt when missing and we are root) and
-## run every test.
+## Install what the tests need (kcat, ZooKeeper and Chromium from apt when missing and we are
+## root) and run every test.
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
 
@@ -46,6 +46,13 @@ system-deps:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null 2>&1 \
 				|| echo "warning: could not install kcat; kcat tests will be skipped"; \
 		else echo "warning: kcat missing and not root; kcat tests will be skipped"; fi; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+				|| echo "warning: could not install chromium; the console's browser tests will fail"; \
+		else echo "warning: /usr/bin/chromium missing and not root; install Debian's chromium:" \
+			"the console's browser tests (tests/console) will fail"; fi; \
 	fi
 
 BENCH_STAMP := $(VENV)/.bench-installed

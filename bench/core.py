@@ -93,6 +93,21 @@ class Context:
             self._servers[name] = server
         return server
 
+    def own_server(self, name: str, make: Callable[[Path], Server]) -> Server:
+        """A server only some scenarios use (`make(workdir)`, e.g. the security scenarios'
+        broker with more listeners): started on first use, stopped with the others."""
+        server = self._servers.get(name)
+        if server is None:
+            server = make(self.workdir / name)
+            self.progress.note(f"starting {name}")
+            try:
+                server.start()
+            except BaseException:
+                server.stop()
+                raise
+            self._servers[name] = server
+        return server
+
     def logbus(self) -> LogbusBroker:
         server = self.server("logbus")
         assert isinstance(server, LogbusBroker)

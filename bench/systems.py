@@ -164,15 +164,21 @@ class LogbusBroker(Server):
         self.event_loop = event_loop
         self.data_dir = workdir / "data"
 
-    def command(self) -> list[str]:
+    def overrides(self) -> list[str]:
+        """The broker settings; a subclass adds listeners (bench/secure_broker.py)."""
         return [
-            sys.executable, "-m", "logbus.cli.main", "server", "start",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.data_dir}",
-            "--override", "num.partitions=6",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            f"log.dirs={self.data_dir}",
+            "num.partitions=6",
             # deleted bench topics leave the disk at once instead of after a minute
-            "--override", "log.segment.delete.delay.ms=0",
+            "log.segment.delete.delay.ms=0",
         ]
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "logbus.cli.main", "server", "start"]
+        for override in self.overrides():
+            command += ["--override", override]
+        return command
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -90,6 +90,13 @@ def _definitions() -> list[Target]:
     targets.append(Target("TX2 read_committed MB/s >= 0.9x read_uncommitted (10% aborted)",
                           "TX2|1 KiB read_committed, 10% aborted|logbus|mb_s",
                           "TX2|1 KiB read_uncommitted, 10% aborted|logbus|mb_s", 0.9))
+    # issue 16: TLS against PLAINTEXT on the same broker, same client, same run
+    targets += [
+        Target(f"TLS {load} 1 KiB over SSL >= 0.6x PLAINTEXT",
+               f"TLS|{load} 1 KiB SSL|logbus|mb_s", f"TLS|{load} 1 KiB PLAINTEXT|logbus|mb_s",
+               0.6)
+        for load in ("P1", "C1")
+    ]
     return targets
 
 

@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from logbus.cli.dump_log import iter_log_batches
 
@@ -267,8 +267,33 @@ class DivergentBatch:
     replicas: Mapping[int, LogBatch | None]  # broker id -> its batch there (None: missing)
 
 
+class AnomalyReport:
+    """What the checkers' results share: the anomalies named in ANOMALIES (lists, or
+    lists by kind), `ok` when there are none, and a report of them under a head line."""
+
+    ANOMALIES: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(getattr(self, name) for name in self.ANOMALIES)
+
+    def anomalies(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.ANOMALIES if getattr(self, name)}
+
+    def report(self, head: str) -> str:
+        if self.ok:
+            return head + ": no anomalies"
+        parts = [head + ":"]
+        for name, found in self.anomalies().items():
+            groups = found.items() if isinstance(found, dict) else [(None, found)]
+            for kind, items in groups:
+                label = name if kind is None else f"{name}.{kind}"
+                parts.append(f"  {label}: {len(items)}, e.g. {items[:3]}")
+        return "\n".join(parts)
+
+
 @dataclass
-class CheckResult:
+class CheckResult(AnomalyReport):
     sent: int = 0
     acknowledged: int = 0
     failed: int = 0
@@ -293,13 +318,6 @@ class CheckResult:
         "divergent_batches",
     )
 
-    @property
-    def ok(self) -> bool:
-        return not any(getattr(self, name) for name in self.ANOMALIES)
-
-    def anomalies(self) -> dict[str, list[Any]]:
-        return {name: getattr(self, name) for name in self.ANOMALIES if getattr(self, name)}
-
     def __str__(self) -> str:
         head = (
             f"{self.sent} sent ({self.acknowledged} ok, {self.failed} failed, "
@@ -307,12 +325,7 @@ class CheckResult:
         )
         if self.lost_allowed:
             head += f", {len(self.lost_allowed)} acknowledged non-durable lost (allowed)"
-        if self.ok:
-            return head + ": no anomalies"
-        parts = [head + ":"]
-        for name, found in self.anomalies().items():
-            parts.append(f"  {name}: {len(found)}, e.g. {found[:3]}")
-        return "\n".join(parts)
+        return self.report(head)
 
 
 # --- the check -------------------------------------------------------------------------------

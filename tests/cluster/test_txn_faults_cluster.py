@@ -15,6 +15,7 @@ members' logs with each other (batches, epochs, CRCs; markers included)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import cluster_processes
@@ -22,6 +23,7 @@ import pytest
 from cluster_processes import ProcessCluster
 from fault_checks import wait_isr
 from txn_checker import TxnHistory, check_transactions
+from txn_failover import TXN_CLUSTER_SETTINGS, txn_coordinator
 from txn_loads import (
     ConsumeTransformProduce,
     TransactionalProducer,
@@ -36,14 +38,7 @@ from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC, 
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
 
-SETTINGS = {
-    "min_insync_replicas": "2",
-    "transaction_state_log_num_partitions": "3",
-    "transaction_state_log_replication_factor": "3",
-    "transaction_state_log_min_isr": "2",
-    "offsets_topic_num_partitions": "3",
-    "group_initial_rebalance_delay_ms": "0",
-}
+SETTINGS = TXN_CLUSTER_SETTINGS
 GROUP = "ctp-group"
 OUT_PARTITIONS = 3
 
@@ -66,8 +61,8 @@ def start_loads(
 def coordinators(cluster: ProcessCluster) -> set[int]:
     """The brokers coordinating the two transactional ids and the group."""
     return {
-        cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("ctp", 3)),
-        cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("plain", 3)),
+        txn_coordinator(cluster, "ctp"),
+        txn_coordinator(cluster, "plain"),
         cluster.leader_of("__consumer_offsets", txn_partition_for(GROUP, 3)),
     }
 
@@ -98,8 +93,12 @@ def check_everything(cluster: ProcessCluster, history: TxnHistory) -> None:
     assert sorted(kcat_read_committed(bootstrap, "out", OUT_PARTITIONS)) == sorted(committed)
 
 
-@pytest.mark.timeout(300)
-def test_transaction_coordinator_killed_mid_transaction(zk_connect: str, tmp_path: Path) -> None:
+def fault_mid_transaction(
+    zk_connect: str, tmp_path: Path, fault: Callable[[ProcessCluster], int]
+) -> None:
+    """Both loads commit, then hold a transaction open; `fault` kills a broker and waits
+    until the cluster has moved on (it returns the broker); the loads go on and commit,
+    the broker comes back, and everything is checked."""
     history = TxnHistory()
     with ProcessCluster(zk_connect, 3, tmp_path, **SETTINGS) as cluster:
         ctp, plain = start_loads(cluster, history)
@@ -108,51 +107,47 @@ def test_transaction_coordinator_killed_mid_transaction(zk_connect: str, tmp_pat
             plain.wait_committed(4)
             ctp.hold()
             plain.hold()
-            victim = cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("ctp", 3))
-            cluster.kill(victim)
-            for txn_id in ("ctp", "plain"):
-                cluster.wait_for(
-                    lambda t=txn_id: (
-                        cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for(t, 3))
-                        not in (-1, victim)
-                    ),
-                    90,
-                    f"a live coordinator for {txn_id}",
-                )
+            victim = fault(cluster)
             ctp.release()
             plain.release()
             ctp.wait_committed(ctp.committed() + 4)
             plain.wait_committed(plain.committed() + 4)
             cluster.start_broker(victim)
         check_everything(cluster, history)
+
+
+@pytest.mark.timeout(300)
+def test_transaction_coordinator_killed_mid_transaction(zk_connect: str, tmp_path: Path) -> None:
+    def kill_the_coordinator(cluster: ProcessCluster) -> int:
+        victim = txn_coordinator(cluster, "ctp")
+        cluster.kill(victim)
+        for txn_id in ("ctp", "plain"):
+            cluster.wait_for(
+                lambda t=txn_id: txn_coordinator(cluster, t) not in (-1, victim),
+                90,
+                f"a live coordinator for {txn_id}",
+            )
+        return victim
+
+    fault_mid_transaction(zk_connect, tmp_path, kill_the_coordinator)
 
 
 @pytest.mark.timeout(300)
 def test_partition_leader_killed_mid_transaction(zk_connect: str, tmp_path: Path) -> None:
-    history = TxnHistory()
-    with ProcessCluster(zk_connect, 3, tmp_path, **SETTINGS) as cluster:
-        ctp, plain = start_loads(cluster, history)
-        with ctp, plain:
-            ctp.wait_committed(4)
-            plain.wait_committed(4)
-            ctp.hold()
-            plain.hold()
-            leaders = {cluster.leader_of("out", p) for p in range(OUT_PARTITIONS)}
-            spare = sorted(leaders - coordinators(cluster))
-            victim = spare[0] if spare else cluster.leader_of("out", 0)
-            led = [p for p in range(OUT_PARTITIONS) if cluster.leader_of("out", p) == victim]
-            cluster.kill(victim)
-            cluster.wait_for(
-                lambda: all(cluster.leader_of("out", p) not in (-1, victim) for p in led),
-                90,
-                "new leaders for the dead broker's partitions",
-            )
-            ctp.release()
-            plain.release()
-            ctp.wait_committed(ctp.committed() + 4)
-            plain.wait_committed(plain.committed() + 4)
-            cluster.start_broker(victim)
-        check_everything(cluster, history)
+    def kill_a_leader(cluster: ProcessCluster) -> int:
+        leaders = {cluster.leader_of("out", p) for p in range(OUT_PARTITIONS)}
+        spare = sorted(leaders - coordinators(cluster))
+        victim = spare[0] if spare else cluster.leader_of("out", 0)
+        led = [p for p in range(OUT_PARTITIONS) if cluster.leader_of("out", p) == victim]
+        cluster.kill(victim)
+        cluster.wait_for(
+            lambda: all(cluster.leader_of("out", p) not in (-1, victim) for p in led),
+            90,
+            "new leaders for the dead broker's partitions",
+        )
+        return victim
+
+    fault_mid_transaction(zk_connect, tmp_path, kill_a_leader)
 
 
 @pytest.mark.timeout(300)
@@ -170,13 +165,10 @@ def test_coordinator_killed_at_an_unchosen_moment(zk_connect: str, tmp_path: Pat
         with loads[0], loads[1]:
             for load in loads:
                 load.wait_committed(20)
-            victim = cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("plain", 3))
+            victim = txn_coordinator(cluster, "plain")
             cluster.kill(victim)
             cluster.wait_for(
-                lambda: (
-                    cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition_for("plain", 3))
-                    not in (-1, victim)
-                ),
+                lambda: txn_coordinator(cluster, "plain") not in (-1, victim),
                 90,
                 "a new coordinator",
             )

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker import (
+    AnomalyReport,
     CheckResult,
     Consumed,
     History,
@@ -187,7 +188,7 @@ class InputOffsetAnomaly:
 
 
 @dataclass
-class TxnCheckResult:
+class TxnCheckResult(AnomalyReport):
     committed: int = 0
     aborted: int = 0
     unknown: int = 0
@@ -223,13 +224,6 @@ class TxnCheckResult:
         "input_offsets",
     )
 
-    @property
-    def ok(self) -> bool:
-        return not any(getattr(self, name) for name in self.ANOMALIES)
-
-    def anomalies(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.ANOMALIES if getattr(self, name)}
-
     def __str__(self) -> str:
         uncommitted = "" if self.read_uncommitted is None else f", {self.read_uncommitted}"
         head = (
@@ -237,16 +231,7 @@ class TxnCheckResult:
             f"({self.unknown_effective} of them visible) transactions; "
             f"{self.read_committed} read committed{uncommitted and uncommitted + ' uncommitted'}"
         )
-        if self.ok:
-            return head + ": no anomalies"
-        parts = [head + ":"]
-        for name, found in self.anomalies().items():
-            if isinstance(found, dict):
-                for kind, items in found.items():
-                    parts.append(f"  {name}.{kind}: {len(items)}, e.g. {items[:3]}")
-            else:
-                parts.append(f"  {name}: {len(found)}, e.g. {found[:3]}")
-        return "\n".join(parts)
+        return self.report(head)
 
 
 # --- the check -------------------------------------------------------------------------------

@@ -88,28 +88,28 @@ def produce_body(topic: str) -> dict[str, Any]:
     }
 
 
-def log_end(topic: str) -> Callable[[str], Any]:
+def list_offset(topic: str, timestamp: int) -> Callable[[str], Any]:
+    """ListOffsets of partition 0 as the admin: -1 its log end, -2 its log start."""
+
     def state(bootstrap: str) -> Any:
         body = {
             "replica_id": -1,
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
+            ],
         }
         r = call(bootstrap, ADMIN, ApiKey.LIST_OFFSETS, body)
         return r["topics"][0]["partitions"][0]["offset"]
 
     return state
+
+
+def log_end(topic: str) -> Callable[[str], Any]:
+    return list_offset(topic, -1)
 
 
 def log_start(topic: str) -> Callable[[str], Any]:
-    def state(bootstrap: str) -> Any:
-        body = {
-            "replica_id": -1,
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -2}]}],
-        }
-        r = call(bootstrap, ADMIN, ApiKey.LIST_OFFSETS, body)
-        return r["topics"][0]["partitions"][0]["offset"]
-
-    return state
+    return list_offset(topic, -2)
 
 
 def topic_state(topic: str) -> Callable[[str], Any]:
@@ -199,6 +199,95 @@ def topics_setup(*names: str) -> Callable[[str], None]:
 
 
 CLUSTER = "kafka-cluster"
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8
+
+
+def fetch_body(topic: str, replica_id: int = -1) -> dict[str, Any]:
+    """Fetch v12 of partition 0 from offset 0: a consumer's, or a follower's (replica_id)."""
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+
+
+def controller_case(api: ApiKey, version: int, **fields: Any) -> Case:
+    """A controller's request (LeaderAndIsr, UpdateMetadata, StopReplica) with nothing in
+    it: refused without ClusterAction; the super user gets past the check."""
+    body = {
+        "controller_id": 0,
+        "controller_epoch": 1_000_000,
+        "broker_epoch": -1,
+        "topic_states": [],
+        **fields,
+    }
+    return Case(
+        api,
+        body,
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [],
+        version=version,
+        extra={"deny_only": True},
+    )
+
+
+def describe_configs_case(
+    resource_type: int, name: str, denied: ErrorCode, grants: list[Any], **extra: Any
+) -> Case:
+    """DescribeConfigs of one resource."""
+    body = {
+        "resources": [
+            {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+        ]
+    }
+    return Case(
+        ApiKey.DESCRIBE_CONFIGS,
+        body,
+        lambda r: [x["error_code"] for x in r["results"]],
+        denied,
+        grants,
+        **extra,
+    )
+
+
+def alter_configs_case(
+    resource_type: int,
+    name: str,
+    config: tuple[str, str],
+    denied: ErrorCode,
+    grants: list[Any],
+    *,
+    incremental: bool = True,
+    validate_only: bool = False,
+    **extra: Any,
+) -> Case:
+    """IncrementalAlterConfigs (a SET) or AlterConfigs of one config of one resource."""
+    key, value = config
+    entry: dict[str, Any] = {"name": key, "value": value}
+    if incremental:
+        entry["config_operation"] = 0
+    body: dict[str, Any] = {
+        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": [entry]}]
+    }
+    if validate_only:
+        body["validate_only"] = True
+    return Case(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS,
+        body,
+        lambda r: [x["error_code"] for x in r["responses"]],
+        denied,
+        grants,
+        **extra,
+    )
+
 
 CASES: dict[str, Case] = {
     "metadata": Case(
@@ -220,20 +309,7 @@ CASES: dict[str, Case] = {
     ),
     "fetch": Case(
         ApiKey.FETCH,
-        {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "topic": "fe",
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-        },
+        fetch_body("fe"),
         topic_codes("responses"),
         E.TOPIC_AUTHORIZATION_FAILED,
         [acl(R.TOPIC, "fe", Op.READ)],
@@ -305,71 +381,59 @@ CASES: dict[str, Case] = {
         setup=topics_setup("cp"),
         state=topic_state("cp"),
     ),
-    "describe_configs": Case(
-        ApiKey.DESCRIBE_CONFIGS,
-        {"resources": [{"resource_type": 2, "resource_name": "dc", "configuration_keys": None}]},
-        lambda r: [x["error_code"] for x in r["results"]],
+    "describe_configs": describe_configs_case(
+        TOPIC_RESOURCE,
+        "dc",
         E.TOPIC_AUTHORIZATION_FAILED,
         [acl(R.TOPIC, "dc", Op.DESCRIBE_CONFIGS)],
         setup=topics_setup("dc"),
     ),
-    "describe_broker_configs": Case(
-        ApiKey.DESCRIBE_CONFIGS,
-        {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}]},
-        lambda r: [x["error_code"] for x in r["results"]],
+    "describe_broker_configs": describe_configs_case(
+        BROKER_RESOURCE,
+        "0",
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)],
     ),
-    "alter_configs": Case(
-        ApiKey.ALTER_CONFIGS,
-        {
-            "resources": [
-                {
-                    "resource_type": 2,
-                    "resource_name": "ac",
-                    "configs": [{"name": "retention.ms", "value": "1234"}],
-                }
-            ]
-        },
-        lambda r: [x["error_code"] for x in r["responses"]],
+    "describe_broker_loggers": describe_configs_case(
+        BROKER_LOGGER_RESOURCE,
+        "0",
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)],
+    ),
+    "alter_configs": alter_configs_case(
+        TOPIC_RESOURCE,
+        "ac",
+        ("retention.ms", "1234"),
         E.TOPIC_AUTHORIZATION_FAILED,
         [acl(R.TOPIC, "ac", Op.ALTER_CONFIGS)],
+        incremental=False,
         setup=topics_setup("ac"),
         state=topic_config("ac"),
     ),
-    "incremental_alter_configs": Case(
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        {
-            "resources": [
-                {
-                    "resource_type": 2,
-                    "resource_name": "ia",
-                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1234"}],
-                }
-            ]
-        },
-        lambda r: [x["error_code"] for x in r["responses"]],
+    "incremental_alter_configs": alter_configs_case(
+        TOPIC_RESOURCE,
+        "ia",
+        ("retention.ms", "1234"),
         E.TOPIC_AUTHORIZATION_FAILED,
         [acl(R.TOPIC, "ia", Op.ALTER_CONFIGS)],
         setup=topics_setup("ia"),
         state=topic_config("ia"),
     ),
-    "alter_broker_configs": Case(
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        {
-            "resources": [
-                {
-                    "resource_type": 4,
-                    "resource_name": "",
-                    "configs": [
-                        {"name": "log.retention.ms", "config_operation": 0, "value": "86400000"}
-                    ],
-                }
-            ]
-        },
-        lambda r: [x["error_code"] for x in r["responses"]],
+    "alter_broker_configs": alter_configs_case(
+        BROKER_RESOURCE,
+        "",
+        ("log.retention.ms", "86400000"),
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)],
+    ),
+    # validate_only: granted, the change is checked but this process's levels stay
+    "alter_broker_loggers": alter_configs_case(
+        BROKER_LOGGER_RESOURCE,
+        "0",
+        ("root", "INFO"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)],
+        validate_only=True,
     ),
     "delete_records": Case(
         ApiKey.DELETE_RECORDS,
@@ -695,45 +759,9 @@ CASES: dict[str, Case] = {
         state=describe_acls,
         extra={"base": [acl(R.TOPIC, "keep", Op.READ, principal="User:bob")]},
     ),
-    "leader_and_isr": Case(
-        ApiKey.LEADER_AND_ISR,
-        {
-            "controller_id": 0,
-            "controller_epoch": 1_000_000,
-            "broker_epoch": -1,
-            "topic_states": [],
-            "live_leaders": [],
-        },
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=5,
-        extra={"deny_only": True},
-    ),
-    "update_metadata": Case(
-        ApiKey.UPDATE_METADATA,
-        {
-            "controller_id": 0,
-            "controller_epoch": 1_000_000,
-            "broker_epoch": -1,
-            "topic_states": [],
-            "live_brokers": [],
-        },
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=7,
-        extra={"deny_only": True},
-    ),
-    "stop_replica": Case(
-        ApiKey.STOP_REPLICA,
-        {"controller_id": 0, "controller_epoch": 1_000_000, "broker_epoch": -1, "topic_states": []},
-        top,
-        E.CLUSTER_AUTHORIZATION_FAILED,
-        [],
-        version=3,
-        extra={"deny_only": True},
-    ),
+    "leader_and_isr": controller_case(ApiKey.LEADER_AND_ISR, 5, live_leaders=[]),
+    "update_metadata": controller_case(ApiKey.UPDATE_METADATA, 7, live_brokers=[]),
+    "stop_replica": controller_case(ApiKey.STOP_REPLICA, 3),
     "alter_partition": Case(
         ApiKey.ALTER_PARTITION,
         {"broker_id": 0, "broker_epoch": -1, "topics": []},
@@ -765,20 +793,7 @@ CASES: dict[str, Case] = {
     ),
     "follower_fetch": Case(
         ApiKey.FETCH,
-        {
-            "replica_id": 1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "topic": "ff",
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-        },
+        fetch_body("ff", replica_id=1),
         topic_codes("responses"),
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],

@@ -201,3 +201,34 @@ def test_the_transaction_scenarios_measure_what_they_claim(tmp_path: Path) -> No
     for client in ("confluent-kafka", "logbus client"):
         name = f"TX1 transactional produce MB/s >= 0.8x idempotent ({client})"
         assert targets[name]["ratio"] > 0
+
+
+def test_the_security_scenarios_run_over_ssl_and_scram(tmp_path: Path) -> None:
+    """TLS and SCRAM at --scale tiny on the broker with PLAINTEXT, SSL and SASL_PLAINTEXT
+    listeners (a CA and a certificate made at start-up): P1 and C1 over both listeners
+    move every record, the C1 rows read what the P1 PLAINTEXT row wrote, and each SCRAM
+    mechanism authenticates (a refused login would fail its row)."""
+    out = tmp_path / "results"
+    result = run_bench("TLS", "SCRAM", "--scale", "tiny", "--systems", "logbus", "--no-plots",
+                       "--no-progress", "--out", str(out), "--workdir", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [json_path] = out.glob("*.json")
+    data = json.loads(json_path.read_text())
+    assert [s["name"] for s in data["scenarios"]] == ["TLS", "SCRAM"]
+    tls, scram = ({c["variant"]: c for c in s["cases"]} for s in data["scenarios"])
+    assert all(c["status"] == "ok" for c in [*tls.values(), *scram.values()]), data
+    for protocol in ("PLAINTEXT", "SSL"):
+        produced = tls[f"P1 1 KiB {protocol}"]["metrics"]
+        assert produced["records"]["median"] == 4 * 1024  # tiny: 4 MiB of 1 KiB values
+        consumed = tls[f"C1 1 KiB {protocol}"]["metrics"]
+        assert consumed["records"]["median"] == 4 * 1024 + 1  # and the warm-up record
+        assert produced["mb_s"]["median"] > 0 and consumed["mb_s"]["median"] > 0
+    assert set(scram) == {"SCRAM-SHA-256, 4096 iterations", "SCRAM-SHA-512, 4096 iterations",
+                          "PLAINTEXT, no authentication"}
+    for row in scram.values():
+        metrics = row["metrics"]
+        assert metrics["connections_s"]["median"] > 0
+        assert 0 < metrics["p50_ms"]["median"] <= metrics["p99_ms"]["median"]
+    targets = {t["name"]: t for t in data["targets"]}
+    for load in ("P1", "C1"):
+        assert targets[f"TLS {load} 1 KiB over SSL >= 0.6x PLAINTEXT"]["ratio"] > 0

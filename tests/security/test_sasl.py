@@ -17,6 +17,13 @@ import uuid
 from typing import Any
 
 import pytest
+from client_round_trips import (
+    TIMEOUT,
+    aiokafka_round_trip,
+    kafka_python_round_trip,
+    produce_consume_confluent,
+    values,
+)
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
@@ -26,7 +33,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from security_support import ADMIN_JAAS, Pki, address, listener, tls_settings
-from test_tls import TIMEOUT, produce_consume_confluent
 
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.security.scram import ScramClient, ScramCredential
@@ -118,10 +124,6 @@ def test_scram_credentials_described_deleted_and_stored_in_kafka_format(
 
 
 def test_kafka_python_plain_and_scram(secure_broker: Any, pki: Pki) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka.admin import KafkaAdminClient
-    from kafka.admin import NewTopic as KpNewTopic
-
     running = sasl_broker(secure_broker, pki)
     variants = {
         "plain": {
@@ -139,64 +141,14 @@ def test_kafka_python_plain_and_scram(secure_broker: Any, pki: Pki) -> None:
     for name, common in variants.items():
         common = {**common, "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
         topic = f"kp-{name}-{uuid.uuid4().hex[:6]}"
-        admin = KafkaAdminClient(**common)
-        try:
-            admin.create_topics([KpNewTopic(topic, 1, 1)])
-        finally:
-            admin.close()
-        producer = KafkaProducer(**common)
-        try:
-            for i in range(5):
-                producer.send(topic, f"v{i}".encode())
-            producer.flush(TIMEOUT)
-        finally:
-            producer.close()
-        consumer = KafkaConsumer(
-            topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
-            consumer_timeout_ms=15000, **common,
-        )  # fmt: skip
-        try:
-            values = [m.value for _, m in zip(range(5), consumer, strict=False)]
-        finally:
-            consumer.close()
-        assert values == [f"v{i}".encode() for i in range(5)], name
+        assert kafka_python_round_trip(common, topic, 5) == values(5), name
 
 
 def test_aiokafka_plain_and_scram(secure_broker: Any, pki: Pki) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin import NewTopic as AioNewTopic
-
     running = sasl_broker(secure_broker, pki)
 
-    async def scenario(common: dict[str, Any], topic: str) -> list[bytes]:
-        admin = AIOKafkaAdminClient(**common)
-        await admin.start()
-        try:
-            await admin.create_topics([AioNewTopic(topic, 1, 1)])
-        finally:
-            await admin.close()
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            for i in range(5):
-                await producer.send_and_wait(topic, f"v{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common
-        )
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == 5:
-                        break
-        finally:
-            await consumer.stop()
-        return values
+    def scenario(common: dict[str, Any], topic: str) -> list[bytes]:
+        return asyncio.run(aiokafka_round_trip(common, topic, 5))
 
     credentials = {"sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
     plain = {
@@ -205,8 +157,8 @@ def test_aiokafka_plain_and_scram(secure_broker: Any, pki: Pki) -> None:
         "sasl_mechanism": "PLAIN",
         **credentials,
     }
-    expected = [f"v{i}".encode() for i in range(5)]
-    assert asyncio.run(scenario(plain, f"aio-plain-{uuid.uuid4().hex[:6]}")) == expected
+    expected = values(5)
+    assert scenario(plain, f"aio-plain-{uuid.uuid4().hex[:6]}") == expected
     scram = {
         "bootstrap_servers": address(running, "SASL_SSL"),
         "security_protocol": "SASL_SSL",
@@ -214,7 +166,7 @@ def test_aiokafka_plain_and_scram(secure_broker: Any, pki: Pki) -> None:
         "sasl_mechanism": "SCRAM-SHA-512",
         **credentials,
     }
-    assert asyncio.run(scenario(scram, f"aio-scram-{uuid.uuid4().hex[:6]}")) == expected
+    assert scenario(scram, f"aio-scram-{uuid.uuid4().hex[:6]}") == expected
 
 
 def test_kcat_scram_over_sasl_ssl(secure_broker: Any, pki: Pki) -> None:

@@ -13,8 +13,15 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from client_round_trips import (
+    TIMEOUT,
+    aiokafka_round_trip,
+    kafka_python_round_trip,
+    produce_consume_confluent,
+    values,
+)
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from security_support import (
     Pki,
     address,
@@ -26,7 +33,6 @@ from logbus.protocol import ApiKey
 
 pytest_plugins = ["secure_fixtures"]
 
-TIMEOUT = 30
 
 
 def ssl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
@@ -57,31 +63,6 @@ def client_context(pki: Pki, cert: Any = None, ca: Any = None) -> ssl.SSLContext
     return context
 
 
-def produce_consume_confluent(config: dict[str, Any], topic: str, count: int = 20) -> None:
-    admin = AdminClient(config)
-    futures = admin.create_topics([NewTopic(topic, 1, 1)])
-    futures[topic].result(TIMEOUT)
-    producer = Producer(config)
-    for i in range(count):
-        producer.produce(topic, f"v{i}".encode(), key=b"k")
-    assert producer.flush(TIMEOUT) == 0
-    consumer = Consumer(
-        {**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
-    )
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes] = []
-        deadline = time.monotonic() + TIMEOUT
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-        assert values == [f"v{i}".encode() for i in range(count)]
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def test_confluent_kafka_over_ssl(secure_broker: Any, pki: Pki) -> None:
     running = ssl_broker(secure_broker, pki)
     config = confluent_ssl(pki, address(running, "SSL"))
@@ -91,10 +72,6 @@ def test_confluent_kafka_over_ssl(secure_broker: Any, pki: Pki) -> None:
 
 
 def test_kafka_python_over_ssl(secure_broker: Any, pki: Pki) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka.admin import KafkaAdminClient
-    from kafka.admin import NewTopic as KpNewTopic
-
     running = ssl_broker(secure_broker, pki)
     common = {
         "bootstrap_servers": address(running, "SSL"),
@@ -102,77 +79,22 @@ def test_kafka_python_over_ssl(secure_broker: Any, pki: Pki) -> None:
         "ssl_cafile": str(pki.ca.cert_file),
     }
     topic = f"tls-kp-{uuid.uuid4().hex[:6]}"
-    admin = KafkaAdminClient(**common)
-    try:
-        admin.create_topics([KpNewTopic(topic, 1, 1)])
-        assert topic in admin.list_topics()
-    finally:
-        admin.close()
-    producer = KafkaProducer(**common)
-    try:
-        for i in range(10):
-            producer.send(topic, f"v{i}".encode())
-        producer.flush(TIMEOUT)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        group_id=f"g-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=15000,
-        **common,
-    )
-    try:
-        values = [m.value for _, m in zip(range(10), consumer, strict=False)]
-    finally:
-        consumer.close()
-    assert values == [f"v{i}".encode() for i in range(10)]
+    assert kafka_python_round_trip(common, topic, 10) == values(10)
 
 
 def test_aiokafka_over_ssl(secure_broker: Any, pki: Pki) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin import NewTopic as AioNewTopic
-
     running = ssl_broker(secure_broker, pki)
     topic = f"tls-aio-{uuid.uuid4().hex[:6]}"
 
     async def scenario() -> list[bytes]:
-        context = client_context(pki)
         common = {
             "bootstrap_servers": address(running, "SSL"),
             "security_protocol": "SSL",
-            "ssl_context": context,
+            "ssl_context": client_context(pki),
         }
-        admin = AIOKafkaAdminClient(**common)
-        await admin.start()
-        try:
-            await admin.create_topics([AioNewTopic(topic, 1, 1)])
-        finally:
-            await admin.close()
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            for i in range(10):
-                await producer.send_and_wait(topic, f"v{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **common
-        )
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == 10:
-                        break
-        finally:
-            await consumer.stop()
-        return values
+        return await aiokafka_round_trip(common, topic, 10)
 
-    assert asyncio.run(scenario()) == [f"v{i}".encode() for i in range(10)]
+    assert asyncio.run(scenario()) == values(10)
 
 
 def test_kcat_over_ssl(secure_broker: Any, pki: Pki, tmp_path: Any) -> None:

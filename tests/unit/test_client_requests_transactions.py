@@ -27,11 +27,11 @@ TXN_BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda v: txn.build_add_partitions_to_txn(
         v, "t1", PRODUCER, [A0, A1, B2]
     ),
-    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: txn.build_add_offsets_to_txn(v, "t1", PRODUCER, "g"),
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: txn.transaction_body("t1", PRODUCER, group_id="g"),
     ApiKey.TXN_OFFSET_COMMIT: lambda v: txn.build_txn_offset_commit(
         v, "t1", "g", PRODUCER, {A0: txn.TxnOffset(10, "m", 3), B2: txn.TxnOffset(20)}, MEMBER
     ),
-    ApiKey.END_TXN: lambda v: txn.build_end_txn(v, "t1", PRODUCER, True),
+    ApiKey.END_TXN: lambda v: txn.transaction_body("t1", PRODUCER, committed=True),
     ApiKey.DESCRIBE_TRANSACTIONS: lambda v: txn.build_describe_transactions(v, ["t1", "t2"]),
     ApiKey.LIST_TRANSACTIONS: lambda v: txn.build_list_transactions(
         v, ["Ongoing"], [4000], 1000 if v >= 1 else -1
@@ -155,11 +155,12 @@ def test_read_add_partitions_top_level_error_is_every_partitions() -> None:
 @pytest.mark.parametrize("version", _versions(ApiKey.END_TXN))
 def test_read_end_txn_raises_its_error(version: int) -> None:
     ok = _response(ApiKey.END_TXN, version, {"error_code": 0})
-    txn.read_end_txn(ok, True)
+    txn.read_error(ok, "EndTxn commit")
     bad = _response(ApiKey.END_TXN, version, {"error_code": ErrorCode.INVALID_TXN_STATE})
     with pytest.raises(KafkaError) as caught:
-        txn.read_end_txn(bad, False)
+        txn.read_error(bad, "EndTxn abort")
     assert caught.value.code == ErrorCode.INVALID_TXN_STATE
+    assert "EndTxn abort" in str(caught.value)
 
 
 def test_read_describe_transactions_and_producers() -> None:

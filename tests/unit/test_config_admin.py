@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from logbus.controller.change_notifications import KEPT_NOTIFICATIONS
 from logbus.controller.config_store import (
     CHANGES_PATH,
-    KEPT_NOTIFICATIONS,
     ConfigChangeListener,
     change_entity_config,
     fetch_entity_config,

@@ -5,6 +5,7 @@ the output of Kafka's `kafka-configs`.
     logbus configs alter (--topic T | --broker N | --broker-defaults)
                          [--set KEY=VALUE]... [--delete KEY]...
     logbus configs --alter|--describe --entity-type users ... (`user_configs`)
+    logbus configs --alter|--describe --entity-type broker-loggers ... (`logger_configs`)
 
 `alter` sends IncrementalAlterConfigs: settings not named are left as they are.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-from logbus.cli import configs_quotas, user_configs
+from logbus.cli import configs_quotas, logger_configs, user_configs
 from logbus.cli.common import (
     CommandError,
     add_bootstrap,
@@ -56,8 +57,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     # kafka-configs' form for client quotas (users, clients): cli/configs_quotas.py
     configs_quotas.add_arguments(configs)
     add_bootstrap(configs)
-    # SCRAM credentials of users: cli/user_configs.py, which hands quotas on
-    configs.set_defaults(func=user_configs.command)
+    # SCRAM credentials of users: cli/user_configs.py, which hands quotas on; broker
+    # loggers' levels: cli/logger_configs.py
+    configs.set_defaults(func=_entity_command)
 
     describe = actions.add_parser(
         "describe", help="show the dynamic configs of a topic or broker (every config: --all)"
@@ -99,6 +101,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     for sub in (describe, alter):
         add_bootstrap(sub)
+
+
+def _entity_command(args: argparse.Namespace) -> int:
+    """kafka-configs' form: --entity-type broker-loggers, or users and clients."""
+    if list(getattr(args, "entity_types", None) or []) == [configs_quotas.BROKER_LOGGERS]:
+        return logger_configs.command(args)
+    return user_configs.command(args)
 
 
 def _add_entity(parser: argparse.ArgumentParser) -> None:

@@ -24,6 +24,8 @@ from logbus.client.admin import ClientQuotaEntity, ClientQuotaFilterComponent
 from logbus.client.admin.types import AdminBatchError
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id"}
+# kafka-configs' entity type for broker loggers' levels (cli/logger_configs.py)
+BROKER_LOGGERS = "broker-loggers"
 _DEFAULT = object()
 
 
@@ -57,8 +59,9 @@ class _ShortAction(argparse.Action):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("client quotas (kafka-configs options)")
     group.add_argument(
-        "--entity-type", dest="entity_types", action="append", choices=sorted(ENTITY_TYPES),
-        help="users or clients (twice: a user with a client id)",
+        "--entity-type", dest="entity_types", action="append",
+        choices=sorted([*ENTITY_TYPES, BROKER_LOGGERS]),
+        help="users or clients (twice: a user with a client id), or broker-loggers",
     )
     group.add_argument("--entity-name", action=_EntityAction, metavar="NAME",
                        help="the entity's name (a user principal's name or a client id)")
@@ -68,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="same as --entity-type users --entity-name NAME")
     group.add_argument("--client", action=_ShortAction, const=("clients", False),
                        metavar="NAME", help="same as --entity-type clients --entity-name NAME")
+    group.add_argument("--broker-logger", action=_ShortAction, const=(BROKER_LOGGERS, False),
+                       metavar="ID", help="same as --entity-type broker-loggers --entity-name ID")
     group.add_argument("--user-defaults", action=_ShortAction, nargs=0,
                        const=("users", True), help="the default user")
     group.add_argument("--client-defaults", action=_ShortAction, nargs=0,

@@ -14,6 +14,7 @@ logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
+logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from logbus.cli import (
     acls,
     cluster,
     configs,
+    console,
     consume,
     delete_records,
     dump_log,
@@ -94,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.register(subparsers)
     get_offsets.register(subparsers)
     acls.register(subparsers)
+    console.register(subparsers)
     return parser
 
 

@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 
+from logbus.controller.change_notifications import ChangeNotificationListener
 from logbus.controller.metadata_store import BadVersion, MetadataStore, NodeExists, NoNode
 
 TOPIC = "topics"
@@ -24,9 +25,6 @@ BROKER = "brokers"
 DEFAULT_ENTITY = "<default>"
 CHANGES_PATH = "/config/changes"
 CHANGE_PREFIX = "config_change_"
-# Processed notifications kept for brokers that have not read them yet; older ones are
-# deleted (a broker re-reads every config when it starts, so nothing depends on them).
-KEPT_NOTIFICATIONS = 100
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +85,12 @@ def _notify(store: MetadataStore, entity: str) -> None:
         return
 
 
-def _sequence(child: str) -> int:
-    try:
-        return int(child[len(CHANGE_PREFIX) :])
-    except ValueError:
-        return -1
-
-
-class ConfigChangeListener:
+class ConfigChangeListener(ChangeNotificationListener):
     """Applies config change notifications on one broker.
 
     `handlers` maps an entity type ("topics", "brokers") to a function taking the entity
     name; it is called once per notification, after the entity's node was written.
-    `start()` processes the notifications present and watches for new ones.
+    `start()` skips the notifications present and watches for new ones.
     """
 
     def __init__(
@@ -108,67 +99,21 @@ class ConfigChangeListener:
         handlers: Mapping[str, EntityHandler],
         run: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
-        self.store = store
+        super().__init__(store, CHANGES_PATH, CHANGE_PREFIX, self._apply, run, path_data=b"0")
         self.handlers = dict(handlers)
-        self.last_processed = -1
-        self._started = False
-        # How a watch's processing is run: inline (the embedded store fires watches on
-        # the broker's loop), or handed to a thread of its own (ZooKeeper's callbacks).
-        self._run = run
 
-    def start(self) -> None:
-        """Skip the notifications already present (the broker loaded every config when it
-        started) and watch for new ones."""
-        self._started = True
-        children = self._children()
-        if children:
-            self.last_processed = max(_sequence(c) for c in children)
-
-    def stop(self) -> None:
-        self._started = False
-
-    def _children(self) -> list[str]:
-        if not self.store.exists(CHANGES_PATH):
-            with contextlib.suppress(NodeExists):
-                self.store.create(CHANGES_PATH, b"0")
-        return [
-            c
-            for c in self.store.children(CHANGES_PATH, watch=self._on_change)
-            if c.startswith(CHANGE_PREFIX)
-        ]
-
-    def _on_change(self, _path: str) -> None:
-        if not self._started:
+    def _apply(self, child: str, data: bytes) -> None:
+        try:
+            value = json.loads(data)
+        except ValueError:
+            log.error("ignoring config change notification %s: %r", child, data)
             return
-        if self._run is None:
-            self.process()
-        else:
-            self._run(self.process)
-
-    def process(self) -> None:
-        """Apply every notification newer than the last one processed."""
-        children = sorted(self._children(), key=_sequence)
-        for child in children:
-            sequence = _sequence(child)
-            if sequence <= self.last_processed:
-                continue
-            self.last_processed = sequence
-            try:
-                value = self.store.get_json(f"{CHANGES_PATH}/{child}")
-            except NoNode:
-                continue
-            entity = value.get("entity_path", "") if isinstance(value, dict) else ""
-            entity_type, _, name = str(entity).partition("/")
-            handler = self.handlers.get(entity_type)
-            if handler is None or not name:
-                continue
-            try:
-                handler(name)
-            except Exception:
-                log.exception("cannot apply the config change of %s", entity)
-        self._purge(children)
-
-    def _purge(self, children: list[str]) -> None:
-        for child in children[: max(0, len(children) - KEPT_NOTIFICATIONS)]:
-            with contextlib.suppress(NoNode):
-                self.store.delete(f"{CHANGES_PATH}/{child}")
+        entity = value.get("entity_path", "") if isinstance(value, dict) else ""
+        entity_type, _, name = str(entity).partition("/")
+        handler = self.handlers.get(entity_type)
+        if handler is None or not name:
+            return
+        try:
+            handler(name)
+        except Exception:
+            log.exception("cannot apply the config change of %s", entity)

@@ -28,6 +28,10 @@ UNTRUSTED_GROWTH = 16 * 1024
 # Chunks smaller than this are joined with their neighbours into one write: a system call
 # costs more than copying them.
 COALESCE_BELOW = 64 * 1024
+# On a TLS connection larger chunks are handed to the transport in pieces of this size: TLS
+# encrypts each into its outgoing buffer and the loop sends it while the bytes are still in
+# the CPU's caches (a 1 MB produce request encrypted and sent as one write ran slower).
+TLS_PIECE = 64 * 1024
 
 
 class MemoryPool:
@@ -127,11 +131,13 @@ class FrameStream(asyncio.BufferedProtocol):
         # asyncio's own transports copy whatever the socket did not take at once, so a
         # caller may change a buffer it wrote; other loops' (uvloop) may keep a reference.
         self._write_copies = isinstance(self._loop, asyncio.SelectorEventLoop)
+        self._tls = False  # large chunks are written in TLS_PIECE pieces
 
     # --- asyncio.BufferedProtocol -------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        self._tls = transport.get_extra_info("ssl_object") is not None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._assembler.get_buffer()
@@ -355,11 +361,21 @@ class FrameStream(asyncio.BufferedProtocol):
                 if pending:
                     write(b"".join(pending))
                     pending = []
-                write(chunk)
+                if self._tls and len(chunk) > TLS_PIECE:
+                    self._write_pieces(chunk)
+                else:
+                    write(chunk)
             else:
                 pending.append(chunk)
         if pending:
             write(b"".join(pending))
+
+    def _write_pieces(self, chunk: bytes | bytearray | memoryview) -> None:
+        """A large chunk on a TLS connection, handed over TLS_PIECE bytes at a time."""
+        write = self.transport.write
+        view = memoryview(chunk)
+        for start in range(0, len(view), TLS_PIECE):
+            write(view[start : start + TLS_PIECE])
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark; raises

@@ -31,6 +31,20 @@ def require_version(
     return version
 
 
+async def exchange(
+    conn: Connection,
+    api_key: ApiKey,
+    build: Callable[[int], Entry],
+    read: Callable[[Entry, int], T],
+    max_version: int | None = None,
+) -> T:
+    """One request and its answer: the newest version of `api_key` both sides support (at
+    most `max_version`), the body `build` makes for that version, and what `read` makes of
+    the response (given the version too)."""
+    version = conn.choose_version(api_key, max_version)
+    return read(await conn.request(api_key, build(version), version), version)
+
+
 def value(result: T | KafkaError) -> T:
     """The value of a per-key result, or raise its error."""
     if isinstance(result, KafkaError):
@@ -44,6 +58,14 @@ def by_topic(entries: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[An
     for (topic, _), entry in entries:
         topics.setdefault(topic, []).append(entry)
     return topics
+
+
+def topic_entries(
+    entries: Iterable[tuple[TopicPartition, Any]], partitions: str = "partitions"
+) -> list[Entry]:
+    """A request's topics from per-partition entries: `{"name": topic, partitions: [...]}`
+    each, in first-seen order."""
+    return [{"name": topic, partitions: ps} for topic, ps in by_topic(entries).items()]
 
 
 def fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
@@ -62,12 +84,14 @@ def per_key(
     api: str,
     read: Callable[[Entry], T],
     message: Callable[[K, Entry], str | None],
+    error: str = "error_code",
 ) -> dict[K, T | KafkaError]:
     """A response's per-item results, from (key, item) pairs: each item read, or its
-    error code as a `KafkaError` with `message`; none of those asked for left out."""
+    error code (field `error`) as a `KafkaError` with `message`; none of those asked for
+    left out."""
     out: dict[K, T | KafkaError] = {}
     for key, entry in entries:
-        code = entry["error_code"]
+        code = entry[error]
         out[key] = read(entry) if code == ErrorCode.NONE else KafkaError(code, message(key, entry))
     fill_missing(out, asked, api)
     return out
@@ -81,13 +105,15 @@ def per_partition(
     *,
     partitions: str = "partitions",
     index: str = "partition_index",
+    error: str = "error_code",
     message: Callable[[TopicPartition, Entry], str | None] | None = None,
 ) -> dict[TopicPartition, T | KafkaError]:
     """`per_key` over the partitions of a response's topics ("name", and `partitions`
-    each numbered by `index`); by default an error names its partition."""
+    each numbered by `index`, its error code in `error`); by default an error names its
+    partition."""
 
     def named(key: TopicPartition, entry: Entry) -> str:
         return entry.get("error_message") or f"{api} {key[0]}-{key[1]}"
 
     entries = ((TopicPartition(t["name"], p[index]), p) for t in topics for p in t[partitions])
-    return per_key(entries, asked, api, read, message or named)
+    return per_key(entries, asked, api, read, message or named, error)

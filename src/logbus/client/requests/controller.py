@@ -104,6 +104,20 @@ def _leader_and_isr_state(topic: str, index: int, state: PartitionState, grouped
     return entry
 
 
+def _add_partition_states(
+    body: Body, grouped: bool, per_topic: Iterable[tuple[TopicMetadata, list[Body]]]
+) -> None:
+    """LeaderAndIsr's and UpdateMetadata's partition states: under their topic (with its
+    id) from the grouped versions on, in one flat list before."""
+    if grouped:
+        body["topic_states"] = [
+            {"topic_name": topic.name, "topic_id": topic.topic_id, "partition_states": states}
+            for topic, states in per_topic
+        ]
+    else:
+        body["ungrouped_partition_states"] = [state for _, states in per_topic for state in states]
+
+
 def build_leader_and_isr(
     version: int,
     header: ControlHeader,
@@ -119,22 +133,11 @@ def build_leader_and_isr(
     body = _header(version, header, _GROUPED_LEADER_AND_ISR)
     if version >= _LEADER_AND_ISR_TOPIC_IDS:
         body["type"] = request_type
-    states: list[Body] = []
-    topic_states: list[Body] = []
-    for topic, partitions in topics:
-        entries = [
-            _leader_and_isr_state(topic.name, p, topic.partitions[p], grouped) for p in partitions
-        ]
-        if grouped:
-            topic_states.append(
-                {"topic_name": topic.name, "topic_id": topic.topic_id, "partition_states": entries}
-            )
-        else:
-            states.extend(entries)
-    if grouped:
-        body["topic_states"] = topic_states
-    else:
-        body["ungrouped_partition_states"] = states
+
+    def states(topic: TopicMetadata, ps: Iterable[int]) -> list[Body]:
+        return [_leader_and_isr_state(topic.name, p, topic.partitions[p], grouped) for p in ps]
+
+    _add_partition_states(body, grouped, ((topic, states(topic, ps)) for topic, ps in topics))
     leaders = []
     for broker in live_leaders:
         ep = broker.endpoint(listener)
@@ -143,26 +146,33 @@ def build_leader_and_isr(
     return body
 
 
+def _control_result(
+    response: Body, errors: Iterable[tuple[str, Body]] | None = None
+) -> ControlResult:
+    """A controller request's answer: its error and each partition's, from (topic name,
+    partition error) pairs; by default the response's named `partition_errors`."""
+    if errors is None:
+        errors = ((p["topic_name"], p) for p in response["partition_errors"])
+    result = ControlResult(error_code(response["error_code"]))
+    for topic, p in errors:
+        result.partitions[TopicPartition(topic, p["partition_index"])] = error_code(p["error_code"])
+    return result
+
+
 def read_leader_and_isr(
     response: Body, version: int, topic_names: Mapping[UUID, str] | None = None
 ) -> ControlResult:
     """v5+ names topics by id: `topic_names` maps them back (an unknown id is kept as its
     string form)."""
-    result = ControlResult(error_code(response["error_code"]))
-    if version >= _LEADER_AND_ISR_TOPIC_IDS:
-        names = topic_names or {}
-        for topic in response["topics"]:
-            name = names.get(topic["topic_id"], str(topic["topic_id"]))
-            for p in topic["partition_errors"]:
-                result.partitions[TopicPartition(name, p["partition_index"])] = error_code(
-                    p["error_code"]
-                )
-    else:
-        for p in response["partition_errors"]:
-            result.partitions[TopicPartition(p["topic_name"], p["partition_index"])] = error_code(
-                p["error_code"]
-            )
-    return result
+    if version < _LEADER_AND_ISR_TOPIC_IDS:
+        return _control_result(response)
+    names = topic_names or {}
+    errors = (
+        (names.get(topic["topic_id"], str(topic["topic_id"])), p)
+        for topic in response["topics"]
+        for p in topic["partition_errors"]
+    )
+    return _control_result(response, errors)
 
 
 async def leader_and_isr(
@@ -231,35 +241,28 @@ def build_update_metadata(
     live = {b.broker_id for b in live_brokers}
     grouped = version >= _GROUPED_UPDATE_METADATA
     body = _header(version, header, _GROUPED_UPDATE_METADATA)
-    states: list[Body] = []
-    topic_states: list[Body] = []
-    for topics_of, deleting in ((topics, False), (deleted, True)):
-        for topic in topics_of:
-            entries = [
-                _update_metadata_state(
-                    topic.name,
-                    p,
-                    state,
-                    live,
-                    grouped,
-                    LEADER_DURING_DELETE if deleting else state.leader,
-                )
-                for p, state in sorted(topic.partitions.items())
-            ]
-            if grouped:
-                topic_states.append(
-                    {
-                        "topic_name": topic.name,
-                        "topic_id": topic.topic_id,
-                        "partition_states": entries,
-                    }
-                )
-            else:
-                states.extend(entries)
-    if grouped:
-        body["topic_states"] = topic_states
-    else:
-        body["ungrouped_partition_states"] = states
+    _add_partition_states(
+        body,
+        grouped,
+        (
+            (
+                topic,
+                [
+                    _update_metadata_state(
+                        topic.name,
+                        p,
+                        state,
+                        live,
+                        grouped,
+                        LEADER_DURING_DELETE if deleting else state.leader,
+                    )
+                    for p, state in sorted(topic.partitions.items())
+                ],
+            )
+            for topics_of, deleting in ((topics, False), (deleted, True))
+            for topic in topics_of
+        ),
+    )
     body["live_brokers"] = [_live_broker(version, b) for b in live_brokers]
     return body
 
@@ -321,12 +324,7 @@ def build_stop_replica(
 
 
 def read_stop_replica(response: Body) -> ControlResult:
-    result = ControlResult(error_code(response["error_code"]))
-    for p in response["partition_errors"]:
-        result.partitions[TopicPartition(p["topic_name"], p["partition_index"])] = error_code(
-            p["error_code"]
-        )
-    return result
+    return _control_result(response)
 
 
 async def stop_replica(

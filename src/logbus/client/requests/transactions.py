@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import by_topic, fill_missing, per_partition
+from logbus.client.requests.common import exchange, per_key, per_partition, topic_entries
 from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.client.requests.producer_id import (
     NO_PRODUCER,
@@ -31,6 +31,32 @@ ADD_PARTITIONS_CLIENT_MAX = 3
 _ADD_PARTITIONS_BATCHED_FROM = 4
 _TXN_OFFSET_MEMBER_FROM = 3  # TxnOffsetCommit: generation, member and instance id (KIP-447)
 _LIST_DURATION_FROM = 1
+
+
+def transaction_body(
+    transactional_id: str, producer: ProducerIdAndEpoch, **fields: Any
+) -> dict[str, Any]:
+    """The fields naming the transaction in every request a transactional producer makes,
+    and `fields`: the whole body of AddOffsetsToTxn (`group_id`) and EndTxn (`committed`),
+    the same in every version."""
+    return {
+        "transactional_id": transactional_id,
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.epoch,
+        **fields,
+    }
+
+
+def read_error(response: dict[str, Any], what: str) -> None:
+    """The answer to AddOffsetsToTxn and EndTxn: one error code, raised as a `KafkaError`
+    naming `what`."""
+    check(response["error_code"], what)
+
+
+async def _checked(conn: Connection, api_key: ApiKey, body: dict[str, Any], what: str) -> None:
+    """AddOffsetsToTxn and EndTxn: a body the same in every version, answered by one error
+    code."""
+    await exchange(conn, api_key, lambda _: body, lambda response, _: read_error(response, what))
 
 
 # --- InitProducerId with a transactional id ---------------------------------------------
@@ -56,10 +82,12 @@ async def init_transactional_id(
     current: ProducerIdAndEpoch = NO_PRODUCER,
 ) -> ProducerIdAndEpoch:
     """InitProducerId to the transaction coordinator `conn` (raises its error)."""
-    version = conn.choose_version(ApiKey.INIT_PRODUCER_ID)
-    body = build_init_transactional_id(version, transactional_id, timeout_ms, current)
-    response = await conn.request(ApiKey.INIT_PRODUCER_ID, body, version)
-    return read_init_producer_id(response)
+    return await exchange(
+        conn,
+        ApiKey.INIT_PRODUCER_ID,
+        lambda v: build_init_transactional_id(v, transactional_id, timeout_ms, current),
+        lambda response, _: read_init_producer_id(response),
+    )
 
 
 # --- AddPartitionsToTxn -----------------------------------------------------------------
@@ -71,26 +99,11 @@ def build_add_partitions_to_txn(
     producer: ProducerIdAndEpoch,
     partitions: Iterable[TopicPartition],
 ) -> dict[str, Any]:
-    grouped = by_topic((tp, tp[1]) for tp in partitions)
-    topics = [{"name": t, "partitions": ps} for t, ps in grouped.items()]
+    topics = topic_entries((tp, tp[1]) for tp in partitions)
+    transaction = transaction_body(transactional_id, producer, topics=topics)
     if version >= _ADD_PARTITIONS_BATCHED_FROM:
-        return {
-            "transactions": [
-                {
-                    "transactional_id": transactional_id,
-                    "producer_id": producer.producer_id,
-                    "producer_epoch": producer.epoch,
-                    "verify_only": False,
-                    "topics": topics,
-                }
-            ]
-        }
-    return {
-        "v3_and_below_transactional_id": transactional_id,
-        "v3_and_below_producer_id": producer.producer_id,
-        "v3_and_below_producer_epoch": producer.epoch,
-        "v3_and_below_topics": topics,
-    }
+        return {"transactions": [{**transaction, "verify_only": False}]}
+    return {f"v3_and_below_{field}": v for field, v in transaction.items()}
 
 
 def read_add_partitions_to_txn(
@@ -107,21 +120,14 @@ def read_add_partitions_to_txn(
         topics = results[0]["topic_results"] if results else []
     else:
         topics = response["results_by_topic_v3_and_below"]
-    entries = (
-        (TopicPartition(t["name"], p["partition_index"]), p)
-        for t in topics
-        for p in t["results_by_partition"]
+    return per_partition(
+        topics,
+        asked,
+        "AddPartitionsToTxn",
+        lambda _: None,
+        partitions="results_by_partition",
+        error="partition_error_code",
     )
-    out: dict[TopicPartition, KafkaError | None] = {}
-    for tp, p in entries:
-        code = p["partition_error_code"]
-        out[tp] = (
-            None
-            if code == ErrorCode.NONE
-            else KafkaError(code, f"AddPartitionsToTxn {tp[0]}-{tp[1]}")
-        )
-    fill_missing(out, asked, "AddPartitionsToTxn")
-    return out
 
 
 async def add_partitions_to_txn(
@@ -130,36 +136,23 @@ async def add_partitions_to_txn(
     producer: ProducerIdAndEpoch,
     partitions: Sequence[TopicPartition],
 ) -> dict[TopicPartition, KafkaError | None]:
-    version = conn.choose_version(ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_CLIENT_MAX)
-    body = build_add_partitions_to_txn(version, transactional_id, producer, partitions)
-    response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, body, version)
-    return read_add_partitions_to_txn(response, version, partitions)
+    return await exchange(
+        conn,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        lambda v: build_add_partitions_to_txn(v, transactional_id, producer, partitions),
+        lambda response, v: read_add_partitions_to_txn(response, v, partitions),
+        ADD_PARTITIONS_CLIENT_MAX,
+    )
 
 
 # --- AddOffsetsToTxn --------------------------------------------------------------------
 
 
-def build_add_offsets_to_txn(
-    version: int, transactional_id: str, producer: ProducerIdAndEpoch, group_id: str
-) -> dict[str, Any]:
-    return {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "group_id": group_id,
-    }
-
-
-def read_add_offsets_to_txn(response: dict[str, Any], group_id: str) -> None:
-    check(response["error_code"], f"AddOffsetsToTxn for group '{group_id}'")
-
-
 async def add_offsets_to_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, group_id: str
 ) -> None:
-    version = conn.choose_version(ApiKey.ADD_OFFSETS_TO_TXN)
-    body = build_add_offsets_to_txn(version, transactional_id, producer, group_id)
-    read_add_offsets_to_txn(await conn.request(ApiKey.ADD_OFFSETS_TO_TXN, body, version), group_id)
+    body = transaction_body(transactional_id, producer, group_id=group_id)
+    await _checked(conn, ApiKey.ADD_OFFSETS_TO_TXN, body, f"AddOffsetsToTxn for group '{group_id}'")
 
 
 # --- TxnOffsetCommit --------------------------------------------------------------------
@@ -182,7 +175,7 @@ def build_txn_offset_commit(
     offsets: Mapping[TopicPartition, TxnOffset],
     member: MemberIdentity = NOT_A_MEMBER,
 ) -> dict[str, Any]:
-    grouped = by_topic(
+    topics = topic_entries(
         (
             tp,
             {
@@ -194,13 +187,7 @@ def build_txn_offset_commit(
         )
         for tp, o in offsets.items()
     )
-    body: dict[str, Any] = {
-        "transactional_id": transactional_id,
-        "group_id": group_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()],
-    }
+    body = transaction_body(transactional_id, producer, group_id=group_id, topics=topics)
     if version >= _TXN_OFFSET_MEMBER_FROM:
         body["generation_id"] = member.generation_id
         body["member_id"] = member.member_id
@@ -222,36 +209,22 @@ async def txn_offset_commit(
     offsets: Mapping[TopicPartition, TxnOffset],
     member: MemberIdentity = NOT_A_MEMBER,
 ) -> dict[TopicPartition, KafkaError | None]:
-    version = conn.choose_version(ApiKey.TXN_OFFSET_COMMIT)
-    body = build_txn_offset_commit(version, transactional_id, group_id, producer, offsets, member)
-    response = await conn.request(ApiKey.TXN_OFFSET_COMMIT, body, version)
-    return read_txn_offset_commit(response, offsets)
+    return await exchange(
+        conn,
+        ApiKey.TXN_OFFSET_COMMIT,
+        lambda v: build_txn_offset_commit(v, transactional_id, group_id, producer, offsets, member),
+        lambda response, _: read_txn_offset_commit(response, offsets),
+    )
 
 
 # --- EndTxn -----------------------------------------------------------------------------
 
 
-def build_end_txn(
-    version: int, transactional_id: str, producer: ProducerIdAndEpoch, committed: bool
-) -> dict[str, Any]:
-    return {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        "committed": committed,
-    }
-
-
-def read_end_txn(response: dict[str, Any], committed: bool) -> None:
-    check(response["error_code"], "EndTxn " + ("commit" if committed else "abort"))
-
-
 async def end_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, committed: bool
 ) -> None:
-    version = conn.choose_version(ApiKey.END_TXN)
-    body = build_end_txn(version, transactional_id, producer, committed)
-    read_end_txn(await conn.request(ApiKey.END_TXN, body, version), committed)
+    body = transaction_body(transactional_id, producer, committed=committed)
+    await _checked(conn, ApiKey.END_TXN, body, "EndTxn " + ("commit" if committed else "abort"))
 
 
 # --- DescribeTransactions ---------------------------------------------------------------
@@ -287,25 +260,24 @@ def read_describe_transactions(
             sorted(TopicPartition(t["topic"], p) for t in s["topics"] for p in t["partitions"]),
         )
 
-    out: dict[str, TransactionDescription | KafkaError] = {}
-    for s in response["transaction_states"]:
-        key, code = s["transactional_id"], s["error_code"]
-        out[key] = (
-            read(s)
-            if code == ErrorCode.NONE
-            else KafkaError(code, f"DescribeTransactions for '{key}'")
-        )
-    fill_missing(out, transactional_ids, "DescribeTransactions")
-    return out
+    return per_key(
+        ((s["transactional_id"], s) for s in response["transaction_states"]),
+        transactional_ids,
+        "DescribeTransactions",
+        read,
+        lambda key, _: f"DescribeTransactions for '{key}'",
+    )
 
 
 async def describe_transactions(
     conn: Connection, transactional_ids: Sequence[str]
 ) -> dict[str, TransactionDescription | KafkaError]:
-    version = conn.choose_version(ApiKey.DESCRIBE_TRANSACTIONS)
-    body = build_describe_transactions(version, transactional_ids)
-    response = await conn.request(ApiKey.DESCRIBE_TRANSACTIONS, body, version)
-    return read_describe_transactions(response, transactional_ids)
+    return await exchange(
+        conn,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        lambda v: build_describe_transactions(v, transactional_ids),
+        lambda response, _: read_describe_transactions(response, transactional_ids),
+    )
 
 
 # --- ListTransactions -------------------------------------------------------------------
@@ -353,9 +325,12 @@ async def list_transactions(
     producer_ids: Sequence[int] = (),
     duration_ms: int = -1,
 ) -> list[ListedTransaction]:
-    version = conn.choose_version(ApiKey.LIST_TRANSACTIONS)
-    body = build_list_transactions(version, states, producer_ids, duration_ms)
-    return read_list_transactions(await conn.request(ApiKey.LIST_TRANSACTIONS, body, version))
+    return await exchange(
+        conn,
+        ApiKey.LIST_TRANSACTIONS,
+        lambda v: build_list_transactions(v, states, producer_ids, duration_ms),
+        lambda response, _: read_list_transactions(response),
+    )
 
 
 # --- DescribeProducers ------------------------------------------------------------------
@@ -374,11 +349,8 @@ class ProducerState(NamedTuple):
     current_txn_start_offset: int
 
 
-def build_describe_producers(
-    version: int, partitions: Iterable[TopicPartition]
-) -> dict[str, Any]:
-    grouped = by_topic((tp, tp[1]) for tp in partitions)
-    return {"topics": [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]}
+def build_describe_producers(version: int, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+    return {"topics": topic_entries(((tp, tp[1]) for tp in partitions), "partition_indexes")}
 
 
 def read_describe_producers(
@@ -403,7 +375,9 @@ def read_describe_producers(
 async def describe_producers(
     conn: Connection, partitions: Sequence[TopicPartition]
 ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
-    version = conn.choose_version(ApiKey.DESCRIBE_PRODUCERS)
-    body = build_describe_producers(version, partitions)
-    response = await conn.request(ApiKey.DESCRIBE_PRODUCERS, body, version)
-    return read_describe_producers(response, partitions)
+    return await exchange(
+        conn,
+        ApiKey.DESCRIBE_PRODUCERS,
+        lambda v: build_describe_producers(v, partitions),
+        lambda response, _: read_describe_producers(response, partitions),
+    )

@@ -44,6 +44,7 @@ from logbus.protocol.messages.alter_configs_response import (
 from logbus.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
+from logbus.server import log4j_controller
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.api.configs import (
     BROKER as BROKER_RESOURCE,
@@ -53,7 +54,6 @@ from logbus.server.api.configs import (
     RESOURCE_TYPE_NAMES,
     ResourceError,
     config_authorization,
-    current_loggers,
 )
 from logbus.server.api.configs import (
     TOPIC as TOPIC_RESOURCE,
@@ -74,18 +74,6 @@ from logbus.server.topic_config import TOPIC_CONFIG_DEF
 log = logging.getLogger(__name__)
 
 Resource = alter_req.AlterConfigsResource | incremental_req.AlterConfigsResource
-
-# log4j's level names and the Python levels they stand for.
-_LEVELS = {
-    "ALL": logging.NOTSET,
-    "TRACE": logging.DEBUG,
-    "DEBUG": logging.DEBUG,
-    "INFO": logging.INFO,
-    "WARN": logging.WARNING,
-    "ERROR": logging.ERROR,
-    "FATAL": logging.CRITICAL,
-    "OFF": logging.CRITICAL + 10,
-}
 
 
 def _broker_entity(ctx: RequestContext, name: str) -> str:
@@ -123,9 +111,7 @@ def _alter_topic(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         )
     if ops is not None:
-        new_configs = apply_ops(
-            fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF
-        )
+        new_configs = apply_ops(fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF)
     assert new_configs is not None
     check_topic_update(new_configs, broker.config)
     if not validate_only:
@@ -160,39 +146,42 @@ def _alter_broker(
 
 
 def _alter_loggers(ctx: RequestContext, name: str, ops: list[AlterOp], validate_only: bool) -> None:
+    """SET and DELETE a logger's level, as Kafka's `ConfigAdminManager.validateLogLevelConfigs`
+    checks them: every operation is checked before any level changes."""
     if not name:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     _broker_entity(ctx, name)
-    known = current_loggers()
     for op in ops:
         if op.op in (OpType.APPEND, OpType.SUBTRACT):
             raise ResourceError(
                 ErrorCode.INVALID_REQUEST,
                 f"{OpType(op.op).name} operation is not allowed for the BROKER_LOGGER resource",
             )
-        if op.name not in known:
+        if op.op not in (OpType.SET, OpType.DELETE):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.op}")
+        if not log4j_controller.logger_exists(op.name):
             raise ResourceError(ErrorCode.INVALID_CONFIG, f"Logger {op.name} does not exist!")
-        if op.op == OpType.SET and (op.value or "").upper() not in _LEVELS:
+        if op.op == OpType.SET and op.value not in log4j_controller.SETTABLE_LEVELS:
             raise ResourceError(
                 ErrorCode.INVALID_CONFIG,
                 f"Cannot set the log level of {op.name} to {op.value} as it is not a supported "
-                f"log level. Valid log levels are {', '.join(_LEVELS)}",
+                f"log level. Valid log levels are {', '.join(log4j_controller.SETTABLE_LEVELS)}",
             )
-        if op.op == OpType.DELETE and op.name == "root":
+        if op.op == OpType.DELETE and op.name == log4j_controller.ROOT_LOGGER:
             raise ResourceError(
                 ErrorCode.INVALID_REQUEST,
                 "Removing the log level of the root logger is not allowed",
             )
-        if op.op not in (OpType.SET, OpType.DELETE):
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.op}")
     if validate_only:
         return
     for op in ops:
-        target = logging.getLogger() if op.name == "root" else logging.getLogger(op.name)
         if op.op == OpType.SET:
-            target.setLevel(_LEVELS[(op.value or "").upper()])
+            assert op.value is not None
+            log.info("updating the log level of %s to %s", op.name, op.value)
+            log4j_controller.set_level(op.name, op.value)
         else:
-            target.setLevel(logging.NOTSET)
+            log.info("unsetting the log level of %s", op.name)
+            log4j_controller.unset_level(op.name)
 
 
 def _result(

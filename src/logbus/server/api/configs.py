@@ -5,8 +5,9 @@ Resources as Kafka's broker answers them (`ConfigHelper.describeConfigs`):
   INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): named after this broker's id, every broker setting; named "", the dynamic
   cluster-wide defaults only; any other name is INVALID_REQUEST.
-- BROKER_LOGGER (8): named after this broker's id, the level of every Python logger of the
-  process (as Kafka lists its log4j loggers), with log4j's level names.
+- BROKER_LOGGER (8): named after this broker's id, the level of every logger of the broker
+  (`server/log4j_controller.py`, as Kafka lists its log4j loggers), with log4j's level
+  names; any other name is INVALID_REQUEST.
 - anything else: INVALID_REQUEST "Unsupported resource type".
 
 An empty or null `configuration_keys` asks for every setting. Sensitive values are null.
@@ -29,10 +30,13 @@ from logbus.protocol.messages.describe_configs_response import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
+from logbus.server import log4j_controller
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.config_def import ConfigEntry, ConfigError, ConfigSource
 from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.server.topic_config import describe_broker, describe_topic
+
+log = logging.getLogger(__name__)
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 RESOURCE_TYPE_NAMES = {
@@ -44,8 +48,6 @@ RESOURCE_TYPE_NAMES = {
 }
 # Java's Integer.parseInt: an optional sign and ASCII digits.
 _BROKER_ID = re.compile(r"[+-]?[0-9]+")
-# Python level names that log4j spells differently.
-_LOG4J_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
 
 
 class ResourceError(Exception):
@@ -80,7 +82,7 @@ def _broker_id(ctx: RequestContext, name: str, expected: str) -> None:
     if int(name) != ctx.broker.broker_id:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.broker_id}{expected}, but received {name}",
+            f"Unexpected broker id, expected {ctx.broker.broker_id}{expected} but received {name}",
         )
 
 
@@ -120,7 +122,7 @@ def _broker_configs(
     documentation: bool,
 ) -> list[DescribeConfigsResourceResult]:
     if name:
-        _broker_id(ctx, name, " or empty string")
+        _broker_id(ctx, name, " or empty string,")
     entries = describe_broker(
         ctx.broker.config,
         names=keys,
@@ -131,26 +133,11 @@ def _broker_configs(
     return [_entry(e, documentation) for e in entries]
 
 
-def current_loggers() -> dict[str, str]:
-    """Every logger of the process and its effective level, in log4j's terms ("root" is
-    the root logger)."""
-    loggers = {"root": logging.getLogger()}
-    for name, logger in logging.Logger.manager.loggerDict.items():
-        if isinstance(logger, logging.Logger):
-            loggers[name] = logger
-    return {
-        name: _log4j_level(logger.getEffectiveLevel()) for name, logger in sorted(loggers.items())
-    }
-
-
-def _log4j_level(level: int) -> str:
-    name = logging.getLevelName(level)
-    return _LOG4J_LEVELS.get(name, name)
-
-
 def _logger_configs(
     ctx: RequestContext, name: str, keys: Collection[str] | None
 ) -> list[DescribeConfigsResourceResult]:
+    """Kafka lists every logger with the source DYNAMIC_BROKER_LOGGER_CONFIG, whether or
+    not its level was changed at run time; a logger named but unknown is left out."""
     if not name:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     _broker_id(ctx, name, "")
@@ -165,7 +152,7 @@ def _logger_configs(
             "synonyms": [],
             "documentation": None,
         }
-        for logger, level in current_loggers().items()
+        for logger, level in log4j_controller.loggers().items()
         if keys is None or logger in keys
     ]
 
@@ -177,6 +164,7 @@ def describe_resource(
     name: str = resource["resource_name"]
     requested: list[str] | None = resource["configuration_keys"]
     keys = set(requested) if requested else None
+    log.debug("describing the configs of %s %r", RESOURCE_TYPE_NAMES.get(resource_type), name)
     result: DescribeConfigsResult = {"resource_type": resource_type, "resource_name": name}
     denied = config_authorization(ctx, resource_type, name, AclOperation.DESCRIBE_CONFIGS)
     if denied is not None:

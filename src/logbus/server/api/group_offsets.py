@@ -10,7 +10,9 @@ UNKNOWN_TOPIC_OR_PARTITION (the core's `partition_errors` hook).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.runtime import CoordinatorError
@@ -49,6 +51,7 @@ def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < len(meta.partitions)
 
 
+R = TypeVar("R")
 CommitTopics = tuple[tuple[str, tuple[ev.PartitionCommit, ...]], ...]
 
 
@@ -110,6 +113,26 @@ def _every_partition(
     ]
 
 
+async def _submit_commit(
+    ctx: RequestContext,
+    group_id: str,
+    topics: CommitTopics,
+    errors: dict[TopicPartition, ErrorCode],
+    event: Callable[..., ev.Answered[R]],
+) -> R:
+    """OffsetCommit's and TxnOffsetCommit's event handed to the group, once the principal
+    may read the group: `event` has the API's own fields bound and gets those both share.
+    Raises `CoordinatorError`."""
+    _require_group(ctx, AclOperation.READ, group_id)
+
+    def make(token: Token, now_ms: int) -> ev.Answered[R]:
+        return event(
+            token=token, now_ms=now_ms, group_id=group_id, topics=topics, partition_errors=errors
+        )
+
+    return await runtime(ctx).submit(group_id, make)
+
+
 async def handle_offset_commit(
     ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
@@ -117,23 +140,15 @@ async def handle_offset_commit(
     group_id = request["group_id"]
     topics = _commits(request["topics"], version >= 6)
     errors = _partition_errors(ctx, topics)
-
-    def make(token: Token, now_ms: int) -> ev.OffsetCommit:
-        return ev.OffsetCommit(
-            token=token,
-            now_ms=now_ms,
-            group_id=group_id,
-            topics=topics,
-            generation_id=request["generation_id_or_member_epoch"],
-            member_id=request["member_id"],
-            group_instance_id=request.get("group_instance_id") if version >= 7 else None,
-            retention_time_ms=request.get("retention_time_ms", -1) if version <= 4 else -1,
-            partition_errors=errors,
-        )
-
+    event = partial(
+        ev.OffsetCommit,
+        generation_id=request["generation_id_or_member_epoch"],
+        member_id=request["member_id"],
+        group_instance_id=request.get("group_instance_id") if version >= 7 else None,
+        retention_time_ms=request.get("retention_time_ms", -1) if version <= 4 else -1,
+    )
     try:
-        _require_group(ctx, AclOperation.READ, group_id)
-        body = await runtime(ctx).submit(group_id, make)
+        body = await _submit_commit(ctx, group_id, topics, errors, event)
     except CoordinatorError as exc:
         body = {"topics": _every_partition(topics, exc.error)}
     return {"throttle_time_ms": 0, **body}
@@ -149,20 +164,14 @@ async def handle_txn_offset_commit(
     group_id = request["group_id"]
     topics = _commits(request["topics"], version >= 2)
     errors = _partition_errors(ctx, topics)
-
-    def make(token: Token, now_ms: int) -> ev.TxnOffsetCommit:
-        return ev.TxnOffsetCommit(
-            token=token,
-            now_ms=now_ms,
-            group_id=group_id,
-            producer_id=request["producer_id"],
-            producer_epoch=request["producer_epoch"],
-            topics=topics,
-            generation_id=request.get("generation_id", -1) if version >= 3 else -1,
-            member_id=request.get("member_id", "") if version >= 3 else "",
-            group_instance_id=request.get("group_instance_id") if version >= 3 else None,
-            partition_errors=errors,
-        )
+    event = partial(
+        ev.TxnOffsetCommit,
+        producer_id=request["producer_id"],
+        producer_epoch=request["producer_epoch"],
+        generation_id=request.get("generation_id", -1) if version >= 3 else -1,
+        member_id=request.get("member_id", "") if version >= 3 else "",
+        group_instance_id=request.get("group_instance_id") if version >= 3 else None,
+    )
 
     def answer(error: int) -> TxnOffsetCommitResponse:
         if error == ErrorCode.PRODUCER_FENCED and version < 3:
@@ -177,8 +186,7 @@ async def handle_txn_offset_commit(
         errors.clear()  # as Kafka: this refusal answers every partition, before the others
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
-        _require_group(ctx, AclOperation.READ, group_id)
-        body = await runtime(ctx).submit(group_id, make)
+        body = await _submit_commit(ctx, group_id, topics, errors, event)
     except CoordinatorError as exc:
         return answer(exc.error)
     return {"throttle_time_ms": 0, **body}

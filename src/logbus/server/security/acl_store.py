@@ -16,11 +16,11 @@ Blocking (ZooKeeper) or on the event loop (the embedded store), like the store i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable
 
+from logbus.controller.change_notifications import ChangeNotificationListener
 from logbus.controller.metadata_store import BadVersion, MetadataStore, NodeExists, NoNode
 from logbus.server.security.acl import (
     AccessControlEntry,
@@ -37,9 +37,6 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-# Processed notifications kept for brokers that have not read them yet (each broker loads
-# every ACL when it starts, so nothing depends on older ones).
-KEPT_NOTIFICATIONS = 100
 STORED_TYPES = (
     ResourceType.TOPIC,
     ResourceType.GROUP,
@@ -148,13 +145,6 @@ class AclStore:
         self.store.create(f"{parent}/{CHANGE_PREFIX}", data, sequential=True)
 
 
-def _sequence(child: str) -> int:
-    try:
-        return int(child[len(CHANGE_PREFIX) :])
-    except ValueError:
-        return -1
-
-
 def parse_notification(parent: str, data: bytes) -> ResourcePattern:
     """The resource pattern a change notification names (AclError when unreadable)."""
     if parent == LITERAL_CHANGES:
@@ -183,62 +173,36 @@ class AclChangeListener:
         on_change: Callable[[ResourcePattern], None],
         run: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
-        self.store = store
         self.on_change = on_change
-        self._run = run
-        self._last: dict[str, int] = {LITERAL_CHANGES: -1, EXTENDED_CHANGES: -1}
-        self._started = False
+        self._paths = [
+            ChangeNotificationListener(store, parent, CHANGE_PREFIX, self._applier(parent), run)
+            for parent in (LITERAL_CHANGES, EXTENDED_CHANGES)
+        ]
 
     def start(self) -> None:
         """Skip the notifications present (the caller has just loaded every ACL) and
         watch for new ones."""
-        self._started = True
-        for parent in self._last:
-            children = self._children(parent)
-            if children:
-                self._last[parent] = max(_sequence(c) for c in children)
+        for listener in self._paths:
+            listener.start()
 
     def stop(self) -> None:
-        self._started = False
-
-    def _children(self, parent: str) -> list[str]:
-        with contextlib.suppress(NodeExists):
-            if not self.store.exists(parent):
-                self.store.create(parent, b"")
-        return [
-            c
-            for c in self.store.children(parent, watch=self._on_watch)
-            if c.startswith(CHANGE_PREFIX)
-        ]
-
-    def _on_watch(self, _path: str) -> None:
-        if not self._started:
-            return
-        if self._run is None:
-            self.process()
-        else:
-            self._run(self.process)
+        for listener in self._paths:
+            listener.stop()
 
     def process(self) -> None:
-        for parent in self._last:
-            children = sorted(self._children(parent), key=_sequence)
-            for child in children:
-                sequence = _sequence(child)
-                if sequence <= self._last[parent]:
-                    continue
-                self._last[parent] = sequence
-                try:
-                    data, _ = self.store.get(f"{parent}/{child}")
-                    pattern = parse_notification(parent, data)
-                except NoNode:
-                    continue
-                except (ValueError, KeyError, AclError) as exc:
-                    log.error("ignoring ACL change notification %s: %s", child, exc)
-                    continue
-                try:
-                    self.on_change(pattern)
-                except Exception:
-                    log.exception("cannot apply the ACL change of %s", pattern)
-            for child in children[: max(0, len(children) - KEPT_NOTIFICATIONS)]:
-                with contextlib.suppress(NoNode):
-                    self.store.delete(f"{parent}/{child}")
+        for listener in self._paths:
+            listener.process()
+
+    def _applier(self, parent: str) -> Callable[[str, bytes], None]:
+        def apply(child: str, data: bytes) -> None:
+            try:
+                pattern = parse_notification(parent, data)
+            except (ValueError, KeyError, AclError) as exc:
+                log.error("ignoring ACL change notification %s: %s", child, exc)
+                return
+            try:
+                self.on_change(pattern)
+            except Exception:
+                log.exception("cannot apply the ACL change of %s", pattern)
+
+        return apply

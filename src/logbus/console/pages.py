@@ -1,0 +1,83 @@
+"""What every view uses: the shared clients, rendering a template (a whole page, or only
+its fragment for an htmx request), redirects with a notice."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from logbus.client.admin import Admin
+from logbus.console.clients import ConsoleClients
+from logbus.console.errors import ConsoleError
+from logbus.console.forms import iso_utc
+from logbus.console.lag import LagHistory
+
+
+def template_environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("logbus.console", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["utc"] = iso_utc
+    env.filters["url"] = lambda text: quote(str(text), safe="")
+    return env
+
+
+def clients(request: Request) -> ConsoleClients:
+    found: ConsoleClients = request.app.state.clients
+    return found
+
+
+def lag_history(request: Request) -> LagHistory:
+    found: LagHistory = request.app.state.lag_history
+    return found
+
+
+async def admin(request: Request) -> Admin:
+    return await clients(request).admin()
+
+
+def is_fragment(request: Request) -> bool:
+    """True for htmx's requests, which want a piece of a page, not a whole one."""
+    return request.headers.get("HX-Request") == "true"
+
+
+def render(
+    request: Request, template: str, status_code: int = 200, **context: Any
+) -> HTMLResponse:
+    env: Environment = request.app.state.templates
+    html = env.get_template(template).render(
+        request=request,
+        notice=request.query_params.get("notice", ""),
+        cluster=request.app.state.clients.settings.get("bootstrap.servers", ""),
+        **context,
+    )
+    return HTMLResponse(html, status_code=status_code)
+
+
+def redirect(path: str, notice: str) -> Response:
+    """After a change: back to a page (303, so reloading does not repeat it), which shows
+    `notice`."""
+    return RedirectResponse(f"{path}?{urlencode({'notice': notice})}", status_code=303)
+
+
+async def posted_form(request: Request) -> FormData:
+    """The fields of a form sent to the console, refused (403) when a browser says it was
+    sent from a page of another site: a page elsewhere must not delete topics through a
+    console running on this machine."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        sent_from = urlsplit(origin).netloc
+        if sent_from != request.headers.get("host", ""):
+            raise ConsoleError(
+                f"Refused: this form was sent from another site ({origin}), not from the "
+                "console's own pages.", 403
+            )
+    return await request.form()

@@ -1,0 +1,154 @@
+"""Fixtures of the console tests: the console served by uvicorn in a thread of the test
+process, Debian's Chromium driven by Playwright, a screenshot of the page when a test
+fails (test-artifacts/console/), and the docs' screenshots on request
+(`LOGBUS_CONSOLE_SCREENSHOTS=docs/images`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from logbus.console import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+# Where the docs' screenshots go when this is set (docs/console.md names them).
+SCREENSHOTS = os.environ.get("LOGBUS_CONSOLE_SCREENSHOTS", "")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ConsoleServer:
+    """The console for one cluster, served on a free loopback port."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def start_console(
+    bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+) -> ConsoleServer:
+    port = free_port()
+    app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="console", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the console did not start")
+        time.sleep(0.05)
+    return ConsoleServer(server, thread, port)
+
+
+@pytest.fixture
+def console_factory() -> Iterator[Callable[..., ConsoleServer]]:
+    started: list[ConsoleServer] = []
+
+    def make(
+        bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+    ) -> ConsoleServer:
+        started.append(start_console(bootstrap, allowed_hosts, **settings))
+        return started[-1]
+
+    yield make
+    for console in started:
+        console.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the console's browser tests need Debian's chromium "
+            "(`make system-deps` installs it, as root)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture
+def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser page; its screenshot is kept in test-artifacts/console/ if the
+    test fails."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(20_000)
+    tab = context.new_page()
+    try:
+        yield tab
+    finally:
+        if request.node.stash.get(_FAILED, False):
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)
+            try:
+                tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+            except Exception as exc:  # the page may be gone with the failure
+                print(f"no screenshot of {name}: {exc}")
+        context.close()
+
+
+@pytest.fixture
+def snap() -> Callable[[Any, str], None]:
+    """`snap(page, "topics")` writes docs/images/console-topics.png when the docs'
+    screenshots are asked for (LOGBUS_CONSOLE_SCREENSHOTS); otherwise does nothing."""
+
+    def take(tab: Any, name: str) -> None:
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            tab.screenshot(path=str(Path(SCREENSHOTS) / f"console-{name}.png"), full_page=True)
+
+    return take

@@ -1,0 +1,113 @@
+"""`logbus console` as a subprocess: it prints its URL, serves the pages of a real broker,
+binds to loopback by default and stops cleanly on SIGTERM; bad options are refused."""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from logbus.cli.console import DEFAULT_BIND, bind_address
+
+CLI = [sys.executable, "-m", "logbus.cli.main"]
+SRC = Path(__file__).resolve().parents[2] / "src" / "logbus"
+_NOT_FOR_THE_CONSOLE = [
+    ["logbus", package]
+    for package in ("server", "storage", "controller", "coordinator", "cli", "spark")
+]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_console_command_serves_the_cluster(broker: Any, tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "console.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*CLI, "console", "--bootstrap-server", broker.bootstrap, "--bind",
+             f"127.0.0.1:{port}"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ},
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        page = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                page = httpx.get(url + "/", timeout=10)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert page is not None, log.read_text()
+        assert page.status_code == 200
+        assert "Cluster overview" in page.text
+        assert f"{url}/" in log.read_text()
+    finally:
+        proc.terminate()
+        status = proc.wait(30)
+    # uvicorn shuts down (closing the console's clients), then re-raises the signal.
+    assert status in (0, -signal.SIGTERM), log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+def test_console_binds_loopback_by_default_and_refuses_bad_binds() -> None:
+    assert DEFAULT_BIND == "127.0.0.1:8080"
+    assert bind_address(DEFAULT_BIND) == ("127.0.0.1", 8080)
+    assert bind_address("[::1]:9000") == ("::1", 9000)
+    for bad, message in (("8080", "expected HOST:PORT"), ("localhost:http", "a port number"),
+                         ("localhost:70000", "0 to 65535")):
+        out = subprocess.run([*CLI, "console", "--bind", bad], capture_output=True,
+                             timeout=60)
+        assert out.returncode == 2
+        assert message in out.stderr.decode(), out.stderr
+
+
+def test_console_uses_only_the_client() -> None:
+    """The console is a client application: it reaches the cluster through the client
+    library only, never the broker's packages."""
+    offending = set()
+    for path in sorted((SRC / "console").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            offending |= {
+                f"{path.name}: {n}" for n in names
+                if n.split(".")[:2] in _NOT_FOR_THE_CONSOLE
+            }
+    assert not offending, offending
+
+
+def test_templates_and_static_assets_are_package_data() -> None:
+    """Every template and static file matches a package-data pattern of pyproject.toml,
+    so an installed wheel serves the same pages as the source tree."""
+    import fnmatch
+    import tomllib
+
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())
+    patterns = project["tool"]["setuptools"]["package-data"]["logbus"]
+    files = [
+        str(path.relative_to(SRC))
+        for folder in ("templates", "static")
+        for path in sorted((SRC / "console" / folder).rglob("*"))
+        if path.is_file()
+    ]
+    assert any(name.endswith("htmx.min.js") for name in files)
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)]
+    assert not missing, missing

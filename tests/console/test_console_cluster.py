@@ -1,0 +1,61 @@
+"""The overview of a real two-broker cluster on ZooKeeper, in the browser: both brokers
+with their racks and the controller; once a broker is killed, the partitions it leaves
+under-replicated and offline are counted and listed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+
+import cluster_processes
+from cluster_processes import ProcessCluster
+
+import logbus
+
+cluster_zookeeper = cluster_processes.cluster_zookeeper
+zk_connect = cluster_processes.zk_connect
+
+
+def test_overview_counts_under_replicated_and_offline_partitions(
+    zk_connect: str, tmp_path: Path, console_factory: Any, page: Any, snap: Any
+) -> None:
+    racks = {0: {"broker.rack": "rack-a"}, 1: {"broker.rack": "rack-b"}}
+    with ProcessCluster(zk_connect, 2, tmp_path, per_broker=racks) as cluster:
+        cluster.create_topic("replicated", partitions=2, replication_factor=2)
+        with logbus.Admin(bootstrap_servers=cluster.bootstrap_of(0)) as admin:
+            admin.create_topics([logbus.NewTopic("single", replica_assignment={0: [1]})])
+        cluster.wait_for(lambda: cluster.leader_of("single", 0) == 1, 60, "single's leader")
+        console = console_factory(cluster.bootstrap_of(0))
+        page.goto(console.url + "/")
+        brokers = page.locator("#brokers tbody tr")
+        expect(brokers).to_have_count(2)
+        expect(brokers.nth(0)).to_contain_text("rack-a")
+        expect(brokers.nth(1)).to_contain_text("rack-b")
+        controller = cluster.controller()
+        expect(page.locator("#controller")).to_have_text(f"broker {controller}")
+        expect(page.locator("#under-replicated-count")).to_have_text("0")
+        expect(page.locator("#offline-count")).to_have_text("0")
+
+        cluster.kill(1)
+        cluster.wait_for(
+            lambda: all(1 not in p.isr
+                        for p in cluster.metadata("replicated", via=0).partitions.values()),
+            60, "broker 1 out of every ISR",
+        )
+        page.reload()
+        expect(page.locator("#under-replicated-count")).to_have_text("2")
+        expect(page.locator("#offline-count")).to_have_text("1")
+        under = page.locator("#under-replicated tbody tr")
+        expect(under).to_have_count(2)
+        expect(under.nth(0)).to_contain_text("replicated")
+        offline = page.locator("#offline tbody tr")
+        expect(offline).to_have_count(1)
+        expect(offline.locator("td").nth(0)).to_have_text("single")
+        expect(offline.locator("td").nth(2)).to_have_text("none")
+        expect(brokers).to_have_count(1)
+        snap(page, "overview-broker-lost")
