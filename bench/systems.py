@@ -159,10 +159,12 @@ class Server:
 class LogbusBroker(Server):
     name = "logbus"
 
-    def __init__(self, workdir: Path, event_loop: str = "uvloop") -> None:
+    def __init__(self, workdir: Path, event_loop: str = "uvloop", metrics: bool = False) -> None:
         super().__init__(workdir)
         self.event_loop = event_loop
         self.data_dir = workdir / "data"
+        # metrics.listener's port (P1 "metrics on"), 0: no metrics endpoint
+        self.metrics_port = free_port() if metrics else 0
 
     def overrides(self) -> list[str]:
         """The broker settings; a subclass adds listeners (bench/secure_broker.py)."""
@@ -172,7 +174,9 @@ class LogbusBroker(Server):
             "num.partitions=6",
             # deleted bench topics leave the disk at once instead of after a minute
             "log.segment.delete.delay.ms=0",
-        ]
+        ] + (
+            [f"metrics.listener=http://127.0.0.1:{self.metrics_port}"] if self.metrics_port else []
+        )
 
     def command(self) -> list[str]:
         command = [sys.executable, "-m", "logbus.cli.main", "server", "start"]

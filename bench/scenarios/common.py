@@ -93,7 +93,7 @@ def drop_dataset(ctx: Context, dataset: dict[str, Any]) -> None:
     server = ctx.server(dataset["system"])
     if dataset["system"] == "redis":
         load_redis.delete(server.port, dataset["topic"])
-    elif dataset["system"] == "logbus":
+    elif dataset["system"] in ("logbus", "logbus-metrics"):  # (P1 "metrics on")
         load_kafka.delete_topic(server.bootstrap, dataset["topic"])
     # nafka keeps everything in one SQLite file until the bench ends
 

@@ -9,6 +9,8 @@ call per record costs the load generator about as much CPU as the broker spends.
 
 from __future__ import annotations
 
+import threading
+import urllib.request
 from functools import partial
 
 from bench.core import Case, Context, Metrics, Scenario
@@ -18,6 +20,7 @@ from bench.scenarios.common import (
     kafka_produce_run,
     redis_produce_run,
 )
+from bench.systems import LogbusBroker
 
 THROUGHPUT = {
     "mb_s": ("MB/s", True),
@@ -53,6 +56,16 @@ def _cases_p1(ctx: Context) -> list[Case]:
         cases += [
             Case(label, "logbus", logbus, teardown=teardown,
                  note=f"{volume >> 20} MiB per run"),
+        ]
+        if size == KIB:
+            cases.append(
+                Case(f"{label}, metrics on", "logbus",
+                     partial(_metrics_on, dataset=dataset, size=size, volume=volume),
+                     teardown=partial(_drop, prefix=f"{dataset}/logbus-metrics"),
+                     note=f"{volume >> 20} MiB per run, a broker with metrics.listener "
+                     "scraped every second")
+            )
+        cases += [
             Case(f"{label} raw wire", "logbus", raw,
                  teardown=partial(_drop, prefix=f"{dataset}/logbus-raw"),
                  note=f"{volume >> 20} MiB per run, 1 MB batches x 6 partitions resent"),
@@ -61,6 +74,39 @@ def _cases_p1(ctx: Context) -> list[Case]:
                  note=f"{nafka_volume >> 20} MiB per run (nafka is slow)"),
         ]
     return cases
+
+
+def _metrics_on(ctx: Context, dataset: str, size: int, volume: int) -> Metrics:
+    """As the P1 logbus case, on a broker of its own started with metrics.listener, while
+    a scraper reads /metrics every second (as Prometheus would, more often)."""
+    server = ctx.own_server(
+        "logbus-metrics", lambda workdir: LogbusBroker(workdir, ctx.event_loop, metrics=True)
+    )
+    assert isinstance(server, LogbusBroker)
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    stop = threading.Event()
+    scrapes: list[int] = []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    scrapes.append(len(response.read()))
+            except OSError:
+                pass
+            stop.wait(1.0)
+
+    scraper = threading.Thread(target=scrape, name="metrics-scraper", daemon=True)
+    scraper.start()
+    try:
+        metrics = kafka_produce_run(ctx, "logbus-metrics", f"{dataset}/logbus-metrics", size,
+                                    volume)
+    finally:
+        stop.set()
+        scraper.join(15)
+    if not scrapes:
+        raise RuntimeError(f"no scrape of {url} succeeded during the run")
+    return metrics
 
 
 def _drop(ctx: Context, prefix: str) -> None:

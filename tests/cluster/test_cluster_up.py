@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,8 +121,10 @@ def cluster_up(tmp_path: Path) -> Iterator[Any]:
 def ports_args(brokers: int) -> tuple[list[str], int, int]:
     base = free_port_range(brokers)
     zk_port = free_port()
+    metrics_base = free_port_range(brokers)
     return (
-        ["--brokers", str(brokers), "--base-port", str(base), "--zookeeper-port", str(zk_port)],
+        ["--brokers", str(brokers), "--base-port", str(base), "--zookeeper-port", str(zk_port),
+         "--metrics-base-port", str(metrics_base)],
         base,
         zk_port,
     )
@@ -153,10 +156,18 @@ def test_up_writes_configs_starts_everything_and_ctrl_c_stops_it_cleanly(
         assert props["broker.rack"] == ("east", "west")[broker_id]
         assert props["num.partitions"] == "4"
         assert props["default.replication.factor"] == "2"
+        metrics_port = int(props["metrics.listener"].rsplit(":", 1)[1])
+        deadline = time.monotonic() + 30  # served once the broker has fully started
+        while not listening(metrics_port):
+            assert time.monotonic() < deadline, "no metrics endpoint"
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://localhost:{metrics_port}/metrics") as response:
+            assert b"kafka_server_replicamanager_partitioncount" in response.read()
         assert listening(base + broker_id)
         assert (data / f"broker-{broker_id}" / "meta.properties").is_file()
     summary = run.wait_for_line("broker 1: ")
     assert f"localhost:{base + 1}" in summary and "broker-1.log" in summary
+    assert "metrics http://localhost:" in summary
     # the brokers' output, prefixed, on stdout and in their log files
     run.wait_for_line("[broker-0] ")
     assert "started" in (data / "broker-1.log").read_text()

@@ -122,8 +122,13 @@ def test_topic_page_partitions_configs_and_changes(
 ) -> None:
     create_topic(broker.bootstrap, "events", 2)
     produce(broker.bootstrap, "events", [(None, b"v%d" % i, None) for i in range(4)])
+    on_disk = sum(f.stat().st_size for f in (broker.data_dir / "events-0").glob("*.log"))
+    assert on_disk > 0
     console = console_factory(broker.bootstrap)
     page.goto(console.url + "/topics")
+    listed = page.locator("#topics tr", has=page.get_by_role("link", name="events", exact=True))
+    expect(listed.locator("td.size")).to_have_attribute("data-bytes", str(on_disk))
+    expect(listed.locator("td.size")).to_have_text(f"{on_disk} B")
     page.get_by_role("link", name="events", exact=True).click()
     rows = page.locator("#partitions tbody tr")
     expect(rows).to_have_count(2)
@@ -133,6 +138,10 @@ def test_topic_page_partitions_configs_and_changes(
     expect(first.nth(3)).to_have_text("0")  # ISR
     expect(first.nth(4)).to_have_text("0")  # start offset
     expect(first.nth(5)).to_have_text("4")  # end offset
+    expect(first.nth(7)).to_have_text(f"{on_disk} B")  # size: the segments on disk
+    expect(first.nth(7)).to_have_attribute("title", f"broker 0: {on_disk} B")
+    expect(rows.nth(1).locator("td").nth(7)).to_have_text("0 B")  # nothing produced there
+    expect(page.locator("#topic-size strong")).to_have_text(f"{on_disk} B")
     config = page.locator("#alter-config")
     config.locator("input[name=config]").fill("retention.ms")
     config.locator("input[name=value]").fill("3600000")

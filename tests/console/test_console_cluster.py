@@ -1,9 +1,10 @@
 """The overview of a real two-broker cluster on ZooKeeper, in the browser: both brokers
-with their racks and the controller; once a broker is killed, the partitions it leaves
-under-replicated and offline are counted and listed."""
+with their racks and the controller, and a partition's size on each replica; once a broker
+is killed, the partitions it leaves under-replicated and offline are counted and listed."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ def test_overview_counts_under_replicated_and_offline_partitions(
         expect(page.locator("#controller")).to_have_text(f"broker {controller}")
         expect(page.locator("#under-replicated-count")).to_have_text("0")
         expect(page.locator("#offline-count")).to_have_text("0")
+        with logbus.Producer(bootstrap_servers=cluster.bootstrap_of(0), acks="all") as producer:
+            producer.send("replicated", b"sized", partition=0).result(30)
+        page.goto(console.url + "/topics/replicated")
+        size = page.locator("#partitions tbody tr").nth(0).locator("td.size")
+        # each broker's copy of partition 0, the same batches on both
+        expect(size).to_have_attribute("title", re.compile(r"^broker 0: (\d+) B; broker 1: \1 B$"))
+        expect(size).not_to_have_text("0 B")
 
         cluster.kill(1)
         cluster.wait_for(
@@ -47,7 +55,7 @@ def test_overview_counts_under_replicated_and_offline_partitions(
                         for p in cluster.metadata("replicated", via=0).partitions.values()),
             60, "broker 1 out of every ISR",
         )
-        page.reload()
+        page.goto(console.url + "/")
         expect(page.locator("#under-replicated-count")).to_have_text("2")
         expect(page.locator("#offline-count")).to_have_text("1")
         under = page.locator("#under-replicated tbody tr")
@@ -59,3 +67,6 @@ def test_overview_counts_under_replicated_and_offline_partitions(
         expect(offline.locator("td").nth(2)).to_have_text("none")
         expect(brokers).to_have_count(1)
         snap(page, "overview-broker-lost")
+        # the broker that held "single" is gone: its size is unknown, the page still reads
+        page.goto(console.url + "/topics/single")
+        expect(page.locator("#partitions tbody tr td.size")).to_have_text("-")

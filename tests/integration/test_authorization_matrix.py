@@ -455,6 +455,14 @@ CASES: dict[str, Case] = {
         [acl(R.TOPIC, "dp", Op.READ)],
         setup=topics_setup("dp"),
     ),
+    "describe_log_dirs": Case(
+        ApiKey.DESCRIBE_LOG_DIRS,
+        {"topics": None},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
+        version=4,
+    ),
     "find_group_coordinator": Case(
         ApiKey.FIND_COORDINATOR,
         {"key": "fg", "key_type": 0},

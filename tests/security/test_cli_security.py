@@ -68,6 +68,8 @@ def test_users_and_commands_over_sasl_ssl(secure_broker: Any, pki: Pki, tmp_path
     ok(logbus("perf", "produce", "--topic", topic, "--num-records", "10",
               "--record-size", "10", "--throughput", "-1", *secure))  # fmt: skip
     assert ok(logbus("get-offsets", *secure, "--topic", topic)) == [f"{topic}:0:12"]
+    dirs = ok(logbus("log-dirs", "--describe", "--topic-list", topic, *secure))
+    assert f'"partitions":[{{"partition":"{topic}-0","size":' in dirs[2]
 
     # without the command config the SASL_SSL listener refuses; with a wrong password too
     refused = logbus("topics", "list", "--bootstrap-server", address(running, "SASL_SSL"))

@@ -35,6 +35,7 @@ from logbus.client.requests import (
     group_offsets,
     leader_epochs,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer_id,
@@ -149,6 +150,9 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         configs.RESOURCE_BROKER,
         "1",
         [("log.retention.ms", alter_configs.OP_SET, "5"), ("x", alter_configs.OP_DELETE, None)],
+    ),
+    ApiKey.DESCRIBE_LOG_DIRS: lambda v: log_dirs.build_describe_log_dirs(
+        v, [("a", 0), ("a", 2), ("b", 1)]
     ),
     ApiKey.DELETE_RECORDS: lambda v: delete_records.build_delete_records(
         v, {("a", 0): 5, ("a", 1): delete_records.HIGH_WATERMARK}, timeout_ms=66

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from logbus.controller.channel import LocalChannel
-from logbus.controller.cluster_metadata import BrokerInfo
+from logbus.controller.cluster_metadata import BrokerInfo, PartitionState
 from logbus.controller.controller import (
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
@@ -158,3 +159,16 @@ def test_max_broker_partitions_and_create_partitions_limits(tmp_path: Path) -> N
     checked = controller.register_partitions("a", 10, None, True)
     assert isinstance(checked, TopicResult) and checked.error == ErrorCode.NONE
     assert len(controller.topics["a"].partitions) == 8  # validate_only built nothing
+
+
+def test_elections_are_counted_for_leader_changes_and_unclean_ones_apart(tmp_path: Path) -> None:
+    controller = started_controller(tmp_path)
+    led = PartitionState(1, 4, (1, 2), (1, 2, 3))
+    controller.count_election(PartitionState(-1, -1, (), (1, 2, 3)), led)  # creation
+    controller.count_election(led, replace(led, leader_epoch=5))  # same leader
+    assert (controller.leader_elections, controller.unclean_leader_elections) == (0, 0)
+    controller.count_election(led, PartitionState(2, 5, (2,), (1, 2, 3)))  # from the ISR
+    controller.count_election(led, PartitionState(3, 5, (3,), (1, 2, 3)))  # outside it
+    controller.count_election(led, PartitionState(-1, 5, (), (1, 2, 3)))  # offline
+    assert (controller.leader_elections, controller.unclean_leader_elections) == (2, 1)
+    controller.shutdown()

@@ -4,7 +4,8 @@ Without `--zookeeper`, a ZooKeeper server from Debian's `zookeeper` package is s
 first (data, `zoo.cfg` and its log under `<data-dir>/zookeeper`). Then each broker gets a
 `server.properties` of its own (`<data-dir>/broker-N.properties`: `broker.id=N`,
 `listeners=PLAINTEXT://localhost:<base-port + N>`, `log.dirs=<data-dir>/broker-N`,
-`zookeeper.connect`) and runs as a `logbus server start` process; its output goes to
+`zookeeper.connect`, `metrics.listener=http://localhost:<metrics-base-port + N>`) and
+runs as a `logbus server start` process; its output goes to
 `<data-dir>/broker-N.log` and, prefixed with `[broker-N]`, to our stdout. Ctrl-C or
 SIGTERM stops the brokers with SIGTERM (a clean shutdown; SIGKILL after
 `--shutdown-timeout`), then ZooKeeper. A second Ctrl-C kills what is left at once.
@@ -41,6 +42,7 @@ from logbus.cli.zookeeper_process import (
 # broker-N for partition N of a topic "broker" and delete it as a stray log.
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_BASE_PORT = 9092
+DEFAULT_METRICS_BASE_PORT = 9404
 DEFAULT_ZOOKEEPER_PORT = 2181
 _POLL_INTERVAL = 0.1
 
@@ -88,6 +90,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"broker N listens on BASE_PORT + N (default: {DEFAULT_BASE_PORT})",
     )
     up.add_argument(
+        "--metrics-base-port",
+        type=_metrics_port,
+        metavar="PORT",
+        default=DEFAULT_METRICS_BASE_PORT,
+        help="broker N serves Prometheus metrics at http://localhost:PORT+N/metrics "
+        f"(default: {DEFAULT_METRICS_BASE_PORT}; 0: no metrics endpoint)",
+    )
+    up.add_argument(
         "--racks",
         metavar="RACK[,RACK...]",
         help="broker.rack of each broker, assigned in turn (e.g. a,b,c)",
@@ -120,6 +130,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.set_defaults(func=run_up)
 
 
+def _metrics_port(text: str) -> int:
+    return 0 if text.strip() == "0" else _port(text)
+
+
 def _port(text: str) -> int:
     value = whole_number(text, 1, "must be at least 1")
     if value > 65535:
@@ -138,6 +152,7 @@ def broker_properties(
     zookeeper_connect: str,
     rack: str | None = None,
     extra: Mapping[str, str] | None = None,
+    metrics_port: int = 0,
 ) -> dict[str, str]:
     """One broker's server.properties for a cluster of `brokers` on this machine: internal
     topics and new topics replicated min(3, brokers) times; `extra` wins over all."""
@@ -152,6 +167,8 @@ def broker_properties(
     }
     if rack is not None:
         props["broker.rack"] = rack
+    if metrics_port:
+        props["metrics.listener"] = f"http://localhost:{metrics_port}"
     props.update(extra or {})
     return props
 
@@ -192,6 +209,7 @@ class BrokerRun:
     config_file: Path
     log_dir: Path
     log_file: Path
+    metrics_port: int = 0  # its metrics endpoint (0: none)
     proc: subprocess.Popen[bytes] | None = None
     pump: threading.Thread | None = field(default=None, repr=False)
 
@@ -280,13 +298,19 @@ class Cluster:
         """Start ZooKeeper (if ours) and every broker, and wait until each listens (or
         `stopping` is set)."""
         ports = [(f"broker {b.broker_id}", b.port) for b in self.brokers]
+        ports += [
+            (f"broker {b.broker_id} metrics", b.metrics_port)
+            for b in self.brokers
+            if b.metrics_port
+        ]
         if self.zookeeper is not None:
             ports.insert(0, ("ZooKeeper", self.zookeeper.port))
         taken = [f"{port} ({who})" for who, port in ports if not port_is_free(port)]
         if taken:
             raise ClusterError(
                 f"port{'s' if len(taken) > 1 else ''} already in use: {', '.join(taken)}; "
-                "stop what listens there, or choose other ports (--base-port, --zookeeper-port)"
+                "stop what listens there, or choose other ports (--base-port, --zookeeper-port, "
+                "--metrics-base-port)"
             )
         if self.zookeeper is not None:
             self.zookeeper.start()
@@ -318,6 +342,7 @@ class Cluster:
         lines = [
             f"broker {b.broker_id}: localhost:{b.port} (config {b.config_file}, "
             f"data {b.log_dir}, log {b.log_file})"
+            + (f", metrics http://localhost:{b.metrics_port}/metrics" if b.metrics_port else "")
             for b in self.brokers
         ]
         bootstrap = ",".join(f"localhost:{b.port}" for b in self.brokers)
@@ -396,9 +421,15 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
         raise ClusterError(
             f"--base-port {args.base_port} leaves no port for broker {args.brokers - 1}"
         )
+    metrics_base = getattr(args, "metrics_base_port", 0)
+    if metrics_base and metrics_base + args.brokers - 1 > 65535:
+        raise ClusterError(
+            f"--metrics-base-port {metrics_base} leaves no port for broker {args.brokers - 1}"
+        )
     brokers = []
     for broker_id in range(args.brokers):
         port = args.base_port + broker_id
+        metrics_port = metrics_base + broker_id if metrics_base else 0
         log_dir = data_dir / f"broker-{broker_id}"
         config_file = data_dir / f"broker-{broker_id}.properties"
         props = broker_properties(
@@ -409,10 +440,13 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
             connect,
             racks[broker_id % len(racks)] if racks else None,
             dict(args.config),
+            metrics_port,
         )
         config_file.write_text(properties_text(props), encoding="utf-8")
         log_file = data_dir / f"broker-{broker_id}.log"
-        brokers.append(BrokerRun(broker_id, port, config_file, log_dir, log_file))
+        brokers.append(
+            BrokerRun(broker_id, port, config_file, log_dir, log_file, metrics_port)
+        )
     echo = None if args.quiet else say
     return Cluster(data_dir, brokers, zookeeper, connect, echo)
 

@@ -12,6 +12,7 @@ logbus delete-records --topic T --partition P --before OFFSET
 logbus transactions {list,describe,describe-producers,abort} ...
 logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
+logbus log-dirs --describe [--broker-list 0,1] [--topic-list a,b]
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
@@ -35,6 +36,7 @@ from logbus.cli import (
     dump_log,
     get_offsets,
     groups,
+    log_dirs,
     perf,
     produce,
     topics,
@@ -95,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.register(subparsers)
     perf.register(subparsers)
     get_offsets.register(subparsers)
+    log_dirs.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
     return parser

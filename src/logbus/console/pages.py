@@ -16,6 +16,7 @@ from logbus.console.clients import ConsoleClients
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import iso_utc
 from logbus.console.lag import LagHistory
+from logbus.console.sizes import human_bytes
 
 
 def template_environment() -> Environment:
@@ -27,6 +28,7 @@ def template_environment() -> Environment:
     )
     env.filters["utc"] = iso_utc
     env.filters["url"] = lambda text: quote(str(text), safe="")
+    env.filters["bytes"] = human_bytes
     return env
 
 

@@ -342,6 +342,7 @@ class ClusterController(Controller):
                 dead = {r for r in (*state.isr, state.leader) if r not in live and r >= 0}
                 new = on_brokers_lost(state, dead, live, unclean, self.epoch) if dead else None
                 if new is not None:
+                    self.count_election(state, new)
                     topic.partitions[p] = self._write_state(topic.name, p, new, create=False)
             self._elect_leaders(topic, list(topic.partitions))
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
@@ -403,6 +404,7 @@ class ClusterController(Controller):
                 new = on_brokers_lost(state, dead, live, unclean, self.epoch)
                 if new is None:
                     continue
+                self.count_election(state, new)
                 topic.partitions[p] = new = self._write_state(topic.name, p, new, create=False)
                 if new.leader == NO_LEADER:
                     log.warning("partition %s-%d is offline (no live in-sync replica)",

@@ -149,6 +149,10 @@ class Controller(TopicChecks):
         self.max_broker_partitions = max_broker_partitions
         # unclean.leader.election.enable of the broker, for topics without an override.
         self.unclean_default = unclean_default
+        # Kafka's ControllerStats: leaders elected for existing partitions, and those of
+        # them chosen outside the ISR (read by the broker's metrics).
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -265,6 +269,7 @@ class Controller(TopicChecks):
             state = topic.partitions[p]
             new = elect(state, live, unclean, self.epoch)
             if new is not None:
+                self.count_election(state, new)
                 topic.partitions[p] = new = self._write_state(
                     topic.name, p, new, create=state.leader_epoch < 0
                 )
@@ -275,6 +280,13 @@ class Controller(TopicChecks):
                     changed.setdefault(replica, []).append(p)
         for broker_id, parts in changed.items():
             self.channel.send_leader_and_isr(broker_id, topic, parts)
+
+    def count_election(self, old: PartitionState, new: PartitionState) -> None:
+        """Count a leader change of an existing partition (ControllerStats)."""
+        if old.leader_epoch >= 0 and new.leader >= 0 and new.leader != old.leader:
+            self.leader_elections += 1
+            if new.leader not in old.isr:
+                self.unclean_leader_elections += 1
 
     def _write_state(
         self, topic: str, partition: int, state: PartitionState, create: bool

@@ -41,6 +41,11 @@ from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
+from logbus.server.metrics.address import parse_metrics_listener
+from logbus.server.metrics.broker_metrics import BrokerMetrics
+from logbus.server.metrics.collector import BrokerCollector, record_flush
+from logbus.server.metrics.endpoint import MetricsEndpoint
+from logbus.server.metrics.request_log import close_request_log, open_request_log
 from logbus.server.network.connection_quotas import ConnectionQuotas
 from logbus.server.network.listener import Listener
 from logbus.server.network.listener_security import (
@@ -63,6 +68,7 @@ from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
+from logbus.storage import log as storage_log
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
@@ -160,6 +166,10 @@ class Broker:
         """SCRAM credentials of every user, kept in step with the metadata store."""
         self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
+        self.metrics: BrokerMetrics | None = None
+        """What the broker records for `metrics.listener` (None when it is unset)."""
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self._request_log: logging.Handler | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -194,6 +204,11 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
+        listener_setting = self.config.get("metrics.listener")
+        metrics_address = None
+        if listener_setting:  # checked before anything starts
+            metrics_address = parse_metrics_listener(str(listener_setting))
+            self.metrics = BrokerMetrics()
         if self.config.uses_zookeeper:
             self.store = store = await open_zookeeper(self.config)
             cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
@@ -252,6 +267,9 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self._log_config_for
         )
+        self._open_request_log()
+        if self.metrics is not None:
+            self.replica_manager.metrics = self.apis.metrics = self.metrics
         self.group_coordinator = GroupCoordinatorRuntime(
             CoordinatorPartitionWriter(self.replica_manager),
             GroupConfig(
@@ -329,6 +347,13 @@ class Broker:
             )
         )
         self._spawn(self._every(1000, manager.remove_deleted))
+        if metrics_address is not None and self.metrics is not None:
+            if record_flush not in storage_log.FLUSH_LISTENERS:
+                storage_log.FLUSH_LISTENERS.append(record_flush)
+            endpoint = MetricsEndpoint(*metrics_address, BrokerCollector(self, self.metrics))
+            await endpoint.start()
+            self.metrics_endpoint = endpoint
+            log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
         if unused := cfg.without_effect():
             log.info(
                 "settings with no effect on %s (see docs/configuration.md): %s",
@@ -471,7 +496,15 @@ class Broker:
             except Exception:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
 
+    def _open_request_log(self) -> None:
+        setting = self.config.get("request.log.file")
+        if setting and self._request_log is None:
+            self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
+
     async def stop(self) -> None:
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+            self.metrics_endpoint = None
         for listener in self.listeners:
             await listener.stop()
         if self.group_coordinator is not None:
@@ -506,6 +539,9 @@ class Broker:
                 await asyncio.to_thread(self.store.close)
             else:
                 self.store.close()
+        if self._request_log is not None:
+            close_request_log(self._request_log)
+            self._request_log = None
         log.info("broker %d stopped", self.broker_id)
 
     # --- configs --------------------------------------------------------------------------

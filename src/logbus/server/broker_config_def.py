@@ -24,6 +24,7 @@ from logbus.server.config_def import (
     UpdateMode,
 )
 from logbus.server.listeners import KNOWN_SECURITY_PROTOCOLS
+from logbus.server.metrics.address import metrics_listener_error
 from logbus.server.network.connection_quotas import parse_per_ip_overrides
 
 __all__ = [
@@ -84,6 +85,7 @@ def _check_per_ip_overrides(value: ConfigValue) -> str | None:
 
 
 PER_IP_OVERRIDES: Final = Check(_check_per_ip_overrides, "host:count pairs, comma-separated")
+METRICS_LISTENER: Final = Check(metrics_listener_error, "http://host:port")
 
 GZIP_LEVEL: Final = _level(1, 9, -1)
 LZ4_LEVEL: Final = Range(1, 17)
@@ -176,6 +178,14 @@ _define("max.connection.creation.rate", _INT, INT_MAX, _at_least(0), _MEDIUM,
 _define("connections.max.idle.ms", _LONG, 600000, None, _MEDIUM,
         "Connections idle (no request under way, no bytes received) for longer are closed; "
         "a negative value never closes them.")
+_define("metrics.listener", _STR, None, METRICS_LISTENER, _LOW,
+        "logbus: where the broker serves Prometheus metrics, as http://host:port (e.g. "
+        "http://127.0.0.1:9404; port 0 picks a free one); unset, no endpoint and no metrics "
+        "are recorded. See docs/metrics.md.")
+_define("request.log.file", _STR, None, None, _LOW,
+        "logbus: write the request log (the kafka.request.logger logger at DEBUG, one line "
+        "per completed request) to this file, or to kafka-request.log in this directory, "
+        "or, with true, in the first log dir; rotated at 100 MiB. See docs/metrics.md.")
 _define("request.timeout.ms", _INT, 30000, _at_least(0), _MEDIUM,
         "Longest a client request waits for a response from another broker.")
 _define("fetch.max.bytes", _INT, 57671680, _at_least(1024), _MEDIUM,

@@ -70,6 +70,10 @@ from logbus.storage.transaction_index import AbortedTxn, collect_aborted_transac
 
 logger = logging.getLogger(__name__)
 
+FLUSH_LISTENERS: list[Callable[[float], None]] = []
+"""Called with the milliseconds each flush that wrote something took (Kafka's
+LogFlushStats; the broker's metrics add one). Process-wide, as Kafka's is JVM-wide."""
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
@@ -505,6 +509,7 @@ class Log:
             segments = self._segments
             base_offsets = self._base_offsets
         if target > start:
+            flush_started = time.perf_counter()
             first = max(0, bisect_right(base_offsets, start) - 1)
             for segment in segments[first:]:
                 if segment.base_offset >= target:
@@ -513,6 +518,8 @@ class Log:
                     segment.flush()
                 except OSError as exc:
                     raise KafkaStorageError(f"cannot flush {segment.log_path}: {exc}") from exc
+            for listener in FLUSH_LISTENERS:
+                listener((time.perf_counter() - flush_started) * 1000)
         with self._lock:
             self.recovery_point = max(self.recovery_point, min(target, self._log_end_offset))
             if self.pending_flush_offset is not None and self.pending_flush_offset <= target:

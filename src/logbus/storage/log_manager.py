@@ -185,6 +185,14 @@ class LogManager:
         with self._lock:
             return list(self._logs.values())
 
+    def logs_by_dir(self) -> list[tuple[Path, list[tuple[TopicPartition, Log]]]]:
+        """Every entry of `log.dirs` (absolute, in configured order) with the logs it holds."""
+        with self._lock:
+            held: dict[int, list[tuple[TopicPartition, Log]]] = {id(d): [] for d in self.log_dirs}
+            for tp, log in self._logs.items():
+                held[id(self._log_dir_of[tp])].append((tp, log))
+            return [(d.path, held[id(d)]) for d in self.log_dirs]
+
     def _logs_with_dirs(self) -> list[tuple[TopicPartition, Log, Path]]:
         with self._lock:
             return [(tp, log, self._log_dir_of[tp].path) for tp, log in self._logs.items()]

@@ -37,6 +37,7 @@ from logbus.client.admin.types import (
     TopicDescription,
     TopicPartition,
 )
+from logbus.client.requests.log_dirs import LogDirDescription, ReplicaInfo
 from logbus.client.requests.transactions import ProducerState
 from logbus.protocol.acl_types import (
     AccessControlEntry,
@@ -74,12 +75,14 @@ __all__ = [
     "CreatedTopic",
     "GroupMemberInfo",
     "ListedOffset",
+    "LogDirDescription",
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
     "PartitionInfo",
     "PatternType",
     "ProducerState",
+    "ReplicaInfo",
     "ResourcePattern",
     "ResourceType",
     "TopicDescription",

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
 from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.admin.log_dirs import log_dirs_of
 from logbus.client.admin.quota_types import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
@@ -73,6 +74,7 @@ from logbus.client.requests.list_offsets import (
     ListedOffset,
     list_offsets_info,
 )
+from logbus.client.requests.log_dirs import LogDirDescription
 from logbus.client.requests.topics import (
     CreatedTopic,
     create_partitions_many,
@@ -397,6 +399,19 @@ class Admin(AsyncService):
         md = await self._single(describe, timeout_ms)
         nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
         return ClusterDescription(md.cluster_id, md.brokers.get(md.controller_id), nodes)
+
+    async def describe_log_dirs(
+        self,
+        brokers: Sequence[int] | None = None,
+        *,
+        partitions: Sequence[TopicPartition] | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs by path (every broker, unless `brokers` names some):
+        the replicas each holds (only `partitions`' if given) with their size in bytes,
+        offset lag and future flag, and the volume's total and usable bytes
+        (DescribeLogDirs). A broker that fails raises AdminBatchError for it."""
+        return await log_dirs_of(self, brokers, partitions, timeout_ms)
 
     # --- ACLs ---------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from logbus.client.admin.types import (
 )
 from logbus.client.blocking import BlockingClient
 from logbus.client.requests.list_offsets import ListedOffset
+from logbus.client.requests.log_dirs import LogDirDescription
 from logbus.client.requests.topics import CreatedTopic
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
@@ -197,6 +198,18 @@ class Admin(BlockingClient[client.Admin]):
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller, brokers; see `logbus.aio.Admin.describe_cluster`."""
         return self._run(self._aio.describe_cluster(timeout_ms=timeout_ms))
+
+    def describe_log_dirs(
+        self,
+        brokers: Sequence[int] | None = None,
+        *,
+        partitions: Sequence[TopicPartition] | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs; see `logbus.aio.Admin.describe_log_dirs`."""
+        return self._run(
+            self._aio.describe_log_dirs(brokers, partitions=partitions, timeout_ms=timeout_ms)
+        )
 
     # --- ACLs ---------------------------------------------------------------------------
 

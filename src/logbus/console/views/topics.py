@@ -1,5 +1,6 @@
-"""Topics: the list, one topic's partitions (leader, replicas, ISR, offsets) and configs,
-and the forms that create and delete topics, add partitions and alter a config."""
+"""Topics: the list (with each topic's size), one topic's partitions (leader, replicas,
+ISR, offsets, size) and configs, and the forms that create and delete topics, add
+partitions and alter a config."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from logbus.client.types import TopicPartition
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import whole_number
 from logbus.console.pages import admin, posted_form, redirect, render
+from logbus.console.sizes import partition_size, replica_sizes, topic_size
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class PartitionRow:
     isr: tuple[int, ...]
     start: int | None
     end: int | None
+    # bytes of the leader's copy, and of each replica's by broker (None/absent: unknown)
+    size: int | None = None
+    replica_sizes: tuple[tuple[int, int], ...] = ()
 
     @property
     def records(self) -> int | None:
@@ -50,7 +55,12 @@ async def topic_list(request: Request) -> Response:
     client = await admin(request)
     topics = await client.describe_topics()
     rows = [topics[name] for name in sorted(topics)]
-    return render(request, "topics.html", topics=rows)
+    sizes = await replica_sizes(client)
+    totals = {
+        t.name: topic_size(sizes, t.name, {p: i.leader for p, i in t.partitions.items()})
+        for t in rows
+    }
+    return render(request, "topics.html", topics=rows, sizes=totals)
 
 
 async def create_topic(request: Request) -> Response:
@@ -87,10 +97,13 @@ async def describe(request: Request, name: str) -> tuple[TopicInfo, list[Partiti
                     (await client.list_offsets(dict.fromkeys(tps, "latest"))).items()}
         except AdminBatchError as exc:  # offline partitions: show the others
             starts = {tp: o.offset for tp, o in exc.results.items()}
+    sizes = await replica_sizes(client, tps) if tps else {}
     rows = [
         PartitionRow(p.partition, p.leader, p.replicas, p.isr,
                      starts.get(TopicPartition(name, p.partition)),
-                     ends.get(TopicPartition(name, p.partition)))
+                     ends.get(TopicPartition(name, p.partition)),
+                     partition_size(sizes, TopicPartition(name, p.partition), p.leader),
+                     tuple(sorted(sizes.get(TopicPartition(name, p.partition), {}).items())))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     ]
     return topic, rows
@@ -102,8 +115,10 @@ async def topic_page(request: Request) -> Response:
     client = await admin(request)
     resource = ConfigResource(ResourceType.TOPIC, name)
     configs = (await client.describe_configs([resource]))[resource]
+    known = [row.size for row in rows if row.size is not None]
     return render(
         request, "topic.html", topic=topic, partitions=rows,
+        total_size=sum(known) if known else None,
         configs=[configs[k] for k in sorted(configs)],
     )
 

@@ -111,6 +111,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body |
         or _rejection(acks, unauthorized_txn, topic, records, ctx.version)
         for i, (topic, _p, records) in enumerate(entries)
     ]
+    if broker.metrics is not None:  # refused before the append: failed produces
+        for (topic, _p, _r), result in zip(entries, results, strict=True):
+            if result is not None:
+                broker.metrics.topics.produce_failed(topic)
     accepted = [entry for entry, result in zip(entries, results, strict=True) if result is None]
     if accepted:
         cache = broker.metadata_cache

@@ -19,6 +19,8 @@ from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
 from logbus.server.api import Handlers, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
+from logbus.server.metrics.broker_metrics import BrokerMetrics
+from logbus.server.metrics.request_timing import RequestTiming, tracking
 from logbus.server.network.connection import CloseConnection, Connection
 from logbus.server.quotas.throttling import (
     RequestQuota,
@@ -59,6 +61,7 @@ MODULES = (
     "scram_credentials",
     "acls",
     "client_quotas",
+    "log_dirs",
 )
 
 
@@ -80,6 +83,8 @@ class Apis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.handlers = build_registry()
+        # The broker's metrics (metrics.listener set): requests are timed and counted.
+        self.metrics: BrokerMetrics | None = None
 
     async def handle_frame(self, conn: Connection, frame: Frame) -> list[Any] | None:
         started = time.perf_counter()
@@ -102,17 +107,32 @@ class Apis:
         ctx = RequestContext(
             self.broker, services, header, conn.peer, conn.principal, conn.listener_name
         )
+        timing = None
+        if tracking(self.metrics):  # metrics kept, or the request log at DEBUG
+            queue_s = asyncio.get_running_loop().time() - conn.stream.last_received
+            timing = conn.timing = RequestTiming(
+                self.metrics, header, started, queue_s, len(frame)
+            )
         quotas = services.quotas
         if not quotas.enabled:  # no quota configured: nothing to count
             try:
-                response = await handler.handle(ctx, body)
+                if timing is None:
+                    response = await handler.handle(ctx, body)
+                else:
+                    handler_started = time.perf_counter()
+                    timed = TimedCall(handler.handle(ctx, body))
+                    response = await timed
+                    timing.handled(time.perf_counter() - handler_started, timed.elapsed)
             except CloseConnection:
                 raise
             except Exception as exc:
                 raise _internal_error(ctx, conn, exc) from exc
-            if response is None:
-                return None
-            return codec.encode_response(api_key, version, correlation_id, response)
+            encoded = None
+            if response is not None:
+                encoded = codec.encode_response(api_key, version, correlation_id, response)
+            if timing is not None:
+                timing.encoded = time.perf_counter()
+            return encoded
         # client quotas: see logbus.server.quotas.throttling
         quota = RequestQuota(
             quotas, conn.principal.name, header.client_id or "", api_key, version, body
@@ -123,13 +143,18 @@ class Apis:
         response = quota.refuse_if_over(self.broker, now)
         if response is None:
             timed = TimedCall(handler.handle(ctx, body))
+            handler_started = time.perf_counter()
             response = await self._handle(ctx, timed, conn)
             loop_time += timed.elapsed
+            if timing is not None:
+                timing.handled(time.perf_counter() - handler_started, timed.elapsed)
         encode_started = time.perf_counter()
         chunks = None
         if response is not None:
             chunks = codec.encode_response(api_key, version, correlation_id, response)
         loop_time += time.perf_counter() - encode_started
+        if timing is not None:
+            timing.encoded = time.perf_counter()
         now = time.monotonic()
         throttle_ms = quota.throttle_ms(self.broker, response, len(frame), loop_time, now)
         if api_key == ApiKey.FETCH and response is not None and chunks and not quota.exempt:
@@ -139,6 +164,8 @@ class Apis:
                 response = throttled_fetch_response(response, throttle_ms)
         if throttle_ms <= 0:
             return chunks
+        if timing is not None:
+            timing.throttle_ms = throttle_ms
         if client_throttles(api_key, version):
             conn.throttle(throttle_ms / 1000)  # answered now, then the channel muted
         else:

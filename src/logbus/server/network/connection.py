@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream
@@ -35,6 +36,13 @@ TLS_WRITE_SIZE = 64 * 1024
 QUEUED_REQUEST_BYTES = 1 << 20
 
 Handler = Callable[["Connection", Frame], Awaitable[list[Any] | None]]
+
+
+class CompletedRequest(Protocol):
+    """Timing of the request under way (the broker's metrics or request log), set by the
+    handler; told when its response has been written."""
+
+    def complete(self, conn: Any, send_started: float, chunks: list[Any] | None) -> None: ...
 
 
 class CloseConnection(Exception):
@@ -76,6 +84,8 @@ class Connection:
         # Seconds this connection is not read after its current response (client quotas,
         # KIP-219: the response is sent at once, then the channel stays muted).
         self.throttle_s = 0.0
+        # Set by the handler when requests are timed (metrics.listener, the request log).
+        self.timing: CompletedRequest | None = None
 
     def throttle(self, seconds: float) -> None:
         self.throttle_s = max(self.throttle_s, seconds)
@@ -95,8 +105,14 @@ class Connection:
                 self._busy = True
                 chunks = await self._handle(frame)
                 del frame  # a produce request's records may be large: let them go
+                timing = self.timing
+                if timing is not None:
+                    send_started = time.perf_counter()
                 if chunks is not None:
                     await self.send(chunks)
+                if timing is not None:
+                    self.timing = None
+                    timing.complete(self, send_started, chunks)
                 if self.throttle_s > 0:  # muted: the socket is not read meanwhile
                     self.stream.mute(True)
                     await asyncio.sleep(self.throttle_s)

@@ -41,6 +41,7 @@ class AppendResult:
     last_offset: int
     log_append_time: int
     log_start_offset: int
+    record_count: int = 0  # records appended (the broker's messages-in metric)
 
 
 @dataclass(slots=True)
@@ -213,7 +214,11 @@ class Partition:
         )
         self.maybe_increment_high_watermark(now_ms)
         return AppendResult(
-            info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset
+            info.first_offset,
+            info.last_offset,
+            info.log_append_time,
+            self.log.log_start_offset,
+            0 if info.duplicate else info.record_count,
         )
 
     def replication_outcome(self, leader_epoch: int, last_offset: int) -> ErrorCode | None:

@@ -36,6 +36,7 @@ from logbus.types import TopicPartition
 if TYPE_CHECKING:
     from logbus.controller.cluster_metadata import MetadataCache
     from logbus.server.config import BrokerConfig
+    from logbus.server.metrics.broker_metrics import BrokerMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ class ReplicaManager:
         # transaction marker was appended to a partition as leader (the group coordinator
         # materialises or drops pending transactional offset commits).
         self.txn_completion_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
+        # The broker's metrics (metrics.listener set), else None: nothing is recorded.
+        self.metrics: BrokerMetrics | None = None
 
     # --- replication ----------------------------------------------------------------------
 
@@ -192,9 +195,16 @@ class ReplicaManager:
         def done(
             error: ErrorCode, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
         ) -> None:
+            before = part.isr
             part.complete_isr_change(
                 proposed, error, leader_epoch, isr, partition_epoch, int(time.time() * 1000)
             )
+            metrics = self.metrics
+            if metrics is not None and part.isr is not before:
+                if len(part.isr) < len(before):
+                    metrics.isr_shrinks += 1
+                elif len(part.isr) > len(before):
+                    metrics.isr_expands += 1
             # acks=all waiters re-check (the ISR size, the high watermark)
             self.purgatory.notify((part.topic, part.index))
 
@@ -247,6 +257,8 @@ class ReplicaManager:
         if delete:
             # Also logs that never got their partition started (their creation failed).
             self.log_manager.delete_logs(topic, partitions)
+            if self.metrics is not None and not any(t == topic for t, _p in self.partitions):
+                self.metrics.topics.remove(topic)  # a deleted topic's series go, as Kafka's
 
     def update_log_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)
@@ -280,6 +292,7 @@ class ReplicaManager:
         # (index in results, partition, leader epoch of the append, last offset)
         waiting: list[tuple[int, Partition, int, int]] = []
         turn_start = time.monotonic()
+        stats = self.metrics.topics if self.metrics is not None and from_client else None
         for topic, index, records in entries:
             if time.monotonic() - turn_start > APPEND_TURN_S:
                 await asyncio.sleep(0)
@@ -315,6 +328,8 @@ class ReplicaManager:
             self.purgatory.notify((topic, index))
             if on_appended is not None:
                 on_appended(TopicPartition(topic, index))
+            if stats is not None:
+                stats.appended(topic, appended.record_count, len(records))
             results.append(
                 ProduceResult(
                     ErrorCode.NONE,
@@ -325,6 +340,10 @@ class ReplicaManager:
             )
             if acks == -1:
                 waiting.append((len(results) - 1, part, part.leader_epoch, appended.last_offset))
+        if stats is not None:
+            for (topic, _index, _records), result in zip(entries, results, strict=True):
+                if result.error != ErrorCode.NONE:
+                    stats.produce_failed(topic)
         if waiting:
             outcomes: dict[int, ErrorCode] = {}
 
@@ -342,12 +361,19 @@ class ReplicaManager:
                 return len(outcomes) == len(waiting)
 
             if not replicated():
-                await self.purgatory.wait_until(
-                    replicated,
-                    [(p.topic, p.index) for _i, p, _e, _o in waiting],
-                    timeout_ms,
-                    known_unmet=True,
-                )
+                metrics = self.metrics
+                if metrics is not None:
+                    metrics.delayed_produce += 1
+                try:
+                    await self.purgatory.wait_until(
+                        replicated,
+                        [(p.topic, p.index) for _i, p, _e, _o in waiting],
+                        timeout_ms,
+                        known_unmet=True,
+                    )
+                finally:
+                    if metrics is not None:
+                        metrics.delayed_produce -= 1
             for i, _part, _epoch, _offset in waiting:
                 error = outcomes.get(i, ErrorCode.REQUEST_TIMED_OUT)
                 if error != ErrorCode.NONE:
@@ -504,12 +530,23 @@ class ReplicaManager:
             and not _any_answer(results)
             and requests
         ):
-            await self.purgatory.wait_until(
-                satisfied,
-                [(r.topic, r.partition) for r in requests],
-                max_wait_ms,
-                known_unmet=True,
-            )
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.delayed_fetch += 1
+            try:
+                await self.purgatory.wait_until(
+                    satisfied,
+                    [(r.topic, r.partition) for r in requests],
+                    max_wait_ms,
+                    known_unmet=True,
+                )
+            finally:
+                if metrics is not None:
+                    metrics.delayed_fetch -= 1
+        if replica_id < 0 and self.metrics is not None:
+            stats = self.metrics.topics
+            for request, result in zip(requests, results, strict=True):
+                stats.fetched(request.topic, result.size, result.error != ErrorCode.NONE)
         return results
 
 
