@@ -22,17 +22,6 @@ import uvicorn
 
 from logbus.console import create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 # Where the docs' screenshots go when this is set (docs/console.md names them).
 SCREENSHOTS = os.environ.get("LOGBUS_CONSOLE_SCREENSHOTS", "")
@@ -93,23 +82,6 @@ def console_factory_fixture() -> Iterator[Callable[..., ConsoleServer]]:
     yield make
     for console in started:
         console.stop()
-
-
-@pytest.fixture(name="chromium", scope="session")
-def chromium_fixture() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the console's browser tests need Debian's chromium "
-            "(`make system-deps` installs it, as root)"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture(name="page")

@@ -16,7 +16,6 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
-    chromium_fixture,
     console_factory_fixture,
     page_fixture,
     snap_fixture,

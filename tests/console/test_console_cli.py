@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
-    chromium_fixture,
     console_factory_fixture,
     page_fixture,
     snap_fixture,

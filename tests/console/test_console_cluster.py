@@ -16,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import cluster_processes
 from cluster_processes import ProcessCluster
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
-    chromium_fixture,
     console_factory_fixture,
     page_fixture,
     snap_fixture,
