@@ -73,7 +73,9 @@ def test_kafka_topics_lifecycle(broker: Any) -> None:
     )  # fmt: skip
     topic_id = lines[0].split("\t")[1]
     assert ok(today).splitlines()[0].split("\t")[:3] == [
-        "Topic: orders", topic_id, "PartitionCount: 5"
+        "Topic: orders",
+        topic_id,
+        "PartitionCount: 5",
     ]
 
     assert "TOPIC_ALREADY_EXISTS" in error(topics(broker, "--create", "--topic", "orders"))
@@ -128,9 +130,11 @@ def test_replica_assignment(broker: Any) -> None:
     assert "INVALID_REPLICA_ASSIGNMENT" in error(
         topics(broker, "--create", "--topic", "nowhere", "--replica-assignment", "7")
     )
-    assert error(
-        topics(broker, "--create", "--topic", "x", "--partitions", "2", "--replica-assignment", "0")
-    ) == ("logbus: error: Option \"[replica-assignment]\" can't be used with option \"[partitions]\"")
+    both = topics(broker, "--create", "--topic", "x", "--partitions", "2",
+                  "--replica-assignment", "0")  # fmt: skip
+    assert error(both) == (
+        'logbus: error: Option "[replica-assignment]" can\'t be used with option "[partitions]"'
+    )
 
 
 def test_bad_kafka_style_input_exits_1(broker: Any) -> None:
