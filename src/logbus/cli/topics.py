@@ -140,11 +140,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="refused: change configs with `logbus configs alter`",
     )
     alter.add_argument("--if-exists", action="store_true", help="succeed if there is no topic")
+    _add_exclude_internal(alter)
     alter.set_defaults(func=_command(_alter))
 
     delete = actions.add_parser("delete", help="delete a topic")
     _add_topic(delete, "the topic to delete (--topic: the topics matching a REGEX)")
     delete.add_argument("--if-exists", action="store_true", help="succeed if there is no topic")
+    _add_exclude_internal(delete)
     delete.set_defaults(func=_command(_delete))
 
     for sub in (create, listing, describe, alter, delete):
@@ -154,6 +156,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _add_topic(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("topic", nargs="?", help=what)
     parser.add_argument("--topic", dest="topic_option", metavar="TOPIC", help=what)
+
+
+def _add_exclude_internal(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="--topic does not match internal topics",
+    )
 
 
 def _add_replica_assignment(parser: argparse.ArgumentParser) -> None:
@@ -218,7 +228,8 @@ async def _matching(admin: Admin, args: argparse.Namespace) -> list[str]:
     if args.topic_option is None:
         raise CommandError('Missing required argument "[topic]"')
     pattern = topic_pattern(args.topic_option)
-    names = [n for n in await admin.list_topics(include_internal=True) if pattern.fullmatch(n)]
+    listed = await admin.list_topics(include_internal=not args.exclude_internal)
+    names = [name for name in listed if pattern.fullmatch(name)]
     if not names and not args.if_exists:
         raise CommandError(f"Topic '{args.topic_option}' does not exist as expected")
     return names
