@@ -38,7 +38,11 @@ SYNTAX = ToolSyntax(
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     groups = subparsers.add_parser(
-        "groups", help="list, describe, delete consumer groups, reset or delete their offsets"
+        "groups",
+        help="list, describe, delete consumer groups, reset or delete their offsets",
+        epilog="kafka-consumer-groups' syntax works too: logbus groups --bootstrap-server B "
+        "(--list|--describe|--delete|--reset-offsets|--delete-offsets) "
+        "[--group G | --all-groups] [options]",
     )
     actions = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
 

@@ -45,7 +45,12 @@ SYNTAX = ToolSyntax(
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    topics = subparsers.add_parser("topics", help="create, list, describe, alter, delete topics")
+    topics = subparsers.add_parser(
+        "topics",
+        help="create, list, describe, alter, delete topics",
+        epilog="kafka-topics' syntax works too: logbus topics --bootstrap-server B "
+        "(--create|--list|--describe|--alter|--delete) [--topic T] [options]",
+    )
     actions = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="create a topic")
