@@ -192,6 +192,10 @@ def test_every_reset_strategy(fast_broker: Any, consumers: Any, tmp_path: Any) -
     plan_file.write_text(exported)
     assert plan(reset("--from-file", str(plan_file), "--execute")) == {0: 8}
     assert resumes_at(consumers, group, topic) == 8
+    assert ok(groups(fast_broker, "--delete", "--all-groups")) == (
+        f"Deletion of requested consumer groups ('{group}') was successful.\n"
+    )
+    assert ok(groups(fast_broker, "--list")) == ""
 
 
 def test_reset_several_partitions_and_groups(fast_broker: Any, consumers: Any) -> None:

@@ -88,6 +88,7 @@ def test_kafka_topics_lifecycle(broker: Any) -> None:
             "logbus: error: Topic 'orders' does not exist as expected"
         )
         ok(topics(broker, *action, "--topic", "orders", "--if-exists"))
+    ok(topics(broker, "--describe", "orders", "--if-exists"))
 
 
 def test_topic_regex_overrides_and_list_filter(broker: Any) -> None:

@@ -321,7 +321,12 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     if args.topic is not None and args.topic_option is not None:
         raise CommandError("give the topic either as an argument or with --topic, not both")
     if args.topic is not None:
-        infos = list((await admin.describe_topics([args.topic])).values())
+        try:
+            infos = list((await admin.describe_topics([args.topic])).values())
+        except KafkaError as exc:
+            if not (_missing(exc) and args.if_exists):
+                raise
+            infos = []
     else:
         pattern = None if args.topic_option is None else topic_pattern(args.topic_option)
         infos = [
