@@ -151,14 +151,12 @@ def duration_ms(text: str) -> int:
 
 
 def offset(text: str) -> int:
-    """A --to-offset value: an offset, never negative."""
+    """A --to-offset value. One outside a partition's log (a negative one too) is moved to
+    the nearest end with a warning, as kafka-consumer-groups does."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an offset, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"an offset is never negative, got {value}")
-    return value
 
 
 def no_group(group_id: str) -> str:
@@ -359,8 +357,22 @@ async def _plan(admin: Admin, args: argparse.Namespace, group_id: str) -> dict[T
                     "the group has no committed offset for it."
                 )
             wanted = committed[tp] + args.shift_by
-        plan[tp] = min(max(wanted, start[tp]), end[tp])
+        plan[tp] = _within_log(tp, wanted, start[tp], end[tp])
     return plan
+
+
+def _within_log(tp: TopicPartition, wanted: int, start: int, end: int) -> int:
+    """`wanted` moved into [log start, log end], warning as kafka-consumer-groups does."""
+    name = f"{tp.topic}-{tp.partition}"
+    if wanted < start:
+        print(f"WARN New offset ({wanted}) is lower than earliest offset for topic partition "
+              f"{name}. Value will be set to {start}", file=sys.stderr)
+        return start
+    if wanted > end:
+        print(f"WARN New offset ({wanted}) is higher than latest offset for topic partition "
+              f"{name}. Value will be set to {end}", file=sys.stderr)
+        return end
+    return wanted
 
 
 async def _group_state(admin: Admin, group_id: str) -> str:
