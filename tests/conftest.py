@@ -256,3 +256,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+
+
+# Debian's Chromium for the console's browser tests, driven by Playwright (its own browser
+# download is impossible here). One browser per test module, closed when the module ends:
+# while sync Playwright runs, its event loop counts as running in the main thread, so a
+# browser kept for the session would make every later test's asyncio.run() fail.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: the console's browser tests need Debian's chromium "
+            "(`make system-deps` installs it, as root)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

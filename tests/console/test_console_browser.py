@@ -15,6 +15,11 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
+from console_fixtures import (  # noqa: F401  (the console's fixtures)
+    console_factory_fixture,
+    page_fixture,
+    snap_fixture,
+)
 from playwright.sync_api import expect
 
 from logbus import Admin

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from console_fixtures import (  # noqa: F401  (the console's fixtures)
+    console_factory_fixture,
+    page_fixture,
+    snap_fixture,
+)
 
 from logbus.cli.console import DEFAULT_BIND, bind_address
 

@@ -15,6 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 
 import cluster_processes
 from cluster_processes import ProcessCluster
+from console_fixtures import (  # noqa: F401  (the console's fixtures)
+    console_factory_fixture,
+    page_fixture,
+    snap_fixture,
+)
 
 import logbus
 

@@ -7,6 +7,11 @@ import socket
 from typing import Any
 
 import httpx
+from console_fixtures import (  # noqa: F401  (the console's fixtures)
+    console_factory_fixture,
+    page_fixture,
+    snap_fixture,
+)
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

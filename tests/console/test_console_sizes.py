@@ -8,6 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+from console_fixtures import (  # noqa: F401  (the console's fixtures)
+    console_factory_fixture,
+    page_fixture,
+    snap_fixture,
+)
 
 from logbus import Admin, Producer
 from logbus.client.admin import NewTopic

@@ -6,8 +6,8 @@ backoff (20 ms in Kafka's clients, several times what the markers take).
 
 EndTxn and the next AddPartitionsToTxn go pipelined on one connection: the broker answers
 requests of a connection in order, so the second is handled right after EndTxn wrote
-PrepareCommit, while the markers (a WriteTxnMarkers round trip to the partition's leader,
-this broker) have not been written yet."""
+PrepareCommit, while the markers (appended by this broker, the partition's leader, in a
+task of their own) have not been written yet."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """The transaction coordinator's marker channel (`logbus.server.txn_marker_channel`) on a
-real broker: markers of transactions that end in the same turn of the event loop go to a
-leader in one WriteTxnMarkers request (Kafka's TxnMarkerQueue), one marker per producer id
-and request; every marker reaches its partition's log."""
+real broker: markers for partitions the broker leads itself are appended there without a
+WriteTxnMarkers request; over the wire (as to another leader: the tests below switch the
+local path off to reach the broker's own listener), markers of transactions that end in
+the same turn of the event loop go to a leader in one WriteTxnMarkers request (Kafka's
+TxnMarkerQueue), one marker per producer id and request; every marker reaches its
+partition's log."""
 
 from __future__ import annotations
 
@@ -60,9 +63,7 @@ async def _end_offsets(bootstrap: str) -> list[int]:
     return [p["offset"] for p in response["topics"][0]["partitions"]]
 
 
-def test_markers_of_transactions_ending_together_share_one_request(
-    running: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _count_requests(monkeypatch: pytest.MonkeyPatch) -> list[list[MarkerEntry]]:
     requests: list[list[MarkerEntry]] = []
     real = channel_module.write_txn_markers
 
@@ -71,8 +72,41 @@ def test_markers_of_transactions_ending_together_share_one_request(
         return await real(conn, markers)
 
     monkeypatch.setattr(channel_module, "write_txn_markers", counted)
+    return requests
+
+
+def test_markers_for_partitions_led_here_are_appended_without_a_request(
+    running: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = _count_requests(monkeypatch)
+    channel = running.broker.txn_marker_channel
+    assert channel is not None and channel.local is not None
+
+    async def end_together() -> list[ErrorCode]:
+        return list(
+            await asyncio.gather(
+                channel.write_markers(_markers(3000, [0, 1]), lambda: True),
+                channel.write_markers(_markers(3001, [1]), lambda: True),
+            )
+        )
+
+    assert running.loop.run(end_together()) == [ErrorCode.NONE] * 2
+    # a marker the producer's state refuses is refused here too: a coordinator epoch
+    # below the last one seen for producer 3000 is fenced
+    stale = TxnMarkers("t3000", 3000, 0, -1, True, frozenset({TopicPartition("m", 0)}))
+    refused = running.loop.run(channel.write_markers(stale, lambda: True))
+    assert refused is ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert requests == []
+    assert asyncio.run(_end_offsets(running.bootstrap)) == [1, 2]
+
+
+def test_markers_of_transactions_ending_together_share_one_request(
+    running: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = _count_requests(monkeypatch)
     channel = running.broker.txn_marker_channel
     assert channel is not None
+    monkeypatch.setattr(channel, "local", None)  # over the wire, to its own listener
 
     async def end_together() -> list[ErrorCode]:
         return list(
@@ -96,15 +130,9 @@ def test_markers_of_transactions_ending_together_share_one_request(
 def test_a_single_transactions_markers_leave_in_their_own_request(
     running: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    requests: list[list[MarkerEntry]] = []
-    real = channel_module.write_txn_markers
-
-    async def counted(conn: Connection, markers: list[MarkerEntry]) -> MarkerResults:
-        requests.append(list(markers))
-        return await real(conn, markers)
-
-    monkeypatch.setattr(channel_module, "write_txn_markers", counted)
+    requests = _count_requests(monkeypatch)
     channel = running.broker.txn_marker_channel
+    monkeypatch.setattr(channel, "local", None)
     for producer_id in (2000, 2001):
         error = running.loop.run(channel.write_markers(_markers(producer_id, [0]), lambda: True))
         assert error is ErrorCode.NONE

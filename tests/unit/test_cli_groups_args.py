@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from logbus.cli.groups import _duration_ms
+from logbus.cli.group_offsets import duration_ms as _duration_ms
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@
 logbus server start [server.properties] [--override key=value]...
 logbus cluster up [--brokers N] [--zookeeper HOST:PORT/CHROOT] ...
 logbus topics {create,list,describe,alter,delete} ...
+logbus topics --bootstrap-server B {--create,--list,--describe,--alter,--delete} [--topic T] ...
 logbus produce TOPIC [options] < lines
 logbus consume TOPIC [--group GROUP] [options]
-logbus groups {list,describe,delete,reset-offsets} ...
+logbus groups {list,describe,delete,reset-offsets,delete-offsets} ...
+logbus groups {--list,--describe,--delete,--reset-offsets,--delete-offsets} [--group G] ...
 logbus configs {describe,alter} ...
 logbus configs --entity-type users|clients ... {--describe,--alter}
 logbus delete-records --topic T --partition P --before OFFSET
@@ -41,9 +43,11 @@ from logbus.cli import (
     log_dirs,
     perf,
     produce,
+    tool_syntax,
     topics,
     transactions,
 )
+from logbus.cli.common import fail
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -108,8 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    status: int = args.func(args)
+    try:
+        words, kafka_style = tool_syntax.translate(
+            sys.argv[1:] if argv is None else argv, [topics.SYNTAX, groups.SYNTAX]
+        )
+    except tool_syntax.ToolSyntaxError as exc:
+        return fail(str(exc))
+    try:
+        args = parser.parse_args(words)
+        status: int = args.func(args)
+    except SystemExit as exc:
+        if kafka_style and exc.code == 2:
+            return 1  # a usage error: Kafka's tools exit with status 1
+        raise
     return status
 
 

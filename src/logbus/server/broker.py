@@ -68,6 +68,7 @@ from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
+from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage import log as storage_log
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
@@ -624,6 +625,7 @@ class Broker:
             self.metadata_cache,
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
+            local=own_marker_writer(self.replica_manager, cfg.request_timeout_ms),
         )
         self.txn_marker_channel.security = inter_broker_security(cfg)
         self.transaction_coordinator = TransactionCoordinator(

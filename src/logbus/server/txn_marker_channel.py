@@ -1,9 +1,12 @@
 """The transaction coordinator's channel to partition leaders (Kafka's
-`TransactionMarkerChannelManager`): WriteTxnMarkers to the leader of every partition of a
-transaction, this broker included (over the wire, as Kafka does), on the inter-broker
-listener. Leaders come from the metadata cache; a partition whose leader moved, is
-unknown for now or does not answer is retried after a backoff until its marker is written,
-its topic is deleted, or the coordinator stops wanting it.
+`TransactionMarkerChannelManager`): WriteTxnMarkers to the leader of every other partition
+of a transaction, on the inter-broker listener; the partitions this broker leads get their
+markers appended directly (`local`, `server/txn_marker_writer.py`: the same append and
+acks=-1 wait a WriteTxnMarkers request to itself would make, without the request's
+encoding, loopback round trip and decoding). Leaders come from the metadata cache; a
+partition whose leader moved, is unknown for now or does not answer is retried after a
+backoff until its marker is written, its topic is deleted, or the coordinator stops
+wanting it.
 
 Markers for one broker are queued and sent together, as Kafka's `TxnMarkerQueue` drains a
 broker's queue into one request: the request task, when it runs, takes every marker queued
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from logbus.client.connection import Connection
@@ -42,6 +45,9 @@ FATAL = (
 )
 """Answers Kafka's channel treats as a bug: the marker is not retried."""
 
+LocalMarkerWriter = Callable[[MarkerEntry], Awaitable[dict[TopicPartition, ErrorCode]]]
+"""Appends one marker to partitions this broker leads; each partition's answer."""
+
 
 @dataclass(slots=True)
 class _Queued:
@@ -62,8 +68,11 @@ class TxnMarkerChannel:
         *,
         request_timeout_ms: int,
         retry_backoff_ms: int = 100,
+        local: LocalMarkerWriter | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.local = local
+        """Writes the markers of partitions this broker leads (None: over the wire too)."""
         self.cache = metadata_cache
         self.listener = listener
         self.request_timeout_ms = request_timeout_ms
@@ -125,10 +134,10 @@ class TxnMarkerChannel:
 
     def _send(
         self, broker_id: int, markers: TxnMarkers, partitions: list[TopicPartition]
-    ) -> asyncio.Future[dict[TopicPartition, ErrorCode]]:
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
         """Queue the markers of `partitions` (all led by `broker_id`) for the next request
-        to it; the future is each partition's answer (NETWORK_EXCEPTION when the request
-        failed)."""
+        to it, or append them here when this broker leads them; the awaitable is each
+        partition's answer (NETWORK_EXCEPTION when the request failed)."""
         entry = MarkerEntry(
             markers.producer_id,
             markers.producer_epoch,
@@ -136,11 +145,23 @@ class TxnMarkerChannel:
             markers.committed,
             tuple(partitions),
         )
+        if broker_id == self.broker_id and self.local is not None:
+            return self._append_here(self.local, entry)
         answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
             asyncio.get_running_loop().create_future()
         )
         self._enqueue(broker_id, _Queued(entry, answer))
         return answer
+
+    @staticmethod
+    async def _append_here(
+        local: LocalMarkerWriter, entry: MarkerEntry
+    ) -> dict[TopicPartition, ErrorCode]:
+        try:
+            return await local(entry)
+        except Exception:  # as a failed request: retried after the backoff
+            log.exception("appending the marker of producer %d failed", entry.producer_id)
+            return dict.fromkeys(entry.partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _enqueue(self, broker_id: int, queued: _Queued) -> None:
         queue = self._queued.get(broker_id)
@@ -202,7 +223,12 @@ class TxnMarkerChannel:
                 elif leader is not None:
                     by_leader.setdefault(leader, []).append(tp)
             leaders = list(by_leader)
-            answers = await asyncio.gather(*(self._send(b, markers, by_leader[b]) for b in leaders))
+            if len(leaders) == 1:  # (one broker: no task per leader)
+                answers = [await self._send(leaders[0], markers, by_leader[leaders[0]])]
+            else:
+                answers = await asyncio.gather(
+                    *(self._send(b, markers, by_leader[b]) for b in leaders)
+                )
             for broker_id, answer in zip(leaders, answers, strict=True):
                 for tp in by_leader[broker_id]:
                     error = answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -304,6 +304,28 @@ class ProducerBatch:
                 thunk()
             except Exception:  # a user's callback: it must not stop the others
                 log.exception("a delivery callback raised")
+
+
+def all_settled(batches: Iterable[ProducerBatch]) -> asyncio.Future[None]:
+    """A future done once every one of `batches` has settled (on the event loop that
+    settles them). The code settling the last one completes it directly, so its awaiter
+    wakes ahead of the callbacks chained on the batches' `waiter()`s: a transaction's
+    EndTxn leaves before a `send_many`'s list of RecordMetadata is built."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    remaining = 0
+
+    def one_settled() -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0 and not done.done():
+            done.set_result(None)
+
+    for batch in batches:
+        if batch.on_settled(one_settled):
+            remaining += 1
+    if remaining == 0:
+        done.set_result(None)
+    return done
 
 
 class RecordAccumulator:

@@ -27,6 +27,7 @@ from logbus.client.producer.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
+    all_settled,
     record_size,
     valid_timestamp,
 )
@@ -327,7 +328,7 @@ class Producer(TransactionalProducer, AsyncService):
             self._check_open()
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         try:
-            _, index = self.buffer(
+            batch, index = self.buffer(
                 topic, partition, key, value, hdrs, timestamp, size, count, future
             )
         except BaseException:
@@ -335,6 +336,8 @@ class Producer(TransactionalProducer, AsyncService):
             raise
         if on_delivery is not None:
             future.add_done_callback(_delivery_callback(on_delivery))
+        if index == 0 and self._txn is not None:
+            self._txn.records_appended((batch.tp,))
         if index == 0:
             # A batch was started, so the previous one may be full: let the sender ship
             # it even if the caller sends in a loop that never waits.
@@ -366,6 +369,8 @@ class Producer(TransactionalProducer, AsyncService):
             ready.append(batch)
         if ready:
             accumulator.append_encoded(ready)
+        if self._txn is not None:
+            self._txn.records_appended(b.tp for b in batches)
         return batches
 
     async def send_and_wait(
@@ -460,6 +465,8 @@ class Producer(TransactionalProducer, AsyncService):
         else:
             assert not isinstance(given, Columns)
             await self._append_each(sender, given, runs, batches)
+        if self._txn is not None:
+            self._txn.records_appended(b.tp for b in batches.values())
         sender.expedite.update(b.tp for b in batches.values())
         sender.wakeup()
         result: asyncio.Future[list[RecordMetadata]] = asyncio.get_running_loop().create_future()
@@ -595,18 +602,28 @@ class Producer(TransactionalProducer, AsyncService):
         except TimeoutError:
             raise KafkaTimeoutError(f"flush did not finish within {timeout:g}s") from None
 
-    async def _flush_all(self) -> None:
+    async def _flush_all(self, *, first: bool = False) -> None:
+        """Send everything buffered and wait until it has settled. `first`: wake the
+        moment the last batch settles, ahead of the callbacks chained on the batches
+        (`commit_transaction`'s EndTxn goes before a `send_many`'s RecordMetadata list
+        is built; that list is done before EndTxn's answer comes back). Without it,
+        every `send_many` future of the flushed records is done when this returns."""
         sender = self._sender
         if sender is None:
             return
         sender.flushing += 1
         sender.wakeup()
         try:
-            waiters = [b.waiter() for b in sender.pending_batches()]
-            if waiters:
-                await asyncio.gather(*waiters)
+            batches = sender.pending_batches()
+            if first:
+                await all_settled(batches)
+            else:
+                waiters = [b.waiter() for b in batches]
+                if waiters:
+                    await asyncio.gather(*waiters)
         finally:
             sender.flushing -= 1
+
 
 def _delivery_callback(
     on_delivery: DeliveryCallback,

@@ -26,7 +26,7 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from logbus.client.cluster import Cluster
@@ -181,6 +181,18 @@ class TransactionManager:
         if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             self.pending.add(tp)
         return False
+
+    def records_appended(self, tps: Iterable[TopicPartition]) -> None:
+        """Records of `tps` were buffered (on the event loop): the partitions new to the
+        transaction are added now, as the Java producer adds a partition when a record
+        for it is appended, not once its batch is ready to go; partitions appended
+        before the AddPartitionsToTxn request leaves share it."""
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+            return
+        new = [tp for tp in tps if tp not in self.partitions]
+        if new:
+            self.pending.update(new)
+            self.maybe_add_partitions()
 
     def maybe_add_partitions(self) -> None:
         """Start adding the partitions waiting to be added, unless that is under way."""

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ class TransactionalProducer:
     def _check_open(self) -> Any:
         raise NotImplementedError
 
-    async def _flush_all(self) -> None:
+    async def _flush_all(self, *, first: bool = False) -> None:
         raise NotImplementedError
 
     def _transactions(self) -> TransactionManager:
@@ -71,7 +72,9 @@ class TransactionalProducer:
     async def commit_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Send every record of the transaction, then commit it. A record that failed
         raises TransactionAbortableError (abort next); ProducerFencedError is fatal."""
-        await self._transactions().commit(self._flush_all, self._timeout(timeout))
+        await self._transactions().commit(
+            functools.partial(self._flush_all, first=True), self._timeout(timeout)
+        )
 
     async def abort_transaction(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Abort the transaction: records not yet sent fail with TransactionAbortedError,

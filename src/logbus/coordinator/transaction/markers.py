@@ -1,7 +1,8 @@
 """What the transaction coordinator needs to end a transaction in its partitions: a
 `MarkerSender` that writes a COMMIT or ABORT marker to every partition through
-WriteTxnMarkers to each partition's leader (Kafka's `TransactionMarkerChannelManager`).
-The broker implements it (`logbus.server.txn_marker_channel`)."""
+WriteTxnMarkers to each partition's leader (Kafka's `TransactionMarkerChannelManager`),
+the partitions of the coordinator's own broker appended there directly. The broker
+implements it (`logbus.server.txn_marker_channel`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Fixtures of the console tests: the console served by uvicorn in a thread of the test
+"""Fixtures of the console tests (imported by each test module: a conftest.py here would
+be a second `conftest` module and hide tests/conftest.py from the other tests' imports):
+the console served by uvicorn in a thread of the test
 process, Debian's Chromium driven by Playwright, a screenshot of the page when a test
 fails (test-artifacts/console/), and the docs' screenshots on request
 (`LOGBUS_CONSOLE_SCREENSHOTS=docs/images`)."""
@@ -20,17 +22,6 @@ import uvicorn
 
 from logbus.console import create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 # Where the docs' screenshots go when this is set (docs/console.md names them).
 SCREENSHOTS = os.environ.get("LOGBUS_CONSOLE_SCREENSHOTS", "")
@@ -78,8 +69,8 @@ def start_console(
     return ConsoleServer(server, thread, port)
 
 
-@pytest.fixture
-def console_factory() -> Iterator[Callable[..., ConsoleServer]]:
+@pytest.fixture(name="console_factory")
+def console_factory_fixture() -> Iterator[Callable[..., ConsoleServer]]:
     started: list[ConsoleServer] = []
 
     def make(
@@ -93,45 +84,19 @@ def console_factory() -> Iterator[Callable[..., ConsoleServer]]:
         console.stop()
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the console's browser tests need Debian's chromium "
-            "(`make system-deps` installs it, as root)"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    if report.when == "call":
-        item.stash[_FAILED] = report.failed
-    return report
-
-
-_FAILED = pytest.StashKey[bool]()
-
-
-@pytest.fixture
-def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+@pytest.fixture(name="page")
+def page_fixture(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A fresh browser page; its screenshot is kept in test-artifacts/console/ if the
     test fails."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(20_000)
     tab = context.new_page()
+    # A failed call phase is counted before the fixtures are torn down.
+    failed_before = request.session.testsfailed
     try:
         yield tab
     finally:
-        if request.node.stash.get(_FAILED, False):
+        if request.session.testsfailed > failed_before:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)
             try:
@@ -141,8 +106,8 @@ def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         context.close()
 
 
-@pytest.fixture
-def snap() -> Callable[[Any, str], None]:
+@pytest.fixture(name="snap")
+def snap_fixture() -> Callable[[Any, str], None]:
     """`snap(page, "topics")` writes docs/images/console-topics.png when the docs'
     screenshots are asked for (LOGBUS_CONSOLE_SCREENSHOTS); otherwise does nothing."""
 

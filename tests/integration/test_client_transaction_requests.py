@@ -1,0 +1,112 @@
+"""When the logbus transactional producer sends its transaction requests, on a real
+broker: a partition joins the transaction (AddPartitionsToTxn) as soon as records for it
+are buffered, so the partitions one `send_many` fills share one request; and EndTxn
+leaves as soon as the last batch is acknowledged, before the RecordMetadata list of a
+`send_many` is built (it is done by the time `commit_transaction` returns, as a plain
+`flush()` leaves every `send_many` future done)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import logbus
+import logbus.client.producer.transaction_manager as transaction_manager
+from logbus.aio import Producer as AioProducer
+
+TIMEOUT = 30.0
+
+
+def _make_topic(bootstrap: str, name: str, partitions: int) -> str:
+    with logbus.Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([logbus.NewTopic(name, partitions, 1)])
+    return name
+
+
+def _recorded(
+    monkeypatch: pytest.MonkeyPatch, name: str, calls: list[Any], what: Callable[..., Any]
+) -> None:
+    """Record `what(*args)` each time transaction_manager's `name` request is made."""
+    real: Callable[..., Awaitable[Any]] = getattr(transaction_manager, name)
+
+    async def recording(*args: Any) -> Any:
+        calls.append(what(*args))
+        return await real(*args)
+
+    monkeypatch.setattr(transaction_manager, name, recording)
+
+
+def test_partitions_filled_by_one_send_many_join_in_one_request(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-add", 2)
+    added: list[list[int]] = []
+    _recorded(
+        monkeypatch,
+        "add_partitions_to_txn",
+        added,
+        lambda _conn, _txn_id, _producer, tps: sorted(tp.partition for tp in tps),
+    )
+
+    async def main() -> list[int]:
+        async with AioProducer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "transactional.id": "t-requests-add",
+                "batch.size": 16384,
+            }
+        ) as producer:
+            await producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            # 20 x 1000 B of keyless values: one partition's batch fills up (16 KiB), the
+            # rest go to the other partition
+            sent = await producer.send_many(topic=topic, values=[bytes(1000)] * 20)
+            await producer.commit_transaction(TIMEOUT)
+            return sorted({m.partition for m in await sent})
+
+    assert asyncio.run(main()) == [0, 1]
+    assert added == [[0, 1]]
+
+
+def test_end_txn_leaves_before_the_record_metadata_is_built(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-end", 1)
+    sent: list[asyncio.Future[Any]] = []
+    records_done_at_end_txn: list[bool] = []
+    _recorded(monkeypatch, "end_txn", records_done_at_end_txn, lambda *_args: sent[-1].done())
+
+    async def main() -> None:
+        async with AioProducer(
+            {"bootstrap.servers": broker.bootstrap, "transactional.id": "t-requests-end"}
+        ) as producer:
+            await producer.init_transactions(TIMEOUT)
+            for _ in range(3):
+                producer.begin_transaction()
+                sent.append(await producer.send_many(topic=topic, values=[b"v"] * 1000))
+                await producer.commit_transaction(TIMEOUT)
+                assert sent[-1].done()  # built while EndTxn was in flight
+                assert len(await sent[-1]) == 1000
+
+    asyncio.run(main())
+    # each EndTxn was sent while its records' RecordMetadata list was still to be built
+    assert records_done_at_end_txn == [False] * 3
+
+
+def test_after_a_plain_flush_every_send_many_future_is_done(broker: Any) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-flush", 2)
+
+    async def main() -> None:
+        async with AioProducer({"bootstrap.servers": broker.bootstrap}) as producer:
+            for _ in range(3):
+                sent = [
+                    await producer.send_many(topic=topic, values=[b"v"] * 500) for _ in range(2)
+                ]
+                await producer.flush()
+                assert all(future.done() for future in sent)
+                assert [len(future.result()) for future in sent] == [500, 500]
+
+    asyncio.run(main())
