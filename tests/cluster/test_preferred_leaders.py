@@ -102,6 +102,8 @@ def test_without_auto_rebalance_leader_election_moves_leadership_back(
             f"Successfully completed leader election (PREFERRED) for partitions {TOPIC}-{first}"
         ]
         assert cluster.partition_state(TOPIC, first)["leader"] == victim
+        # The answer came once the answering broker (the controller) knew the new leader.
+        assert cluster.leader_of(TOPIC, first, via=cluster.controller()) == victim
 
         # The others through confluent-kafka's admin (ElectLeaders at librdkafka's version).
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})

@@ -147,7 +147,7 @@ def test_elect_leaders_results_follow_kafka(tmp_path: Path) -> None:
     )
     t0, t1, missing = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 9)
     results = elect_leaders(controller, ElectionType.PREFERRED, [t0, t1, missing])
-    assert results[t0] == ElectionResult()
+    assert results[t0] == ElectionResult(leader=1)
     assert results[t1].error == ErrorCode.ELECTION_NOT_NEEDED
     assert results[missing] == ElectionResult(
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
@@ -167,7 +167,7 @@ def test_elect_leaders_results_follow_kafka(tmp_path: Path) -> None:
     assert elect_leaders(controller, ElectionType.PREFERRED, [t1])[t1].error == (
         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     )
-    assert elect_leaders(controller, ElectionType.UNCLEAN, [t1])[t1] == ElectionResult()
+    assert elect_leaders(controller, ElectionType.UNCLEAN, [t1])[t1] == ElectionResult(leader=0)
     assert leaders(controller, "t")[1] == (0, (0,))
     controller.shutdown()
 

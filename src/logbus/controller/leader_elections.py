@@ -49,6 +49,7 @@ class ElectionType(enum.IntEnum):
 class ElectionResult:
     error: ErrorCode = ErrorCode.NONE
     message: str | None = None
+    leader: int = NO_LEADER  # the leader elected (NONE only)
 
 
 @dataclass(slots=True)
@@ -235,7 +236,7 @@ def _elect_one(
         "%s election of %s-%d: leader %d -> %d",
         election_type.name.lower(), topic.name, p, state.leader, new.leader,
     )  # fmt: skip
-    return ElectionResult()
+    return ElectionResult(leader=new.leader)
 
 
 _NOT_NEEDED = "Leader election not needed for topic partition."

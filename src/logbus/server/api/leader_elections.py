@@ -11,6 +11,8 @@ replica each), and ElectLeaders with ELECTION_NOT_NEEDED.
 
 from __future__ import annotations
 
+import asyncio
+
 from logbus.controller.cluster_controller import ControllerMovedError
 from logbus.controller.controller import Controller
 from logbus.controller.isr_changes import is_active
@@ -94,7 +96,39 @@ async def handle_elect_leaders(
         results = None
     if results is None:
         results = _every(named, ElectionResult(ErrorCode.NOT_CONTROLLER))
+    elif ctx.broker.cluster is not None:
+        results = await _propagated(ctx, results, request["timeout_ms"])
     return _response(ErrorCode.NONE, results)
+
+
+async def _propagated(
+    ctx: RequestContext, results: dict[TopicPartition, ElectionResult], timeout_ms: int
+) -> dict[TopicPartition, ElectionResult]:
+    """Wait (at most `timeout_ms`) until this broker's metadata names each elected
+    leader, as Kafka's broker waits for the election in its purgatory; a partition whose
+    new leader is not seen by then answers REQUEST_TIMED_OUT (the election stands)."""
+    cache = ctx.broker.metadata_cache
+
+    def pending() -> list[TopicPartition]:
+        return [
+            tp
+            for tp, r in results.items()
+            if r.error == ErrorCode.NONE
+            and (state := cache.partition(tp.topic, tp.partition)) is not None
+            and state.leader != r.leader
+        ]
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    while True:
+        waiting = pending()
+        if not waiting or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.01)
+    timed_out = ElectionResult(
+        ErrorCode.REQUEST_TIMED_OUT, "The election was made; this broker has not seen it yet."
+    )
+    return {tp: timed_out if tp in waiting else r for tp, r in results.items()}
 
 
 def _elect(
