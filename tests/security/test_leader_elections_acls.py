@@ -4,8 +4,11 @@ ClusterAction on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise), as Kafka'
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
@@ -60,7 +63,23 @@ async def shutdown_code(config: dict[str, Any]) -> ErrorCode:
         await conn.close()
 
 
-def test_elections_need_alter_and_controlled_shutdown_cluster_action(secure_broker: Any) -> None:
+def cli(config: dict[str, Any], topic: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`logbus leader-election` as `config`'s user, its settings in --command-config."""
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "".join(f"{k}={v}\n" for k, v in config.items() if k != "bootstrap.servers")
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "logbus.cli.main", "leader-election",
+         "--bootstrap-server", config["bootstrap.servers"], "--command-config", str(properties),
+         "--election-type", "PREFERRED", "--topic", topic, "--partition", "0"],
+        capture_output=True, text=True, encoding="utf-8", timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_elections_need_alter_and_controlled_shutdown_cluster_action(
+    secure_broker: Any, tmp_path: Path
+) -> None:
     running = secure_broker(
         {
             "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
@@ -76,6 +95,10 @@ def test_elections_need_alter_and_controlled_shutdown_cluster_action(secure_brok
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT)
     alice = plain(running, "alice", "alice-secret")
     assert elect(alice, topic) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    refused = cli(alice, topic, tmp_path)
+    # The request-level error fails the whole call, as Kafka's admin does.
+    assert refused.returncode == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
     code = asyncio.run(asyncio.wait_for(shutdown_code(alice), TIMEOUT))
     assert code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     grant = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
@@ -90,6 +113,11 @@ def test_elections_need_alter_and_controlled_shutdown_cluster_action(secure_brok
         deadline -= 0.2
         assert deadline > 0, "the grant never took effect"
         time.sleep(0.2)
+    allowed_cli = cli(alice, topic, tmp_path)
+    assert allowed_cli.returncode == 0, allowed_cli.stderr
+    assert allowed_cli.stdout.splitlines() == [
+        f"Valid replica already elected for partitions {topic}-0"
+    ]
     # Alter is not ClusterAction.
     code = asyncio.run(asyncio.wait_for(shutdown_code(alice), TIMEOUT))
     assert code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
