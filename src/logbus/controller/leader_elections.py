@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -246,9 +246,7 @@ _NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 def rebalance_preferred_leaders(
-    controller: Controller,
-    per_broker_percentage: int,
-    skip: Callable[[str], bool] = lambda topic: False,
+    controller: Controller, per_broker_percentage: int
 ) -> list[TopicPartition]:
     """Kafka's `checkAndTriggerAutoLeaderRebalance`: for each broker whose share of
     partitions preferring it but led by another is above `per_broker_percentage`, move
@@ -260,7 +258,6 @@ def rebalance_preferred_leaders(
     states = {
         TopicPartition(t.name, p): s
         for t in controller.topics.values()
-        if not skip(t.name)
         for p, s in t.partitions.items()
         if s.leader_epoch >= 0
     }
