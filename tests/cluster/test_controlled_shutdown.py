@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -278,3 +279,38 @@ def test_a_leadership_that_cannot_move_is_retried_then_the_broker_stops_anyway(
         assert "controlled shutdown failed; shutting down anyway" in log
         for broker in others:
             cluster.resume(broker)
+
+
+def test_no_controlled_shutdown_while_zookeeper_is_unreachable(
+    zookeeper_factory: Callable[[], Any], tmp_path: Path
+) -> None:
+    """The controller cannot write a leadership without ZooKeeper: a broker stopped while
+    its ZooKeeper connection is down does not wait for it, it stops at once."""
+    import signal
+
+    from confluent_kafka.admin import NewTopic as ConfluentTopic
+    from zk_cluster import ZkCluster, wait_for
+
+    from logbus.controller.zookeeper_store import ZooKeeperStore
+
+    server = zookeeper_factory()
+    connect = f"{server.connect}/stopping"
+    cluster = ZkCluster(connect, tmp_path, ZooKeeperStore(connect, 30_000, 10_000))
+    try:
+        for broker_id in (1, 2):
+            cluster.add(broker_id)
+        cluster.wait_registered({1, 2})
+        controller_id, _ = cluster.wait_controller()
+        admin = cluster.admin()
+        admin.create_topics([ConfluentTopic("held", 2, 2)])["held"].result(30)
+        wait_for(lambda: len(cluster.state("held", 0)["isr"]) == 2, 30, "the full ISR")
+        cluster.store.close()
+        server.stop()
+        victim = cluster.brokers[controller_id]
+        victim.signal(signal.SIGTERM)
+        assert victim.exit_code(60) == 0
+        output = victim.output()
+        assert "ZooKeeper is unreachable, so the controller cannot move leaderships" in output
+        assert "controlled shutdown attempt" not in output
+    finally:
+        cluster.close()

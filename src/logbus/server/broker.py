@@ -509,7 +509,7 @@ class Broker:
             and self.config.get("controlled.shutdown.enable")
         ):
             # Leaderships move away while the listeners still serve (Kafka's order).
-            await shut_down_controlled(self)
+            await shut_down_controlled(self, self.cluster.zookeeper_lost)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None

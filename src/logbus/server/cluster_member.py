@@ -23,7 +23,12 @@ from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import ensure_cluster_id
 from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.leader_elections import rebalance_preferred_leaders
-from logbus.controller.metadata_store import MetadataStore, NoNode, StoreUnavailable
+from logbus.controller.metadata_store import (
+    MetadataStore,
+    NoNode,
+    SessionEvent,
+    StoreUnavailable,
+)
 from logbus.server.topic_config import validate_topic_configs
 from logbus.storage.meta_properties import read_meta_properties
 
@@ -104,6 +109,9 @@ class ClusterMember:
         self.registration: BrokerRegistration | None = None
         self.controller: ClusterController | None = None
         self._rebalance: asyncio.Task[None] | None = None
+        self.zookeeper_lost = asyncio.Event()
+        """Set while this broker's ZooKeeper connection is down (suspended or expired);
+        on the event loop."""
 
     async def start(self, channel: object, host: str, port: int) -> ClusterController:
         broker = self.broker
@@ -147,6 +155,14 @@ class ClusterMember:
             unclean_default=bool(cfg.get("unclean.leader.election.enable")),
         )
         controller.cluster_id = broker.metadata_cache.cluster_id
+
+        def on_session(event: SessionEvent) -> None:
+            lost = event is not SessionEvent.CONNECTED
+            loop.call_soon_threadsafe(
+                self.zookeeper_lost.set if lost else self.zookeeper_lost.clear
+            )
+
+        self.store.add_session_listener(on_session)
         self.events.start()
         controller.startup()
         if cfg.get("auto.leader.rebalance.enable"):

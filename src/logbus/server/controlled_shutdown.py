@@ -4,7 +4,9 @@ clean stop of a cluster member with `controlled.shutdown.enable`, it asks the co
 move the leaderships it holds to other in-sync replicas and take it out of the ISRs, and
 waits for the answer that it leads nothing movable any more. It tries
 `controlled.shutdown.max.retries` times, `controlled.shutdown.retry.backoff.ms` apart
-(each request bounded by `controller.socket.timeout.ms`), then stops anyway.
+(each request bounded by `controller.socket.timeout.ms`), then stops anyway. While its
+own ZooKeeper connection is down it does not try (or stops trying): the controller
+cannot write a leadership without ZooKeeper, which is then most likely gone for it too.
 
 The controller broker goes through this too: it asks itself, through its own listener,
 before giving up the controllership. The listeners stay open meanwhile, so the controller's
@@ -14,8 +16,10 @@ LeaderAndIsr and StopReplica reach this broker and clients are told to go elsewh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
@@ -29,51 +33,89 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-async def shut_down_controlled(broker: Broker) -> bool:
+
+class _ZooKeeperLost(Exception):
+    pass
+
+
+async def _unless_lost(lost: asyncio.Event, work: Awaitable[T]) -> T:
+    """`work`, unless the ZooKeeper connection goes down first (_ZooKeeperLost)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(lost.wait())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise _ZooKeeperLost
+    return task.result()
+
+
+async def _attempt(broker: Broker, socket_timeout: float) -> str | None:
+    """One ControlledShutdown to the current controller: None when it agreed, else what
+    went wrong."""
+    controller_id = broker.metadata_cache.controller_id
+    info = broker.metadata_cache.brokers.get(controller_id)
+    if info is None:
+        return "the controller is not known"
+    endpoint = info.endpoint(broker.config.inter_broker_listener_name)
+    try:
+        conn = await Connection.connect(
+            endpoint.host,
+            endpoint.port,
+            client_id=f"broker-{broker.broker_id}-controlled-shutdown",
+            connect_timeout=socket_timeout,
+            request_timeout=socket_timeout,
+            security=inter_broker_security(broker.config),
+        )
+        try:
+            result = await controlled_shutdown(conn, broker.broker_id, broker.broker_epoch)
+        finally:
+            await conn.close()
+    except (KafkaError, ProtocolError, OSError, TimeoutError) as exc:
+        return f"the request to controller {controller_id} failed: {exc}"
+    if result.error != ErrorCode.NONE:
+        return f"controller {controller_id} answered {result.error.name}"
+    if result.remaining:
+        shown = ", ".join(f"{t}-{p}" for t, p in result.remaining[:10])
+        return f"{len(result.remaining)} partitions still led here ({shown})"
+    return None
+
+
+async def shut_down_controlled(broker: Broker, zookeeper_lost: asyncio.Event) -> bool:
     """Ask the controller until this broker leads nothing movable; True when it agreed,
-    False after the last attempt failed."""
+    False after the last attempt failed or once ZooKeeper is unreachable."""
     cfg = broker.config
     attempts = max(1, cast(int, cfg.get("controlled.shutdown.max.retries")))
     backoff = cast(int, cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
     timeout = cast(int, cfg.get("controller.socket.timeout.ms")) / 1000
-    security = inter_broker_security(cfg)
-    listener = cfg.inter_broker_listener_name
-    for attempt in range(1, attempts + 1):
-        controller_id = broker.metadata_cache.controller_id
-        info = broker.metadata_cache.brokers.get(controller_id)
-        outcome = "the controller is not known"
-        if info is not None:
-            endpoint = info.endpoint(listener)
-            try:
-                conn = await Connection.connect(
-                    endpoint.host,
-                    endpoint.port,
-                    client_id=f"broker-{broker.broker_id}-controlled-shutdown",
-                    connect_timeout=timeout,
-                    request_timeout=timeout,
-                    security=security,
-                )
-                try:
-                    result = await controlled_shutdown(conn, broker.broker_id, broker.broker_epoch)
-                finally:
-                    await conn.close()
-            except (KafkaError, ProtocolError, OSError, TimeoutError) as exc:
-                outcome = f"the request to controller {controller_id} failed: {exc}"
-            else:
-                if result.error == ErrorCode.NONE and not result.remaining:
-                    log.info("broker %d: controlled shutdown succeeded", broker.broker_id)
-                    return True
-                if result.error != ErrorCode.NONE:
-                    outcome = f"controller {controller_id} answered {result.error.name}"
-                else:
-                    shown = ", ".join(f"{t}-{p}" for t, p in result.remaining[:10])
-                    outcome = f"{len(result.remaining)} partitions still led here ({shown})"
+    try:
+        for attempt in range(1, attempts + 1):
+            if zookeeper_lost.is_set():
+                raise _ZooKeeperLost
+            outcome = await _unless_lost(zookeeper_lost, _attempt(broker, timeout))
+            if outcome is None:
+                log.info("broker %d: controlled shutdown succeeded", broker.broker_id)
+                return True
+            log.warning(
+                "broker %d: controlled shutdown attempt %d of %d: %s",
+                broker.broker_id, attempt, attempts, outcome,
+            )  # fmt: skip
+            if attempt < attempts:
+                await _unless_lost(zookeeper_lost, asyncio.sleep(backoff))
+    except _ZooKeeperLost:
         log.warning(
-            "broker %d: controlled shutdown attempt %d of %d: %s",
-            broker.broker_id, attempt, attempts, outcome,
-        )  # fmt: skip
-        if attempt < attempts:
-            await asyncio.sleep(backoff)
+            "broker %d: ZooKeeper is unreachable, so the controller cannot move "
+            "leaderships: shutting down without a controlled shutdown",
+            broker.broker_id,
+        )
+        return False
     log.warning("broker %d: controlled shutdown failed; shutting down anyway", broker.broker_id)
     return False
