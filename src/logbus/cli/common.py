@@ -9,9 +9,10 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from logbus.client.admin import Admin, AdminBatchError
 from logbus.client.cluster import Cluster
 from logbus.client.config import COMMON, ConfigError, ConfigSchema
 from logbus.client.connection import parse_bootstrap
@@ -122,6 +123,42 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
     return key.strip(), value
+
+
+AdminAction = Callable[[Admin, argparse.Namespace], Awaitable[int]]
+
+
+def admin_command(
+    action: AdminAction,
+    client_id: str,
+    check: Callable[[argparse.Namespace], str | None] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    *,
+    first_error: bool = False,
+) -> Callable[[argparse.Namespace], int]:
+    """A subcommand's function running `action` with an Admin for the command's
+    --bootstrap-server and client settings. `check` finds argument combinations argparse
+    cannot express, reported as usage errors by `parser` before anything is sent;
+    `first_error` reports an AdminBatchError as its first error, as Kafka's tools do."""
+
+    async def with_admin(args: argparse.Namespace) -> int:
+        async with Admin(
+            client_settings(args), bootstrap_servers=args.bootstrap_server, client_id=client_id
+        ) as admin:
+            try:
+                return await action(admin, args)
+            except AdminBatchError as exc:
+                if not first_error:
+                    raise
+                raise next(iter(exc.errors.values())) from None
+
+    def runner(args: argparse.Namespace) -> int:
+        complaint = check(args) if check is not None else None
+        if complaint is not None and parser is not None:
+            parser.error(complaint)
+        return run(with_admin(args))
+
+    return runner
 
 
 def run(coro: Coroutine[Any, Any, int]) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from logbus.cli.common import CommandError, add_bootstrap, client_settings, fail, run
+from logbus.cli.common import CommandError, add_bootstrap, admin_command, fail
 from logbus.client.admin import Admin, AdminBatchError, OffsetSpec
 from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
@@ -46,25 +46,8 @@ def command(
     check: Callable[[argparse.Namespace], str | None] | None = None,
     parser: argparse.ArgumentParser | None = None,
 ) -> Callable[[argparse.Namespace], int]:
-    """A subcommand's function; `check` finds argument combinations argparse cannot
-    express, reported as usage errors by `parser` before anything is sent."""
-
-    def runner(args: argparse.Namespace) -> int:
-        complaint = check(args) if check is not None else None
-        if complaint is not None and parser is not None:
-            parser.error(complaint)
-        return run(_with_admin(action, args))
-
-    return runner
-
-
-async def _with_admin(action: Action, args: argparse.Namespace) -> int:
-    async with Admin(
-        client_settings(args),
-        bootstrap_servers=args.bootstrap_server,
-        client_id="logbus-consumer-groups",
-    ) as admin:
-        return await action(admin, args)
+    """A `logbus groups` subcommand's function (see `admin_command`)."""
+    return admin_command(action, "logbus-consumer-groups", check, parser)
 
 
 def add_groups(parser: argparse.ArgumentParser, what: str) -> None:

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from logbus.cli.common import (
     CommandError,
     add_bootstrap,
-    client_settings,
+    admin_command,
     key_value,
     positive_int,
-    run,
 )
 from logbus.cli.tool_syntax import ToolSyntax
 from logbus.client.admin import (
@@ -241,17 +240,7 @@ async def _matching(admin: Admin, args: argparse.Namespace) -> list[str]:
 
 
 def _command(action: _Action) -> Callable[[argparse.Namespace], int]:
-    def runner(args: argparse.Namespace) -> int:
-        return run(_with_admin(action, args))
-
-    return runner
-
-
-async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
-    async with Admin(
-        client_settings(args), bootstrap_servers=args.bootstrap_server, client_id="logbus-topics"
-    ) as admin:
-        return await action(admin, args)
+    return admin_command(action, "logbus-topics")
 
 
 async def _create(admin: Admin, args: argparse.Namespace) -> int:

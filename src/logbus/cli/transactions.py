@@ -16,8 +16,8 @@ import argparse
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from logbus.cli.common import add_bootstrap, client_settings, non_negative_int, run
-from logbus.client.admin import AbortTransactionSpec, Admin, AdminBatchError
+from logbus.cli.common import add_bootstrap, admin_command, non_negative_int
+from logbus.client.admin import AbortTransactionSpec, Admin
 from logbus.client.types import TopicPartition
 
 _Action = Callable[[Admin, argparse.Namespace], Awaitable[int]]
@@ -66,25 +66,7 @@ def _command(
     check: Callable[[argparse.Namespace], str | None] | None = None,
     parser: argparse.ArgumentParser | None = None,
 ) -> Callable[[argparse.Namespace], int]:
-    def runner(args: argparse.Namespace) -> int:
-        complaint = check(args) if check is not None else None
-        if complaint is not None and parser is not None:
-            parser.error(complaint)
-        return run(_with_admin(action, args))
-
-    return runner
-
-
-async def _with_admin(action: _Action, args: argparse.Namespace) -> int:
-    async with Admin(
-        client_settings(args),
-        bootstrap_servers=args.bootstrap_server,
-        client_id="logbus-transactions",
-    ) as admin:
-        try:
-            return await action(admin, args)
-        except AdminBatchError as exc:
-            raise next(iter(exc.errors.values())) from None
+    return admin_command(action, "logbus-transactions", check, parser, first_error=True)
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
