@@ -10,19 +10,18 @@ the call's `timeout_ms`) runs out; only the items that failed are sent again.
 
 Calls on several items return a dict of per-item results; if any item fails they raise
 `AdminBatchError`, which holds each failed item's KafkaError and the other items' results.
+The routing and retries are `AdminCalls` (`calls.py`, `Admin.calls`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
+from logbus.client.admin.calls import AdminCalls
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.leader_elections import elect_leaders_of
-from logbus.client.admin.log_dirs import log_dirs_of
 from logbus.client.admin.quota_types import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
@@ -39,7 +38,6 @@ from logbus.client.admin.transactions import (
     producers_of,
 )
 from logbus.client.admin.types import (
-    AdminBatchError,
     AlterConfigOp,
     AlterConfigOpType,
     ClusterDescription,
@@ -57,7 +55,7 @@ from logbus.client.admin.types import (
 )
 from logbus.client.cluster import Cluster
 from logbus.client.connection import Connection
-from logbus.client.errors import KafkaError, KafkaTimeoutError
+from logbus.client.errors import KafkaError
 from logbus.client.lifecycle import AsyncService
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.acls import create_acls, delete_acls, describe_acls
@@ -76,7 +74,7 @@ from logbus.client.requests.list_offsets import (
     ListedOffset,
     list_offsets_info,
 )
-from logbus.client.requests.log_dirs import LogDirDescription
+from logbus.client.requests.log_dirs import LogDirDescription, describe_log_dirs
 from logbus.client.requests.topics import (
     CreatedTopic,
     create_partitions_many,
@@ -89,24 +87,15 @@ from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 
-K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-# One try at some items: given the items still to do and the milliseconds left, a result
-# or error per item (an exception raised fails every one of them).
-Attempt = Callable[[list[K], int], Awaitable[Mapping[K, V | KafkaError]]]
 
-# Retriable in general, but an admin call names what it wants: a missing topic is an
-# answer, not a reason to wait.
-_FINAL = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 _OFFSET_SPECS = {
     "earliest": EARLIEST,
     "latest": LATEST,
     "max_timestamp": MAX_TIMESTAMP,
 }
 _ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
-_BROKER_RESOURCES = (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
 _CONSUMER_PROTOCOL_TYPES = ("consumer", "")
-_ONE = "call"  # the single item of a call that is not on several items
 
 
 class Admin(AsyncService):
@@ -125,28 +114,33 @@ class Admin(AsyncService):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self.config: dict[str, Any] = ADMIN_CONFIG.parse(config, **overrides)
-        self._cluster: Cluster | None = None
+        self._calls: AdminCalls | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
         """Connect to a bootstrap server (KafkaConnectionError if none answers)."""
-        if self._cluster is not None:
+        if self._calls is not None:
             return
-        self._cluster = await Cluster.from_config(self.config)
+        self._calls = AdminCalls(await Cluster.from_config(self.config), self.config)
 
     async def close(self) -> None:
         """Close every connection; the client cannot be used afterwards until `start()`."""
-        cluster, self._cluster = self._cluster, None
-        if cluster is not None:
-            await cluster.close()
+        calls, self._calls = self._calls, None
+        if calls is not None:
+            await calls.cluster.close()
+
+    @property
+    def calls(self) -> AdminCalls:
+        """How this client routes and retries its calls (RuntimeError before `start()`)."""
+        if self._calls is None:
+            raise RuntimeError("the Admin client is not started (use `async with` or start())")
+        return self._calls
 
     @property
     def cluster(self) -> Cluster:
         """The connections this client uses (RuntimeError before `start()`)."""
-        if self._cluster is None:
-            raise RuntimeError("the Admin client is not started (use `async with` or start())")
-        return self._cluster
+        return self.calls.cluster
 
     # --- topics -------------------------------------------------------------------------
 
@@ -181,13 +175,13 @@ class Admin(AsyncService):
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, CreatedTopic | KafkaError]:
             return await create_topics_many(
-                await self._controller(),
+                await self.calls.controller(),
                 [bodies[name] for name in names],
                 validate_only=validate_only,
                 timeout_ms=left_ms,
             )
 
-        return await self._each(bodies, attempt, timeout_ms)
+        return await self.calls.each(bodies, attempt, timeout_ms)
 
     async def delete_topics(self, topics: Sequence[str], *, timeout_ms: int | None = None) -> None:
         """Delete topics on the controller; a failure (UNKNOWN_TOPIC_OR_PARTITION,
@@ -195,17 +189,17 @@ class Admin(AsyncService):
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
             return await delete_topics_many(
-                await self._controller(), names, timeout_ms=left_ms
+                await self.calls.controller(), names, timeout_ms=left_ms
             )
 
-        await self._each(topics, attempt, timeout_ms)
+        await self.calls.each(topics, attempt, timeout_ms)
 
     async def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None
     ) -> list[str]:
         """The names of every topic, sorted (internal topics such as `__consumer_offsets`
         only with `include_internal`)."""
-        md = await self._single(lambda: self.cluster.refresh(None), timeout_ms)
+        md = await self.calls.single(lambda: self.cluster.refresh(None), timeout_ms)
         return sorted(
             name
             for name, info in md.topics.items()
@@ -219,14 +213,14 @@ class Admin(AsyncService):
         `topics` or (None) every topic. A missing topic raises AdminBatchError with
         UNKNOWN_TOPIC_OR_PARTITION for it."""
         if topics is None:
-            md = await self._single(lambda: self.cluster.refresh(None), timeout_ms)
+            md = await self.calls.single(lambda: self.cluster.refresh(None), timeout_ms)
             return {name: md.topics[name] for name in sorted(md.topics)}
 
         async def attempt(names: list[str], _: int) -> dict[str, TopicDescription | KafkaError]:
             md = await self.cluster.refresh(names)
             return {name: _catch(md.topic, name) for name in names}
 
-        return await self._each(topics, attempt, timeout_ms)
+        return await self.calls.each(topics, attempt, timeout_ms)
 
     async def create_partitions(
         self,
@@ -245,13 +239,13 @@ class Admin(AsyncService):
 
         async def attempt(names: list[str], left_ms: int) -> dict[str, KafkaError | None]:
             return await create_partitions_many(
-                await self._controller(),
+                await self.calls.controller(),
                 {name: wanted[name] for name in names},
                 validate_only=validate_only,
                 timeout_ms=left_ms,
             )
 
-        await self._each(wanted, attempt, timeout_ms)
+        await self.calls.each(wanted, attempt, timeout_ms)
 
     # --- configs ------------------------------------------------------------------------
 
@@ -278,7 +272,7 @@ class Admin(AsyncService):
             found = await describe_configs(conn, query)
             return {info.name: _config_entry(info) for info in found}
 
-        return await self._each_resource(keys, describe, timeout_ms)
+        return await self.calls.each_resource(keys, describe, timeout_ms)
 
     async def incremental_alter_configs(
         self,
@@ -301,7 +295,7 @@ class Admin(AsyncService):
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        await self._each_resource(wanted, alter, timeout_ms)
+        await self.calls.each_resource(wanted, alter, timeout_ms)
 
     async def alter_configs(
         self,
@@ -320,7 +314,7 @@ class Admin(AsyncService):
                 conn, int(r.type), r.name, wanted[r], validate_only=validate_only
             )
 
-        await self._each_resource(wanted, alter, timeout_ms)
+        await self.calls.each_resource(wanted, alter, timeout_ms)
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -353,9 +347,9 @@ class Admin(AsyncService):
         async def attempt(
             batch: list[TopicPartition], _: int
         ) -> dict[TopicPartition, ListedOffset | KafkaError]:
-            return await self._on_leaders(batch, on_leader)
+            return await self.calls.on_leaders(batch, on_leader)
 
-        return await self._each(wanted, attempt, timeout_ms)
+        return await self.calls.each(wanted, attempt, timeout_ms)
 
     async def delete_records(
         self,
@@ -379,15 +373,15 @@ class Admin(AsyncService):
             conn: Connection, batch: list[TopicPartition]
         ) -> Mapping[Any, int | KafkaError]:
             return await delete_records(
-                conn, {tp: wanted[tp] for tp in batch}, timeout_ms=self._request_timeout_ms
+                conn, {tp: wanted[tp] for tp in batch}, timeout_ms=self.calls.request_timeout_ms
             )
 
         async def attempt(
             batch: list[TopicPartition], _: int
         ) -> dict[TopicPartition, int | KafkaError]:
-            return await self._on_leaders(batch, on_leader)
+            return await self.calls.on_leaders(batch, on_leader)
 
-        return await self._each(wanted, attempt, timeout_ms)
+        return await self.calls.each(wanted, attempt, timeout_ms)
 
     # --- cluster ------------------------------------------------------------------------
 
@@ -398,7 +392,7 @@ class Admin(AsyncService):
         async def describe() -> ClusterMetadata:
             return await describe_cluster(await self.cluster.bootstrap())
 
-        md = await self._single(describe, timeout_ms)
+        md = await self.calls.single(describe, timeout_ms)
         nodes = [md.brokers[node_id] for node_id in sorted(md.brokers)]
         return ClusterDescription(md.cluster_id, md.brokers.get(md.controller_id), nodes)
 
@@ -413,7 +407,11 @@ class Admin(AsyncService):
         the replicas each holds (only `partitions`' if given) with their size in bytes,
         offset lag and future flag, and the volume's total and usable bytes
         (DescribeLogDirs). A broker that fails raises AdminBatchError for it."""
-        return await log_dirs_of(self, brokers, partitions, timeout_ms)
+
+        async def describe(conn: Connection) -> dict[str, LogDirDescription]:
+            return await describe_log_dirs(conn, partitions)
+
+        return await self.calls.on_each_broker(brokers, describe, timeout_ms)
 
     async def elect_leaders(
         self,
@@ -428,7 +426,7 @@ class Admin(AsyncService):
         None. Per partition: None when a leader was elected, else the error
         (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
         ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION...)."""
-        return await elect_leaders_of(self, election_type, partitions, timeout_ms)
+        return await elect_leaders_of(self.calls, election_type, partitions, timeout_ms)
 
     # --- ACLs ---------------------------------------------------------------------------
 
@@ -444,7 +442,7 @@ class Admin(AsyncService):
             results = await create_acls(await self.cluster.bootstrap(), batch)
             return dict(zip(batch, results, strict=True))
 
-        await self._each(wanted, attempt, timeout_ms)
+        await self.calls.each(wanted, attempt, timeout_ms)
 
     async def describe_acls(
         self, acl_filter: AclBindingFilter = MATCH_ALL, *, timeout_ms: int | None = None
@@ -454,7 +452,7 @@ class Admin(AsyncService):
         async def describe() -> list[AclBinding]:
             return await describe_acls(await self.cluster.bootstrap(), acl_filter)
 
-        return await self._single(describe, timeout_ms)
+        return await self.calls.single(describe, timeout_ms)
 
     async def delete_acls(
         self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
@@ -468,7 +466,7 @@ class Admin(AsyncService):
             results = await delete_acls(await self.cluster.bootstrap(), batch)
             return dict(zip(batch, results, strict=True))
 
-        return await self._each(wanted, attempt, timeout_ms)
+        return await self.calls.each(wanted, attempt, timeout_ms)
 
     # --- consumer groups ----------------------------------------------------------------
 
@@ -479,20 +477,10 @@ class Admin(AsyncService):
         ["Stable", "Empty"], if given). Groups of other protocol types (Connect workers)
         are left out, as Kafka's Admin does."""
 
-        async def attempt(
-            node_ids: list[int], _: int
-        ) -> dict[int, list[ConsumerGroupListing] | KafkaError]:
-            out: dict[int, list[ConsumerGroupListing] | KafkaError] = {}
-            for node_id in node_ids:
-                try:
-                    conn = await self.cluster.node(node_id)
-                    out[node_id] = await list_groups(conn, states)
-                except KafkaError as exc:
-                    out[node_id] = exc
-            return out
+        async def list_on(conn: Connection) -> list[ConsumerGroupListing]:
+            return await list_groups(conn, states)
 
-        md = await self._single(lambda: self.cluster.refresh([]), timeout_ms)
-        found = await self._each(sorted(md.brokers), attempt, timeout_ms)
+        found = await self.calls.on_each_broker(None, list_on, timeout_ms)
         groups = {
             g.group_id: g
             for listed in found.values()
@@ -530,9 +518,9 @@ class Admin(AsyncService):
         async def attempt(
             batch: list[str], _: int
         ) -> dict[str, ConsumerGroupDescription | KafkaError]:
-            return await self._on_coordinators(batch, on_coordinator)
+            return await self.calls.on_coordinators(batch, on_coordinator)
 
-        return await self._each(group_ids, attempt, timeout_ms)
+        return await self.calls.each(group_ids, attempt, timeout_ms)
 
     async def delete_consumer_groups(
         self, group_ids: Sequence[str], *, timeout_ms: int | None = None
@@ -550,9 +538,9 @@ class Admin(AsyncService):
             return out
 
         async def attempt(batch: list[str], _: int) -> dict[str, KafkaError | None]:
-            return await self._on_coordinators(batch, on_coordinator)
+            return await self.calls.on_coordinators(batch, on_coordinator)
 
-        await self._each(group_ids, attempt, timeout_ms)
+        await self.calls.each(group_ids, attempt, timeout_ms)
 
     async def list_consumer_group_offsets(
         self,
@@ -571,7 +559,7 @@ class Admin(AsyncService):
             found = await fetch_offsets(conn, group_id, asked)
             return {TopicPartition(*tp): offset for tp, offset in sorted(found.items())}
 
-        return await self._single(fetch, timeout_ms)
+        return await self.calls.single(fetch, timeout_ms)
 
     async def alter_consumer_group_offsets(
         self,
@@ -594,7 +582,8 @@ class Admin(AsyncService):
                 conn, group_id, {tp: wanted[tp] for tp in batch}
             )
 
-        await self._each(wanted, self._group_partitions(group_id, on_coordinator), timeout_ms)
+        attempt = self.calls.group_partitions(group_id, on_coordinator)
+        await self.calls.each(wanted, attempt, timeout_ms)
 
     async def delete_consumer_group_offsets(
         self,
@@ -612,9 +601,9 @@ class Admin(AsyncService):
         ) -> Mapping[Any, KafkaError | None]:
             return await delete_offsets(conn, group_id, batch)
 
-        await self._each(
+        await self.calls.each(
             [_tp(tp) for tp in partitions],
-            self._group_partitions(group_id, on_coordinator),
+            self.calls.group_partitions(group_id, on_coordinator),
             timeout_ms,
         )
 
@@ -637,7 +626,7 @@ class Admin(AsyncService):
             found = await describe_client_quotas(conn, wanted, strict=strict)
             return {entity_from_parts(e): values for e, values in found.items()}
 
-        return await self._single(call, timeout_ms)
+        return await self.calls.single(call, timeout_ms)
 
     async def alter_client_quotas(
         self,
@@ -662,9 +651,7 @@ class Admin(AsyncService):
             )
             return {by_parts[parts]: error for parts, error in answered.items()}
 
-        await self._each(list(alterations), attempt, timeout_ms)
-
-    # --- routing ------------------------------------------------------------------------
+        await self.calls.each(list(alterations), attempt, timeout_ms)
 
     # --- transactions (kafka-transactions.sh) -------------------------------------------
 
@@ -679,254 +666,35 @@ class Admin(AsyncService):
         """The transactions every broker coordinates, sorted by transactional id (only
         those in `states`, e.g. ["Ongoing"], of `producer_ids`, or running for at least
         `duration_ms`, if given)."""
-        return await list_txns(self, states, producer_ids, duration_ms, timeout_ms)
+        return await list_txns(self.calls, states, producer_ids, duration_ms, timeout_ms)
 
     async def describe_transactions(
         self, transactional_ids: Sequence[str], *, timeout_ms: int | None = None
     ) -> dict[str, TransactionDescription]:
         """Each transactional id's state on its coordinator (an unknown id is
         TRANSACTIONAL_ID_NOT_FOUND, raised as AdminBatchError)."""
-        return await describe_txns(self, transactional_ids, timeout_ms)
+        return await describe_txns(self.calls, transactional_ids, timeout_ms)
 
     async def describe_producers(
         self, partitions: Sequence[TopicPartition], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, list[ProducerState]]:
         """The producers active on each partition, from its leader: id, epoch, last
         sequence and timestamp, coordinator epoch, and where an open transaction started."""
-        return await producers_of(self, partitions, timeout_ms)
+        return await producers_of(self.calls, partitions, timeout_ms)
 
     async def abort_transaction(
         self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None
     ) -> None:
         """Write the ABORT marker of a (hanging) transaction to one partition, as its
         coordinator would (WriteTxnMarkers to the partition's leader)."""
-        await abort_txn(self, spec, timeout_ms)
+        await abort_txn(self.calls, spec, timeout_ms)
 
     async def find_hanging_transaction(
         self, partition: TopicPartition, start_offset: int, *, timeout_ms: int | None = None
     ) -> AbortTransactionSpec:
         """The `AbortTransactionSpec` of the transaction open on `partition` since
         `start_offset` (from DescribeProducers)."""
-        return await find_hanging_txn(self, partition, start_offset, timeout_ms)
-
-    async def _controller(self) -> Connection:
-        await self.cluster.refresh([])
-        return await self.cluster.controller()
-
-    async def _on_leaders(
-        self,
-        partitions: list[TopicPartition],
-        call: Callable[
-            [Connection, list[TopicPartition]], Awaitable[Mapping[Any, V | KafkaError]]
-        ],
-    ) -> dict[TopicPartition, V | KafkaError]:
-        """Send `call` to the leader of each partition (one call per leader)."""
-        md = await self.cluster.refresh(sorted({tp.topic for tp in partitions}))
-        out: dict[TopicPartition, V | KafkaError] = {}
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in partitions:
-            try:
-                by_leader.setdefault(md.leader(tp.topic, tp.partition), []).append(tp)
-            except KafkaError as exc:
-                out[tp] = exc
-        for leader, batch in by_leader.items():
-            try:
-                found = await call(await self.cluster.node(leader), batch)
-            except KafkaError as exc:
-                out.update(dict.fromkeys(batch, exc))
-                continue
-            out.update({tp: _found(found, tp) for tp in batch})
-        return out
-
-    async def _on_coordinators(
-        self,
-        group_ids: list[str],
-        call: Callable[[Connection, int, list[str]], Awaitable[Mapping[str, V | KafkaError]]],
-    ) -> dict[str, V | KafkaError]:
-        """Send `call` to the coordinator of each group (one call per coordinator)."""
-        out: dict[str, V | KafkaError] = {}
-        by_node: dict[int, list[str]] = {}
-        for group_id in group_ids:
-            try:
-                node_id = await coordinator_lookup.coordinator_id(self.cluster, group_id, wait=0)
-            except KafkaError as exc:
-                out[group_id] = exc
-                continue
-            by_node.setdefault(node_id, []).append(group_id)
-        if by_node:
-            md = self.cluster.metadata
-            if md is None or not set(by_node) <= set(md.brokers):
-                await self.cluster.refresh([])
-        for node_id, batch in by_node.items():
-            try:
-                found = await call(await self.cluster.node(node_id), node_id, batch)
-            except KafkaError as exc:
-                out.update(dict.fromkeys(batch, exc))
-                continue
-            out.update({group_id: _found(found, group_id) for group_id in batch})
-        return out
-
-    def _group_partitions(
-        self,
-        group_id: str,
-        call: Callable[
-            [Connection, list[TopicPartition]], Awaitable[Mapping[Any, KafkaError | None]]
-        ],
-    ) -> Attempt[TopicPartition, None]:
-        """An attempt that sends `call` for some of a group's partitions to its
-        coordinator."""
-
-        async def attempt(
-            batch: list[TopicPartition], _: int
-        ) -> dict[TopicPartition, KafkaError | None]:
-            conn = await coordinator_lookup.coordinator(self.cluster, group_id, wait=0)
-            found = await call(conn, batch)
-            return {tp: _found(found, tp) for tp in batch}
-
-        return attempt
-
-    async def _each_resource(
-        self,
-        resources: Iterable[ConfigResource],
-        call: Callable[[Connection, ConfigResource], Awaitable[V]],
-        timeout_ms: int | None,
-    ) -> dict[ConfigResource, V]:
-        """`call` for each resource on its broker (`_on_resource_brokers`), retried as
-        `_each` retries."""
-
-        async def attempt(
-            batch: list[ConfigResource], _: int
-        ) -> dict[ConfigResource, V | KafkaError]:
-            return await self._on_resource_brokers(batch, call)
-
-        return await self._each(resources, attempt, timeout_ms)
-
-    async def _on_resource_brokers(
-        self,
-        resources: list[ConfigResource],
-        call: Callable[[Connection, ConfigResource], Awaitable[V]],
-    ) -> dict[ConfigResource, V | KafkaError]:
-        """`call` for each resource: a broker's on that broker, the rest on any broker."""
-        by_node: dict[int | None, list[ConfigResource]] = {}
-        out: dict[ConfigResource, V | KafkaError] = {}
-        for r in resources:
-            node: int | None = None
-            if r.type in _BROKER_RESOURCES and r.name:
-                try:
-                    node = int(r.name)
-                except ValueError:
-                    out[r] = KafkaError(
-                        ErrorCode.INVALID_REQUEST, f"{r}: a broker is named by its id"
-                    )
-                    continue
-            by_node.setdefault(node, []).append(r)
-        if any(node is not None for node in by_node):
-            await self.cluster.refresh([])
-        for node, batch in by_node.items():
-            try:
-                conn = await (
-                    self.cluster.bootstrap() if node is None else self.cluster.node(node)
-                )
-            except KafkaError as exc:
-                out.update(dict.fromkeys(batch, exc))
-                continue
-            # One request per resource, pipelined on the broker's connection.
-            found = await asyncio.gather(*(call(conn, r) for r in batch), return_exceptions=True)
-            for r, result in zip(batch, found, strict=True):
-                if isinstance(result, BaseException) and not isinstance(result, KafkaError):
-                    raise result
-                out[r] = result
-        return out
-
-    @property
-    def _request_timeout_ms(self) -> int:
-        return int(self.config["request.timeout.ms"])
-
-    # --- retries ------------------------------------------------------------------------
-
-    async def _each(
-        self,
-        items: Iterable[K],
-        attempt: Attempt[K, V],
-        timeout_ms: int | None,
-    ) -> dict[K, V]:
-        """Run `attempt` on the items, again on those that failed with a retriable error
-        (after a backoff) while time and `retries` are left. Returns item -> result, or
-        raises AdminBatchError naming each failed item."""
-        total_ms = self.config["default.api.timeout.ms"] if timeout_ms is None else timeout_ms
-        if total_ms <= 0:
-            raise ValueError(f"timeout_ms must be positive, not {timeout_ms}")
-        deadline = time.monotonic() + total_ms / 1000
-        backoff = self.config["retry.backoff.ms"] / 1000
-        retries_left = self.config["retries"]
-        pending = list(dict.fromkeys(items))
-        done: dict[K, V] = {}
-        failed: dict[K, KafkaError] = {}
-        while pending:
-            left = deadline - time.monotonic()
-            try:
-                async with asyncio.timeout(left):
-                    got: Mapping[K, V | KafkaError] = await attempt(pending, int(left * 1000))
-            except TimeoutError:
-                got = {}
-            except KafkaError as exc:
-                got = dict.fromkeys(pending, exc)
-            retry: list[K] = []
-            for item in pending:
-                if item not in got:
-                    failed[item] = KafkaTimeoutError(
-                        f"{_label(item)}: timed out after {total_ms} ms"
-                    )
-                    continue
-                result = got[item]
-                if not isinstance(result, KafkaError):
-                    done[item] = result
-                elif not _retriable(result) or retries_left <= 0:
-                    failed[item] = result
-                elif time.monotonic() + backoff >= deadline:
-                    failed[item] = KafkaTimeoutError(
-                        f"{_label(item)}: gave up after {total_ms} ms: {result}"
-                    )
-                else:
-                    retry.append(item)
-            if retry:
-                retries_left -= 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.config["retry.backoff.max.ms"] / 1000)
-            pending = retry
-        if failed:
-            raise AdminBatchError(failed, done)
-        return done
-
-    async def _single(self, call: Callable[[], Awaitable[V]], timeout_ms: int | None) -> V:
-        """Run one call with the retries of `_each`; raises its KafkaError."""
-
-        async def attempt(_: list[str], __: int) -> dict[str, V | KafkaError]:
-            return {_ONE: await call()}
-
-        try:
-            return (await self._each([_ONE], attempt, timeout_ms))[_ONE]
-        except AdminBatchError as exc:
-            raise exc.errors[_ONE] from None
-
-
-def _retriable(error: KafkaError) -> bool:
-    return error.retriable and error.code not in _FINAL
-
-
-def _label(item: Any) -> str:
-    if item == _ONE:
-        return "the call"
-    if isinstance(item, TopicPartition):
-        return f"{item.topic}-{item.partition}"
-    return str(item)
-
-
-def _found(found: Mapping[Any, V | KafkaError], key: Any) -> V | KafkaError:
-    if key in found:
-        return found[key]
-    return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the response left out {_label(key)}")
-
+        return await find_hanging_txn(self.calls, partition, start_offset, timeout_ms)
 
 def _catch(fn: Callable[[str], V], arg: str) -> V | KafkaError:
     try:

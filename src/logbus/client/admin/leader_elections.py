@@ -7,15 +7,12 @@ new controller when the one asked answers NOT_CONTROLLER.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from logbus.client.admin.calls import AdminCalls
 from logbus.client.errors import KafkaError
 from logbus.client.requests.leader_elections import ElectionType, elect_leaders
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
-
-if TYPE_CHECKING:
-    from logbus.client.admin.client import Admin
 
 
 def election_type_of(value: ElectionType | str | int) -> ElectionType:
@@ -29,26 +26,26 @@ def election_type_of(value: ElectionType | str | int) -> ElectionType:
 
 
 async def elect_leaders_of(
-    admin: Admin,
+    calls: AdminCalls,
     election_type: ElectionType | str | int,
     partitions: Sequence[TopicPartition] | None,
     timeout_ms: int | None,
 ) -> dict[TopicPartition, KafkaError | None]:
     kind = election_type_of(election_type)
     wanted = None if partitions is None else list(dict.fromkeys(partitions))
-    request_timeout = admin._request_timeout_ms if timeout_ms is None else timeout_ms
+    request_timeout = calls.request_timeout_ms if timeout_ms is None else timeout_ms
 
     async def call() -> dict[TopicPartition, KafkaError | None]:
-        conn = await admin.cluster.controller()
+        conn = await calls.cluster.controller()
         error, results = await elect_leaders(conn, kind, wanted, request_timeout)
         moved = error == ErrorCode.NOT_CONTROLLER or any(
             e is not None and e.code == ErrorCode.NOT_CONTROLLER for e in results.values()
         )
         if moved:
-            await admin.cluster.refresh([])
+            await calls.cluster.refresh([])
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "the controller moved")
         if error != ErrorCode.NONE:
             raise KafkaError(error)
         return results
 
-    return await admin._single(call, timeout_ms)
+    return await calls.single(call, timeout_ms)

@@ -4,18 +4,20 @@ coordinators, describe the producers active on partitions (on their leaders), an
 a hanging transaction by writing its ABORT marker to a partition's leader
 (WriteTxnMarkers, as the coordinator itself would).
 
-`Admin` (`client.py`) exposes these as methods; they use its retries (`_each`)."""
+`Admin` (`client.py`) exposes these as methods; they are sent and retried with its
+`AdminCalls` (`calls.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from logbus.client import coordinator_lookup
+from logbus.client.admin.calls import AdminCalls
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.find_coordinator import TRANSACTION_KEY
 from logbus.client.requests.transactions import (
+    ListedTransaction,
     ProducerState,
     describe_producers,
     describe_transactions,
@@ -24,9 +26,6 @@ from logbus.client.requests.transactions import (
 from logbus.client.requests.transactions_marker import MarkerEntry, write_txn_markers
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
-
-if TYPE_CHECKING:
-    from logbus.client.admin.client import Admin
 
 
 class TransactionListing(NamedTuple):
@@ -64,91 +63,65 @@ class AbortTransactionSpec(NamedTuple):
 
 
 async def list_txns(
-    admin: Admin,
+    calls: AdminCalls,
     states: Sequence[str],
     producer_ids: Sequence[int],
     duration_ms: int,
     timeout_ms: int | None,
 ) -> list[TransactionListing]:
-    async def attempt(
-        node_ids: list[int], _: int
-    ) -> dict[int, list[TransactionListing] | KafkaError]:
-        out: dict[int, list[TransactionListing] | KafkaError] = {}
-        for node_id in node_ids:
-            try:
-                conn = await admin.cluster.node(node_id)
-                listed = await list_transactions(conn, states, producer_ids, duration_ms)
-                out[node_id] = [
-                    TransactionListing(t.transactional_id, t.producer_id, t.state, node_id)
-                    for t in listed
-                ]
-            except KafkaError as exc:
-                out[node_id] = exc
-        return out
+    async def list_on(conn: Connection) -> list[ListedTransaction]:
+        return await list_transactions(conn, states, producer_ids, duration_ms)
 
-    md = await admin._single(lambda: admin.cluster.refresh([]), timeout_ms)
-    found = await admin._each(sorted(md.brokers), attempt, timeout_ms)
-    listings = [t for listed in found.values() for t in listed]
+    found = await calls.on_each_broker(None, list_on, timeout_ms)
+    listings = [
+        TransactionListing(t.transactional_id, t.producer_id, t.state, node_id)
+        for node_id, listed in found.items()
+        for t in listed
+    ]
     return sorted(listings, key=lambda t: t.transactional_id)
 
 
 async def describe_txns(
-    admin: Admin, transactional_ids: Sequence[str], timeout_ms: int | None
+    calls: AdminCalls, transactional_ids: Sequence[str], timeout_ms: int | None
 ) -> dict[str, TransactionDescription]:
-    async def attempt(batch: list[str], _: int) -> dict[str, TransactionDescription | KafkaError]:
-        out: dict[str, TransactionDescription | KafkaError] = {}
-        by_node: dict[int, list[str]] = {}
-        for txn_id in batch:
-            try:
-                node_id = await coordinator_lookup.coordinator_id(
-                    admin.cluster, txn_id, wait=0, key_type=TRANSACTION_KEY
-                )
-            except KafkaError as exc:
-                out[txn_id] = exc
-                continue
-            by_node.setdefault(node_id, []).append(txn_id)
-        md = admin.cluster.metadata
-        if by_node and (md is None or not set(by_node) <= set(md.brokers)):
-            await admin.cluster.refresh([])
-        for node_id, ids in by_node.items():
-            try:
-                found = await describe_transactions(await admin.cluster.node(node_id), ids)
-            except KafkaError as exc:
-                out.update(dict.fromkeys(ids, exc))
-                continue
-            for txn_id in ids:
-                d = found[txn_id]
-                out[txn_id] = (
-                    d
-                    if isinstance(d, KafkaError)
-                    else TransactionDescription(
-                        node_id,
-                        d.transactional_id,
-                        d.state,
-                        d.producer_id,
-                        d.producer_epoch,
-                        d.timeout_ms,
-                        d.start_time_ms,
-                        d.partitions,
-                    )
-                )
-        return out
+    async def on_coordinator(
+        conn: Connection, node_id: int, ids: list[str]
+    ) -> dict[str, TransactionDescription | KafkaError]:
+        found = await describe_transactions(conn, ids)
+        return {
+            txn_id: d
+            if isinstance(d, KafkaError)
+            else TransactionDescription(
+                node_id,
+                d.transactional_id,
+                d.state,
+                d.producer_id,
+                d.producer_epoch,
+                d.timeout_ms,
+                d.start_time_ms,
+                d.partitions,
+            )
+            for txn_id, d in found.items()
+        }
 
-    return await admin._each(transactional_ids, attempt, timeout_ms)
+    async def attempt(batch: list[str], _: int) -> dict[str, TransactionDescription | KafkaError]:
+        return await calls.on_coordinators(batch, on_coordinator, TRANSACTION_KEY)
+
+    return await calls.each(transactional_ids, attempt, timeout_ms)
 
 
 async def producers_of(
-    admin: Admin, partitions: Sequence[TopicPartition], timeout_ms: int | None
+    calls: AdminCalls, partitions: Sequence[TopicPartition], timeout_ms: int | None
 ) -> dict[TopicPartition, list[ProducerState]]:
     async def attempt(
         batch: list[TopicPartition], _: int
     ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
-        return await admin._on_leaders(batch, describe_producers)
+        return await calls.on_leaders(batch, describe_producers)
 
-    return await admin._each([TopicPartition(*tp) for tp in partitions], attempt, timeout_ms)
+    return await calls.each([TopicPartition(*tp) for tp in partitions], attempt, timeout_ms)
 
 
-async def abort_txn(admin: Admin, spec: AbortTransactionSpec, timeout_ms: int | None) -> None:
+async def abort_txn(calls: AdminCalls, spec: AbortTransactionSpec, timeout_ms: int | None) -> None:
     tp = TopicPartition(*spec.partition)
     marker = MarkerEntry(
         spec.producer_id, spec.producer_epoch, spec.coordinator_epoch, False, (tp,)
@@ -170,17 +143,17 @@ async def abort_txn(admin: Admin, spec: AbortTransactionSpec, timeout_ms: int | 
     async def attempt(
         batch: list[TopicPartition], _: int
     ) -> dict[TopicPartition, KafkaError | None]:
-        return await admin._on_leaders(batch, on_leader)
+        return await calls.on_leaders(batch, on_leader)
 
-    await admin._each([tp], attempt, timeout_ms)
+    await calls.each([tp], attempt, timeout_ms)
 
 
 async def find_hanging_txn(
-    admin: Admin, partition: TopicPartition, start_offset: int, timeout_ms: int | None
+    calls: AdminCalls, partition: TopicPartition, start_offset: int, timeout_ms: int | None
 ) -> AbortTransactionSpec:
     """The abort of the transaction that started at `start_offset` of `partition`
     (kafka-transactions.sh abort --start-offset): its producer from DescribeProducers."""
-    found = (await producers_of(admin, [partition], timeout_ms))[TopicPartition(*partition)]
+    found = (await producers_of(calls, [partition], timeout_ms))[TopicPartition(*partition)]
     for p in found:
         if p.current_txn_start_offset == start_offset:
             return AbortTransactionSpec(
