@@ -1,7 +1,8 @@
 """The client's modules import each other without cycles, and the request layer
 (`client/requests/`) depends on nothing of the producer, consumer, admin or Spark, so the
-broker can use it for its own traffic. Read from the source (imports under
-`if TYPE_CHECKING:` do not run and do not count)."""
+broker can use it for its own traffic; no module reads the Admin client's private
+members (its helpers go through `Admin.calls`, an `AdminCalls`). Read from the source
+(imports under `if TYPE_CHECKING:` do not run and do not count)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,35 @@ def test_requests_depend_only_on_protocol_records_and_the_connection() -> None:
         for dep in deps:
             allowed = any(dep == ok or dep.startswith(ok + ".") for ok in REQUESTS_MAY_USE)
             assert allowed, f"{name} imports {dep}"
+
+
+def _private_reads(tree: ast.AST) -> list[str]:
+    """`admin._x`, `calls._x` and `<anything>.calls._x`: private members of the Admin
+    client or of its AdminCalls read through a name other than `self`."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id in ("admin", "calls")) or (
+            isinstance(owner, ast.Attribute) and owner.attr == "calls"
+        ):
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_no_module_reads_the_admin_clients_private_members() -> None:
+    """The admin's helpers (transactions, leader elections) and the CLI use `Admin` and
+    its `AdminCalls` (`admin.calls`) through their public members only."""
+    assert sorted(_private_reads(ast.parse("admin._each(x)\nself.calls._config\n"))) == [
+        "line 1: ._each",
+        "line 2: ._config",
+    ]
+    offending = {
+        f"{path.relative_to(SRC)}: {read}"
+        for path in sorted((SRC / "logbus").rglob("*.py"))
+        for read in _private_reads(ast.parse(path.read_text()))
+    }
+    assert not offending, offending
