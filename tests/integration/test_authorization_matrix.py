@@ -463,6 +463,25 @@ CASES: dict[str, Case] = {
         [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
         version=4,
     ),
+    "elect_leaders": Case(
+        ApiKey.ELECT_LEADERS,
+        {"election_type": 0, "topic_partitions": None, "timeout_ms": 5000},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
+        version=2,
+    ),
+    # the broker's own request to the controller: ClusterAction, which only the super
+    # user has here (a stand-alone broker answers it without changing anything)
+    "controlled_shutdown": Case(
+        ApiKey.CONTROLLED_SHUTDOWN,
+        {"broker_id": 0, "broker_epoch": -1},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [],
+        version=3,
+        extra={"deny_only": True},
+    ),
     "find_group_coordinator": Case(
         ApiKey.FIND_COORDINATOR,
         {"key": "fg", "key_type": 0},
