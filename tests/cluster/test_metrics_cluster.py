@@ -13,6 +13,8 @@ from cluster_processes import ProcessCluster, free_port
 from fault_checks import wait_isr
 from prometheus_client.parser import text_string_to_metric_families
 
+import logbus
+
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
 
@@ -61,6 +63,14 @@ def test_paused_follower_moves_under_replicated_and_isr_metrics(
         assert active == 1
         cluster.pause(follower)
         try:
+            # A record the paused follower cannot fetch: a follower at the leader's log end
+            # stays in sync however long it is silent (as in Kafka), so without one the
+            # leader would leave the ISR alone until the follower's session expired.
+            with logbus.Producer(
+                bootstrap_servers=cluster.bootstrap_of(leader), acks=1, retries=0
+            ) as producer:
+                producer.send(TOPIC, b"behind", partition=0)
+                producer.flush()
             shrunk = cluster.wait_for(
                 lambda: (m := scrape(port))["kafka_server_replicamanager_underreplicatedpartitions"]
                 >= 1 and m,
