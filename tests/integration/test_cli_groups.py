@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime
 from typing import Any
 
 import pytest
+from cli_runs import CLI, failed, ok, run_cli
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
 # A short session so that a rebalance is noticed within a heartbeat of two seconds.
 FAST_SESSION = ["--consumer-property", "session.timeout.ms=6000"]
 LONG_SESSION = ["--consumer-property", "session.timeout.ms=45000"]
@@ -26,25 +25,7 @@ def fast_broker(broker_factory: Any) -> Any:
 
 
 def logbus(broker: Any, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args, "--bootstrap-server", broker.bootstrap],
-        input=(stdin or b"").decode(),
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=False,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    return result.stderr.strip()
+    return run_cli(*args, "--bootstrap-server", broker.bootstrap, stdin=stdin)
 
 
 def new_name(prefix: str) -> str:
@@ -113,10 +94,10 @@ def test_list_describe_lag_and_delete(fast_broker: Any) -> None:
 
     assert "was successful" in ok(logbus(fast_broker, "groups", "delete", group))
     assert group not in ok(logbus(fast_broker, "groups", "list")).split()
-    assert error(logbus(fast_broker, "groups", "describe", group)) == (
+    assert failed(logbus(fast_broker, "groups", "describe", group)) == (
         f"logbus: error: Consumer group '{group}' does not exist."
     )
-    assert error(logbus(fast_broker, "groups", "delete", group)) == (
+    assert failed(logbus(fast_broker, "groups", "delete", group)) == (
         f"logbus: error: Consumer group '{group}' does not exist."
     )
 
@@ -158,7 +139,7 @@ def test_reset_offsets_dry_run_and_execute(fast_broker: Any) -> None:
 
     assert plan(ok(reset("--topic", f"{topic}:0,1", "--to-latest", "--execute"))) == {0: 15, 1: 10}
     assert offsets(fast_broker, group) == {0: ("15", "15", "0"), 1: ("10", "10", "0")}
-    assert "no partition 5" in error(reset("--topic", f"{topic}:5", "--to-latest"))
+    assert "no partition 5" in failed(reset("--topic", f"{topic}:5", "--to-latest"))
 
 
 def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
@@ -180,7 +161,7 @@ def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(0.2)
         assert consumer.assignment()
-        refused = error(
+        refused = failed(
             logbus(fast_broker, "groups", "reset-offsets", group, "--all-topics",
                    "--to-earliest", "--execute")
         )  # fmt: skip
@@ -188,7 +169,7 @@ def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
             f"logbus: error: Assignments can only be reset if the group '{group}' is inactive, "
             "but the current state is Stable."
         )
-        assert "not empty" in error(logbus(fast_broker, "groups", "delete", group))
+        assert "not empty" in failed(logbus(fast_broker, "groups", "delete", group))
         members = table(ok(logbus(fast_broker, "groups", "describe", group, "--members")))
         assert [m["#PARTITIONS"] for m in members] == ["1"]
         state = table(ok(logbus(fast_broker, "groups", "describe", group, "--state")))
@@ -282,7 +263,7 @@ def test_bad_group_arguments(fast_broker: Any) -> None:
         "groups", "reset-offsets", "g", "--all-topics", "--to-datetime", "yesterday"
     )
     assert "--to-latest" in usage("groups", "reset-offsets", "g", "--all-topics")
-    assert "unknown group state" in error(logbus(fast_broker, "groups", "list", "--state", "Ok"))
+    assert "unknown group state" in failed(logbus(fast_broker, "groups", "list", "--state", "Ok"))
 
 
 def test_terminated_group_consumer_commits_and_leaves(fast_broker: Any) -> None:
@@ -357,7 +338,7 @@ def test_describe_and_delete_several_groups(fast_broker: Any) -> None:
         f"Deletion of requested consumer groups ('{first}', '{second}') was successful.\n"
     )
     assert not {first, second} & set(ok(logbus(fast_broker, "groups", "list")).split())
-    assert error(logbus(fast_broker, "groups", "delete", second)) == (
+    assert failed(logbus(fast_broker, "groups", "delete", second)) == (
         f"logbus: error: Consumer group '{second}' does not exist."
     )
 
@@ -392,12 +373,12 @@ def test_reset_to_current_by_duration_and_from_file(fast_broker: Any, tmp_path: 
     assert plan(ok(reset("--from-file", str(csv_file)))) == {1: 7}
 
     csv_file.write_text(f"{topic},zero,5\n")
-    assert f"{csv_file}:1: expected TOPIC,PARTITION,OFFSET" in error(
+    assert f"{csv_file}:1: expected TOPIC,PARTITION,OFFSET" in failed(
         reset("--from-file", str(csv_file))
     )
     csv_file.write_text(f"{topic},7,5\n")
-    assert "no partition 7" in error(reset("--from-file", str(csv_file)))
-    assert "cannot read" in error(reset("--from-file", str(tmp_path / "missing.csv")))
+    assert "no partition 7" in failed(reset("--from-file", str(csv_file)))
+    assert "cannot read" in failed(reset("--from-file", str(tmp_path / "missing.csv")))
 
     for args in (["--all-topics", "--from-file", str(csv_file)], ["--to-current"]):
         assert reset(*args).returncode == 2

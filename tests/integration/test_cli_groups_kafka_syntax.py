@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,9 +13,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from cli_runs import CLI, failed, ok, run_cli
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
 HOUR_MS = 3_600_000
 
 
@@ -29,24 +28,7 @@ def fast_broker(broker_factory: Any) -> Any:
 
 def groups(broker: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """kafka-consumer-groups' order: the bootstrap server first, then the action."""
-    return subprocess.run(
-        [*CLI, "groups", "--bootstrap-server", broker.bootstrap, *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=False,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    return result.stderr.strip()
+    return run_cli("groups", "--bootstrap-server", broker.bootstrap, *args)
 
 
 def table(text: str) -> list[list[str]]:
@@ -239,14 +221,14 @@ def test_active_group_is_refused_and_described(fast_broker: Any, consumers: Any)
 
     refused = groups(fast_broker, "--reset-offsets", "--group", group, "--all-topics",
                      "--to-earliest", "--execute")  # fmt: skip
-    assert error(refused) == (
+    assert failed(refused) == (
         f"logbus: error: Assignments can only be reset if the group '{group}' is inactive, "
         "but the current state is Stable."
     )
     assert committed(consumers, group, topic) == [1]
     # OffsetDelete refuses the topics a live group consumes.
     subscribed = groups(fast_broker, "--delete-offsets", "--group", group, "--topic", topic)
-    assert "partition level error" in error(subscribed)
+    assert "partition level error" in failed(subscribed)
     assert status_rows(subscribed.stdout) == [
         [topic, "0", "Error: Deleting offsets of a topic is forbidden while the consumer "
          "group is actively subscribed to it."]
@@ -260,7 +242,7 @@ def test_active_group_is_refused_and_described(fast_broker: Any, consumers: Any)
     offsets = table(ok(groups(fast_broker, "--describe", "--group", group, "--offsets")))
     assert offsets[0][:6] == [group, topic, "0", "1", "3", "2"]
     assert group in ok(groups(fast_broker, "--list")).split()
-    assert "not empty" in error(groups(fast_broker, "--delete", "--group", group))
+    assert "not empty" in failed(groups(fast_broker, "--delete", "--group", group))
 
 
 def test_delete_offsets(fast_broker: Any, consumers: Any) -> None:
@@ -287,13 +269,13 @@ def test_delete_offsets(fast_broker: Any, consumers: Any) -> None:
     missing = new_name("a-missing")  # sorted before "t-..."
     partly = groups(fast_broker, "--delete-offsets", "--group", group, "--topic", missing,
                     "--topic", f"{kept}:0")  # fmt: skip
-    assert "partition level error" in error(partly)
+    assert "partition level error" in failed(partly)
     assert status_rows(partly.stdout) == [
         [missing, "Not Provided", "Error: This server does not host this topic-partition."],
         [kept, "0", "Successful"],
     ]
     ghost = new_name("ghost")
-    assert error(groups(fast_broker, "--delete-offsets", "--group", ghost, "--topic", kept)) == (
+    assert failed(groups(fast_broker, "--delete-offsets", "--group", ghost, "--topic", kept)) == (
         f"logbus: error: '{ghost}' does not exist."
     )
 
@@ -303,22 +285,22 @@ def test_bad_input_exits_1(fast_broker: Any) -> None:
         "logbus: error: Command must include exactly one action: --list, --describe, "
         "--delete, --reset-offsets, --delete-offsets"
     )
-    assert error(groups(fast_broker, "--list", "--describe")) == one_action
-    assert error(groups(fast_broker, "--group", "g")) == one_action
+    assert failed(groups(fast_broker, "--list", "--describe")) == one_action
+    assert failed(groups(fast_broker, "--group", "g")) == one_action
     ghost = new_name("ghost")
-    assert error(groups(fast_broker, "--describe", "--group", ghost)) == (
+    assert failed(groups(fast_broker, "--describe", "--group", ghost)) == (
         f"logbus: error: Consumer group '{ghost}' does not exist."
     )
     bad_time = groups(fast_broker, "--reset-offsets", "--group", "g", "--all-topics",
                       "--to-datetime", "2024-13-45T99:00:00.000")  # fmt: skip
-    assert "expected YYYY-MM-DDTHH:mm:SS.sss" in error(bad_time)
+    assert "expected YYYY-MM-DDTHH:mm:SS.sss" in failed(bad_time)
     not_a_number = groups(fast_broker, "--reset-offsets", "--group", "g", "--all-topics",
                           "--to-offset", "five")  # fmt: skip
-    assert "expected an offset, got 'five'" in error(not_a_number)
+    assert "expected an offset, got 'five'" in failed(not_a_number)
     no_scope = groups(fast_broker, "--reset-offsets", "--group", "g", "--to-earliest")
-    assert "--topic --all-topics" in error(no_scope)
+    assert "--topic --all-topics" in failed(no_scope)
     no_target = groups(fast_broker, "--reset-offsets", "--group", "g", "--all-topics")
-    assert "--to-earliest" in error(no_target)
+    assert "--to-earliest" in failed(no_target)
     two_groups = groups(fast_broker, "--delete-offsets", "--group", "a", "--group", "b",
                         "--topic", "t")  # fmt: skip
-    assert "exactly one group" in error(two_groups)
+    assert "exactly one group" in failed(two_groups)

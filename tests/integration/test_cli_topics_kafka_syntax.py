@@ -4,11 +4,11 @@ anywhere) as a subprocess against a real broker; today's syntax keeps working be
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from typing import Any
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
+from cli_runs import CLI, failed, ok, run_cli
+
 ONE_ACTION = (
     "logbus: error: Command must include exactly one action: "
     "--list, --describe, --create, --alter or --delete"
@@ -17,25 +17,12 @@ ONE_ACTION = (
 
 def topics(broker: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """kafka-topics' order: the bootstrap server first, then the action and its options."""
-    return subprocess.run(
-        [*CLI, "topics", "--bootstrap-server", broker.bootstrap, *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=False,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return run_cli("topics", "--bootstrap-server", broker.bootstrap, *args)
 
 
 def error(result: subprocess.CompletedProcess[str]) -> str:
-    """The one line of stderr of a command that failed with exit status 1."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    return result.stderr.strip().splitlines()[-1]
+    """The last line of stderr of a command that failed with exit status 1."""
+    return failed(result).splitlines()[-1]
 
 
 def listed(broker: Any, *args: str) -> list[str]:

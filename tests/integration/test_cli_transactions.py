@@ -4,30 +4,18 @@ real broker, with a logbus transactional producer holding a transaction open."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from typing import Any
 
+from cli_runs import ok, run_cli
+
 import logbus
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
 TIMEOUT = 30.0
 
 
 def logbus_cli(broker: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args, "--bootstrap-server", broker.bootstrap],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=False,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return run_cli(*args, "--bootstrap-server", broker.bootstrap)
 
 
 def rows(output: str) -> list[list[str]]:

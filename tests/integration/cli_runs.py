@@ -1,0 +1,33 @@
+"""Running the `logbus` command as a user does, for the CLI tests: a subprocess of this
+Python with its exit status, stdout and stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+CLI = [sys.executable, "-m", "logbus.cli.main"]
+
+
+def run_cli(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *argv],
+        input=(stdin or b"").decode(),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a command that succeeded."""
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def failed(result: subprocess.CompletedProcess[str]) -> str:
+    """The stderr of a command that failed with exit status 1 (a readable error)."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    return result.stderr.strip()
