@@ -79,6 +79,17 @@ def address(running: Any, name: str) -> str:
     return f"127.0.0.1:{listener(running, name).port}"
 
 
+def plain(running: Any, user: str, password: str) -> dict[str, Any]:
+    """librdkafka settings of `user` on the broker's SASL_PLAINTEXT listener (PLAIN)."""
+    return {
+        "bootstrap.servers": address(running, "SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
 class RawConnection:
     """Blocking requests over a socket (TLS when `context` is given), for byte-exact
     exchanges."""

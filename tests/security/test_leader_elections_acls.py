@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from security_support import ADMIN_JAAS, address
+from security_support import ADMIN_JAAS, plain
 
 from logbus.cli.common import security_of
 from logbus.client.connection import Connection
@@ -31,16 +31,6 @@ from logbus.protocol import ErrorCode
 pytest_plugins = ["secure_fixtures"]
 
 TIMEOUT = 30
-
-
-def plain(running: Any, user: str, password: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": address(running, "SASL_PLAINTEXT"),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
 
 
 def elect(config: dict[str, Any], topic: str) -> int:

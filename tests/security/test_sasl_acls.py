@@ -17,21 +17,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from security_support import ADMIN_JAAS, address
+from security_support import ADMIN_JAAS, plain
 
 pytest_plugins = ["secure_fixtures"]
 
 TIMEOUT = 30
-
-
-def plain(running: Any, user: str, password: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": address(running, "SASL_PLAINTEXT"),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
 
 
 def produce_one(config: dict[str, Any], topic: str) -> KafkaError | None:
