@@ -4,13 +4,15 @@ kafka-python's with None (a null array) and with [] (an empty one), and raw requ
 both at every version the broker serves. Users named explicitly, one unknown
 (RESOURCE_NOT_FOUND), one named twice (DUPLICATE_RESOURCE), an empty name; users whose
 config node holds quotas only, or credentials since deleted, are not "users with
-credentials". Against one broker and a 3-broker ZooKeeper cluster, where credentials set
-through one broker are described through every one."""
+credentials"; a name with `/` and `@` is stored sanitized, as Kafka stores it, and
+described by its own name. Against one broker and a 3-broker ZooKeeper cluster, where
+credentials set through one broker are described through every one."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +28,47 @@ from confluent_kafka.admin import (
 from kafka.admin import KafkaAdminClient
 
 from kafka_wire import WireClient
+from logbus.controller.zookeeper_store import ZooKeeperStore
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.server.security.credential_cache import USERS_PATH
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_processes import ProcessCluster
 
 TIMEOUT = 30
 SHA_256, SHA_512 = 1, 2
-# What every "all users" answer holds: alice and bob, sorted, with their mechanisms.
-EVERYONE = {"alice": [(SHA_512, 4096)], "bob": [(SHA_256, 8192), (SHA_512, 4096)]}
+# A name that Kafka's ZooKeeper layout stores URL-encoded (`ops%2Fadmin%40example.com`).
+ODD_NAME = "ops/admin@example.com"
+# What every "all users" answer holds: the users with credentials, sorted by name.
+EVERYONE = {
+    "alice": [(SHA_512, 4096)],
+    "bob": [(SHA_256, 8192), (SHA_512, 4096)],
+    ODD_NAME: [(SHA_256, 4096)],
+}
+
+
+@dataclass
+class Deployment:
+    addresses: list[str]  # of every broker
+    user_nodes: Callable[[], list[str]]  # the children of /config/users in its store
 
 
 @pytest.fixture(params=["one broker", "three brokers"])
-def addresses(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
-    """The address of every broker of the deployment under test."""
+def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
     if request.param == "one broker":
-        yield [request.getfixturevalue("broker").bootstrap]
+        running = request.getfixturevalue("broker")
+        yield Deployment(
+            [running.bootstrap], lambda: sorted(running.broker.store.children(USERS_PATH))
+        )
         return
     zk_connect = request.getfixturevalue("zk_connect")
     with ProcessCluster(zk_connect, 3, tmp_path) as cluster:
-        yield [cluster.bootstrap_of(i) for i in sorted(cluster.nodes)]
+        store = ZooKeeperStore(zk_connect, 10_000, 10_000)
+        try:
+            addresses = [cluster.bootstrap_of(i) for i in sorted(cluster.nodes)]
+            yield Deployment(addresses, lambda: sorted(store.children(USERS_PATH)))
+        finally:
+            store.close()
 
 
 def upsert(user: str, mechanism: ScramMechanism, iterations: int) -> Any:
@@ -54,14 +77,16 @@ def upsert(user: str, mechanism: ScramMechanism, iterations: int) -> Any:
 
 
 def set_up_users(bootstrap: str) -> None:
-    """alice and bob with credentials; carol with a quota only; dave with a credential
-    that is deleted again (his config node stays, empty)."""
+    """alice, bob and ops/admin@example.com with credentials; carol with a quota only,
+    erin with a quota of hers with one client id only (her node holds no config of its
+    own); dave with a credential that is deleted again (his node stays, empty)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     changes = [
         upsert("alice", ScramMechanism.SCRAM_SHA_512, 4096),
         upsert("bob", ScramMechanism.SCRAM_SHA_256, 8192),
         upsert("bob", ScramMechanism.SCRAM_SHA_512, 4096),
         upsert("dave", ScramMechanism.SCRAM_SHA_256, 4096),
+        upsert(ODD_NAME, ScramMechanism.SCRAM_SHA_256, 4096),
     ]
     for future in admin.alter_user_scram_credentials(changes).values():
         future.result(TIMEOUT)
@@ -70,15 +95,22 @@ def set_up_users(bootstrap: str) -> None:
     quota = {
         "entries": [
             {
-                "entity": [{"entity_type": "user", "entity_name": "carol"}],
+                "entity": entity,
                 "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
             }
+            for entity in (
+                [{"entity_type": "user", "entity_name": "carol"}],
+                [
+                    {"entity_type": "user", "entity_name": "erin"},
+                    {"entity_type": "client-id", "entity_name": "app"},
+                ],
+            )
         ],
         "validate_only": False,
     }
     with WireClient(bootstrap) as wire:
         answer = wire.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, quota)
-    assert answer["entries"][0]["error_code"] == ErrorCode.NONE
+    assert [e["error_code"] for e in answer["entries"]] == [ErrorCode.NONE] * 2
 
 
 def served_versions(wire: WireClient) -> range:
@@ -117,7 +149,7 @@ def check_every_user_form(bootstrap: str) -> None:
     try:
         for users in (None, []):
             described = kp_admin.describe_user_scram_credentials(users)
-            assert list(described) == ["alice", "bob"], users
+            assert list(described) == list(EVERYONE), users
             assert {
                 user: [(int(i["mechanism"]), i["iterations"]) for i in d["credential_infos"]]
                 for user, d in described.items()
@@ -168,8 +200,12 @@ def check_named_users(bootstrap: str) -> None:
             ], version
 
 
-def test_every_user_and_named_users(addresses: list[str]) -> None:
-    set_up_users(addresses[0])
-    for bootstrap in addresses:
+def test_every_user_and_named_users(deployment: Deployment) -> None:
+    set_up_users(deployment.addresses[0])
+    # Kafka's layout: user names sanitized (URL-encoded), whatever set them
+    assert deployment.user_nodes() == [
+        "alice", "bob", "carol", "dave", "erin", "ops%2Fadmin%40example.com"
+    ]  # fmt: skip
+    for bootstrap in deployment.addresses:
         check_every_user_form(bootstrap)
         check_named_users(bootstrap)
