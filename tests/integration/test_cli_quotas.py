@@ -1,6 +1,7 @@
 """`logbus configs --entity-type users|clients` (kafka-configs' options) as a subprocess
-against a real broker: quotas set, described and deleted, and a one-line error with exit
-status 1 for bad values, nothing stored."""
+against a real broker: quotas set, described and deleted, a one-line error with exit
+status 1 for bad values, nothing stored, and users described without a name as
+kafka-configs does (every user's quotas, then every user with SCRAM credentials)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,27 @@ def test_bad_entity_options(broker: Any) -> None:
     assert "--entity-type" in failed(configs(broker))
     usage = configs(broker, "--entity-type", "groups", "--describe")
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+def test_describing_users_without_a_name_lists_every_scram_user(broker: Any) -> None:
+    """kafka-configs' output: every user's quotas, then every user with SCRAM credentials
+    (a user with quotas only has none; one named without credentials prints nothing)."""
+    for user, credential in (("bob", "SCRAM-SHA-256=[iterations=8192,password=b]"),
+                             ("alice", "SCRAM-SHA-512=[password=a]")):
+        ok(configs(broker, "--entity-type", "users", "--entity-name", user, "--alter",
+                   "--add-config", credential))  # fmt: skip
+    ok(configs(broker, "--user", "carol", "--alter", "--add-config", "producer_byte_rate=1024"))
+    assert ok(configs(broker, "--entity-type", "users", "--describe")) == [
+        "Quota configs for user-principal 'carol' are producer_byte_rate=1024.0",
+        "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-512=iterations=4096",
+        "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=8192",
+    ]
+    assert ok(configs(broker, "--entity-type", "users", "--entity-name", "carol",
+                      "--describe")) == [
+        "Quota configs for user-principal 'carol' are producer_byte_rate=1024.0"
+    ]  # fmt: skip
+    assert ok(configs(broker, "--entity-type", "users", "--entity-name", "bob",
+                      "--describe")) == [
+        "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=8192"
+    ]  # fmt: skip
+    assert ok(configs(broker, "--entity-type", "users", "--entity-default", "--describe")) == []

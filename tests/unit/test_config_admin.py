@@ -140,3 +140,14 @@ def test_change_notifications(tmp_path: Path) -> None:
     assert fetch_entity_config(reopened, "topics", "t") == {}
     assert fetch_entity_config(reopened, "brokers", "<default>") == {"log.retention.ms": "5"}
     reopened.close()
+
+
+def test_an_entity_node_without_data_has_no_config(tmp_path: Path) -> None:
+    """Kafka's ZooKeeper mode leaves `/config/users/<user>` empty when it creates it as the
+    parent of a (user, client id) quota: no configs, as Kafka reads it."""
+    store = EmbeddedStore(tmp_path)
+    store.create("/config/users/erin/clients/app", b'{"version":1,"config":{"a":"1"}}')
+    assert store.get("/config/users/erin")[0] == b""
+    assert fetch_entity_config(store, "users", "erin") == {}
+    assert fetch_entity_config(store, "users", "erin/clients/app") == {"a": "1"}
+    store.close()

@@ -48,6 +48,8 @@ def command(args: argparse.Namespace) -> int:
         return configs_quotas.command(args)
     names = list(getattr(args, "entity_names", None) or [])
     if any(not isinstance(name, str) for name in names):
+        if args.describe:  # the default user has quotas, never credentials (kafka-configs)
+            return configs_quotas.command(args)
         raise SystemExit("logbus configs: SCRAM credentials belong to named users, not defaults")
     if args.alter and len(scram_keys) != len(_named_keys(args)):
         raise SystemExit(
@@ -160,7 +162,9 @@ async def _alter(conn: Any, args: argparse.Namespace, user: str | None) -> int:
 
 
 async def _describe(conn: Any, user: str | None) -> int:
-    body = build_describe_user_scram_credentials(0, [user] if user else None)
+    # No name: an empty array, as kafka-configs (the Java admin client) sends; the broker
+    # reads it as every user with credentials, as it reads a null one.
+    body = build_describe_user_scram_credentials(0, [user] if user else [])
     answer = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
     if answer["error_code"] != ErrorCode.NONE:
         raise KafkaError(answer["error_code"], answer.get("error_message") or "describe failed")

@@ -38,9 +38,12 @@ def entity_path(entity_type: str, name: str) -> str:
 def fetch_entity_config(store: MetadataStore, entity_type: str, name: str) -> dict[str, str]:
     """The dynamic configs of one entity (empty when none were ever set)."""
     try:
-        value = store.get_json(entity_path(entity_type, name))
+        data, _version = store.get(entity_path(entity_type, name))
     except NoNode:
         return {}
+    if not data:  # a parent made for a child entity (`users/<u>/clients/<c>`), as in Kafka
+        return {}
+    value = json.loads(data)
     if not isinstance(value, dict):
         return {}
     config = value.get("config", {})

@@ -36,5 +36,5 @@ def build_alter_user_scram_credentials(
 def build_describe_user_scram_credentials(
     version: int, users: list[str] | None
 ) -> dict[str, Any]:
-    """`users` None: every user with credentials."""
+    """`users` None or empty: every user with credentials."""
     return {"users": None if users is None else [{"name": user} for user in users]}

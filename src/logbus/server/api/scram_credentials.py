@@ -5,8 +5,10 @@ Credentials live in the metadata store as Kafka's ZooKeeper mode keeps them
 change notification reaches every broker. Per-user errors as Kafka: a user named twice
 (DUPLICATE_RESOURCE), an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), iterations
 outside 4096..16384, an empty name or salt (UNACCEPTABLE_CREDENTIAL), deleting or
-describing a credential that does not exist (RESOURCE_NOT_FOUND). Altering needs Alter on
-the cluster, describing Describe (CLUSTER_AUTHORIZATION_FAILED otherwise), as in Kafka.
+describing a credential that does not exist or an empty name (RESOURCE_NOT_FOUND). A
+describe naming no user (a null or an empty array) describes every user with credentials.
+Altering needs Alter on the cluster, describing Describe (CLUSTER_AUTHORIZATION_FAILED
+otherwise), as in Kafka.
 """
 
 from __future__ import annotations
@@ -121,45 +123,53 @@ def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> li
     return results
 
 
+def _described(user: str, credentials: dict[str, ScramCredential]) -> Any:
+    infos = [
+        {"mechanism": mechanism_type(m), "iterations": c.iterations}
+        for m, c in sorted(credentials.items())
+    ]
+    return {**_result(user), "credential_infos": infos}
+
+
+def _refused(user: str, code: int, message: str) -> Any:
+    return {**_result(user, code, message), "credential_infos": []}
+
+
 def _describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> list[Any]:
+    """A null or empty `users` describes every user with credentials, sorted by name;
+    users named are answered once each, in the order first named (Kafka's
+    `describeUserScramCredentials`)."""
     store = ctx.services.store
-    wanted = request.get("users")
-    names = [u["name"] for u in wanted] if wanted is not None else users_with_configs(store)
+    names = [u["name"] for u in request.get("users") or []]
+    if not names:
+        everyone = ((user, stored_credentials(store, user)) for user in users_with_configs(store))
+        return [_described(user, credentials) for user, credentials in everyone if credentials]
     counts = collections.Counter(names)
     results: list[Any] = []
     for user in dict.fromkeys(names):
-        if counts[user] > 1:
+        if not user:
             results.append(
-                {
-                    **_result(
-                        user,
-                        ErrorCode.DUPLICATE_RESOURCE,
-                        "Cannot describe SCRAM credentials for the same user twice in a single "
-                        f"request: {user}",
-                    ),
-                    "credential_infos": [],
-                }
+                _refused(user, ErrorCode.RESOURCE_NOT_FOUND, "Username must not be empty")
             )
-            continue
-        credentials = stored_credentials(store, user)
-        if not credentials:
-            if wanted is not None:
-                results.append(
-                    {
-                        **_result(
-                            user,
-                            ErrorCode.RESOURCE_NOT_FOUND,
-                            f"Attempt to describe a user credential that does not exist: {user}",
-                        ),
-                        "credential_infos": [],
-                    }
+        elif counts[user] > 1:
+            results.append(
+                _refused(
+                    user,
+                    ErrorCode.DUPLICATE_RESOURCE,
+                    "Cannot describe SCRAM credentials for the same user twice in a single "
+                    f"request: {user}",
                 )
-            continue
-        infos = [
-            {"mechanism": mechanism_type(m), "iterations": c.iterations}
-            for m, c in sorted(credentials.items())
-        ]
-        results.append({**_result(user), "credential_infos": infos})
+            )
+        elif credentials := stored_credentials(store, user):
+            results.append(_described(user, credentials))
+        else:
+            results.append(
+                _refused(
+                    user,
+                    ErrorCode.RESOURCE_NOT_FOUND,
+                    f"Attempt to describe a user credential that does not exist: {user}",
+                )
+            )
     return results
 
 

@@ -2,10 +2,10 @@
 
 `/config/users/<user>` holds `{"version": 1, "config": {"SCRAM-SHA-512":
 "salt=...,stored_key=...,server_key=...,iterations=4096", ...}}` next to the user's other
-configs (quotas); a change writes the node and a `/config/changes` notification (the
-`users/<user>` entity), so every broker's `ConfigChangeListener` calls
-`CredentialCache.reload_user` and sees the new credentials. The embedded store keeps the
-same paths.
+configs (quotas), the name sanitized as Kafka's `Sanitizer` does (`a/b@c` is `a%2Fb%40c`);
+a change writes the node and a `/config/changes` notification (the `users/<user>`
+entity), so every broker's `ConfigChangeListener` calls `CredentialCache.reload_user` and
+sees the new credentials. The embedded store keeps the same paths.
 
 The store functions block on ZooKeeper: callers run them off the event loop in cluster
 mode. The cache's dict is replaced per user, so readers on the loop never see a half
@@ -18,6 +18,7 @@ import logging
 
 from logbus.controller.config_store import change_entity_config, fetch_entity_config
 from logbus.controller.metadata_store import MetadataStore, NoNode
+from logbus.server.quotas.entity import desanitize, sanitize
 from logbus.server.security.scram import MECHANISMS, ScramCredential
 
 USERS = "users"
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 def stored_credentials(store: MetadataStore, user: str) -> dict[str, ScramCredential]:
     """The user's SCRAM credentials by mechanism (malformed ones logged and skipped)."""
     credentials: dict[str, ScramCredential] = {}
-    for name, text in fetch_entity_config(store, USERS, user).items():
+    for name, text in fetch_entity_config(store, USERS, sanitize(user)).items():
         if name in MECHANISMS:
             try:
                 credentials[name] = ScramCredential.from_text(text)
@@ -39,8 +40,9 @@ def stored_credentials(store: MetadataStore, user: str) -> dict[str, ScramCreden
 
 
 def users_with_configs(store: MetadataStore) -> list[str]:
+    """Every user with a config node (credentials, quotas or neither), by name."""
     try:
-        return sorted(store.children(USERS_PATH))
+        return sorted(desanitize(node) for node in store.children(USERS_PATH))
     except NoNode:
         return []
 
@@ -52,12 +54,13 @@ def alter_credentials(
     deletions: list[str],
 ) -> None:
     """Change one user's credentials, keeping its other configs, and notify the brokers."""
-    configs = fetch_entity_config(store, USERS, user)
+    node = sanitize(user)
+    configs = fetch_entity_config(store, USERS, node)
     for mechanism in deletions:
         configs.pop(mechanism, None)
     for mechanism, credential in upserts.items():
         configs[mechanism] = credential.to_text()
-    change_entity_config(store, USERS, user, configs)
+    change_entity_config(store, USERS, node, configs)
 
 
 class CredentialCache:
@@ -70,10 +73,13 @@ class CredentialCache:
     def load(self) -> None:
         """Read every user's credentials (blocking)."""
         for user in users_with_configs(self.store):
-            self.reload_user(user)
+            self._reload(user)
 
-    def reload_user(self, user: str) -> None:
-        """A change notification for `users/<user>` (blocking)."""
+    def reload_user(self, entity: str) -> None:
+        """A change notification for `users/<entity>`, the sanitized name (blocking)."""
+        self._reload(desanitize(entity))
+
+    def _reload(self, user: str) -> None:
         credentials = stored_credentials(self.store, user)
         if credentials:
             self._users[user] = credentials
