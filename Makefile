@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv lint typecheck gen clean system-deps bench bench-deps
+.PHONY: run test venv lint typecheck gen clean system-deps bench bench-deps docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,8 +72,13 @@ bench: bench-deps
 	$(BIN)/python -m bench --update-readme $(BENCH_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff check src tests tools bench
 	$(BIN)/mypy
+
+## The docs are true: architecture.md's citations exist, links stay inside the repository,
+## the README's figures are the bench's recorded ones (also part of `make test`).
+docs-check: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit/test_docs.py
 
 ## Regenerate src/logbus/protocol/messages from ../shared/kafka-protocol (development only).
 gen: $(STAMP)

@@ -81,7 +81,7 @@ def markdown(data: dict[str, Any]) -> str:
             if case["status"] != "ok":
                 cells = [f"{case['status']}: {case['reason']}"] + [""] * (len(metrics) - 1)
             else:
-                cells = [_cell(case["metrics"][m]) if m in case["metrics"] else ""
+                cells = [cell(case["metrics"][m]) if m in case["metrics"] else ""
                          for m in metrics]
             lines.append(f"| {case['variant']} | {case['system']} | " + " | ".join(cells)
                          + f" | {case['note']} |")
@@ -90,35 +90,10 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cell(summary: dict[str, Any]) -> str:
+def cell(summary: dict[str, Any]) -> str:
     if summary["min"] == summary["max"]:
         return _fmt(summary["median"])
     return f"{_fmt(summary['median'])} ({_fmt(summary['min'])}-{_fmt(summary['max'])})"
-
-
-def summary_markdown(data: dict[str, Any], details: str) -> str:
-    """The short form for the top-level README: each row's headline figure and the
-    targets; the full table is in `details`."""
-    lines = [
-        f"{data['date']}, commit `{data['commit']}`, scale `{data['scale']}`, median of "
-        f"{data['runs']} runs (min-max), load average {data['machine']['load_before']} "
-        f"before. Every figure, the client comparison (CL) and the plots: {details}.",
-        "",
-        "| scenario | variant | system | headline |",
-        "| --- | --- | --- | --- |",
-    ]
-    for scenario in data["scenarios"]:
-        if scenario["name"] == "CL":
-            continue
-        head = next(iter(scenario["metrics"]))
-        unit = scenario["metrics"][head]["unit"]
-        for case in scenario["cases"]:
-            summary = case["metrics"].get(head)
-            cell = f"{_cell(summary)} {unit}" if summary else case["status"]
-            lines.append(f"| {scenario['name']} | {case['variant']} | {case['system']} | {cell} |")
-    lines.append("")
-    lines += _targets_markdown(data)
-    return "\n".join(lines)
 
 
 def _targets_markdown(data: dict[str, Any]) -> list[str]:
