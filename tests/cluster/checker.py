@@ -347,7 +347,21 @@ def check(
         unknown=sum(1 for s in sends if s.outcome in (Outcome.UNKNOWN, Outcome.PENDING)),
         read=len(records),
     )
-    places: dict[bytes, list[tuple[str, int, int]]] = defaultdict(list)
+    places = _places_read(records, result)
+    _check_values_read(history, places, result)
+    by_producer = _check_sends(sends, places, result)
+    _check_producer_order(by_producer, result)
+    for tp, replicas in sorted((replica_logs or {}).items()):
+        result.divergent_batches.extend(divergent_batches(tp, replicas))
+    return result
+
+
+Place = tuple[str, int, int]  # (topic, partition, offset) a value was read at
+
+
+def _places_read(records: list[Consumed], result: CheckResult) -> dict[bytes, list[Place]]:
+    """Where each value was read, in poll order; polls that went backwards are noted."""
+    places: dict[bytes, list[Place]] = defaultdict(list)
     last_offset: dict[TopicPartition, int] = {}
     for index, record in enumerate(records):
         tp = (record.topic, record.partition)
@@ -358,7 +372,12 @@ def check(
         place = (record.topic, record.partition, record.offset)
         if place not in places[record.value]:
             places[record.value].append(place)
+    return places
 
+
+def _check_values_read(history: History, places: dict[bytes, list[Place]],
+                       result: CheckResult) -> None:
+    """Values read in two places, never sent, or sent and failed."""
     for value, where in places.items():
         if len(where) > 1:
             result.duplicated.append(Duplicated(value, tuple(where)))
@@ -368,6 +387,12 @@ def check(
         elif send.outcome is Outcome.FAILED:
             result.unexpected.append(Unexpected(value, where[0], f"failed: {send.error}"))
 
+
+def _check_sends(
+    sends: Sequence[Send], places: dict[bytes, list[Place]], result: CheckResult
+) -> dict[tuple[str, TopicPartition], list[tuple[Send, int]]]:
+    """Acknowledged sends never read (lost) or read elsewhere than acknowledged; returns
+    each producer's sends read per partition, with the offset each was read at."""
     by_producer: dict[tuple[str, TopicPartition], list[tuple[Send, int]]] = defaultdict(list)
     for send in sends:
         where = places.get(send.value)
@@ -383,7 +408,13 @@ def check(
             elif (topic, send.partition, send.offset) not in where:
                 result.offset_mismatches.append(OffsetMismatch(send, where[0]))
         by_producer[(send.producer, (topic, partition))].append((send, offset))
+    return by_producer
 
+
+def _check_producer_order(
+    by_producer: dict[tuple[str, TopicPartition], list[tuple[Send, int]]], result: CheckResult
+) -> None:
+    """A producer's records of one partition lie in the log in the order it sent them."""
     for (producer, tp), read in by_producer.items():
         read.sort(key=lambda item: item[0].seq)
         highest: tuple[Send, int] | None = None
@@ -394,10 +425,6 @@ def check(
                 )
             if highest is None or offset > highest[1]:
                 highest = (send, offset)
-
-    for tp, replicas in sorted((replica_logs or {}).items()):
-        result.divergent_batches.extend(divergent_batches(tp, replicas))
-    return result
 
 
 def divergent_batches(tp: TopicPartition, replicas: ReplicaLogs) -> list[DivergentBatch]:

@@ -84,6 +84,39 @@ def valid_body(api_key: int, version: int, rng: random.Random, world: World) -> 
     return gen.struct(message.fields, "")
 
 
+
+# Values worth trying for fields of these names, wherever they appear (the hints above
+# them take the fields whose values depend on the request or the world).
+_STRING_CHOICES: dict[str, tuple[str, ...]] = {
+    "member_id": ("", "", "m-1", "member"),
+    "group_instance_id": ("", "", "m-1", "member"),
+    "protocol_type": ("consumer", "", "connect"),
+}
+_INT_CHOICES: dict[str, tuple[int, ...]] = {
+    "timeout_ms": (0, 100, 1000, -1),
+    "timeout": (0, 100, 1000, -1),
+    "acks": (-1, 1, 0, 2),
+    "num_partitions": (-1, 1, 2, 0),
+    "replication_factor": (-1, 1, 2),
+    "resource_type": (2, 2, 4, 0, 1, 3, 99),
+    "max_bytes": (1 << 20, 0, 100, 2**31 - 1),
+    "partition_max_bytes": (1 << 20, 0, 100, 2**31 - 1),
+    "min_bytes": (0, 1),
+    "fetch_offset": (0, 1, -1, -2, -3, 5, 1 << 40),
+    "offset": (0, 1, -1, -2, -3, 5, 1 << 40),
+    "committed_offset": (0, 1, -1, -2, -3, 5, 1 << 40),
+    "timestamp": (0, 1, -1, -2, -3, 5, 1 << 40),
+    "replica_id": (-1, -1, 0, 1),
+    "producer_id": (-1, 0, 1),
+    "producer_epoch": (-1, 0, 1),
+    "generation_id": (-1, 0, 1),
+    "session_epoch": (-1, 0, 1),
+    "isolation_level": (0, 1, 2),
+    "operation": (0, 1, 2, 3, 7),
+    "max_num_offsets": (1, 0, 2),
+}
+
+
 class _Generator:
     def __init__(self, api_key: int, version: int, rng: random.Random, world: World,
                  flexible: bool) -> None:
@@ -168,72 +201,47 @@ class _Generator:
         return self.rng.choice((*range(count), 0, -1, count))
 
     def hint(self, name: str, ftype: str, parent: str) -> Any:
-        rng = self.rng
-        key = self.api_key
         if ftype == "records":
             return self.records()
         if ftype == "string":
-            if name in ("topic", "topic_name") or (
-                name == "name" and parent in ("topics", "topic_data", "topic_errors")
-            ):
-                return self.topic_name(parent)
-            if name == "resource_name":
-                return rng.choice((*sorted(self.world.topics), "0", "", "1"))
-            if name == "group_id":
-                return self.group()
-            if name == "key" and key == ApiKey.FIND_COORDINATOR:
-                return self.group()
-            if name in ("member_id", "group_instance_id"):
-                return rng.choice(("", "", "m-1", "member"))
-            if name == "protocol_type":
-                return rng.choice(("consumer", "", "connect"))
-            if name == "name" and parent == "configs":
-                return rng.choice(CONFIG_NAMES)
-            if name == "value" and parent == "configs":
-                return rng.choice(CONFIG_VALUES)
-            if name == "transactional_id":
-                if key not in (ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID):
-                    return rng.choice(("fz-txn", "fz-txn", ""))  # not nullable there
-                return None if key == ApiKey.PRODUCE or rng.random() < 0.5 else "fz-txn"
-            return _NO_HINT
+            return self._string_hint(name, parent)
         if ftype in ("int32", "int16", "int8", "int64"):
-            if (key, name) in WAIT_FIELDS:
-                if name == "session_timeout_ms":
-                    return rng.choice((6000, 10000, 0, -1))
-                return rng.choice((0, 1, 10, 100))
-            if name in ("timeout_ms", "timeout"):
-                return rng.choice((0, 100, 1000, -1))
-            if name in ("partition_index", "partition", "index") and ftype == "int32":
-                return self.partition()
-            if name == "acks":
-                return rng.choice((-1, 1, 0, 2))
-            if name == "num_partitions":
-                return rng.choice((-1, 1, 2, 0))
-            if name == "replication_factor":
-                return rng.choice((-1, 1, 2))
-            if name == "count" and key == ApiKey.CREATE_PARTITIONS:
-                return rng.choice((1, 2, 4, 0))
-            if name == "resource_type":
-                return rng.choice((2, 2, 4, 0, 1, 3, 99))
-            if name in ("max_bytes", "partition_max_bytes"):
-                return rng.choice((1 << 20, 0, 100, 2**31 - 1))
-            if name == "min_bytes":
-                return rng.choice((0, 1))
-            if name in ("fetch_offset", "offset", "committed_offset", "timestamp"):
-                return rng.choice((0, 1, -1, -2, -3, 5, 1 << 40))
-            if name in ("replica_id",):
-                return rng.choice((-1, -1, 0, 1))
-            if name in ("producer_id", "producer_epoch", "generation_id"):
-                return rng.choice((-1, 0, 1))
-            if name == "session_epoch":
-                return rng.choice((-1, 0, 1))
-            if name == "isolation_level":
-                return rng.choice((0, 1, 2))
-            if name == "operation":
-                return rng.choice((0, 1, 2, 3, 7))
-            if name == "max_num_offsets":
-                return rng.choice((1, 0, 2))
+            return self._int_hint(name, ftype)
         return _NO_HINT
+
+    def _string_hint(self, name: str, parent: str) -> Any:
+        rng = self.rng
+        key = self.api_key
+        if name in ("topic", "topic_name") or (
+            name == "name" and parent in ("topics", "topic_data", "topic_errors")
+        ):
+            return self.topic_name(parent)
+        if name == "resource_name":
+            return rng.choice((*sorted(self.world.topics), "0", "", "1"))
+        if name == "group_id" or (name == "key" and key == ApiKey.FIND_COORDINATOR):
+            return self.group()
+        if name in ("name", "value") and parent == "configs":
+            return rng.choice(CONFIG_NAMES if name == "name" else CONFIG_VALUES)
+        if name == "transactional_id":
+            if key not in (ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID):
+                return rng.choice(("fz-txn", "fz-txn", ""))  # not nullable there
+            return None if key == ApiKey.PRODUCE or rng.random() < 0.5 else "fz-txn"
+        choices = _STRING_CHOICES.get(name)
+        return _NO_HINT if choices is None else rng.choice(choices)
+
+    def _int_hint(self, name: str, ftype: str) -> Any:
+        rng = self.rng
+        key = self.api_key
+        if (key, name) in WAIT_FIELDS:
+            if name == "session_timeout_ms":
+                return rng.choice((6000, 10000, 0, -1))
+            return rng.choice((0, 1, 10, 100))
+        if name in ("partition_index", "partition", "index") and ftype == "int32":
+            return self.partition()
+        if name == "count" and key == ApiKey.CREATE_PARTITIONS:
+            return rng.choice((1, 2, 4, 0))
+        choices = _INT_CHOICES.get(name)
+        return _NO_HINT if choices is None else rng.choice(choices)
 
     def records(self) -> bytes | None:
         rng = self.rng

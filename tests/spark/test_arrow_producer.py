@@ -21,6 +21,7 @@ from test_write import consume_all
 
 from conftest import create_topic
 from logbus.client.cluster import Cluster
+from logbus.client.partitioner import StickyPartitioner
 from logbus.client.requests.fetch import FetchOptions, fetch_many_raw
 from logbus.client.requests.produce import produce_many
 from logbus.records.batch import BatchHeader
@@ -283,7 +284,7 @@ def test_keyless_rows_stick_to_a_partition_for_batch_size_bytes(
                               "batch.size": str(batch_size + 61)})
     assert producer.batch_size == batch_size
     current, filled = current % count, filled % batch_size
-    producer.sticky["t"] = (current, filled)
+    producer.sticky["t"] = StickyPartitioner(count, current, filled)
     key_lengths = np.array([-1 if keys_null else k for k, _ in lengths], np.int64)
     value_lengths = np.array([v for _, v in lengths], np.int64)
     sizes = np.maximum(key_lengths, 0) + np.maximum(value_lengths, 0) + 21
@@ -291,8 +292,9 @@ def test_keyless_rows_stick_to_a_partition_for_batch_size_bytes(
     chosen = producer._sticky("t", count, None if keys_null else key_lengths, value_lengths)
     assert chosen.tolist() == ((current + before // batch_size) % count).tolist()
     total = filled + int(sizes.sum())
-    assert producer.sticky["t"] == ((current + total // batch_size) % count,
-                                    total % batch_size)
+    sticky = producer.sticky["t"]
+    assert (sticky.current, sticky.filled) == ((current + total // batch_size) % count,
+                                               total % batch_size)
 
 
 @settings(max_examples=200, deadline=None)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -32,7 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from logbus.client.errors import KafkaError
-from logbus.client.partitioner import partition_for_key
+from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.client.producer.accumulator import RECORD_OVERHEAD, EncodedBatch, ProducerBatch
 from logbus.client.producer.config import compression_of
 from logbus.client.producer.producer import Producer
@@ -77,14 +76,6 @@ class _Partition:
     closed: list[_Batch] = field(default_factory=list)
 
 
-class _Sticky(NamedTuple):
-    """Where a topic's keyless rows go next: their partition, and the bytes it has had
-    since they started going there."""
-
-    partition: int
-    filled: int
-
-
 def _by_partition(
     chosen: npt.NDArray[np.int64], rows: Rows, count: int
 ) -> list[tuple[int, Rows]]:
@@ -110,7 +101,7 @@ class ArrowProducer:
         c = self.config
         self.codec, self.level = compression_of(c)
         self.batch_size = max(1, min(c["batch.size"], c["max.request.size"]) - HEADER_SIZE)
-        self.sticky: dict[str, _Sticky] = {}
+        self.sticky: dict[str, StickyPartitioner] = {}
         self.partitions: dict[TopicPartition, _Partition] = {}
         # Batches handed to the producer and not yet seen settled, oldest first.
         self.handed: collections.deque[ProducerBatch] = collections.deque()
@@ -230,29 +221,10 @@ class ArrowProducer:
         sizes += RECORD_OVERHEAD
         if key_lengths is not None:
             sizes += np.maximum(key_lengths, 0)
-        current, filled = self.sticky.get(topic, _Sticky(random.randrange(count), 0))
-        before = np.cumsum(sizes)
-        total = filled + int(before[-1])
-        before -= sizes
-        before += filled
-        # Row i goes before_i // batch.size partitions further than `current`.
-        moves = int(before[-1]) // self.batch_size
-        if moves > len(sizes):  # batches smaller than rows
-            chosen: npt.NDArray[np.int64] = (current + before // self.batch_size) % count
-        else:
-            # The rows from where `before` reaches each multiple of batch.size on go one
-            # partition further: a few cuts, not a division per row.
-            steps = np.searchsorted(before, np.arange(1, moves + 1) * self.batch_size)
-            chosen = np.repeat(
-                np.arange(current, current + moves + 1, dtype=np.int64),
-                np.diff(steps, prepend=0, append=len(sizes)),
-            )
-            if current + moves >= count:
-                chosen %= count
-        self.sticky[topic] = _Sticky(
-            (current + total // self.batch_size) % count, total % self.batch_size
-        )
-        return chosen
+        sticky = self.sticky.get(topic)
+        if sticky is None or sticky.num_partitions != count:
+            sticky = self.sticky[topic] = StickyPartitioner(count)
+        return sticky.spread(sizes, self.batch_size)
 
     def _queue(
         self,

@@ -384,31 +384,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
             raise LogbusSparkError(f"option {name!r} is not supported by the logbus source yet")
     kafka, own = _split_kafka(options, _READ_OPTIONS + _READ_IGNORED)
     client = _client_settings(kafka, _READ_CLIENT_SETTINGS)
-
-    strategies = [s for s in ("assign", "subscribe", "subscribePattern") if s.lower() in own]
-    if len(strategies) != 1:
-        raise LogbusSparkError(
-            "Exactly one of the options 'assign', 'subscribe' or 'subscribePattern' must be "
-            f"specified (given: {', '.join(strategies) or 'none'})"
-        )
-    subscribe: tuple[str, ...] = ()
-    pattern = None
-    assign = None
-    if "subscribe" in own:
-        subscribe = tuple(t.strip() for t in own["subscribe"].split(",") if t.strip())
-        if not subscribe:
-            raise LogbusSparkError("option 'subscribe' names no topic")
-    elif "subscribepattern" in own:
-        pattern = own["subscribepattern"].strip()
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise LogbusSparkError(
-                f"option 'subscribePattern' is not a valid regular expression: {exc}"
-            ) from None
-    else:
-        assign = parse_partition_numbers("assign", own["assign"])
-
+    subscribe, pattern, assign = _read_strategy(own)
     starting = _offsets_option(own, "startingOffsets", "latest" if streaming else "earliest")
     ending = _offsets_option(own, "endingOffsets", "latest")
     if streaming:
@@ -416,37 +392,9 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
             if name.lower() in own:
                 raise LogbusSparkError(f"option {name!r} is for batch queries only")
     else:
-        if starting == "latest":
-            raise LogbusSparkError(
-                "option 'startingOffsets' cannot be 'latest' for a batch query"
-            )
-        if isinstance(starting, dict):
-            for topic, parts in starting.items():
-                for p, off in parts.items():
-                    if off == LATEST:
-                        raise LogbusSparkError(
-                            f"option 'startingOffsets': {topic}-{p} cannot start at latest "
-                            "(-1) in a batch query"
-                        )
-        if ending == "earliest":
-            raise LogbusSparkError("option 'endingOffsets' cannot be 'earliest' for a batch query")
-        if isinstance(ending, dict):
-            for topic, parts in ending.items():
-                for p, off in parts.items():
-                    if off == EARLIEST:
-                        raise LogbusSparkError(
-                            f"option 'endingOffsets': {topic}-{p} cannot end at earliest (-2) "
-                            "in a batch query"
-                        )
-    for name, value in (("startingOffsets", starting), ("endingOffsets", ending)):
-        if isinstance(value, dict):
-            for topic, parts in value.items():
-                for p, off in parts.items():
-                    if off < EARLIEST:
-                        raise LogbusSparkError(
-                            f"option {name!r}: offset {off} of {topic}-{p} is not an offset "
-                            "(use -2 for earliest, -1 for latest)"
-                        )
+        _check_batch_bounds(starting, ending)
+    _check_offsets("startingOffsets", starting)
+    _check_offsets("endingOffsets", ending)
 
     def by_timestamp(name: str) -> dict[str, dict[int, int]] | None:
         text = own.get(name.lower())
@@ -477,6 +425,70 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         max_offsets_per_trigger=_int(own, "maxOffsetsPerTrigger", minimum=1),
         given=frozenset(own),
     )
+
+
+def _read_strategy(
+    own: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, dict[str, tuple[int, ...]] | None]:
+    """The one of `subscribe`, `subscribePattern` and `assign` given: (topics, pattern,
+    assigned partitions), the other two empty."""
+    strategies = [s for s in ("assign", "subscribe", "subscribePattern") if s.lower() in own]
+    if len(strategies) != 1:
+        raise LogbusSparkError(
+            "Exactly one of the options 'assign', 'subscribe' or 'subscribePattern' must be "
+            f"specified (given: {', '.join(strategies) or 'none'})"
+        )
+    if "subscribe" in own:
+        subscribe = tuple(t.strip() for t in own["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise LogbusSparkError("option 'subscribe' names no topic")
+        return subscribe, None, None
+    if "subscribepattern" in own:
+        pattern = own["subscribepattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise LogbusSparkError(
+                f"option 'subscribePattern' is not a valid regular expression: {exc}"
+            ) from None
+        return (), pattern, None
+    return (), None, parse_partition_numbers("assign", own["assign"])
+
+
+def _partition_offsets(value: object) -> list[tuple[str, int, int]]:
+    """(topic, partition, offset) of a per-partition offsets option; none for a word."""
+    if not isinstance(value, dict):
+        return []
+    return [(topic, p, off) for topic, parts in value.items() for p, off in parts.items()]
+
+
+def _check_batch_bounds(starting: object, ending: object) -> None:
+    """A batch query starts before the log end and ends after its start."""
+    if starting == "latest":
+        raise LogbusSparkError("option 'startingOffsets' cannot be 'latest' for a batch query")
+    for topic, p, off in _partition_offsets(starting):
+        if off == LATEST:
+            raise LogbusSparkError(
+                f"option 'startingOffsets': {topic}-{p} cannot start at latest "
+                "(-1) in a batch query"
+            )
+    if ending == "earliest":
+        raise LogbusSparkError("option 'endingOffsets' cannot be 'earliest' for a batch query")
+    for topic, p, off in _partition_offsets(ending):
+        if off == EARLIEST:
+            raise LogbusSparkError(
+                f"option 'endingOffsets': {topic}-{p} cannot end at earliest (-2) "
+                "in a batch query"
+            )
+
+
+def _check_offsets(name: str, value: object) -> None:
+    for topic, p, off in _partition_offsets(value):
+        if off < EARLIEST:
+            raise LogbusSparkError(
+                f"option {name!r}: offset {off} of {topic}-{p} is not an offset "
+                "(use -2 for earliest, -1 for latest)"
+            )
 
 
 def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:

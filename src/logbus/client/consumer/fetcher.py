@@ -81,6 +81,24 @@ METADATA_ERRORS = frozenset(
 )
 
 
+
+@dataclasses.dataclass
+class _FetchPlan:
+    """One pass over the assignment: the partitions to fetch per leader, the leaders with
+    partitions buffered or in flight (`busy`), those with a partition that may have news
+    (`fresh`), whether metadata is stale, and the shortest back-off left (`retry_in`)."""
+
+    by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = dataclasses.field(
+        default_factory=dict
+    )
+    busy: set[int] = dataclasses.field(default_factory=set)
+    fresh: set[int] = dataclasses.field(default_factory=set)
+    stale: bool = False
+    retry_in: float | None = None
+
+    def wait(self, delay: float) -> None:
+        self.retry_in = delay if self.retry_in is None else min(self.retry_in, delay)
+
 class CompletedFetch:
     """One partition's part of a Fetch response, read out record by record.
 
@@ -449,15 +467,22 @@ class Fetcher:
     def _send_fetches(self) -> float | None:
         """Start the fetches the module's doc describes; return how long until a partition
         backing off may be tried again (None: nothing to wait for)."""
-        now = time.monotonic()
+        plan = self._plan_fetches(time.monotonic())
+        for node, partitions in plan.by_node.items():
+            if node in plan.busy:
+                if node not in plan.fresh:
+                    continue  # only partitions with nothing new: wait for the others
+                self._start_fetch(node, partitions, 0)
+            else:
+                self._start_fetch(node, partitions, self.max_wait_ms)
+        if plan.stale:
+            self.request_metadata()
+        return plan.retry_in
+
+    def _plan_fetches(self, now: float) -> _FetchPlan:
+        """Which assigned partitions to fetch from which leader now."""
         md = self.cluster.metadata
-        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
-        # Leaders with partitions that are buffered now and will want fetching soon, and
-        # leaders with a fetchable partition that may have something new.
-        busy: set[int] = set()
-        fresh: set[int] = set()
-        retry_in: float | None = None
-        stale = False
+        plan = _FetchPlan()
         for tp, state in self.subscriptions.assignment.items():
             if state.position is None or state.paused or state.error is not None:
                 continue
@@ -468,44 +493,36 @@ class Fetcher:
                 if part is not None:
                     leader = part.leader
             if tp in self._buffered or tp in self._fetching:
-                busy.add(leader)
+                plan.busy.add(leader)
                 continue
+            node_retry_at = self._node_retry_at.get(leader, 0.0)
             if state.retry_at > now:
-                retry_in = min(retry_in or 1e9, state.retry_at - now)
-                continue
-            if leader == NO_LEADER:
-                stale = True
-                continue
-            if leader in self._long_polls:
-                continue  # it answers when it has news; new partitions wait for it
-            node_retry = self._node_retry_at.get(leader, 0.0)
-            if node_retry > now:
-                retry_in = min(retry_in or 1e9, node_retry - now)
-                continue
-            by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
-            if self._at_end.get(tp) != state.position:
-                fresh.add(leader)
-        loop = asyncio.get_running_loop()
-        for node, partitions in by_node.items():
-            if node in busy:
-                if node not in fresh:
-                    continue  # only partitions with nothing new: wait for the others
-                max_wait_ms = 0
+                plan.wait(state.retry_at - now)
+            elif leader == NO_LEADER:
+                plan.stale = True
+            elif leader in self._long_polls:
+                pass  # it answers when it has news; new partitions wait for it
+            elif node_retry_at > now:
+                plan.wait(node_retry_at - now)
             else:
-                max_wait_ms = self.max_wait_ms
-            task = loop.create_task(
-                self._fetch(node, partitions, max_wait_ms), name=f"logbus-fetch-{node}"
-            )
-            self._tasks.add(task)
-            self._fetching.update(partitions)
-            if max_wait_ms > 0:
-                self._long_polls.add(node)
-            task.add_done_callback(
-                functools.partial(self._fetch_done, node, list(partitions), max_wait_ms > 0)
-            )
-        if stale:
-            self.request_metadata()
-        return retry_in
+                plan.by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
+                if self._at_end.get(tp) != state.position:
+                    plan.fresh.add(leader)
+        return plan
+
+    def _start_fetch(
+        self, node: int, partitions: dict[TopicPartition, tuple[int, int]], max_wait_ms: int
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._fetch(node, partitions, max_wait_ms), name=f"logbus-fetch-{node}"
+        )
+        self._tasks.add(task)
+        self._fetching.update(partitions)
+        if max_wait_ms > 0:
+            self._long_polls.add(node)
+        task.add_done_callback(
+            functools.partial(self._fetch_done, node, list(partitions), max_wait_ms > 0)
+        )
 
     def _fetch_done(
         self,
