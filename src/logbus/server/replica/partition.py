@@ -224,12 +224,17 @@ class Partition:
     def replication_outcome(self, leader_epoch: int, last_offset: int) -> ErrorCode | None:
         """Kafka's check of a parked acks=all append made in `leader_epoch`: None while
         waiting, NONE once the high watermark passed it with enough replicas in sync,
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas,
-        NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas (or
+        such a shrink is proposed and not written yet), NOT_LEADER_OR_FOLLOWER if
+        leadership moved or this leader stepped aside."""
         if not self.is_leader or self.leader_epoch != leader_epoch:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark <= last_offset:
-            return None
+            return (
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                if self.shrinking_below_min_isr
+                else None
+            )
         if len(self.isr) < self.log.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
@@ -319,6 +324,32 @@ class Partition:
             log.high_watermark = new
             return True
         return False
+
+    def cut_off_from_followers(self, now_ms: int, silence_ms: int) -> bool:
+        """As leader: whether too few ISR members still fetch from it to acknowledge an
+        acks=all write: counting itself and the ISR followers heard from within
+        `silence_ms`, fewer than min.insync.replicas (and than two, so that a leader
+        whose every follower went silent counts whatever min.insync.replicas says). A
+        leader without followers in its ISR is never cut off from them."""
+        if not self.is_leader:
+            return False
+        followers = [r for r in self.isr if r != self.broker_id]
+        if not followers:
+            return False
+        fetching = 1
+        for r in followers:
+            state = self.remote.get(r)
+            if state is not None:
+                heard = max(state.last_fetch_time_ms, state.last_caught_up_time_ms)
+                if now_ms - heard <= silence_ms:
+                    fetching += 1
+        return fetching < max(self.log.config.min_insync_replicas, 2)
+
+    def step_aside(self) -> None:
+        """Stop acting as leader (produce and fetch get NOT_LEADER_OR_FOLLOWER, waiting
+        acks=all appends complete with it) until `make_leader` or `make_follower`."""
+        self.stepped_aside = True
+        self.pending_isr = None
 
     # --- ISR changes (leader) --------------------------------------------------------------
 

@@ -191,6 +191,9 @@ class ReplicaManager:
         if alter is None:
             return
         part.begin_isr_change(proposed)
+        if part.shrinking_below_min_isr:
+            # acks=all waiters cannot complete with these followers: answer them now
+            self.purgatory.notify((part.topic, part.index))
 
         def done(
             error: ErrorCode, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
