@@ -263,6 +263,12 @@ class ReplicaManager:
             if self.metrics is not None and not any(t == topic for t, _p in self.partitions):
                 self.metrics.topics.remove(topic)  # a deleted topic's series go, as Kafka's
 
+    def step_aside(self, part: Partition) -> None:
+        """Stop leading `part` (see `Partition.step_aside`); the requests parked on it
+        complete now with NOT_LEADER_OR_FOLLOWER."""
+        part.step_aside()
+        self.purgatory.notify((part.topic, part.index))
+
     def update_log_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)
         for (name, _p), part in self.partitions.items():
