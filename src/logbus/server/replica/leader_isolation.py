@@ -12,8 +12,13 @@ session timeout (`Partition.cut_off_from_followers`):
 
 - produce and fetch for it are answered NOT_LEADER_OR_FOLLOWER, and the requests parked on
   it complete at once with that error (`ReplicaManager.step_aside`);
-- its own Metadata answers name no leader for it (LEADER_NOT_AVAILABLE), so clients
-  that ask it look again until another broker names the new leader.
+- its own Metadata answers name, instead of itself, the replica the controller elects
+  when a leader is lost (the first in assignment order of the other ISR members), or no
+  leader when there is none. Clients keep asking the broker they are connected to
+  (librdkafka connects only to the brokers it needs): a broker that named no leader, or
+  itself, would keep them here. The name is a hint, never a claim: a broker that does not
+  lead the partition answers NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH), and its own
+  Metadata, which the controller keeps up to date, names the real leader.
 
 It leads again only once it learns the partition's current state from the controller:
 a LeaderAndIsr (which the controller sends a broker that registers again after its
@@ -58,6 +63,12 @@ NO_LEADER = -1
 ReadPartitionState = Callable[[str, int], Awaitable["dict[str, Any] | None"]]
 
 
+def likely_successor(state: PartitionState, broker_id: int) -> int:
+    """The replica the controller elects when `broker_id`, the leader, is lost: the first
+    other ISR member in assignment order (-1 when there is none)."""
+    return next((r for r in state.replicas if r in state.isr and r != broker_id), NO_LEADER)
+
+
 class LeaderIsolationGuard:
     """Steps this broker aside from the partitions it leads while it is cut off from its
     metadata session and from their followers; see the module docstring. `run()` is its
@@ -77,8 +88,9 @@ class LeaderIsolationGuard:
         self.session = session
         self.read_partition_state = read_partition_state
         self.silence_ms = silence_ms
-        # The metadata cache's entry of each partition stepped aside from, as it was.
-        self._cached: dict[TopicPartition, PartitionState] = {}
+        # Of each partition stepped aside from: the metadata cache's entry as it was, and
+        # the one with the hinted leader put in its place.
+        self._cached: dict[TopicPartition, tuple[PartitionState, PartitionState]] = {}
         self._resuming: asyncio.Task[None] | None = None
         session.on_regained(self._on_regained)
 
@@ -115,8 +127,9 @@ class LeaderIsolationGuard:
         topic = self.metadata_cache.topics.get(tp.topic)
         state = None if topic is None else topic.partitions.get(tp.partition)
         if topic is not None and state is not None and state.leader == part.broker_id:
-            self._cached[tp] = state
-            self._cache_state(topic, tp.partition, dataclasses.replace(state, leader=NO_LEADER))
+            hinted = dataclasses.replace(state, leader=likely_successor(state, part.broker_id))
+            self._cached[tp] = (state, hinted)
+            self._cache_state(topic, tp.partition, hinted)
 
     def _cache_state(self, topic: TopicMetadata, partition: int, state: PartitionState) -> None:
         """A copy of the cached topic with `state` for `partition` (the cached topic may
@@ -165,10 +178,10 @@ class LeaderIsolationGuard:
         cached = self._cached.pop(tp, None)
         topic = self.metadata_cache.topics.get(tp.topic)
         if cached is not None and topic is not None:
-            current = topic.partitions.get(tp.partition)
-            if current is not None and current.leader == NO_LEADER:
+            original, hinted = cached
+            if topic.partitions.get(tp.partition) is hinted:  # no UpdateMetadata since
                 self._cache_state(
-                    topic, tp.partition, dataclasses.replace(cached, isr=isr, version=version)
+                    topic, tp.partition, dataclasses.replace(original, isr=isr, version=version)
                 )
         log.info("leading %s-%d again (leader epoch %d)", tp.topic, tp.partition, part.leader_epoch)
         self.replica_manager.purgatory.notify((tp.topic, tp.partition))
