@@ -125,6 +125,10 @@ class AckStream:
         else:
             self.failed += 1
 
+    def flowing(self) -> bool:
+        """Whether the last acknowledgement came within the last 100 ms."""
+        return bool(self.acks) and time.perf_counter() - self.acks[-1] < 0.1
+
     def run_for(self, seconds: float) -> None:
         self.run_until(lambda: False, seconds)
 
@@ -150,15 +154,12 @@ class AckStream:
 
 def longest_gap(acks: list[float], cut_at: float, healed_at: float) -> tuple[float, float]:
     """The longest time between consecutive acknowledgements from the last one before
-    `cut_at` up to `healed_at` (to `healed_at` if none came after the cut), and the time
-    that gap ended (the producer acknowledged again)."""
+    `cut_at` up to `healed_at` (the time from the last one to `healed_at` counts too: a
+    producer that stops being acknowledged has a gap that runs to the heal), and the time
+    that gap ended."""
     before = [t for t in acks if t <= cut_at]
     during = [t for t in acks if cut_at < t <= healed_at]
-    points = before[-1:] + during
-    if not during:
-        points.append(healed_at)
-    if len(points) < 2:
-        return healed_at - cut_at, healed_at
+    points = [*(before[-1:] or [cut_at]), *during, healed_at]
     gap, end = max((b - a, b) for a, b in itertools.pairwise(points))
     return gap, end
 
@@ -181,6 +182,9 @@ def isolation_run(ctx: Context) -> Metrics:
         ctx.progress.begin(f"F2: {isolations} x an isolated leader", isolations)
         for _ in range(isolations):
             stream.run_for(STEADY_S)
+            # acknowledgements flowing (a producer still starting would hide the gap)
+            if not stream.run_until(stream.flowing, 60):
+                raise RuntimeError(f"{topic}: no steady acknowledgements before the cut")
             leader = cluster.partitions(topic)[0].leader
             cut_at = cluster.isolate(leader)
             stream.run_for(ISOLATION_S)
