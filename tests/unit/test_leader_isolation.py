@@ -137,9 +137,14 @@ def test_it_leads_again_when_the_same_session_returns_and_nothing_moved(broker: 
 def test_it_waits_for_the_controller_when_the_state_moved_on(broker: Broker) -> None:
     broker.session.mark_lost()
     broker.guard.check(now_ms() + SILENCE_MS + 1)
-    moved = {"leader": 2, "leader_epoch": 6, "isr": [2, 1], "partition_epoch": 4}
-    broker.session.mark_held()
-    assert not broker.guard.resume_if_current(TP, moved)
+    broker.stored = {"leader": 2, "leader_epoch": 6, "isr": [2, 1], "partition_epoch": 4}
+
+    async def regain() -> None:
+        broker.session.mark_held()
+        await asyncio.sleep(0.1)
+
+    asyncio.run(regain())
+    assert not broker.guard.resume_if_current(TP, broker.stored)
     assert not broker.part.is_leader
     # the controller's LeaderAndIsr settles it: a follower of the new leader
     topic = TopicMetadata("t", broker.topic.topic_id,
