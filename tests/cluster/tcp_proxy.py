@@ -46,6 +46,7 @@ class TcpProxy:
         self.port: int = self._sock.getsockname()[1]
         self._cut = False
         self._links: set[_Link] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -108,8 +109,22 @@ class TcpProxy:
         for link in self._links:
             link.close()
         self._links.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._forward(reader, writer)
+        except asyncio.CancelledError:
+            pass  # the proxy closes
+        finally:
+            self._tasks.discard(task)
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
