@@ -9,6 +9,8 @@ on rf=3, min.insync.replicas=2, zookeeper.session.timeout.ms=4000.
 - A follower cut off: the ISR shrinks, acknowledgements go on, it catches up once healed.
 - ZooKeeper out of reach of every broker: nobody can be elected, and the leaders, whose
   followers still fetch, go on acknowledging acks=all writes.
+- ZooKeeper out of reach of every broker and the followers stopped: an acks=all write
+  waiting on them is answered with a retriable error, not held to its timeout.
 
 Each ends with the checker over everything a fresh consumer reads and identical logs on
 the replicas.
@@ -24,9 +26,9 @@ from typing import Any
 
 import cluster_processes
 import pytest
-from checker import History
+from checker import History, Outcome
 from cluster_processes import ProcessCluster
-from fault_checks import read_and_check, wait_identical_logs, wait_isr
+from fault_checks import produce_one, read_and_check, wait_identical_logs, wait_isr
 from load import ProducerLoad
 from network_faults import NetworkFaults
 
@@ -160,3 +162,37 @@ def test_leaders_keep_acknowledging_with_zookeeper_out_of_reach_of_every_broker(
         log = cluster.nodes[leader].log_file.read_text()
         assert "stepping aside" not in log
         assert "metadata session lost" in log
+
+
+@pytest.mark.timeout(300)
+def test_an_acks_all_write_waiting_on_stopped_followers_is_answered_without_zookeeper(
+    zk_connect: str, cluster_zookeeper: Any, tmp_path: Path
+) -> None:
+    with partitioned_cluster(
+        zk_connect, cluster_zookeeper, tmp_path, replica_lag_time_max_ms="3000"
+    ) as (cluster, faults):
+        history = History()
+        produce_one(cluster.bootstrap, TOPIC, history.send("w", TOPIC, b"k"), acks="all")
+        leader = cluster.leader_of(TOPIC, 0)
+        followers = [b for b in cluster.live_ids() if b != leader]
+        faults.cut_zookeeper(*cluster.nodes)
+        for follower in followers:
+            cluster.pause(follower)
+        # the ISR shrink cannot be written: the write is answered (the shrink proposed:
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND; or the leader stepped aside) well before the
+        # request's timeout, which would answer REQUEST_TIMED_OUT
+        waiting = history.send("w", TOPIC, b"k")
+        produce_one(
+            cluster.bootstrap_of(leader), TOPIC, waiting, acks="all", request_timeout_ms=60_000
+        )
+        assert waiting.outcome is not Outcome.OK
+        assert waiting.error is not None
+        assert any(
+            code in waiting.error for code in ("NOT_ENOUGH_REPLICAS", "NOT_LEADER_OR_FOLLOWER")
+        ), waiting.error
+        for follower in followers:
+            cluster.resume(follower)
+        faults.heal()
+        wait_isr(cluster, TOPIC, 1)
+        result = read_and_check(cluster, history, TOPIC, 1)
+        assert result.ok, str(result)
