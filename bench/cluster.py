@@ -135,7 +135,11 @@ class LogbusCluster:
             raise
 
     def _spawn(self, broker: ClusterBroker) -> None:
-        props = {
+        self._start_broker_process(broker, self.broker_properties(broker))
+
+    def broker_properties(self, broker: ClusterBroker) -> dict[str, str]:
+        """The broker's server.properties overrides (a subclass adds its own)."""
+        return {
             "broker.id": str(broker.broker_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
             "log.dirs": str(broker.data_dir),
@@ -147,6 +151,8 @@ class LogbusCluster:
             "num.partitions": "6",
             "log.segment.delete.delay.ms": "0",
         }
+
+    def _start_broker_process(self, broker: ClusterBroker, props: dict[str, str]) -> None:
         env = dict(os.environ)
         src = str(REPO / "src")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)

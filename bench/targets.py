@@ -85,6 +85,11 @@ def _definitions() -> list[Target]:
                failover + "budget_ms", 1.0, higher_is_better=False)
         for q in ("p50", "p99")
     ]
+    # issue 24: a leader cut off from ZooKeeper and its followers steps aside
+    isolated = "F2|isolated leader|logbus x3|"
+    targets.append(Target("F2 longest gap between acks <= zookeeper.session.timeout.ms + 3 s",
+                          isolated + "max_gap_ms", isolated + "budget_ms", 1.0,
+                          higher_is_better=False))
     # issue 15: transactions against the same client without them, same run
     for client in ("confluent-kafka", "logbus client"):
         targets.append(Target(f"TX1 transactional produce MB/s >= 0.8x idempotent ({client})",

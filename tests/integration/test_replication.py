@@ -181,7 +181,8 @@ def test_isr_shrinking_below_min_insync_while_waiting(
     with pytest.raises(KafkaError) as failed:
         send(cluster, 0, [b"appended, then the ISR shrank"], timeout_ms=30_000)
     assert failed.value.code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    assert cluster.partition(0, T, 0).isr == (0,)
+    # answered once the shrink is proposed, which the controller then writes
+    cluster.wait_for(lambda: cluster.partition(0, T, 0).isr == (0,), "the ISR shrink")
 
 
 def test_leadership_moving_while_acks_all_waits(

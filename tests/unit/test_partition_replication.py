@@ -170,3 +170,65 @@ def test_groups_map_to_offsets_partitions_as_kafka_maps_them() -> None:
     assert java_string_hash("my-txn") == -1061187895
     assert offsets_partition_for("my-txn", 50) == 45
     assert offsets_partition_for("g1", 50) == 3242 % 50
+
+
+def test_a_shrink_below_min_isr_not_yet_written_answers_acks_all_at_once(log: Log) -> None:
+    part = leader(log)
+    last = append(part)
+    assert part.replication_outcome(3, last) is None
+    part.begin_isr_change((0,))  # followers silent for the lag; the controller unreachable
+    assert part.replication_outcome(3, last) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    with pytest.raises(PartitionError) as refused:
+        append(part)
+    assert refused.value.error == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert append(part, acks=1) == last + 1  # acks=1 writes go on as in Kafka
+
+
+def test_a_shrink_that_keeps_min_isr_keeps_acks_all_waiting(log: Log) -> None:
+    part = leader(log)
+    last = append(part)
+    part.begin_isr_change((0, 1))
+    assert part.replication_outcome(3, last) is None
+    fetch(part, 1, last + 1, T0 + 1100)
+    assert part.replication_outcome(3, last) is None  # the maximal ISR still has 2
+
+
+def test_a_leader_is_cut_off_once_its_isr_followers_are_silent(log: Log) -> None:
+    part = leader(log, now=T0)
+    fetch(part, 1, 0, T0 + 100)
+    fetch(part, 2, 0, T0 + 300)
+    assert not part.cut_off_from_followers(T0 + 4100, 4000)  # both heard within 4 s
+    assert not part.cut_off_from_followers(T0 + 4200, 4000)  # 2 and itself: min.isr=2
+    assert part.cut_off_from_followers(T0 + 4400, 4000)
+
+
+def test_a_leader_without_isr_followers_is_never_cut_off(log: Log) -> None:
+    part = leader(log, isr=(0,), now=T0)
+    assert not part.cut_off_from_followers(T0 + 60_000, 4000)
+
+
+def test_one_silent_follower_of_three_cuts_off_a_leader_needing_three(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(min_insync_replicas=3), now_ms=0)
+    try:
+        part = leader(log, now=T0)
+        fetch(part, 1, 0, T0 + 5000)
+        assert part.cut_off_from_followers(T0 + 5000, 4000)
+    finally:
+        log.close()
+
+
+def test_a_leader_that_stepped_aside_answers_not_leader(log: Log) -> None:
+    part = leader(log)
+    last = append(part)
+    part.step_aside()
+    assert not part.is_leader
+    assert part.replication_outcome(3, last) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(PartitionError) as refused:
+        append(part)
+    assert refused.value.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert not part.cut_off_from_followers(T0 + 60_000, 4000)
+    # the controller's state names it leader at the same epoch: it leads again, and its
+    # epoch cache and epoch start are those it had
+    assert not part.make_leader(3, (0, 1, 2), (0, 1, 2), 8, T0 + 2000)
+    assert part.is_leader and part.leader_epoch_start_offset == 0
+    assert part.log.leader_epoch_cache.latest_epoch == 3

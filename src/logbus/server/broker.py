@@ -62,6 +62,7 @@ from logbus.server.quotas.entity import USERS as QUOTA_USERS
 from logbus.server.quotas.manager import ClientQuotas, QuotaWindows
 from logbus.server.quotas.manager import change_handler as quota_change_handler
 from logbus.server.quotas.manager import load_all as load_client_quotas
+from logbus.server.replica.leader_isolation import LeaderIsolationGuard
 from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
@@ -316,6 +317,8 @@ class Broker:
         self.replica_manager.start_replication(
             cfg, self.metadata_cache, broker_epoch=lambda: self.broker_epoch
         )
+        if self.cluster is not None:
+            self._spawn(self._leader_isolation_guard(self.cluster).run())
         manager = self.log_manager
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
@@ -461,6 +464,18 @@ class Broker:
         topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
         self.log_manager.delete_stray_logs(topic_ids)
         self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
+
+    def _leader_isolation_guard(self, cluster: ClusterMember) -> LeaderIsolationGuard:
+        """Steps aside from partitions led here while cut off from ZooKeeper and their
+        followers (server/replica/leader_isolation.py)."""
+        assert self.replica_manager is not None
+        return LeaderIsolationGuard(
+            self.replica_manager,
+            self.metadata_cache,
+            cluster.metadata_session,
+            cluster.read_partition_state,
+            silence_ms=self.config.zookeeper_session_timeout_ms,
+        )
 
     def _network_channel(self) -> NetworkChannel:
         self.network_channel = NetworkChannel(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -29,6 +30,7 @@ from logbus.controller.metadata_store import (
     SessionEvent,
     StoreUnavailable,
 )
+from logbus.server.metadata_session import MetadataSession
 from logbus.server.topic_config import validate_topic_configs
 from logbus.storage.meta_properties import read_meta_properties
 
@@ -112,6 +114,8 @@ class ClusterMember:
         self.zookeeper_lost = asyncio.Event()
         """Set while this broker's ZooKeeper connection is down (suspended or expired);
         on the event loop."""
+        self.metadata_session = MetadataSession()
+        """The same, as the leader isolation guard asks it (fed with kazoo's states)."""
 
     async def start(self, channel: object, host: str, port: int) -> ClusterController:
         broker = self.broker
@@ -161,6 +165,12 @@ class ClusterMember:
             loop.call_soon_threadsafe(
                 self.zookeeper_lost.set if lost else self.zookeeper_lost.clear
             )
+            session = self.metadata_session
+            if lost:
+                expired = event is SessionEvent.EXPIRED
+                loop.call_soon_threadsafe(lambda: session.mark_lost(expired=expired))
+            else:
+                loop.call_soon_threadsafe(session.mark_held)
 
         self.store.add_session_listener(on_session)
         self.events.start()
@@ -187,6 +197,20 @@ class ClusterMember:
         while True:
             await asyncio.sleep(interval)
             self.events.put(check, "AutoLeaderBalance")
+
+    async def read_partition_state(self, topic: str, partition: int) -> dict[str, Any] | None:
+        """The partition's state node as the controller wrote it, with the node's version
+        as "partition_epoch"; None when it has none."""
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+        try:
+            data, version = await asyncio.to_thread(self.store.get, path)
+        except NoNode:
+            return None
+        value = json.loads(data)
+        if not isinstance(value, dict):
+            return None
+        value["partition_epoch"] = version
+        return value
 
     async def call(self, action: Any) -> Any:
         """Run `action` on the controller thread and await it."""

@@ -79,13 +79,17 @@ class Partition:
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self.pending_isr: tuple[int, ...] | None = None
         self.replica_lag_time_max_ms = 30_000
+        # A leader cut off from its metadata session and its followers stops acting as
+        # leader (server/replica/leader_isolation.py) until the controller's state for
+        # the partition reaches it again; leader_id and leader_epoch stay as they were.
+        self.stepped_aside = False
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader_id}, isr={self.isr})"
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
+        return self.leader_id == self.broker_id and not self.stepped_aside
 
     @property
     def high_watermark(self) -> int:
@@ -117,7 +121,8 @@ class Partition:
         now_ms: int = 0,
     ) -> bool:
         """Become (or stay) leader; returns whether this is a new leader epoch."""
-        new_epoch = not self.is_leader or leader_epoch != self.leader_epoch
+        new_epoch = self.leader_id != self.broker_id or leader_epoch != self.leader_epoch
+        self.stepped_aside = False
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -155,6 +160,7 @@ class Partition:
         """Follow `leader_id`; returns whether the leader or its epoch changed (the replica
         fetcher then starts over from the new leader)."""
         changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.stepped_aside = False
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -193,12 +199,26 @@ class Partition:
 
     # --- appends --------------------------------------------------------------------------
 
+    @property
+    def shrinking_below_min_isr(self) -> bool:
+        """Whether this leader has proposed an ISR smaller than min.insync.replicas that
+        the controller has not written yet (followers silent for replica.lag.time.max.ms:
+        an acks=all append cannot complete with them, whether the shrink is written or,
+        with the controller out of reach, never is)."""
+        pending = self.pending_isr
+        return (
+            pending is not None
+            and len(pending) < len(self.isr)
+            and len(pending) < self.log.config.min_insync_replicas
+        )
+
     def check_enough_replicas(self, required_acks: int) -> None:
         min_isr = self.log.config.min_insync_replicas
-        if required_acks == -1 and len(self.isr) < min_isr:
+        if required_acks == -1 and (len(self.isr) < min_isr or self.shrinking_below_min_isr):
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the "
+                f"The size of the current ISR {set(self.isr)} (in sync: "
+                f"{set(self.pending_isr or self.isr)}) is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
             )
 
@@ -224,12 +244,17 @@ class Partition:
     def replication_outcome(self, leader_epoch: int, last_offset: int) -> ErrorCode | None:
         """Kafka's check of a parked acks=all append made in `leader_epoch`: None while
         waiting, NONE once the high watermark passed it with enough replicas in sync,
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas,
-        NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas (or
+        such a shrink is proposed and not written yet), NOT_LEADER_OR_FOLLOWER if
+        leadership moved or this leader stepped aside."""
         if not self.is_leader or self.leader_epoch != leader_epoch:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark <= last_offset:
-            return None
+            return (
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                if self.shrinking_below_min_isr
+                else None
+            )
         if len(self.isr) < self.log.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
@@ -319,6 +344,32 @@ class Partition:
             log.high_watermark = new
             return True
         return False
+
+    def cut_off_from_followers(self, now_ms: int, silence_ms: int) -> bool:
+        """As leader: whether too few ISR members still fetch from it to acknowledge an
+        acks=all write: counting itself and the ISR followers heard from within
+        `silence_ms`, fewer than min.insync.replicas (and than two, so that a leader
+        whose every follower went silent counts whatever min.insync.replicas says). A
+        leader without followers in its ISR is never cut off from them."""
+        if not self.is_leader:
+            return False
+        followers = [r for r in self.isr if r != self.broker_id]
+        if not followers:
+            return False
+        fetching = 1
+        for r in followers:
+            state = self.remote.get(r)
+            if state is not None:
+                heard = max(state.last_fetch_time_ms, state.last_caught_up_time_ms)
+                if now_ms - heard <= silence_ms:
+                    fetching += 1
+        return fetching < max(self.log.config.min_insync_replicas, 2)
+
+    def step_aside(self) -> None:
+        """Stop acting as leader (produce and fetch get NOT_LEADER_OR_FOLLOWER, waiting
+        acks=all appends complete with it) until `make_leader` or `make_follower`."""
+        self.stepped_aside = True
+        self.pending_isr = None
 
     # --- ISR changes (leader) --------------------------------------------------------------
 

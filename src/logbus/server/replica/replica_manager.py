@@ -191,6 +191,9 @@ class ReplicaManager:
         if alter is None:
             return
         part.begin_isr_change(proposed)
+        if part.shrinking_below_min_isr:
+            # acks=all waiters cannot complete with these followers: answer them now
+            self.purgatory.notify((part.topic, part.index))
 
         def done(
             error: ErrorCode, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
@@ -259,6 +262,12 @@ class ReplicaManager:
             self.log_manager.delete_logs(topic, partitions)
             if self.metrics is not None and not any(t == topic for t, _p in self.partitions):
                 self.metrics.topics.remove(topic)  # a deleted topic's series go, as Kafka's
+
+    def step_aside(self, part: Partition) -> None:
+        """Stop leading `part` (see `Partition.step_aside`); the requests parked on it
+        complete now with NOT_LEADER_OR_FOLLOWER."""
+        part.step_aside()
+        self.purgatory.notify((part.topic, part.index))
 
     def update_log_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)
