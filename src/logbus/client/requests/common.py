@@ -85,7 +85,7 @@ def by_topic(entries: Iterable[tuple[TopicPartition, V]]) -> dict[str, list[V]]:
     return topics
 
 
-def fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
+def fill_missing(out: dict[K, T | KafkaError], asked: Iterable[K], api: str) -> None:
     """An UNKNOWN_SERVER_ERROR for every key asked for that the response left out."""
     for key in asked:
         if key not in out:
