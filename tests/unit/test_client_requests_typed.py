@@ -1,7 +1,9 @@
 """The request layer is typed by the generated message TypedDicts: mypy --strict rejects a
 misspelt field in a body a builder returns, in a response a reader is given, and in a
-literal written for either, and accepts the same code spelt right. One mypy run checks a
-snippet; each line that should fail is marked with the error code mypy must report there."""
+literal written for either, and a body or a reader sent with another API's key
+(`protocol.messages.apis` pairs them); it accepts the same code spelt right. One mypy run
+checks a snippet; each line that should fail is marked with the error code mypy must
+report there."""
 
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ from mypy import api
 ROOT = Path(__file__).resolve().parents[2]
 
 SNIPPET = '''
+from logbus.client.connection import Connection
+from logbus.client.requests.cluster import build_describe_cluster
+from logbus.client.requests.common import send
 from logbus.client.requests.delete_records import build_delete_records, read_delete_records
 from logbus.client.requests.find_coordinator import read_find_coordinator
-from logbus.client.requests.metadata import build_metadata
+from logbus.client.requests.metadata import build_metadata, read_metadata
 from logbus.client.requests.produce import build_produce
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.delete_records_response import DeleteRecordsResponse
 from logbus.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from logbus.types import TopicPartition
@@ -47,6 +53,13 @@ print(build_delete_records(2, {TP: 5})["timeout"])  # expect: typeddict-item
 def low_watermarks(response: DeleteRecordsResponse) -> list[int]:
     partitions = [p for t in response["topics"] for p in t["partitions"]]
     return [p["lowwatermark"] for p in partitions]  # expect: typeddict-item
+
+
+async def paired(conn: Connection) -> None:
+    print(read_metadata(await send(conn, apis.METADATA, build_metadata(12, None), 12)))
+    await send(conn, apis.FIND_COORDINATOR, build_metadata(12, None), 12)  # expect: misc
+    cluster = await send(conn, apis.DESCRIBE_CLUSTER, build_describe_cluster(1), 1)
+    print(read_metadata(cluster))  # expect: arg-type
 '''
 
 
@@ -93,5 +106,5 @@ def test_each_misspelt_field_is_a_mypy_error_and_nothing_else(
     mypy_errors: dict[int, set[str]],
 ) -> None:
     expected = _expected()
-    assert len(expected) == 6
+    assert len(expected) == 8
     assert mypy_errors == expected

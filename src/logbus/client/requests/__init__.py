@@ -14,8 +14,9 @@ Each API has three parts:
   (where their meaning depends on the caller's state) or turned into `KafkaError` (named
   by its ErrorCode, with the broker's message); nothing asked for is left out;
 - an async function sending it on one given `Connection` at the newest version both
-  sides support (`Connection.choose_version`, from ApiVersions), through `common.send`,
-  which types the answer as the response's TypedDict.
+  sides support (`Connection.choose_version`, from ApiVersions), through `common.send`
+  with the API's constant from `logbus.protocol.messages.apis`, which pairs its key
+  with its request's and its response's TypedDicts.
 
 Routing (which broker leads a partition, which one coordinates a group) and retries are
 the callers' job: `Cluster`, the producer's sender, the consumer's fetcher and group

@@ -19,6 +19,7 @@ from logbus.protocol.acl_types import (
     ResourcePattern,
     ResourceType,
 )
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from logbus.protocol.messages.create_acls_response import CreateAclsResponse
 from logbus.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
@@ -78,7 +79,7 @@ def read_create_acls(
 async def create_acls(conn: Connection, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
     version = conn.choose_version(ApiKey.CREATE_ACLS)
     body = build_create_acls(version, bindings)
-    response = await send(conn, ApiKey.CREATE_ACLS, body, version, CreateAclsResponse)
+    response = await send(conn, apis.CREATE_ACLS, body, version)
     return read_create_acls(response, bindings)
 
 
@@ -128,7 +129,7 @@ def read_describe_acls(response: DescribeAclsResponse) -> list[AclBinding]:
 async def describe_acls(conn: Connection, acl_filter: AclBindingFilter) -> list[AclBinding]:
     version = conn.choose_version(ApiKey.DESCRIBE_ACLS)
     body = build_describe_acls(version, acl_filter)
-    response = await send(conn, ApiKey.DESCRIBE_ACLS, body, version, DescribeAclsResponse)
+    response = await send(conn, apis.DESCRIBE_ACLS, body, version)
     return read_describe_acls(response)
 
 
@@ -158,5 +159,5 @@ async def delete_acls(
 ) -> list[list[AclBinding] | KafkaError]:
     version = conn.choose_version(ApiKey.DELETE_ACLS)
     body = build_delete_acls(version, filters)
-    response = await send(conn, ApiKey.DELETE_ACLS, body, version, DeleteAclsResponse)
+    response = await send(conn, apis.DELETE_ACLS, body, version)
     return read_delete_acls(response, filters)

@@ -9,6 +9,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import check
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.alter_configs_request import AlterConfigsRequest
 from logbus.protocol.messages.alter_configs_response import AlterConfigsResponse
 from logbus.protocol.messages.incremental_alter_configs_request import (
@@ -82,7 +83,7 @@ async def alter_configs(
     """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
     version = conn.choose_version(ApiKey.ALTER_CONFIGS)
     body = build_alter_configs(version, resource_type, name, configs, validate_only=validate_only)
-    read_alter_configs(await send(conn, ApiKey.ALTER_CONFIGS, body, version, AlterConfigsResponse))
+    read_alter_configs(await send(conn, apis.ALTER_CONFIGS, body, version))
 
 
 async def incremental_alter_configs(
@@ -99,7 +100,5 @@ async def incremental_alter_configs(
     body = build_incremental_alter_configs(
         version, resource_type, name, ops, validate_only=validate_only
     )
-    response = await send(
-        conn, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version, IncrementalAlterConfigsResponse
-    )
+    response = await send(conn, apis.INCREMENTAL_ALTER_CONFIGS, body, version)
     read_alter_configs(response)

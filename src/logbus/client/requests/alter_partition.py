@@ -18,7 +18,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import per_key, send
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.protocol.messages import alter_partition_request, alter_partition_response
+from logbus.protocol.messages import alter_partition_request, alter_partition_response, apis
 from logbus.types import TopicPartition
 
 TOPIC_IDS_FROM = 2
@@ -115,8 +115,5 @@ async def alter_partition(
     by_id = all(change.topic_id.int for change in changes.values())
     version = conn.choose_version(ApiKey.ALTER_PARTITION, None if by_id else TOPIC_IDS_FROM - 1)
     body = build_alter_partition(version, broker_id, broker_epoch, changes)
-    response = await send(
-        conn, ApiKey.ALTER_PARTITION, body, version,
-        alter_partition_response.AlterPartitionResponse,
-    )
+    response = await send(conn, apis.ALTER_PARTITION, body, version)
     return read_alter_partition(response, version, changes)

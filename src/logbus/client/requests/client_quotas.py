@@ -13,6 +13,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from logbus.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from logbus.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
@@ -57,9 +58,7 @@ async def describe_client_quotas(
 ) -> dict[Entity, dict[str, float]]:
     version = conn.choose_version(ApiKey.DESCRIBE_CLIENT_QUOTAS)
     body = build_describe_client_quotas(version, components, strict=strict)
-    response = await send(
-        conn, ApiKey.DESCRIBE_CLIENT_QUOTAS, body, version, DescribeClientQuotasResponse
-    )
+    response = await send(conn, apis.DESCRIBE_CLIENT_QUOTAS, body, version)
     return read_describe_client_quotas(response)
 
 
@@ -110,7 +109,5 @@ async def alter_client_quotas(
 ) -> dict[Entity, KafkaError | None]:
     version = conn.choose_version(ApiKey.ALTER_CLIENT_QUOTAS)
     body = build_alter_client_quotas(version, alterations, validate_only=validate_only)
-    response = await send(
-        conn, ApiKey.ALTER_CLIENT_QUOTAS, body, version, AlterClientQuotasResponse
-    )
+    response = await send(conn, apis.ALTER_CLIENT_QUOTAS, body, version)
     return read_alter_client_quotas(response, list(alterations))

@@ -9,6 +9,7 @@ from logbus.client.metadata import BrokerInfo, ClusterMetadata
 from logbus.client.requests.common import send
 from logbus.client.requests.metadata import metadata
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from logbus.protocol.messages.describe_cluster_response import DescribeClusterResponse
 
@@ -38,5 +39,5 @@ async def describe_cluster(conn: Connection) -> ClusterMetadata:
             raise
         return await metadata(conn, [])
     body = build_describe_cluster(version)
-    response = await send(conn, ApiKey.DESCRIBE_CLUSTER, body, version, DescribeClusterResponse)
+    response = await send(conn, apis.DESCRIBE_CLUSTER, body, version)
     return read_describe_cluster(response)

@@ -9,12 +9,14 @@ from typing import Any, TypeVar, cast
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.apis import Api
 from logbus.types import TopicPartition
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-R = TypeVar("R")  # a response's TypedDict (from logbus.protocol.messages)
+Q = TypeVar("Q", bound=Mapping[str, object])  # a request's TypedDict
+R = TypeVar("R")  # a response's TypedDict
 # An item of a response carrying an error code: per_key reads that code (and the message)
 # by a field name its caller gives, which differs between APIs, so the values are Any here;
 # each caller's items are its response's TypedDict.
@@ -38,36 +40,36 @@ def require_version(
 
 def send(
     conn: Connection,
-    api_key: ApiKey,
-    body: Mapping[str, object],
+    api: Api[Q, R],
+    body: Q,
     version: int,
-    response: type[R],
     *,
     response_timeout: float | None = None,
 ) -> Awaitable[R]:
-    """`conn.request`, its answer typed as `response`, the TypedDict of `api_key`'s
-    response. The codec decodes by the schema of `api_key`, which mypy cannot pair with
-    the TypedDict: this is the one place the pairing is asserted (a cast, free at run
-    time; the string keeps the generic alias from being built on every call)."""
+    """`conn.request` for `api` (a constant of `logbus.protocol.messages.apis`, which pairs
+    an API key with its request's and its response's TypedDicts): mypy checks the body
+    against the request's type, and the answer is typed as the response's. The codec
+    decodes by the key's schema, which mypy cannot follow: this cast is where the two
+    meet (free at run time; the string keeps the generic alias from being built on every
+    call)."""
     return cast(
         "Awaitable[R]",
-        conn.request(api_key, body, version, response_timeout=response_timeout),
+        conn.request(api.key, body, version, response_timeout=response_timeout),
     )
 
 
 async def exchange(
     conn: Connection,
-    api_key: ApiKey,
-    build: Callable[[int], Mapping[str, object]],
+    api: Api[Q, R],
+    build: Callable[[int], Q],
     read: Callable[[R, int], T],
-    response: type[R],
     max_version: int | None = None,
 ) -> T:
-    """One request and its answer: the newest version of `api_key` both sides support (at
+    """One request and its answer: the newest version of `api` both sides support (at
     most `max_version`), the body `build` makes for that version, and what `read` makes of
-    the response (typed as `response`, and given the version too)."""
-    version = conn.choose_version(api_key, max_version)
-    return read(await send(conn, api_key, build(version), version, response), version)
+    the response (given the version too)."""
+    version = conn.choose_version(api.key, max_version)
+    return read(await send(conn, api, build(version), version), version)
 
 
 def value(result: T | KafkaError) -> T:

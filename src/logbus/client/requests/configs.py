@@ -11,6 +11,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import check
 from logbus.client.requests.common import require_version, send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages import describe_configs_request as describe_configs_request_
 from logbus.protocol.messages.describe_configs_response import DescribeConfigsResponse
 
@@ -92,5 +93,5 @@ async def describe_configs(conn: Connection, request: DescribeConfigsRequest) ->
     go to that broker."""
     version = require_version(conn, ApiKey.DESCRIBE_CONFIGS, MIN_VERSION)
     body = build_describe_configs(version, request)
-    response = await send(conn, ApiKey.DESCRIBE_CONFIGS, body, version, DescribeConfigsResponse)
+    response = await send(conn, apis.DESCRIBE_CONFIGS, body, version)
     return read_describe_configs(response)

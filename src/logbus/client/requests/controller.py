@@ -17,6 +17,7 @@ from uuid import UUID
 from logbus.client.connection import Connection
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.leader_and_isr_request import (
     LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,
@@ -199,7 +200,7 @@ async def leader_and_isr(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.LEADER_AND_ISR)
     body = build_leader_and_isr(version, header, topics, live_leaders, listener=listener)
-    response = await send(conn, ApiKey.LEADER_AND_ISR, body, version, LeaderAndIsrResponse)
+    response = await send(conn, apis.LEADER_AND_ISR, body, version)
     return read_leader_and_isr(response, version, {t.topic_id: t.name for t, _ in topics})
 
 
@@ -305,7 +306,7 @@ async def update_metadata(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.UPDATE_METADATA)
     body = build_update_metadata(version, header, brokers, topics, deleted)
-    response = await send(conn, ApiKey.UPDATE_METADATA, body, version, UpdateMetadataResponse)
+    response = await send(conn, apis.UPDATE_METADATA, body, version)
     return read_update_metadata(response)
 
 
@@ -366,5 +367,5 @@ async def stop_replica(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.STOP_REPLICA)
     body = build_stop_replica(version, header, partitions, delete)
-    response = await send(conn, ApiKey.STOP_REPLICA, body, version, StopReplicaResponse)
+    response = await send(conn, apis.STOP_REPLICA, body, version)
     return read_stop_replica(response)

@@ -13,6 +13,7 @@ from logbus.client.requests.common import (
     send,
 )
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.delete_records_request import (
     DeleteRecordsPartition,
     DeleteRecordsRequest,
@@ -58,5 +59,5 @@ async def delete_records(
     """DeleteRecords for partitions led by `conn`'s broker."""
     version = conn.choose_version(ApiKey.DELETE_RECORDS)
     body = build_delete_records(version, offsets, timeout_ms=timeout_ms)
-    response = await send(conn, ApiKey.DELETE_RECORDS, body, version, DeleteRecordsResponse)
+    response = await send(conn, apis.DELETE_RECORDS, body, version)
     return read_delete_records(response, offsets)

@@ -24,7 +24,7 @@ from logbus.client.requests.common import (
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.protocol.messages import fetch_response
+from logbus.protocol.messages import apis, fetch_response
 from logbus.protocol.messages.fetch_request import FetchPartition, FetchRequest
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.reader import iter_record_set
@@ -186,10 +186,9 @@ async def fetch_partitions(
     version = fetch_version(conn, positions, ids)
     response = await send(
         conn,
-        ApiKey.FETCH,
+        apis.FETCH,
         build_fetch(version, positions, options, ids),
         version,
-        fetch_response.FetchResponse,
         response_timeout=conn.request_timeout + options.max_wait_ms / 1000,
     )
     return read_fetch(response, version, ids)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from logbus.client.connection import Connection
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from logbus.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 
@@ -57,5 +58,5 @@ async def find_coordinator(
 ) -> FoundCoordinator:
     version = conn.choose_version(ApiKey.FIND_COORDINATOR)
     body = build_find_coordinator(version, key, key_type)
-    response = await send(conn, ApiKey.FIND_COORDINATOR, body, version, FindCoordinatorResponse)
+    response = await send(conn, apis.FIND_COORDINATOR, body, version)
     return read_find_coordinator(response, version)

@@ -16,6 +16,7 @@ from logbus.client.errors import KafkaError, check
 from logbus.client.requests.common import fill_missing, per_key, send
 from logbus.client.requests.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from logbus.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from logbus.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -116,9 +117,7 @@ async def join_group(conn: Connection, request: JoinGroupRequest) -> JoinGroupRe
     version = conn.choose_version(ApiKey.JOIN_GROUP)
     wait = conn.request_timeout + request.rebalance_timeout_ms / 1000
     body = build_join_group(version, request)
-    response = await send(
-        conn, ApiKey.JOIN_GROUP, body, version, JoinGroupResponse, response_timeout=wait
-    )
+    response = await send(conn, apis.JOIN_GROUP, body, version, response_timeout=wait)
     return read_join_group(response)
 
 
@@ -165,8 +164,7 @@ async def sync_group(
     version = conn.choose_version(ApiKey.SYNC_GROUP)
     body = build_sync_group(version, group_id, member, assignments, protocol_name)
     response = await send(
-        conn, ApiKey.SYNC_GROUP, body, version, SyncGroupResponse,
-        response_timeout=response_timeout,
+        conn, apis.SYNC_GROUP, body, version, response_timeout=response_timeout
     )
     return read_sync_group(response, group_id)
 
@@ -192,7 +190,7 @@ async def heartbeat(conn: Connection, group_id: str, member: MemberIdentity) -> 
     """One Heartbeat; its error code."""
     version = conn.choose_version(ApiKey.HEARTBEAT)
     body = build_heartbeat(version, group_id, member)
-    response = await send(conn, ApiKey.HEARTBEAT, body, version, HeartbeatResponse)
+    response = await send(conn, apis.HEARTBEAT, body, version)
     return read_heartbeat(response)
 
 
@@ -221,7 +219,7 @@ async def leave_group(
 ) -> int:
     version = conn.choose_version(ApiKey.LEAVE_GROUP)
     body = build_leave_group(version, group_id, member_id, reason)
-    return read_leave_group(await send(conn, ApiKey.LEAVE_GROUP, body, version, LeaveGroupResponse))
+    return read_leave_group(await send(conn, apis.LEAVE_GROUP, body, version))
 
 
 # --- group administration ---------------------------------------------------------------
@@ -280,7 +278,7 @@ async def list_groups(conn: Connection, states: Sequence[str] = ()) -> list[List
         body = build_list_groups(version, states)
     except KafkaError as exc:
         raise KafkaError(exc.code, f"broker {conn.address}: {exc.message}") from None
-    return read_list_groups(await send(conn, ApiKey.LIST_GROUPS, body, version, ListGroupsResponse))
+    return read_list_groups(await send(conn, apis.LIST_GROUPS, body, version))
 
 
 def build_describe_groups(version: int, group_ids: Sequence[str]) -> DescribeGroupsRequest:
@@ -330,7 +328,7 @@ async def describe_groups(
     """DescribeGroups for groups this coordinator owns."""
     version = conn.choose_version(ApiKey.DESCRIBE_GROUPS)
     body = build_describe_groups(version, group_ids)
-    response = await send(conn, ApiKey.DESCRIBE_GROUPS, body, version, DescribeGroupsResponse)
+    response = await send(conn, apis.DESCRIBE_GROUPS, body, version)
     return read_describe_groups(response, group_ids)
 
 
@@ -360,7 +358,7 @@ async def delete_groups(
     while it has members, GROUP_ID_NOT_FOUND if there is no such group)."""
     version = conn.choose_version(ApiKey.DELETE_GROUPS)
     body = build_delete_groups(version, group_ids)
-    response = await send(conn, ApiKey.DELETE_GROUPS, body, version, DeleteGroupsResponse)
+    response = await send(conn, apis.DELETE_GROUPS, body, version)
     return read_delete_groups(response, group_ids)
 
 

@@ -10,6 +10,7 @@ from logbus.client.errors import KafkaError, check
 from logbus.client.requests.common import by_topic, per_partition, send
 from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -101,7 +102,7 @@ async def fetch_offsets_with_metadata(
     UNSTABLE_OFFSET_COMMIT (retriable) instead of answering."""
     version = conn.choose_version(ApiKey.OFFSET_FETCH)
     body = build_offset_fetch(version, group_id, partitions, require_stable=require_stable)
-    response = await send(conn, ApiKey.OFFSET_FETCH, body, version, OffsetFetchResponse)
+    response = await send(conn, apis.OFFSET_FETCH, body, version)
     return read_offset_fetch(response, version, group_id)
 
 
@@ -173,7 +174,7 @@ async def commit_offsets_each(
     """OffsetCommit: per partition None, or its error."""
     version = conn.choose_version(ApiKey.OFFSET_COMMIT)
     body = build_offset_commit(version, group_id, offsets, member)
-    response = await send(conn, ApiKey.OFFSET_COMMIT, body, version, OffsetCommitResponse)
+    response = await send(conn, apis.OFFSET_COMMIT, body, version)
     return read_partition_errors(response, offsets, "OffsetCommit")
 
 
@@ -221,5 +222,5 @@ async def delete_offsets(
     A group-level error is raised."""
     version = conn.choose_version(ApiKey.OFFSET_DELETE)
     body = build_offset_delete(version, group_id, partitions)
-    response = await send(conn, ApiKey.OFFSET_DELETE, body, version, OffsetDeleteResponse)
+    response = await send(conn, apis.OFFSET_DELETE, body, version)
     return read_offset_delete(response, group_id, partitions)

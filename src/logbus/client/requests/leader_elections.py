@@ -12,6 +12,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from logbus.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
 from logbus.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
@@ -68,9 +69,7 @@ async def controlled_shutdown(
     """Ask the controller at `conn` to move this broker's leaderships away."""
     version = conn.choose_version(ApiKey.CONTROLLED_SHUTDOWN)
     body = build_controlled_shutdown(version, broker_id, broker_epoch)
-    response = await send(
-        conn, ApiKey.CONTROLLED_SHUTDOWN, body, version, ControlledShutdownResponse
-    )
+    response = await send(conn, apis.CONTROLLED_SHUTDOWN, body, version)
     return read_controlled_shutdown(response)
 
 
@@ -124,5 +123,5 @@ async def elect_leaders(
     """Send ElectLeaders to the controller at `conn` (newest version both support)."""
     version = conn.choose_version(ApiKey.ELECT_LEADERS)
     body = build_elect_leaders(version, election_type, partitions, timeout_ms)
-    response = await send(conn, ApiKey.ELECT_LEADERS, body, version, ElectLeadersResponse)
+    response = await send(conn, apis.ELECT_LEADERS, body, version)
     return read_elect_leaders(response, version)

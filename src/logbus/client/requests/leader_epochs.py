@@ -14,6 +14,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import by_topic, per_key, require_version, send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -91,7 +92,5 @@ async def offset_for_leader_epoch(
     """Each partition's epoch end offset from `conn`'s broker (which must lead it)."""
     version = require_version(conn, ApiKey.OFFSET_FOR_LEADER_EPOCH, MIN_VERSION)
     body = build_offset_for_leader_epoch(version, queries, replica_id)
-    response = await send(
-        conn, ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version, OffsetForLeaderEpochResponse
-    )
+    response = await send(conn, apis.OFFSET_FOR_LEADER_EPOCH, body, version)
     return read_offset_for_leader_epoch(response, queries)

@@ -16,6 +16,7 @@ from logbus.client.requests.common import (
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from logbus.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -104,7 +105,7 @@ async def list_offsets_info(
         )
     except KafkaError as exc:
         raise KafkaError(exc.code, f"broker {conn.address}: {exc.message}") from None
-    response = await send(conn, ApiKey.LIST_OFFSETS, body, version, ListOffsetsResponse)
+    response = await send(conn, apis.LIST_OFFSETS, body, version)
     return read_list_offsets(response, version, requests)
 
 

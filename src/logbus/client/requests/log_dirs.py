@@ -10,6 +10,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
 from logbus.client.requests.common import by_topic, send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from logbus.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from logbus.types import TopicPartition
@@ -80,5 +81,5 @@ async def describe_log_dirs(
     """The log dirs of `conn`'s broker (only `partitions`' replicas, if given)."""
     version = conn.choose_version(ApiKey.DESCRIBE_LOG_DIRS)
     body = build_describe_log_dirs(version, partitions)
-    response = await send(conn, ApiKey.DESCRIBE_LOG_DIRS, body, version, DescribeLogDirsResponse)
+    response = await send(conn, apis.DESCRIBE_LOG_DIRS, body, version)
     return read_describe_log_dirs(response)

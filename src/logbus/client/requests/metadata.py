@@ -9,6 +9,7 @@ from logbus.client.connection import Connection
 from logbus.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from logbus.protocol.messages.metadata_response import MetadataResponse
 
@@ -68,4 +69,4 @@ async def metadata(
     """Brokers, controller, and the given topics (every topic if `topics` is None)."""
     version = conn.choose_version(ApiKey.METADATA)
     body = build_metadata(version, topics, allow_auto_topic_creation=allow_auto_topic_creation)
-    return read_metadata(await send(conn, ApiKey.METADATA, body, version, MetadataResponse))
+    return read_metadata(await send(conn, apis.METADATA, body, version))

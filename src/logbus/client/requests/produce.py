@@ -17,6 +17,7 @@ from logbus.client.requests.common import (
     value,
 )
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from logbus.protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse
 from logbus.types import TopicPartition
@@ -94,9 +95,7 @@ async def produce_many(
         version, batches, acks, timeout_ms=timeout_ms, transactional_id=transactional_id
     )
     timeout = conn.request_timeout + timeout_ms / 1000
-    response = await send(
-        conn, ApiKey.PRODUCE, body, version, ProduceResponse, response_timeout=timeout
-    )
+    response = await send(conn, apis.PRODUCE, body, version, response_timeout=timeout)
     if acks == 0:
         return None
     return read_produce(response, batches)

@@ -9,6 +9,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import check
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from logbus.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -54,5 +55,5 @@ async def init_producer_id(
     with its epoch bumped (a broker too old to bump hands out a new id instead)."""
     version = conn.choose_version(ApiKey.INIT_PRODUCER_ID)
     body = build_init_producer_id(version, current, timeout_ms=timeout_ms)
-    response = await send(conn, ApiKey.INIT_PRODUCER_ID, body, version, InitProducerIdResponse)
+    response = await send(conn, apis.INIT_PRODUCER_ID, body, version)
     return read_init_producer_id(response)

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from logbus.client.connection import Connection
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
 )
@@ -63,9 +64,7 @@ async def alter_user_scram_credentials(
     """Send a body built by `build_alter_user_scram_credentials` (the same in v0, the
     only version)."""
     version = conn.choose_version(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-    return await send(
-        conn, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, version, AlterUserScramCredentialsResponse
-    )
+    return await send(conn, apis.ALTER_USER_SCRAM_CREDENTIALS, body, version)
 
 
 async def describe_user_scram_credentials(
@@ -73,10 +72,4 @@ async def describe_user_scram_credentials(
 ) -> DescribeUserScramCredentialsResponse:
     version = conn.choose_version(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
     body = build_describe_user_scram_credentials(version, users)
-    return await send(
-        conn,
-        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-        body,
-        version,
-        DescribeUserScramCredentialsResponse,
-    )
+    return await send(conn, apis.DESCRIBE_USER_SCRAM_CREDENTIALS, body, version)

@@ -11,6 +11,7 @@ from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.common import DEFAULT_TIMEOUT_MS, per_key, send, value
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from logbus.protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
@@ -109,7 +110,7 @@ async def create_topics_many(
     version = conn.choose_version(ApiKey.CREATE_TOPICS)
     body = build_create_topics(version, topics, validate_only=validate_only, timeout_ms=timeout_ms)
     response = await send(
-        conn, ApiKey.CREATE_TOPICS, body, version, CreateTopicsResponse,
+        conn, apis.CREATE_TOPICS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_create_topics(response, [t["name"] for t in topics])
@@ -164,12 +165,9 @@ async def delete_topics_many(
 ) -> dict[str, KafkaError | None]:
     """DeleteTopics by name, on the controller: per topic None, or its error."""
     version = conn.choose_version(ApiKey.DELETE_TOPICS)
+    body = build_delete_topics(version, names, timeout_ms=timeout_ms)
     response = await send(
-        conn,
-        ApiKey.DELETE_TOPICS,
-        build_delete_topics(version, names, timeout_ms=timeout_ms),
-        version,
-        DeleteTopicsResponse,
+        conn, apis.DELETE_TOPICS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_delete_topics(response, names)
@@ -232,7 +230,7 @@ async def create_partitions_many(
         version, topics, validate_only=validate_only, timeout_ms=timeout_ms
     )
     response = await send(
-        conn, ApiKey.CREATE_PARTITIONS, body, version, CreatePartitionsResponse,
+        conn, apis.CREATE_PARTITIONS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_create_partitions(response, topics)

@@ -23,7 +23,8 @@ from logbus.client.requests.producer_id import (
     build_init_producer_id,
     read_init_producer_id,
 )
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages import describe_producers_response as describe_producers_
 from logbus.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from logbus.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -48,7 +49,6 @@ from logbus.protocol.messages.describe_transactions_response import (
 from logbus.protocol.messages.end_txn_request import EndTxnRequest
 from logbus.protocol.messages.end_txn_response import EndTxnResponse
 from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from logbus.protocol.messages.list_transactions_request import ListTransactionsRequest
 from logbus.protocol.messages.list_transactions_response import ListTransactionsResponse
 from logbus.protocol.messages.txn_offset_commit_request import (
@@ -70,20 +70,6 @@ def read_error(response: AddOffsetsToTxnResponse | EndTxnResponse, what: str) ->
     """The answer to AddOffsetsToTxn and EndTxn: one error code, raised as a `KafkaError`
     naming `what`."""
     check(response["error_code"], what)
-
-
-async def _checked(
-    conn: Connection, api_key: ApiKey, body: AddOffsetsToTxnRequest | EndTxnRequest, what: str
-) -> None:
-    """AddOffsetsToTxn and EndTxn: a body the same in every version, answered by one error
-    code (the two responses agree on it)."""
-    await exchange(
-        conn,
-        api_key,
-        lambda _: body,
-        lambda response, _: read_error(response, what),
-        AddOffsetsToTxnResponse,
-    )
 
 
 def _partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -115,10 +101,9 @@ async def init_transactional_id(
     """InitProducerId to the transaction coordinator `conn` (raises its error)."""
     return await exchange(
         conn,
-        ApiKey.INIT_PRODUCER_ID,
+        apis.INIT_PRODUCER_ID,
         lambda v: build_init_transactional_id(v, transactional_id, timeout_ms, current),
         lambda response, _: read_init_producer_id(response),
-        InitProducerIdResponse,
     )
 
 
@@ -190,10 +175,9 @@ async def add_partitions_to_txn(
 ) -> dict[TopicPartition, KafkaError | None]:
     return await exchange(
         conn,
-        ApiKey.ADD_PARTITIONS_TO_TXN,
+        apis.ADD_PARTITIONS_TO_TXN,
         lambda v: build_add_partitions_to_txn(v, transactional_id, producer, partitions),
         lambda response, v: read_add_partitions_to_txn(response, v, partitions),
-        AddPartitionsToTxnResponse,
         ADD_PARTITIONS_CLIENT_MAX,
     )
 
@@ -216,8 +200,13 @@ def build_add_offsets_to_txn(
 async def add_offsets_to_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, group_id: str
 ) -> None:
-    body = build_add_offsets_to_txn(0, transactional_id, producer, group_id)
-    await _checked(conn, ApiKey.ADD_OFFSETS_TO_TXN, body, f"AddOffsetsToTxn for group '{group_id}'")
+    what = f"AddOffsetsToTxn for group '{group_id}'"
+    await exchange(
+        conn,
+        apis.ADD_OFFSETS_TO_TXN,
+        lambda v: build_add_offsets_to_txn(v, transactional_id, producer, group_id),
+        lambda response, _: read_error(response, what),
+    )
 
 
 # --- TxnOffsetCommit --------------------------------------------------------------------
@@ -294,10 +283,9 @@ async def txn_offset_commit(
 ) -> dict[TopicPartition, KafkaError | None]:
     return await exchange(
         conn,
-        ApiKey.TXN_OFFSET_COMMIT,
+        apis.TXN_OFFSET_COMMIT,
         lambda v: build_txn_offset_commit(v, transactional_id, group_id, producer, offsets, member),
         lambda response, _: read_txn_offset_commit(response, offsets),
-        TxnOffsetCommitResponse,
     )
 
 
@@ -319,8 +307,13 @@ def build_end_txn(
 async def end_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, committed: bool
 ) -> None:
-    body = build_end_txn(0, transactional_id, producer, committed)
-    await _checked(conn, ApiKey.END_TXN, body, "EndTxn " + ("commit" if committed else "abort"))
+    what = "EndTxn " + ("commit" if committed else "abort")
+    await exchange(
+        conn,
+        apis.END_TXN,
+        lambda v: build_end_txn(v, transactional_id, producer, committed),
+        lambda response, _: read_error(response, what),
+    )
 
 
 # --- DescribeTransactions ---------------------------------------------------------------
@@ -372,10 +365,9 @@ async def describe_transactions(
 ) -> dict[str, TransactionDescription | KafkaError]:
     return await exchange(
         conn,
-        ApiKey.DESCRIBE_TRANSACTIONS,
+        apis.DESCRIBE_TRANSACTIONS,
         lambda v: build_describe_transactions(v, transactional_ids),
         lambda response, _: read_describe_transactions(response, transactional_ids),
-        DescribeTransactionsResponse,
     )
 
 
@@ -426,10 +418,9 @@ async def list_transactions(
 ) -> list[ListedTransaction]:
     return await exchange(
         conn,
-        ApiKey.LIST_TRANSACTIONS,
+        apis.LIST_TRANSACTIONS,
         lambda v: build_list_transactions(v, states, producer_ids, duration_ms),
         lambda response, _: read_list_transactions(response),
-        ListTransactionsResponse,
     )
 
 
@@ -491,8 +482,7 @@ async def describe_producers(
 ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
     return await exchange(
         conn,
-        ApiKey.DESCRIBE_PRODUCERS,
+        apis.DESCRIBE_PRODUCERS,
         lambda v: build_describe_producers(v, partitions),
         lambda response, _: read_describe_producers(response, partitions),
-        DescribeProducersResponse,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from logbus.client.connection import Connection
 from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
 from logbus.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WriteTxnMarkersRequest,
@@ -76,5 +77,5 @@ async def write_txn_markers(conn: Connection, markers: list[MarkerEntry]) -> Mar
     """Send the markers to the leader at `conn` (newest version both support)."""
     version = conn.choose_version(ApiKey.WRITE_TXN_MARKERS)
     body = build_write_txn_markers(version, markers)
-    response = await send(conn, ApiKey.WRITE_TXN_MARKERS, body, version, WriteTxnMarkersResponse)
+    response = await send(conn, apis.WRITE_TXN_MARKERS, body, version)
     return read_write_txn_markers(response, markers)
