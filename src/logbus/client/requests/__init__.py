@@ -10,9 +10,9 @@ Each API has three parts:
   generated TypedDict (`logbus.protocol.messages`), which the generic codec encodes (no
   I/O, so tests pin it to the broker's decoder at every version);
 - `read_<api>(response, ...)`: the decoded response, typed as the response's TypedDict,
-  turned into values, error codes kept
-  (where their meaning depends on the caller's state) or turned into `KafkaError` (named
-  by its ErrorCode, with the broker's message); nothing asked for is left out;
+  turned into values, error codes kept (where their meaning depends on the caller's
+  state) or turned into `KafkaError` (named by its ErrorCode, with the broker's message);
+  nothing asked for is left out;
 - an async function sending it on one given `Connection` at the newest version both
   sides support (`Connection.choose_version`, from ApiVersions), through `common.send`
   with the API's constant from `logbus.protocol.messages.apis`, which pairs its key
