@@ -27,11 +27,11 @@ TXN_BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda v: txn.build_add_partitions_to_txn(
         v, "t1", PRODUCER, [A0, A1, B2]
     ),
-    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: txn.transaction_body("t1", PRODUCER, group_id="g"),
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: txn.build_add_offsets_to_txn(v, "t1", PRODUCER, "g"),
     ApiKey.TXN_OFFSET_COMMIT: lambda v: txn.build_txn_offset_commit(
         v, "t1", "g", PRODUCER, {A0: txn.TxnOffset(10, "m", 3), B2: txn.TxnOffset(20)}, MEMBER
     ),
-    ApiKey.END_TXN: lambda v: txn.transaction_body("t1", PRODUCER, committed=True),
+    ApiKey.END_TXN: lambda v: txn.build_end_txn(v, "t1", PRODUCER, True),
     ApiKey.DESCRIBE_TRANSACTIONS: lambda v: txn.build_describe_transactions(v, ["t1", "t2"]),
     ApiKey.LIST_TRANSACTIONS: lambda v: txn.build_list_transactions(
         v, ["Ongoing"], [4000], 1000 if v >= 1 else -1

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from typing import Any
 
 from logbus.cli import configs_quotas
 from logbus.cli.common import CommandError, client_security, run
 from logbus.client.cluster import Cluster
+from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.client.requests.scram_credentials import (
     Upsertion,
+    alter_user_scram_credentials,
     build_alter_user_scram_credentials,
-    build_describe_user_scram_credentials,
+    describe_user_scram_credentials,
 )
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ErrorCode
 from logbus.server.security.scram import (
     DEFAULT_ITERATIONS,
     MECHANISM_TYPES,
@@ -124,7 +125,7 @@ async def _run(args: argparse.Namespace, user: str | None) -> int:
         return await _alter(conn, args, user)
 
 
-async def _alter(conn: Any, args: argparse.Namespace, user: str | None) -> int:
+async def _alter(conn: Connection, args: argparse.Namespace, user: str | None) -> int:
     if not user:
         raise CommandError("--alter --entity-type users needs --entity-name")
     if not args.add_config and not args.delete_config:
@@ -149,7 +150,7 @@ async def _alter(conn: Any, args: argparse.Namespace, user: str | None) -> int:
     ):
         if not body["deletions"] and not body["upsertions"]:
             continue
-        answer = await conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
+        answer = await alter_user_scram_credentials(conn, body)
         for result in answer["results"]:
             if result["error_code"] != ErrorCode.NONE:
                 raise KafkaError(
@@ -161,11 +162,10 @@ async def _alter(conn: Any, args: argparse.Namespace, user: str | None) -> int:
     return 0
 
 
-async def _describe(conn: Any, user: str | None) -> int:
+async def _describe(conn: Connection, user: str | None) -> int:
     # No name: an empty array, as kafka-configs (the Java admin client) sends; the broker
     # reads it as every user with credentials, as it reads a null one.
-    body = build_describe_user_scram_credentials(0, [user] if user else [])
-    answer = await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
+    answer = await describe_user_scram_credentials(conn, [user] if user else [])
     if answer["error_code"] != ErrorCode.NONE:
         raise KafkaError(answer["error_code"], answer.get("error_message") or "describe failed")
     for result in answer["results"]:

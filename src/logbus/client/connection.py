@@ -14,8 +14,9 @@ import re
 import socket
 import ssl
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from logbus import __version__
 from logbus.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -28,6 +29,9 @@ from logbus.protocol.codec import RequestHeader, decode_response, encode_request
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
 from logbus.protocol.frame_stream import FrameStream, open_frame_stream
+from logbus.protocol.messages.api_versions_response import ApiVersionsResponse
+from logbus.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from logbus.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 from logbus.server.security.scram import ScramClient
 
 _CORRELATION_ID = struct.Struct(">i")
@@ -196,8 +200,10 @@ class Connection(AsyncCloseable):
         version = _API_VERSIONS_FIRST_TRY
         while True:
             body = build_api_versions(version, __version__)
+            # The connection's own requests are typed here (the request layer's `send`
+            # imports this module): the codec decoded each by the schema of its api key.
             response = await self.request(ApiKey.API_VERSIONS, body, version)
-            code, ranges = read_api_versions(response)
+            code, ranges = read_api_versions(cast(ApiVersionsResponse, response))
             if code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
                 # KIP-511: the broker answered in v0 and named its own range; retry with
                 # the newest version it supports, or v0 if it named none we can use.
@@ -213,8 +219,9 @@ class Connection(AsyncCloseable):
         """SaslHandshake v1, then SaslAuthenticate rounds of the mechanism; a refusal is
         KafkaError(UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED)."""
         mechanism = security.sasl_mechanism
-        answer = await self.request(
-            ApiKey.SASL_HANDSHAKE, build_sasl_handshake(1, mechanism), 1
+        answer = cast(
+            SaslHandshakeResponse,
+            await self.request(ApiKey.SASL_HANDSHAKE, build_sasl_handshake(1, mechanism), 1),
         )
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaError(
@@ -236,8 +243,10 @@ class Connection(AsyncCloseable):
 
     async def _sasl_round(self, token: bytes) -> bytes:
         version = self.choose_version(ApiKey.SASL_AUTHENTICATE)
-        answer = await self.request(
-            ApiKey.SASL_AUTHENTICATE, build_sasl_authenticate(version, token), version
+        body = build_sasl_authenticate(version, token)
+        answer = cast(
+            SaslAuthenticateResponse,
+            await self.request(ApiKey.SASL_AUTHENTICATE, body, version),
         )
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaError(
@@ -272,7 +281,7 @@ class Connection(AsyncCloseable):
     async def request(
         self,
         api_key: int,
-        body: dict[str, Any],
+        body: Mapping[str, object],
         version: int | None = None,
         *,
         max_version: int | None = None,

@@ -86,6 +86,7 @@ from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
+from logbus.protocol.messages.create_topics_request import CreatableTopic
 
 V = TypeVar("V")
 
@@ -155,7 +156,7 @@ class Admin(AsyncService):
         count, replication factor, configs). With `validate_only` the broker only checks
         the request. Failures (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
         INVALID_REPLICATION_FACTOR, INVALID_CONFIG, ...) raise AdminBatchError."""
-        bodies: dict[str, dict[str, Any]] = {}
+        bodies: dict[str, CreatableTopic] = {}
         for topic in new_topics:
             if not isinstance(topic, NewTopic):
                 raise TypeError(

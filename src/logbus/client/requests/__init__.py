@@ -6,13 +6,17 @@ as in `logbus.server.api` (`produce`, `fetch`, `list_offsets`, `metadata`, `topi
 carry) and `common` (version floors, per-partition and per-name results).
 
 Each API has three parts:
-- `build_<api>(version, ...)`: the request body for a version, a plain dict the generic
-  codec encodes (no I/O, so tests pin it to the broker's decoder at every version);
-- `read_<api>(response, ...)`: the decoded response turned into values, error codes kept
-  (where their meaning depends on the caller's state) or turned into `KafkaError` (named
-  by its ErrorCode, with the broker's message); nothing asked for is left out;
+- `build_<api>(version, ...)`: the request body for a version, typed as the request's
+  generated TypedDict (`logbus.protocol.messages`), which the generic codec encodes (no
+  I/O, so tests pin it to the broker's decoder at every version);
+- `read_<api>(response, ...)`: the decoded response, typed as the response's TypedDict,
+  turned into values, error codes kept (where their meaning depends on the caller's
+  state) or turned into `KafkaError` (named by its ErrorCode, with the broker's message);
+  nothing asked for is left out;
 - an async function sending it on one given `Connection` at the newest version both
-  sides support (`Connection.choose_version`, from ApiVersions).
+  sides support (`Connection.choose_version`, from ApiVersions), through `common.send`
+  with the API's constant from `logbus.protocol.messages.apis`, which pairs its key
+  with its request's and its response's TypedDicts.
 
 Routing (which broker leads a partition, which one coordinates a group) and retries are
 the callers' job: `Cluster`, the producer's sender, the consumer's fetcher and group

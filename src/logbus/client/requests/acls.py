@@ -4,10 +4,10 @@ no pattern types: it can only create and match LITERAL patterns."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import (
     AccessControlEntry,
@@ -19,6 +19,20 @@ from logbus.protocol.acl_types import (
     ResourcePattern,
     ResourceType,
 )
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
+from logbus.protocol.messages.create_acls_response import CreateAclsResponse
+from logbus.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
+from logbus.protocol.messages.delete_acls_response import (
+    DeleteAclsMatchingAcl,
+    DeleteAclsResponse,
+)
+from logbus.protocol.messages.describe_acls_request import DescribeAclsRequest
+from logbus.protocol.messages.describe_acls_response import (
+    AclDescription,
+    DescribeAclsResource,
+    DescribeAclsResponse,
+)
 
 
 def _check_v0(version: int, pattern_type: PatternType, allowed: tuple[PatternType, ...]) -> None:
@@ -29,8 +43,8 @@ def _check_v0(version: int, pattern_type: PatternType, allowed: tuple[PatternTyp
         )
 
 
-def build_create_acls(version: int, bindings: Sequence[AclBinding]) -> dict[str, Any]:
-    creations = []
+def build_create_acls(version: int, bindings: Sequence[AclBinding]) -> CreateAclsRequest:
+    creations: list[AclCreation] = []
     for pattern, entry in bindings:
         _check_v0(version, pattern.pattern_type, (PatternType.LITERAL,))
         creations.append(
@@ -48,7 +62,7 @@ def build_create_acls(version: int, bindings: Sequence[AclBinding]) -> dict[str,
 
 
 def read_create_acls(
-    response: dict[str, Any], bindings: Sequence[AclBinding]
+    response: CreateAclsResponse, bindings: Sequence[AclBinding]
 ) -> list[KafkaError | None]:
     """One result per binding, in order: None when created."""
     results: list[KafkaError | None] = []
@@ -65,10 +79,12 @@ def read_create_acls(
 async def create_acls(conn: Connection, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
     version = conn.choose_version(ApiKey.CREATE_ACLS)
     body = build_create_acls(version, bindings)
-    return read_create_acls(await conn.request(ApiKey.CREATE_ACLS, body, version), bindings)
+    response = await send(conn, apis.CREATE_ACLS, body, version)
+    return read_create_acls(response, bindings)
 
 
-def _filter_fields(version: int, acl_filter: AclBindingFilter) -> dict[str, Any]:
+def _filter_fields(version: int, acl_filter: AclBindingFilter) -> DeleteAclsFilter:
+    """A filter as both APIs write it (DescribeAcls' body is one DeleteAcls filter)."""
     _check_v0(version, acl_filter.pattern_type, (PatternType.LITERAL, PatternType.ANY))
     return {
         "resource_type_filter": int(acl_filter.resource_type),
@@ -81,11 +97,14 @@ def _filter_fields(version: int, acl_filter: AclBindingFilter) -> dict[str, Any]
     }
 
 
-def build_describe_acls(version: int, acl_filter: AclBindingFilter) -> dict[str, Any]:
+def build_describe_acls(version: int, acl_filter: AclBindingFilter) -> DescribeAclsRequest:
     return _filter_fields(version, acl_filter)
 
 
-def _binding(resource: dict[str, Any], acl: dict[str, Any]) -> AclBinding:
+def _binding(
+    resource: DescribeAclsResource | DeleteAclsMatchingAcl,
+    acl: AclDescription | DeleteAclsMatchingAcl,
+) -> AclBinding:
     return AclBinding(
         ResourcePattern(
             ResourceType(resource["resource_type"]),
@@ -101,7 +120,7 @@ def _binding(resource: dict[str, Any], acl: dict[str, Any]) -> AclBinding:
     )
 
 
-def read_describe_acls(response: dict[str, Any]) -> list[AclBinding]:
+def read_describe_acls(response: DescribeAclsResponse) -> list[AclBinding]:
     if response["error_code"]:
         raise KafkaError(response["error_code"], response["error_message"] or "")
     return [_binding(r, acl) for r in response["resources"] for acl in r["acls"]]
@@ -110,15 +129,16 @@ def read_describe_acls(response: dict[str, Any]) -> list[AclBinding]:
 async def describe_acls(conn: Connection, acl_filter: AclBindingFilter) -> list[AclBinding]:
     version = conn.choose_version(ApiKey.DESCRIBE_ACLS)
     body = build_describe_acls(version, acl_filter)
-    return read_describe_acls(await conn.request(ApiKey.DESCRIBE_ACLS, body, version))
+    response = await send(conn, apis.DESCRIBE_ACLS, body, version)
+    return read_describe_acls(response)
 
 
-def build_delete_acls(version: int, filters: Sequence[AclBindingFilter]) -> dict[str, Any]:
+def build_delete_acls(version: int, filters: Sequence[AclBindingFilter]) -> DeleteAclsRequest:
     return {"filters": [_filter_fields(version, f) for f in filters]}
 
 
 def read_delete_acls(
-    response: dict[str, Any], filters: Sequence[AclBindingFilter]
+    response: DeleteAclsResponse, filters: Sequence[AclBindingFilter]
 ) -> list[list[AclBinding] | KafkaError]:
     """Per filter, in order: the bindings deleted, or its error."""
     results: list[list[AclBinding] | KafkaError] = []
@@ -139,4 +159,5 @@ async def delete_acls(
 ) -> list[list[AclBinding] | KafkaError]:
     version = conn.choose_version(ApiKey.DELETE_ACLS)
     body = build_delete_acls(version, filters)
-    return read_delete_acls(await conn.request(ApiKey.DELETE_ACLS, body, version), filters)
+    response = await send(conn, apis.DELETE_ACLS, body, version)
+    return read_delete_acls(response, filters)

@@ -4,11 +4,20 @@ IncrementalAlterConfigs v0-1 (set, delete, append to or subtract from single con
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import check
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.alter_configs_request import AlterConfigsRequest
+from logbus.protocol.messages.alter_configs_response import AlterConfigsResponse
+from logbus.protocol.messages.incremental_alter_configs_request import (
+    IncrementalAlterConfigsRequest,
+)
+from logbus.protocol.messages.incremental_alter_configs_response import (
+    IncrementalAlterConfigsResponse,
+)
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -21,9 +30,17 @@ def build_alter_configs(
     configs: Mapping[str, str],
     *,
     validate_only: bool = False,
-) -> dict[str, Any]:
-    entries = [{"name": n, "value": v} for n, v in configs.items()]
-    return _resource_body(resource_type, name, entries, validate_only)
+) -> AlterConfigsRequest:
+    return {
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [{"name": n, "value": v} for n, v in configs.items()],
+            }
+        ],
+        "validate_only": validate_only,
+    }
 
 
 def build_incremental_alter_configs(
@@ -33,22 +50,23 @@ def build_incremental_alter_configs(
     ops: Sequence[tuple[str, int, str | None]],
     *,
     validate_only: bool = False,
-) -> dict[str, Any]:
+) -> IncrementalAlterConfigsRequest:
     """(config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT, value) operations."""
-    entries = [{"name": n, "config_operation": op, "value": v} for n, op, v in ops]
-    return _resource_body(resource_type, name, entries, validate_only)
-
-
-def _resource_body(
-    resource_type: int, name: str, configs: list[dict[str, Any]], validate_only: bool
-) -> dict[str, Any]:
     return {
-        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
+        "resources": [
+            {
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [
+                    {"name": n, "config_operation": op, "value": v} for n, op, v in ops
+                ],
+            }
+        ],
         "validate_only": validate_only,
     }
 
 
-def read_alter_configs(response: dict[str, Any]) -> None:
+def read_alter_configs(response: AlterConfigsResponse | IncrementalAlterConfigsResponse) -> None:
     """Either API's answer for its one resource: raises its error."""
     [result] = response["responses"]
     check(result["error_code"], result["error_message"])
@@ -65,7 +83,7 @@ async def alter_configs(
     """Replace the whole set of one resource's dynamic configs (the legacy AlterConfigs)."""
     version = conn.choose_version(ApiKey.ALTER_CONFIGS)
     body = build_alter_configs(version, resource_type, name, configs, validate_only=validate_only)
-    read_alter_configs(await conn.request(ApiKey.ALTER_CONFIGS, body, version))
+    read_alter_configs(await send(conn, apis.ALTER_CONFIGS, body, version))
 
 
 async def incremental_alter_configs(
@@ -82,4 +100,5 @@ async def incremental_alter_configs(
     body = build_incremental_alter_configs(
         version, resource_type, name, ops, validate_only=validate_only
     )
-    read_alter_configs(await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, version))
+    response = await send(conn, apis.INCREMENTAL_ALTER_CONFIGS, body, version)
+    read_alter_configs(response)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.common import per_key
+from logbus.client.requests.common import per_key, send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import alter_partition_request, alter_partition_response, apis
 from logbus.types import TopicPartition
 
 TOPIC_IDS_FROM = 2
@@ -52,8 +53,8 @@ class AlterPartitionResponse(NamedTuple):
 
 def build_alter_partition(
     version: int, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, IsrChange]
-) -> dict[str, Any]:
-    topics: dict[str, dict[str, Any]] = {}
+) -> alter_partition_request.AlterPartitionRequest:
+    topics: dict[str, alter_partition_request.TopicData] = {}
     for tp, change in changes.items():
         topic = topics.setdefault(
             tp.topic, {"topic_name": tp.topic, "topic_id": change.topic_id, "partitions": []}
@@ -75,12 +76,12 @@ def build_alter_partition(
 
 
 def read_alter_partition(
-    response: dict[str, Any],
+    response: alter_partition_response.AlterPartitionResponse,
     version: int,
     changes: Mapping[TopicPartition, IsrChange],
 ) -> AlterPartitionResponse:
     names = {change.topic_id: tp.topic for tp, change in changes.items()}
-    entries: list[tuple[TopicPartition, dict[str, Any]]] = []
+    entries: list[tuple[TopicPartition, alter_partition_response.PartitionData]] = []
     for t in response["topics"]:
         name = t["topic_name"] if version < TOPIC_IDS_FROM else names.get(t["topic_id"])
         if name is None:
@@ -114,5 +115,5 @@ async def alter_partition(
     by_id = all(change.topic_id.int for change in changes.values())
     version = conn.choose_version(ApiKey.ALTER_PARTITION, None if by_id else TOPIC_IDS_FROM - 1)
     body = build_alter_partition(version, broker_id, broker_epoch, changes)
-    response = await conn.request(ApiKey.ALTER_PARTITION, body, version)
+    response = await send(conn, apis.ALTER_PARTITION, body, version)
     return read_alter_partition(response, version, changes)

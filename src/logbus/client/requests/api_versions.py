@@ -4,7 +4,10 @@ connection can use it."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from logbus.protocol.messages.api_versions_request import ApiVersionsRequest
+from logbus.protocol.messages.api_versions_response import ApiVersionsResponse
 
 SOFTWARE_NAME = "logbus"
 
@@ -17,11 +20,11 @@ class ApiVersionsResult(NamedTuple):
     ranges: dict[int, tuple[int, int]]
 
 
-def build_api_versions(version: int, software_version: str) -> dict[str, Any]:
+def build_api_versions(version: int, software_version: str) -> ApiVersionsRequest:
     return {"client_software_name": SOFTWARE_NAME, "client_software_version": software_version}
 
 
-def read_api_versions(response: dict[str, Any]) -> ApiVersionsResult:
+def read_api_versions(response: ApiVersionsResponse) -> ApiVersionsResult:
     return ApiVersionsResult(
         response["error_code"],
         {

@@ -8,24 +8,32 @@ match type, name): match type 0 an exact name, 1 the default entity, 2 any named
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from logbus.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
+from logbus.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from logbus.protocol.messages.describe_client_quotas_response import (
+    DescribeClientQuotasResponse,
+    EntityData,
+)
 
 Entity = tuple[tuple[str, str | None], ...]
 Component = tuple[str, int, str | None]
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-def entity_of(parts: Sequence[Mapping[str, Any]]) -> Entity:
+def entity_of(parts: Sequence[EntityData]) -> Entity:
     return tuple(sorted((str(p["entity_type"]), p["entity_name"]) for p in parts))
 
 
 def build_describe_client_quotas(
     version: int, components: Sequence[Component], *, strict: bool = False
-) -> dict[str, Any]:
+) -> DescribeClientQuotasRequest:
     return {
         "components": [
             {"entity_type": kind, "match_type": match_type, "match": match}
@@ -35,7 +43,9 @@ def build_describe_client_quotas(
     }
 
 
-def read_describe_client_quotas(response: dict[str, Any]) -> dict[Entity, dict[str, float]]:
+def read_describe_client_quotas(
+    response: DescribeClientQuotasResponse,
+) -> dict[Entity, dict[str, float]]:
     check(response["error_code"], response["error_message"])
     return {
         entity_of(entry["entity"]): {v["key"]: float(v["value"]) for v in entry["values"]}
@@ -48,9 +58,8 @@ async def describe_client_quotas(
 ) -> dict[Entity, dict[str, float]]:
     version = conn.choose_version(ApiKey.DESCRIBE_CLIENT_QUOTAS)
     body = build_describe_client_quotas(version, components, strict=strict)
-    return read_describe_client_quotas(
-        await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, body, version)
-    )
+    response = await send(conn, apis.DESCRIBE_CLIENT_QUOTAS, body, version)
+    return read_describe_client_quotas(response)
 
 
 def build_alter_client_quotas(
@@ -58,7 +67,7 @@ def build_alter_client_quotas(
     alterations: Mapping[Entity, Mapping[str, float | None]],
     *,
     validate_only: bool = False,
-) -> dict[str, Any]:
+) -> AlterClientQuotasRequest:
     """`alterations`: per entity, quota key -> new value (None removes the quota)."""
     return {
         "entries": [
@@ -77,7 +86,7 @@ def build_alter_client_quotas(
 
 
 def read_alter_client_quotas(
-    response: dict[str, Any], asked: Sequence[Entity]
+    response: AlterClientQuotasResponse, asked: Sequence[Entity]
 ) -> dict[Entity, KafkaError | None]:
     """Each entity's error (None when it was changed); an entity the broker did not
     answer is UNKNOWN_SERVER_ERROR."""
@@ -100,5 +109,5 @@ async def alter_client_quotas(
 ) -> dict[Entity, KafkaError | None]:
     version = conn.choose_version(ApiKey.ALTER_CLIENT_QUOTAS)
     body = build_alter_client_quotas(version, alterations, validate_only=validate_only)
-    response = await conn.request(ApiKey.ALTER_CLIENT_QUOTAS, body, version)
+    response = await send(conn, apis.ALTER_CLIENT_QUOTAS, body, version)
     return read_alter_client_quotas(response, list(alterations))

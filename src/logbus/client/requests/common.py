@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar, cast
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.apis import Api
 from logbus.types import TopicPartition
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
-Entry = dict[str, Any]
+V = TypeVar("V")
+Q = TypeVar("Q", bound=Mapping[str, object])  # a request's TypedDict
+R = TypeVar("R")  # a response's TypedDict
+# An item of a response carrying an error code: per_key reads that code (and the message)
+# by a field name its caller gives, which differs between APIs, so the values are Any here;
+# each caller's items are its response's TypedDict.
+E = TypeVar("E", bound=Mapping[str, Any])
 DEFAULT_TIMEOUT_MS = 30_000
 
 
@@ -31,18 +38,38 @@ def require_version(
     return version
 
 
+def send(
+    conn: Connection,
+    api: Api[Q, R],
+    body: Q,
+    version: int,
+    *,
+    response_timeout: float | None = None,
+) -> Awaitable[R]:
+    """`conn.request` for `api` (a constant of `logbus.protocol.messages.apis`, which pairs
+    an API key with its request's and its response's TypedDicts): mypy checks the body
+    against the request's type, and the answer is typed as the response's. The codec
+    decodes by the key's schema, which mypy cannot follow: this cast is where the two
+    meet (free at run time; the string keeps the generic alias from being built on every
+    call)."""
+    return cast(
+        "Awaitable[R]",
+        conn.request(api.key, body, version, response_timeout=response_timeout),
+    )
+
+
 async def exchange(
     conn: Connection,
-    api_key: ApiKey,
-    build: Callable[[int], Entry],
-    read: Callable[[Entry, int], T],
+    api: Api[Q, R],
+    build: Callable[[int], Q],
+    read: Callable[[R, int], T],
     max_version: int | None = None,
 ) -> T:
-    """One request and its answer: the newest version of `api_key` both sides support (at
+    """One request and its answer: the newest version of `api` both sides support (at
     most `max_version`), the body `build` makes for that version, and what `read` makes of
     the response (given the version too)."""
-    version = conn.choose_version(api_key, max_version)
-    return read(await conn.request(api_key, build(version), version), version)
+    version = conn.choose_version(api.key, max_version)
+    return read(await send(conn, api, build(version), version), version)
 
 
 def value(result: T | KafkaError) -> T:
@@ -52,23 +79,15 @@ def value(result: T | KafkaError) -> T:
     return result
 
 
-def by_topic(entries: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:
+def by_topic(entries: Iterable[tuple[TopicPartition, V]]) -> dict[str, list[V]]:
     """Per-partition request entries grouped under their topic, in first-seen order."""
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[V]] = {}
     for (topic, _), entry in entries:
         topics.setdefault(topic, []).append(entry)
     return topics
 
 
-def topic_entries(
-    entries: Iterable[tuple[TopicPartition, Any]], partitions: str = "partitions"
-) -> list[Entry]:
-    """A request's topics from per-partition entries: `{"name": topic, partitions: [...]}`
-    each, in first-seen order."""
-    return [{"name": topic, partitions: ps} for topic, ps in by_topic(entries).items()]
-
-
-def fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
+def fill_missing(out: dict[K, T | KafkaError], asked: Iterable[K], api: str) -> None:
     """An UNKNOWN_SERVER_ERROR for every key asked for that the response left out."""
     for key in asked:
         if key not in out:
@@ -79,11 +98,11 @@ def fill_missing(out: dict[Any, Any], asked: Iterable[Any], api: str) -> None:
 
 
 def per_key(
-    entries: Iterable[tuple[K, Entry]],
+    entries: Iterable[tuple[K, E]],
     asked: Iterable[K],
     api: str,
-    read: Callable[[Entry], T],
-    message: Callable[[K, Entry], str | None],
+    read: Callable[[E], T],
+    message: Callable[[K, E], str | None],
     error: str = "error_code",
 ) -> dict[K, T | KafkaError]:
     """A response's per-item results, from (key, item) pairs: each item read, or its
@@ -98,22 +117,19 @@ def per_key(
 
 
 def per_partition(
-    topics: Iterable[Entry],
+    entries: Iterable[tuple[TopicPartition, E]],
     asked: Iterable[TopicPartition],
     api: str,
-    read: Callable[[Entry], T],
+    read: Callable[[E], T],
     *,
-    partitions: str = "partitions",
-    index: str = "partition_index",
     error: str = "error_code",
-    message: Callable[[TopicPartition, Entry], str | None] | None = None,
+    message: Callable[[TopicPartition, E], str | None] | None = None,
 ) -> dict[TopicPartition, T | KafkaError]:
-    """`per_key` over the partitions of a response's topics ("name", and `partitions`
-    each numbered by `index`, its error code in `error`); by default an error names its
-    partition."""
+    """`per_key` over a response's partitions, given as (partition, item) pairs (the
+    caller names the fields, so mypy checks them); by default an error names its
+    partition, or is the item's `error_message`."""
 
-    def named(key: TopicPartition, entry: Entry) -> str:
+    def named(key: TopicPartition, entry: E) -> str:
         return entry.get("error_message") or f"{api} {key[0]}-{key[1]}"
 
-    entries = ((TopicPartition(t["name"], p[index]), p) for t in topics for p in t[partitions])
     return per_key(entries, asked, api, read, message or named, error)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import check
-from logbus.client.requests.common import require_version
+from logbus.client.requests.common import require_version, send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages import describe_configs_request as describe_configs_request_
+from logbus.protocol.messages.describe_configs_response import DescribeConfigsResponse
 
 # Config resource types.
 RESOURCE_TOPIC = 2
@@ -50,7 +53,9 @@ class DescribeConfigsRequest(NamedTuple):
     include_documentation: bool = False
 
 
-def build_describe_configs(version: int, request: DescribeConfigsRequest) -> dict[str, Any]:
+def build_describe_configs(
+    version: int, request: DescribeConfigsRequest
+) -> describe_configs_request_.DescribeConfigsRequest:
     return {
         "resources": [
             {
@@ -64,7 +69,7 @@ def build_describe_configs(version: int, request: DescribeConfigsRequest) -> dic
     }
 
 
-def read_describe_configs(response: dict[str, Any]) -> list[ConfigInfo]:
+def read_describe_configs(response: DescribeConfigsResponse) -> list[ConfigInfo]:
     """The one resource's configs; raises its error."""
     [result] = response["results"]
     check(result["error_code"], result["error_message"])
@@ -88,4 +93,5 @@ async def describe_configs(conn: Connection, request: DescribeConfigsRequest) ->
     go to that broker."""
     version = require_version(conn, ApiKey.DESCRIBE_CONFIGS, MIN_VERSION)
     body = build_describe_configs(version, request)
-    return read_describe_configs(await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version))
+    response = await send(conn, apis.DESCRIBE_CONFIGS, body, version)
+    return read_describe_configs(response)

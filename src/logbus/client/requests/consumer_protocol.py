@@ -7,11 +7,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar, cast
 
 from logbus.protocol import schema
+from logbus.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from logbus.protocol.messages.consumer_protocol_subscription import (
+    ConsumerProtocolSubscription,
+)
 from logbus.types import TopicPartition
 
+P = TypeVar("P", ConsumerProtocolSubscription, ConsumerProtocolAssignment)
 PROTOCOL_TYPE = "consumer"
 _SUBSCRIPTION_VERSION = 2
 _ASSIGNMENT_VERSION = 1
@@ -43,7 +48,7 @@ def encode_subscription(
     owned: dict[str, list[int]] = {}
     for topic, partition in owned_partitions:
         owned.setdefault(topic, []).append(partition)
-    body = {
+    body: ConsumerProtocolSubscription = {
         "topics": sorted(topics),
         "user_data": user_data,
         "owned_partitions": [
@@ -57,7 +62,7 @@ def encode_subscription(
 
 def decode_subscription(data: bytes | None) -> Subscription:
     """Any version of a subscription (an empty one for no data)."""
-    body = _decode("ConsumerProtocolSubscription", data)
+    body = _decode(data, ConsumerProtocolSubscription)
     if body is None:
         return Subscription([])
     user_data = body.get("user_data")
@@ -76,7 +81,7 @@ def decode_subscription(data: bytes | None) -> Subscription:
 
 def encode_assignment(assignment: Mapping[str, Sequence[int]]) -> bytes:
     message = schema.message("ConsumerProtocolAssignment")
-    body = {
+    body: ConsumerProtocolAssignment = {
         "assigned_partitions": [
             {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())
         ],
@@ -86,18 +91,19 @@ def encode_assignment(assignment: Mapping[str, Sequence[int]]) -> bytes:
 
 
 def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
-    body = _decode("ConsumerProtocolAssignment", data)
+    body = _decode(data, ConsumerProtocolAssignment)
     if body is None:
         return {}
     return {a["topic"]: sorted(a["partitions"]) for a in body["assigned_partitions"]}
 
 
-def _decode(name: str, data: bytes | None) -> dict[str, Any] | None:
+def _decode(data: bytes | None, payload: type[P]) -> P | None:
+    """The payload decoded by the schema its TypedDict is named after (a cast: mypy cannot
+    see that the generated class and table agree), None for no data."""
     if not data:
         return None
-    message = schema.message(name)
+    message = schema.message(payload.__name__)
     (version,) = _VERSION.unpack_from(data)
     # Newer versions only add fields at the end: read them as the newest version we know.
     version = min(version, message.valid_versions[1])
-    decoded: dict[str, Any] = message.decode(bytes(data[_VERSION.size :]), version)
-    return decoded
+    return cast(P, message.decode(bytes(data[_VERSION.size :]), version))

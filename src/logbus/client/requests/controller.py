@@ -11,11 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
 from logbus.client.connection import Connection
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.leader_and_isr_request import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+)
+from logbus.protocol.messages.leader_and_isr_response import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrResponse,
+)
+from logbus.protocol.messages.stop_replica_request import StopReplicaRequest
+from logbus.protocol.messages.stop_replica_response import StopReplicaResponse
+from logbus.protocol.messages.update_metadata_request import (
+    UpdateMetadataBroker,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+from logbus.protocol.messages.update_metadata_response import UpdateMetadataResponse
 from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -39,8 +58,6 @@ _LEADER_AND_ISR_TOPIC_IDS = 5
 _GROUPED_UPDATE_METADATA = 5
 _STOP_REPLICA_TOPICS = 1
 _STOP_REPLICA_STATES = 3
-
-Body = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,21 +89,13 @@ def error_code(code: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def _header(version: int, header: ControlHeader, broker_epoch_from: int) -> Body:
-    body: Body = {
-        "controller_id": header.controller_id,
-        "controller_epoch": header.controller_epoch,
-    }
-    if version >= broker_epoch_from:
-        body["broker_epoch"] = header.broker_epoch
-    return body
-
-
 # --- LeaderAndIsr -------------------------------------------------------------------------
 
 
-def _leader_and_isr_state(topic: str, index: int, state: PartitionState, grouped: bool) -> Body:
-    entry: Body = {
+def _leader_and_isr_state(
+    topic: str, index: int, state: PartitionState, grouped: bool
+) -> LeaderAndIsrPartitionState:
+    entry: LeaderAndIsrPartitionState = {
         "partition_index": index,
         "controller_epoch": state.controller_epoch,
         "leader": state.leader,
@@ -104,20 +113,6 @@ def _leader_and_isr_state(topic: str, index: int, state: PartitionState, grouped
     return entry
 
 
-def _add_partition_states(
-    body: Body, grouped: bool, per_topic: Iterable[tuple[TopicMetadata, list[Body]]]
-) -> None:
-    """LeaderAndIsr's and UpdateMetadata's partition states: under their topic (with its
-    id) from the grouped versions on, in one flat list before."""
-    if grouped:
-        body["topic_states"] = [
-            {"topic_name": topic.name, "topic_id": topic.topic_id, "partition_states": states}
-            for topic, states in per_topic
-        ]
-    else:
-        body["ungrouped_partition_states"] = [state for _, states in per_topic for state in states]
-
-
 def build_leader_and_isr(
     version: int,
     header: ControlHeader,
@@ -126,19 +121,38 @@ def build_leader_and_isr(
     *,
     listener: str | None = None,
     request_type: int = INCREMENTAL,
-) -> Body:
+) -> LeaderAndIsrRequest:
     """Leadership of the given partitions of each topic; `live_leaders` are the brokers
-    leading them (their `listener` endpoint: the inter-broker one)."""
+    leading them (their `listener` endpoint: the inter-broker one). The partition states
+    go under their topic (with its id) from the grouped versions on, in one flat list
+    before."""
     grouped = version >= _GROUPED_LEADER_AND_ISR
-    body = _header(version, header, _GROUPED_LEADER_AND_ISR)
+    body: LeaderAndIsrRequest = {
+        "controller_id": header.controller_id,
+        "controller_epoch": header.controller_epoch,
+    }
+    if version >= _GROUPED_LEADER_AND_ISR:
+        body["broker_epoch"] = header.broker_epoch
     if version >= _LEADER_AND_ISR_TOPIC_IDS:
         body["type"] = request_type
 
-    def states(topic: TopicMetadata, ps: Iterable[int]) -> list[Body]:
+    def states(topic: TopicMetadata, ps: Iterable[int]) -> list[LeaderAndIsrPartitionState]:
         return [_leader_and_isr_state(topic.name, p, topic.partitions[p], grouped) for p in ps]
 
-    _add_partition_states(body, grouped, ((topic, states(topic, ps)) for topic, ps in topics))
-    leaders = []
+    if grouped:
+        body["topic_states"] = [
+            {
+                "topic_name": topic.name,
+                "topic_id": topic.topic_id,
+                "partition_states": states(topic, ps),
+            }
+            for topic, ps in topics
+        ]
+    else:
+        body["ungrouped_partition_states"] = [
+            state for topic, ps in topics for state in states(topic, ps)
+        ]
+    leaders: list[LeaderAndIsrLiveLeader] = []
     for broker in live_leaders:
         ep = broker.endpoint(listener)
         leaders.append({"broker_id": broker.broker_id, "host_name": ep.host, "port": ep.port})
@@ -147,7 +161,8 @@ def build_leader_and_isr(
 
 
 def _control_result(
-    response: Body, errors: Iterable[tuple[str, Body]] | None = None
+    response: LeaderAndIsrResponse | StopReplicaResponse,
+    errors: Iterable[tuple[str, LeaderAndIsrPartitionError]] | None = None,
 ) -> ControlResult:
     """A controller request's answer: its error and each partition's, from (topic name,
     partition error) pairs; by default the response's named `partition_errors`."""
@@ -160,7 +175,7 @@ def _control_result(
 
 
 def read_leader_and_isr(
-    response: Body, version: int, topic_names: Mapping[UUID, str] | None = None
+    response: LeaderAndIsrResponse, version: int, topic_names: Mapping[UUID, str] | None = None
 ) -> ControlResult:
     """v5+ names topics by id: `topic_names` maps them back (an unknown id is kept as its
     string form)."""
@@ -185,7 +200,7 @@ async def leader_and_isr(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.LEADER_AND_ISR)
     body = build_leader_and_isr(version, header, topics, live_leaders, listener=listener)
-    response = await conn.request(ApiKey.LEADER_AND_ISR, body, version)
+    response = await send(conn, apis.LEADER_AND_ISR, body, version)
     return read_leader_and_isr(response, version, {t.topic_id: t.name for t, _ in topics})
 
 
@@ -194,8 +209,8 @@ async def leader_and_isr(
 
 def _update_metadata_state(
     topic: str, index: int, state: PartitionState, live: set[int], grouped: bool, leader: int
-) -> Body:
-    entry: Body = {
+) -> UpdateMetadataPartitionState:
+    entry: UpdateMetadataPartitionState = {
         "partition_index": index,
         "controller_epoch": state.controller_epoch,
         "leader": leader,
@@ -210,7 +225,7 @@ def _update_metadata_state(
     return entry
 
 
-def _live_broker(version: int, broker: BrokerInfo) -> Body:
+def _live_broker(version: int, broker: BrokerInfo) -> UpdateMetadataBroker:
     if version == 0:
         return {"id": broker.broker_id, "v0_host": broker.host, "v0_port": broker.port}
     return {
@@ -234,40 +249,51 @@ def build_update_metadata(
     brokers: Iterable[BrokerInfo],
     topics: Iterable[TopicMetadata],
     deleted: Iterable[TopicMetadata] = (),
-) -> Body:
+) -> UpdateMetadataRequest:
     """Every live broker and the state of every partition of `topics`; the partitions of
-    `deleted` topics go with leader LEADER_DURING_DELETE, which makes brokers forget them."""
+    `deleted` topics go with leader LEADER_DURING_DELETE, which makes brokers forget them.
+    The partition states go under their topic (with its id) from the grouped versions on,
+    in one flat list before."""
     live_brokers = list(brokers)
     live = {b.broker_id for b in live_brokers}
     grouped = version >= _GROUPED_UPDATE_METADATA
-    body = _header(version, header, _GROUPED_UPDATE_METADATA)
-    _add_partition_states(
-        body,
-        grouped,
-        (
-            (
-                topic,
-                [
-                    _update_metadata_state(
-                        topic.name,
-                        p,
-                        state,
-                        live,
-                        grouped,
-                        LEADER_DURING_DELETE if deleting else state.leader,
-                    )
-                    for p, state in sorted(topic.partitions.items())
-                ],
+    body: UpdateMetadataRequest = {
+        "controller_id": header.controller_id,
+        "controller_epoch": header.controller_epoch,
+    }
+    if version >= _GROUPED_UPDATE_METADATA:
+        body["broker_epoch"] = header.broker_epoch
+
+    def states(topic: TopicMetadata, deleting: bool) -> list[UpdateMetadataPartitionState]:
+        return [
+            _update_metadata_state(
+                topic.name,
+                p,
+                state,
+                live,
+                grouped,
+                LEADER_DURING_DELETE if deleting else state.leader,
             )
-            for topics_of, deleting in ((topics, False), (deleted, True))
-            for topic in topics_of
-        ),
-    )
+            for p, state in sorted(topic.partitions.items())
+        ]
+
+    per_topic = [
+        (topic, states(topic, deleting))
+        for topics_of, deleting in ((topics, False), (deleted, True))
+        for topic in topics_of
+    ]
+    if grouped:
+        body["topic_states"] = [
+            {"topic_name": topic.name, "topic_id": topic.topic_id, "partition_states": ps}
+            for topic, ps in per_topic
+        ]
+    else:
+        body["ungrouped_partition_states"] = [state for _, ps in per_topic for state in ps]
     body["live_brokers"] = [_live_broker(version, b) for b in live_brokers]
     return body
 
 
-def read_update_metadata(response: Body) -> ControlResult:
+def read_update_metadata(response: UpdateMetadataResponse) -> ControlResult:
     return ControlResult(error_code(response["error_code"]))
 
 
@@ -280,7 +306,8 @@ async def update_metadata(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.UPDATE_METADATA)
     body = build_update_metadata(version, header, brokers, topics, deleted)
-    return read_update_metadata(await conn.request(ApiKey.UPDATE_METADATA, body, version))
+    response = await send(conn, apis.UPDATE_METADATA, body, version)
+    return read_update_metadata(response)
 
 
 # --- StopReplica --------------------------------------------------------------------------
@@ -291,11 +318,16 @@ def build_stop_replica(
     header: ControlHeader,
     partitions: Mapping[str, Iterable[tuple[int, int]]],
     delete: bool,
-) -> Body:
+) -> StopReplicaRequest:
     """Stop (and with `delete`, delete) replicas: `partitions` maps each topic to
     (partition, leader epoch) pairs; the epochs travel from v3 (EPOCH_DURING_DELETE for a
     deleted topic, NO_EPOCH when unknown)."""
-    body = _header(version, header, _STOP_REPLICA_TOPICS)
+    body: StopReplicaRequest = {
+        "controller_id": header.controller_id,
+        "controller_epoch": header.controller_epoch,
+    }
+    if version >= _STOP_REPLICA_TOPICS:
+        body["broker_epoch"] = header.broker_epoch
     if version < _STOP_REPLICA_STATES:
         body["delete_partitions"] = delete
     if version < _STOP_REPLICA_TOPICS:
@@ -323,7 +355,7 @@ def build_stop_replica(
     return body
 
 
-def read_stop_replica(response: Body) -> ControlResult:
+def read_stop_replica(response: StopReplicaResponse) -> ControlResult:
     return _control_result(response)
 
 
@@ -335,4 +367,5 @@ async def stop_replica(
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.STOP_REPLICA)
     body = build_stop_replica(version, header, partitions, delete)
-    return read_stop_replica(await conn.request(ApiKey.STOP_REPLICA, body, version))
+    response = await send(conn, apis.STOP_REPLICA, body, version)
+    return read_stop_replica(response)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
@@ -11,8 +10,15 @@ from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
     by_topic,
     per_partition,
+    send,
 )
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+)
+from logbus.protocol.messages.delete_records_response import DeleteRecordsResponse
 from logbus.types import TopicPartition
 
 HIGH_WATERMARK = -1  # everything below the high watermark
@@ -20,9 +26,9 @@ HIGH_WATERMARK = -1  # everything below the high watermark
 
 def build_delete_records(
     version: int, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = DEFAULT_TIMEOUT_MS
-) -> dict[str, Any]:
+) -> DeleteRecordsRequest:
     """Delete the records below each offset (HIGH_WATERMARK: below the high watermark)."""
-    topics = by_topic(
+    topics: dict[str, list[DeleteRecordsPartition]] = by_topic(
         (tp, {"partition_index": tp[1], "offset": offset}) for tp, offset in offsets.items()
     )
     return {
@@ -32,10 +38,16 @@ def build_delete_records(
 
 
 def read_delete_records(
-    response: dict[str, Any], asked: Mapping[TopicPartition, int]
+    response: DeleteRecordsResponse, asked: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int | KafkaError]:
     """Each partition's new low watermark, or its error."""
-    return per_partition(response["topics"], asked, "DeleteRecords", lambda p: p["low_watermark"])
+    return per_partition(
+        ((TopicPartition(t["name"], p["partition_index"]), p)
+         for t in response["topics"] for p in t["partitions"]),
+        asked,
+        "DeleteRecords",
+        lambda p: p["low_watermark"],
+    )
 
 
 async def delete_records(
@@ -47,4 +59,5 @@ async def delete_records(
     """DeleteRecords for partitions led by `conn`'s broker."""
     version = conn.choose_version(ApiKey.DELETE_RECORDS)
     body = build_delete_records(version, offsets, timeout_ms=timeout_ms)
-    return read_delete_records(await conn.request(ApiKey.DELETE_RECORDS, body, version), offsets)
+    response = await send(conn, apis.DELETE_RECORDS, body, version)
+    return read_delete_records(response, offsets)

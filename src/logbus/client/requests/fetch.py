@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 from uuid import UUID
 
 from logbus.client.connection import Connection
@@ -20,9 +20,12 @@ from logbus.client.metadata import ZERO_UUID
 from logbus.client.requests.common import (
     fill_missing,
     require_version,
+    send,
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis, fetch_response
+from logbus.protocol.messages.fetch_request import FetchPartition, FetchRequest
 from logbus.records.batch import BatchHeader, InvalidBatch, split_batches
 from logbus.records.reader import iter_record_set
 from logbus.records.record import Record
@@ -89,7 +92,7 @@ class FetchResponse(NamedTuple):
 
 
 def fetch_version(
-    conn: Connection, topics: Mapping[TopicPartition, Any], topic_ids: Mapping[str, UUID]
+    conn: Connection, topics: Mapping[TopicPartition, object], topic_ids: Mapping[str, UUID]
 ) -> int:
     """The newest Fetch version to use: v13+ only if every topic's id is known."""
     by_id = all(topic_ids.get(topic, ZERO_UUID).int for topic in {t for t, _ in topics})
@@ -101,11 +104,11 @@ def build_fetch(
     positions: Mapping[TopicPartition, FetchPosition],
     options: FetchOptions,
     topic_ids: Mapping[str, UUID] | None = None,
-) -> dict[str, Any]:
+) -> FetchRequest:
     """A full fetch of `positions`; topics carry both their name (v4-12) and id (v13+)."""
     ids = topic_ids or {}
     max_bytes = options.partition_max_bytes
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[FetchPartition]] = {}
     for (topic, partition), position in positions.items():  # by_topic, inlined: hot
         topics.setdefault(topic, []).append(
             {
@@ -136,7 +139,9 @@ def build_fetch(
 
 
 def read_fetch(
-    response: dict[str, Any], version: int, topic_ids: Mapping[str, UUID] | None = None
+    response: fetch_response.FetchResponse,
+    version: int,
+    topic_ids: Mapping[str, UUID] | None = None,
 ) -> FetchResponse:
     """Each partition's data keyed by (topic name, partition); at v13+ topics come by id
     and are named from `topic_ids` (ids it does not know are left out)."""
@@ -179,8 +184,9 @@ async def fetch_partitions(
     (v13+ when every topic's id is in `topic_ids`)."""
     ids = topic_ids or {}
     version = fetch_version(conn, positions, ids)
-    response = await conn.request(
-        ApiKey.FETCH,
+    response = await send(
+        conn,
+        apis.FETCH,
         build_fetch(version, positions, options, ids),
         version,
         response_timeout=conn.request_timeout + options.max_wait_ms / 1000,

@@ -3,10 +3,14 @@ broker coordinates a group (or, later, a transactional id)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from logbus.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
@@ -24,12 +28,22 @@ class FoundCoordinator(NamedTuple):
     port: int
 
 
-def build_find_coordinator(version: int, key: str, key_type: int = GROUP_KEY) -> dict[str, Any]:
+def build_find_coordinator(
+    version: int, key: str, key_type: int = GROUP_KEY
+) -> FindCoordinatorRequest:
     return {"key": key, "key_type": key_type, "coordinator_keys": [key]}
 
 
-def read_find_coordinator(response: dict[str, Any], version: int) -> FoundCoordinator:
-    found = response["coordinators"][0] if version >= _BATCHED_FROM else response
+def read_find_coordinator(response: FindCoordinatorResponse, version: int) -> FoundCoordinator:
+    if version < _BATCHED_FROM:
+        return FoundCoordinator(
+            response["error_code"],
+            response.get("error_message") or None,
+            response["node_id"],
+            response["host"],
+            response["port"],
+        )
+    found = response["coordinators"][0]
     return FoundCoordinator(
         found["error_code"],
         found.get("error_message") or None,
@@ -44,5 +58,5 @@ async def find_coordinator(
 ) -> FoundCoordinator:
     version = conn.choose_version(ApiKey.FIND_COORDINATOR)
     body = build_find_coordinator(version, key, key_type)
-    response = await conn.request(ApiKey.FIND_COORDINATOR, body, version)
+    response = await send(conn, apis.FIND_COORDINATOR, body, version)
     return read_find_coordinator(response, version)

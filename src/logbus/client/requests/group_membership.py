@@ -9,13 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import fill_missing, per_key
+from logbus.client.requests.common import fill_missing, per_key, send
 from logbus.client.requests.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from logbus.protocol.messages.delete_groups_response import DeleteGroupsResponse
+from logbus.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from logbus.protocol.messages.describe_groups_response import DescribeGroupsResponse
+from logbus.protocol.messages.heartbeat_request import HeartbeatRequest
+from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
+from logbus.protocol.messages.join_group_request import JoinGroupRequest as JoinGroupBody
+from logbus.protocol.messages.join_group_response import JoinGroupResponse
+from logbus.protocol.messages.leave_group_request import LeaveGroupRequest
+from logbus.protocol.messages.leave_group_response import LeaveGroupResponse
+from logbus.protocol.messages.list_groups_request import ListGroupsRequest
+from logbus.protocol.messages.list_groups_response import ListGroupsResponse
+from logbus.protocol.messages.sync_group_request import SyncGroupRequest
+from logbus.protocol.messages.sync_group_response import SyncGroupResponse
 
 _STATES_FILTER_FROM = 4  # ListGroups (KIP-518)
 
@@ -70,7 +85,7 @@ class JoinGroupResult:
     members: list[JoinedMember]
 
 
-def build_join_group(version: int, request: JoinGroupRequest) -> dict[str, Any]:
+def build_join_group(version: int, request: JoinGroupRequest) -> JoinGroupBody:
     return {
         "group_id": request.group_id,
         "session_timeout_ms": request.session_timeout_ms,
@@ -83,7 +98,7 @@ def build_join_group(version: int, request: JoinGroupRequest) -> dict[str, Any]:
     }
 
 
-def read_join_group(response: dict[str, Any]) -> JoinGroupResult:
+def read_join_group(response: JoinGroupResponse) -> JoinGroupResult:
     return JoinGroupResult(
         response["error_code"],
         response["member_id"],
@@ -101,9 +116,8 @@ async def join_group(conn: Connection, request: JoinGroupRequest) -> JoinGroupRe
     """One JoinGroup; it waits up to the rebalance timeout for the other members."""
     version = conn.choose_version(ApiKey.JOIN_GROUP)
     wait = conn.request_timeout + request.rebalance_timeout_ms / 1000
-    response = await conn.request(
-        ApiKey.JOIN_GROUP, build_join_group(version, request), version, response_timeout=wait
-    )
+    body = build_join_group(version, request)
+    response = await send(conn, apis.JOIN_GROUP, body, version, response_timeout=wait)
     return read_join_group(response)
 
 
@@ -116,7 +130,7 @@ def build_sync_group(
     member: MemberIdentity,
     assignments: Mapping[str, bytes],
     protocol_name: str | None = None,
-) -> dict[str, Any]:
+) -> SyncGroupRequest:
     """`assignments` (member id -> assignment payload) from the leader, empty otherwise."""
     return {
         "group_id": group_id,
@@ -132,7 +146,7 @@ def build_sync_group(
     }
 
 
-def read_sync_group(response: dict[str, Any], group_id: str) -> bytes:
+def read_sync_group(response: SyncGroupResponse, group_id: str) -> bytes:
     """This member's assignment payload; raises the error."""
     check(response["error_code"], f"SyncGroup for group '{group_id}'")
     return bytes(response["assignment"])
@@ -149,8 +163,8 @@ async def sync_group(
 ) -> bytes:
     version = conn.choose_version(ApiKey.SYNC_GROUP)
     body = build_sync_group(version, group_id, member, assignments, protocol_name)
-    response = await conn.request(
-        ApiKey.SYNC_GROUP, body, version, response_timeout=response_timeout
+    response = await send(
+        conn, apis.SYNC_GROUP, body, version, response_timeout=response_timeout
     )
     return read_sync_group(response, group_id)
 
@@ -158,7 +172,7 @@ async def sync_group(
 # --- Heartbeat and LeaveGroup -----------------------------------------------------------
 
 
-def build_heartbeat(version: int, group_id: str, member: MemberIdentity) -> dict[str, Any]:
+def build_heartbeat(version: int, group_id: str, member: MemberIdentity) -> HeartbeatRequest:
     return {
         "group_id": group_id,
         "generation_id": member.generation_id,
@@ -167,7 +181,7 @@ def build_heartbeat(version: int, group_id: str, member: MemberIdentity) -> dict
     }
 
 
-def read_heartbeat(response: dict[str, Any]) -> int:
+def read_heartbeat(response: HeartbeatResponse) -> int:
     """The error code (REBALANCE_IN_PROGRESS: time to rejoin, ...)."""
     return int(response["error_code"])
 
@@ -175,15 +189,14 @@ def read_heartbeat(response: dict[str, Any]) -> int:
 async def heartbeat(conn: Connection, group_id: str, member: MemberIdentity) -> int:
     """One Heartbeat; its error code."""
     version = conn.choose_version(ApiKey.HEARTBEAT)
-    response = await conn.request(
-        ApiKey.HEARTBEAT, build_heartbeat(version, group_id, member), version
-    )
+    body = build_heartbeat(version, group_id, member)
+    response = await send(conn, apis.HEARTBEAT, body, version)
     return read_heartbeat(response)
 
 
 def build_leave_group(
     version: int, group_id: str, member_id: str, reason: str | None = None
-) -> dict[str, Any]:
+) -> LeaveGroupRequest:
     """One dynamic member leaving (v0-2 name it alone, v3+ in a batch)."""
     return {
         "group_id": group_id,
@@ -192,7 +205,7 @@ def build_leave_group(
     }
 
 
-def read_leave_group(response: dict[str, Any]) -> int:
+def read_leave_group(response: LeaveGroupResponse) -> int:
     """The group's error code, else the first member's."""
     code = int(response["error_code"])
     for member in response.get("members") or ():
@@ -206,7 +219,7 @@ async def leave_group(
 ) -> int:
     version = conn.choose_version(ApiKey.LEAVE_GROUP)
     body = build_leave_group(version, group_id, member_id, reason)
-    return read_leave_group(await conn.request(ApiKey.LEAVE_GROUP, body, version))
+    return read_leave_group(await send(conn, apis.LEAVE_GROUP, body, version))
 
 
 # --- group administration ---------------------------------------------------------------
@@ -241,7 +254,7 @@ class GroupDescription:
         return self.state != "Dead"
 
 
-def build_list_groups(version: int, states: Sequence[str] = ()) -> dict[str, Any]:
+def build_list_groups(version: int, states: Sequence[str] = ()) -> ListGroupsRequest:
     """Every group, or those in `states` (v4+; UNSUPPORTED_VERSION below)."""
     if states and version < _STATES_FILTER_FROM:
         raise KafkaError(
@@ -250,7 +263,7 @@ def build_list_groups(version: int, states: Sequence[str] = ()) -> dict[str, Any
     return {"states_filter": list(states), "types_filter": []}
 
 
-def read_list_groups(response: dict[str, Any]) -> list[ListedGroup]:
+def read_list_groups(response: ListGroupsResponse) -> list[ListedGroup]:
     check(response["error_code"], "ListGroups")
     return [
         ListedGroup(g["group_id"], g["protocol_type"], g.get("group_state") or "")
@@ -265,15 +278,15 @@ async def list_groups(conn: Connection, states: Sequence[str] = ()) -> list[List
         body = build_list_groups(version, states)
     except KafkaError as exc:
         raise KafkaError(exc.code, f"broker {conn.address}: {exc.message}") from None
-    return read_list_groups(await conn.request(ApiKey.LIST_GROUPS, body, version))
+    return read_list_groups(await send(conn, apis.LIST_GROUPS, body, version))
 
 
-def build_describe_groups(version: int, group_ids: Sequence[str]) -> dict[str, Any]:
+def build_describe_groups(version: int, group_ids: Sequence[str]) -> DescribeGroupsRequest:
     return {"groups": list(group_ids), "include_authorized_operations": False}
 
 
 def read_describe_groups(
-    response: dict[str, Any], asked: Sequence[str]
+    response: DescribeGroupsResponse, asked: Sequence[str]
 ) -> dict[str, GroupDescription | KafkaError]:
     """Per group its description (state "Dead" if it does not exist), or its error;
     consumer groups' member assignments decoded."""
@@ -315,7 +328,7 @@ async def describe_groups(
     """DescribeGroups for groups this coordinator owns."""
     version = conn.choose_version(ApiKey.DESCRIBE_GROUPS)
     body = build_describe_groups(version, group_ids)
-    response = await conn.request(ApiKey.DESCRIBE_GROUPS, body, version)
+    response = await send(conn, apis.DESCRIBE_GROUPS, body, version)
     return read_describe_groups(response, group_ids)
 
 
@@ -327,12 +340,12 @@ async def describe_group(conn: Connection, group_id: str) -> GroupDescription:
     return described
 
 
-def build_delete_groups(version: int, group_ids: Sequence[str]) -> dict[str, Any]:
+def build_delete_groups(version: int, group_ids: Sequence[str]) -> DeleteGroupsRequest:
     return {"groups_names": list(group_ids)}
 
 
 def read_delete_groups(
-    response: dict[str, Any], asked: Sequence[str]
+    response: DeleteGroupsResponse, asked: Sequence[str]
 ) -> dict[str, KafkaError | None]:
     results = ((result["group_id"], result) for result in response["results"])
     return per_key(results, asked, "DeleteGroups", lambda _: None, lambda g, _: f"Group '{g}'")
@@ -344,9 +357,8 @@ async def delete_groups(
     """DeleteGroups on their coordinator: per group None, or its error (NON_EMPTY_GROUP
     while it has members, GROUP_ID_NOT_FOUND if there is no such group)."""
     version = conn.choose_version(ApiKey.DELETE_GROUPS)
-    response = await conn.request(
-        ApiKey.DELETE_GROUPS, build_delete_groups(version, group_ids), version
-    )
+    body = build_delete_groups(version, group_ids)
+    response = await send(conn, apis.DELETE_GROUPS, body, version)
     return read_delete_groups(response, group_ids)
 
 

@@ -4,13 +4,31 @@ carry it in the batched `groups` form of KIP-709), OffsetCommit v2-9, OffsetDele
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import by_topic, per_partition
+from logbus.client.requests.common import by_topic, per_partition, send
 from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+)
+from logbus.protocol.messages.offset_commit_response import OffsetCommitResponse
+from logbus.protocol.messages.offset_delete_request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+)
+from logbus.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from logbus.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+)
+from logbus.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseTopic,
+)
 from logbus.types import TopicPartition
 
 _GROUPS_FROM = 8  # OffsetFetch: several groups per request (KIP-709)
@@ -26,10 +44,10 @@ def build_offset_fetch(
     partitions: Sequence[TopicPartition] | None = None,
     *,
     require_stable: bool = False,
-) -> dict[str, Any]:
+) -> OffsetFetchRequest:
     """The group's committed offsets of `partitions`, or of every partition (None; before
     v2, which cannot ask for every partition, of none)."""
-    topics: list[dict[str, Any]] | None = None
+    topics: list[OffsetFetchRequestTopic] | None = None
     if partitions is not None or version < _ALL_PARTITIONS_FROM:
         grouped = by_topic((tp, tp[1]) for tp in partitions or ())
         topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
@@ -44,20 +62,23 @@ def build_offset_fetch(
 
 
 def read_offset_fetch(
-    response: dict[str, Any], version: int, group_id: str
+    response: OffsetFetchResponse, version: int, group_id: str
 ) -> dict[TopicPartition, tuple[int, str]]:
     """(offset, metadata) of each partition with a committed offset; raises the group's
     error or the first partition error."""
+    topics: Sequence[OffsetFetchResponseTopic]
     if version >= _GROUPS_FROM:
         found = [g for g in response["groups"] if g["group_id"] == group_id]
         if not found:
             raise KafkaError(
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"OffsetFetch response left out '{group_id}'"
             )
-        response = found[0]
-    check(response.get("error_code", ErrorCode.NONE), f"OffsetFetch for group '{group_id}'")
+        error_code, topics = found[0].get("error_code", ErrorCode.NONE), found[0]["topics"]
+    else:
+        error_code, topics = response.get("error_code", ErrorCode.NONE), response["topics"]
+    check(error_code, f"OffsetFetch for group '{group_id}'")
     out: dict[TopicPartition, tuple[int, str]] = {}
-    for t in response["topics"]:
+    for t in topics:
         for p in t["partitions"]:
             check(p["error_code"], f"OffsetFetch {t['name']}-{p['partition_index']}")
             if p["committed_offset"] >= 0:
@@ -81,8 +102,8 @@ async def fetch_offsets_with_metadata(
     UNSTABLE_OFFSET_COMMIT (retriable) instead of answering."""
     version = conn.choose_version(ApiKey.OFFSET_FETCH)
     body = build_offset_fetch(version, group_id, partitions, require_stable=require_stable)
-    return read_offset_fetch(await conn.request(ApiKey.OFFSET_FETCH, body, version), version,
-                             group_id)
+    response = await send(conn, apis.OFFSET_FETCH, body, version)
+    return read_offset_fetch(response, version, group_id)
 
 
 async def fetch_offsets(
@@ -101,10 +122,10 @@ def build_offset_commit(
     group_id: str,
     offsets: Mapping[TopicPartition, int | tuple[int, str]],
     member: MemberIdentity = NOT_A_MEMBER,
-) -> dict[str, Any]:
+) -> OffsetCommitRequest:
     """Offsets (each an offset, or (offset, metadata)), committed by `member` in its
     generation, or as an admin or a consumer outside the group (NOT_A_MEMBER)."""
-    entries = []
+    entries: list[tuple[TopicPartition, OffsetCommitRequestPartition]] = []
     for tp, committed in offsets.items():
         offset, metadata = committed if isinstance(committed, tuple) else (committed, "")
         entries.append(
@@ -127,11 +148,21 @@ def build_offset_commit(
 
 
 def read_partition_errors(
-    response: dict[str, Any], asked: Sequence[TopicPartition] | Mapping[TopicPartition, Any],
+    response: OffsetCommitResponse | OffsetDeleteResponse,
+    asked: Sequence[TopicPartition] | Mapping[TopicPartition, object],
     api: str,
 ) -> dict[TopicPartition, KafkaError | None]:
     """OffsetCommit's or OffsetDelete's per-partition answer: None, or the error."""
-    return per_partition(response["topics"], asked, api, lambda p: None)
+    return per_partition(
+        (
+            (TopicPartition(t["name"], p["partition_index"]), p)
+            for t in response["topics"]
+            for p in t["partitions"]
+        ),
+        asked,
+        api,
+        lambda p: None,
+    )
 
 
 async def commit_offsets_each(
@@ -143,7 +174,7 @@ async def commit_offsets_each(
     """OffsetCommit: per partition None, or its error."""
     version = conn.choose_version(ApiKey.OFFSET_COMMIT)
     body = build_offset_commit(version, group_id, offsets, member)
-    response = await conn.request(ApiKey.OFFSET_COMMIT, body, version)
+    response = await send(conn, apis.OFFSET_COMMIT, body, version)
     return read_partition_errors(response, offsets, "OffsetCommit")
 
 
@@ -165,8 +196,10 @@ async def commit_offsets(
 
 def build_offset_delete(
     version: int, group_id: str, partitions: Sequence[TopicPartition]
-) -> dict[str, Any]:
-    grouped = by_topic((tp, {"partition_index": tp[1]}) for tp in partitions)
+) -> OffsetDeleteRequest:
+    grouped: dict[str, list[OffsetDeleteRequestPartition]] = by_topic(
+        (tp, {"partition_index": tp[1]}) for tp in partitions
+    )
     return {
         "group_id": group_id,
         "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()],
@@ -174,7 +207,7 @@ def build_offset_delete(
 
 
 def read_offset_delete(
-    response: dict[str, Any], group_id: str, asked: Sequence[TopicPartition]
+    response: OffsetDeleteResponse, group_id: str, asked: Sequence[TopicPartition]
 ) -> dict[TopicPartition, KafkaError | None]:
     """Per partition None, or its error; raises the group's error."""
     check(response["error_code"], f"OffsetDelete for group '{group_id}'")
@@ -189,5 +222,5 @@ async def delete_offsets(
     A group-level error is raised."""
     version = conn.choose_version(ApiKey.OFFSET_DELETE)
     body = build_offset_delete(version, group_id, partitions)
-    response = await conn.request(ApiKey.OFFSET_DELETE, body, version)
+    response = await send(conn, apis.OFFSET_DELETE, body, version)
     return read_offset_delete(response, group_id, partitions)

@@ -7,11 +7,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+from logbus.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
+from logbus.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
+from logbus.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from logbus.types import TopicPartition
 
 BROKER_EPOCH_FROM = 2
@@ -37,14 +42,16 @@ class ControlledShutdownResult:
     remaining: list[TopicPartition]
 
 
-def build_controlled_shutdown(version: int, broker_id: int, broker_epoch: int) -> dict[str, Any]:
-    body: dict[str, Any] = {"broker_id": broker_id}
+def build_controlled_shutdown(
+    version: int, broker_id: int, broker_epoch: int
+) -> ControlledShutdownRequest:
+    body: ControlledShutdownRequest = {"broker_id": broker_id}
     if version >= BROKER_EPOCH_FROM:
         body["broker_epoch"] = broker_epoch
     return body
 
 
-def read_controlled_shutdown(response: dict[str, Any]) -> ControlledShutdownResult:
+def read_controlled_shutdown(response: ControlledShutdownResponse) -> ControlledShutdownResult:
     try:
         error = ErrorCode(response["error_code"])
     except ValueError:
@@ -62,7 +69,7 @@ async def controlled_shutdown(
     """Ask the controller at `conn` to move this broker's leaderships away."""
     version = conn.choose_version(ApiKey.CONTROLLED_SHUTDOWN)
     body = build_controlled_shutdown(version, broker_id, broker_epoch)
-    response = await conn.request(ApiKey.CONTROLLED_SHUTDOWN, body, version)
+    response = await send(conn, apis.CONTROLLED_SHUTDOWN, body, version)
     return read_controlled_shutdown(response)
 
 
@@ -74,26 +81,26 @@ def build_elect_leaders(
     election_type: ElectionType,
     partitions: Iterable[TopicPartition] | None,
     timeout_ms: int,
-) -> dict[str, Any]:
+) -> ElectLeadersRequest:
     """The request; `partitions` None means every partition of the cluster."""
     if version < ELECTION_TYPE_FROM and election_type is not ElectionType.PREFERRED:
         raise KafkaError(
             ErrorCode.UNSUPPORTED_VERSION, "the broker supports only preferred elections"
         )
-    topics: list[dict[str, Any]] | None = None
+    topics: list[TopicPartitions] | None = None
     if partitions is not None:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         topics = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
-    body: dict[str, Any] = {"topic_partitions": topics, "timeout_ms": timeout_ms}
+    body: ElectLeadersRequest = {"topic_partitions": topics, "timeout_ms": timeout_ms}
     if version >= ELECTION_TYPE_FROM:
         body["election_type"] = int(election_type)
     return body
 
 
 def read_elect_leaders(
-    response: dict[str, Any], version: int
+    response: ElectLeadersResponse, version: int
 ) -> tuple[ErrorCode, dict[TopicPartition, KafkaError | None]]:
     """The request-level error and each partition's outcome: None when a leader was
     elected, else the error (ELECTION_NOT_NEEDED among them, as Kafka's admin reports)."""
@@ -116,5 +123,5 @@ async def elect_leaders(
     """Send ElectLeaders to the controller at `conn` (newest version both support)."""
     version = conn.choose_version(ApiKey.ELECT_LEADERS)
     body = build_elect_leaders(version, election_type, partitions, timeout_ms)
-    response = await conn.request(ApiKey.ELECT_LEADERS, body, version)
+    response = await send(conn, apis.ELECT_LEADERS, body, version)
     return read_elect_leaders(response, version)

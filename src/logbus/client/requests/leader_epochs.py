@@ -8,12 +8,20 @@ leader's; a consumer may ask it to detect truncation (KIP-320).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.common import by_topic, per_key, require_version
+from logbus.client.requests.common import by_topic, per_key, require_version, send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+)
+from logbus.protocol.messages.offset_for_leader_epoch_response import (
+    OffsetForLeaderEpochResponse,
+)
 from logbus.types import TopicPartition
 
 MIN_VERSION = 2  # the first with current_leader_epoch (fencing)
@@ -39,8 +47,8 @@ def build_offset_for_leader_epoch(
     version: int,
     queries: Mapping[TopicPartition, EpochQuery],
     replica_id: int = CONSUMER_REPLICA_ID,
-) -> dict[str, Any]:
-    entries = [
+) -> OffsetForLeaderEpochRequest:
+    entries: list[tuple[TopicPartition, OffsetForLeaderPartition]] = [
         (
             tp,
             {
@@ -60,7 +68,7 @@ def build_offset_for_leader_epoch(
 
 
 def read_offset_for_leader_epoch(
-    response: dict[str, Any], asked: Mapping[TopicPartition, Any]
+    response: OffsetForLeaderEpochResponse, asked: Mapping[TopicPartition, object]
 ) -> dict[TopicPartition, EpochEndOffset | KafkaError]:
     entries = (
         (TopicPartition(t["topic"], p["partition"]), p)
@@ -84,5 +92,5 @@ async def offset_for_leader_epoch(
     """Each partition's epoch end offset from `conn`'s broker (which must lead it)."""
     version = require_version(conn, ApiKey.OFFSET_FOR_LEADER_EPOCH, MIN_VERSION)
     body = build_offset_for_leader_epoch(version, queries, replica_id)
-    response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version)
+    response = await send(conn, apis.OFFSET_FOR_LEADER_EPOCH, body, version)
     return read_offset_for_leader_epoch(response, queries)

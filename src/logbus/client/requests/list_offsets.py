@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
@@ -13,9 +12,16 @@ from logbus.client.requests.common import (
     DEFAULT_TIMEOUT_MS,
     by_topic,
     per_partition,
+    send,
     value,
 )
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
+from logbus.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+)
 from logbus.types import TopicPartition
 
 EARLIEST = -2
@@ -41,7 +47,7 @@ def build_list_offsets(
     isolation_level: int = 0,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     replica_id: int = -1,
-) -> dict[str, Any]:
+) -> ListOffsetsRequest:
     """Look up each partition's offset for its time; raises UNSUPPORTED_VERSION for
     MAX_TIMESTAMP below v7."""
     if version < _MAX_TIMESTAMP_FROM and MAX_TIMESTAMP in requests.values():
@@ -49,7 +55,7 @@ def build_list_offsets(
             ErrorCode.UNSUPPORTED_VERSION,
             f"ListOffsets v{version} cannot look up the offset of the largest timestamp",
         )
-    topics = by_topic(
+    topics: dict[str, list[ListOffsetsPartition]] = by_topic(
         (tp, {"partition_index": tp[1], "timestamp": timestamp, "max_num_offsets": 1})
         for tp, timestamp in requests.items()
     )
@@ -62,15 +68,24 @@ def build_list_offsets(
 
 
 def read_list_offsets(
-    response: dict[str, Any], version: int, asked: Mapping[TopicPartition, Any]
+    response: ListOffsetsResponse, version: int, asked: Mapping[TopicPartition, object]
 ) -> dict[TopicPartition, ListedOffset | KafkaError]:
-    def read(p: dict[str, Any]) -> ListedOffset:
+    def read(p: ListOffsetsPartitionResponse) -> ListedOffset:
         if version == 0:  # the old list of segment offsets, newest first
             offsets = p["old_style_offsets"]
             return ListedOffset(offsets[0] if offsets else -1, -1, -1)
         return ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
 
-    return per_partition(response["topics"], asked, "ListOffsets", read)
+    return per_partition(
+        (
+            (TopicPartition(t["name"], p["partition_index"]), p)
+            for t in response["topics"]
+            for p in t["partitions"]
+        ),
+        asked,
+        "ListOffsets",
+        read,
+    )
 
 
 async def list_offsets_info(
@@ -90,7 +105,7 @@ async def list_offsets_info(
         )
     except KafkaError as exc:
         raise KafkaError(exc.code, f"broker {conn.address}: {exc.message}") from None
-    response = await conn.request(ApiKey.LIST_OFFSETS, body, version)
+    response = await send(conn, apis.LIST_OFFSETS, body, version)
     return read_list_offsets(response, version, requests)
 
 

@@ -4,12 +4,15 @@ of each partition replica they hold, and (v4) their volume's total and usable by
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import by_topic
+from logbus.client.requests.common import by_topic, send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from logbus.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from logbus.types import TopicPartition
 
 
@@ -34,7 +37,7 @@ class LogDirDescription(NamedTuple):
 
 def build_describe_log_dirs(
     version: int, partitions: Iterable[TopicPartition] | None = None
-) -> dict[str, Any]:
+) -> DescribeLogDirsRequest:
     """Describe the given partitions (None: every partition of the broker)."""
     if partitions is None:
         return {"topics": None}
@@ -46,7 +49,7 @@ def _bytes(value: int | None) -> int | None:
     return None if value is None or value < 0 else value
 
 
-def read_describe_log_dirs(response: dict[str, Any]) -> dict[str, LogDirDescription]:
+def read_describe_log_dirs(response: DescribeLogDirsResponse) -> dict[str, LogDirDescription]:
     """Each log dir by its path; raises the response's error (v3+:
     CLUSTER_AUTHORIZATION_FAILED). A broker always has a log dir, so no dirs and no error
     is the refusal of a response without an error code (v0-2), as Kafka's admin reads it."""
@@ -78,5 +81,5 @@ async def describe_log_dirs(
     """The log dirs of `conn`'s broker (only `partitions`' replicas, if given)."""
     version = conn.choose_version(ApiKey.DESCRIBE_LOG_DIRS)
     body = build_describe_log_dirs(version, partitions)
-    response = await conn.request(ApiKey.DESCRIBE_LOG_DIRS, body, version)
+    response = await send(conn, apis.DESCRIBE_LOG_DIRS, body, version)
     return read_describe_log_dirs(response)

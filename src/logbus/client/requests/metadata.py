@@ -4,18 +4,21 @@ when none are named), read into a `ClusterMetadata`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from logbus.protocol.messages.metadata_response import MetadataResponse
 
 
 def build_metadata(
     version: int, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = False
-) -> dict[str, Any]:
+) -> MetadataRequest:
     """Ask for `topics` (None: every topic; v0 says so with an empty list)."""
-    requested: list[dict[str, Any]] | None
+    requested: list[MetadataRequestTopic] | None
     if topics is None:
         requested = None if version >= 1 else []
     else:
@@ -23,7 +26,7 @@ def build_metadata(
     return {"topics": requested, "allow_auto_topic_creation": allow_auto_topic_creation}
 
 
-def read_metadata(response: dict[str, Any]) -> ClusterMetadata:
+def read_metadata(response: MetadataResponse) -> ClusterMetadata:
     """A decoded Metadata response (any version) as a ClusterMetadata; per-topic errors
     are kept in TopicInfo.error_code (`ClusterMetadata.topic()` raises them)."""
     brokers = {
@@ -66,4 +69,4 @@ async def metadata(
     """Brokers, controller, and the given topics (every topic if `topics` is None)."""
     version = conn.choose_version(ApiKey.METADATA)
     body = build_metadata(version, topics, allow_auto_topic_creation=allow_auto_topic_creation)
-    return read_metadata(await conn.request(ApiKey.METADATA, body, version))
+    return read_metadata(await send(conn, apis.METADATA, body, version))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
@@ -14,9 +13,13 @@ from logbus.client.requests.common import (
     by_topic,
     per_partition,
     require_version,
+    send,
     value,
 )
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
+from logbus.protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse
 from logbus.types import TopicPartition
 
 MIN_VERSION = 3
@@ -37,9 +40,9 @@ def build_produce(
     *,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     transactional_id: str | None = None,
-) -> dict[str, Any]:
+) -> ProduceRequest:
     """One batch per partition (the version does not change the body's shape)."""
-    topics = by_topic(
+    topics: dict[str, list[PartitionProduceData]] = by_topic(
         (tp, {"index": tp[1], "records": batch}) for tp, batch in batches.items()
     )
     return {
@@ -51,22 +54,24 @@ def build_produce(
 
 
 def read_produce(
-    response: dict[str, Any], asked: Mapping[TopicPartition, Any]
+    response: ProduceResponse, asked: Mapping[TopicPartition, object]
 ) -> dict[TopicPartition, ProduceResult | KafkaError]:
     """Per partition asked for: where its batch went, or its error (with the broker's
     message and the records it rejected, KIP-467)."""
     return per_partition(
-        response["responses"],
+        (
+            (TopicPartition(t["name"], p["index"]), p)
+            for t in response["responses"]
+            for p in t["partition_responses"]
+        ),
         asked,
         "Produce",
         lambda p: ProduceResult(p["base_offset"], p["log_append_time_ms"], p["log_start_offset"]),
-        partitions="partition_responses",
-        index="index",
         message=_error_message,
     )
 
 
-def _error_message(key: TopicPartition, p: dict[str, Any]) -> str:
+def _error_message(key: TopicPartition, p: PartitionProduceResponse) -> str:
     parts = [p["error_message"]] if p["error_message"] else []
     parts += [
         f"record {e['batch_index']}: {e['batch_index_error_message']}" for e in p["record_errors"]
@@ -90,7 +95,7 @@ async def produce_many(
         version, batches, acks, timeout_ms=timeout_ms, transactional_id=transactional_id
     )
     timeout = conn.request_timeout + timeout_ms / 1000
-    response = await conn.request(ApiKey.PRODUCE, body, version, response_timeout=timeout)
+    response = await send(conn, apis.PRODUCE, body, version, response_timeout=timeout)
     if acks == 0:
         return None
     return read_produce(response, batches)

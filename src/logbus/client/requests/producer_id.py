@@ -3,11 +3,15 @@ current one's epoch bumped (v3+, KIP-360)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import check
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from logbus.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from logbus.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 _BUMP_FROM = 3
@@ -27,7 +31,7 @@ def build_init_producer_id(
     *,
     transactional_id: str | None = None,
     timeout_ms: int = 60000,
-) -> dict[str, Any]:
+) -> InitProducerIdRequest:
     """Ask for a new id, or (v3+) for `current`'s epoch bumped; below v3 always a new id."""
     if version < _BUMP_FROM:
         current = NO_PRODUCER
@@ -39,7 +43,7 @@ def build_init_producer_id(
     }
 
 
-def read_init_producer_id(response: dict[str, Any]) -> ProducerIdAndEpoch:
+def read_init_producer_id(response: InitProducerIdResponse) -> ProducerIdAndEpoch:
     check(response["error_code"], "InitProducerId failed")
     return ProducerIdAndEpoch(response["producer_id"], response["producer_epoch"])
 
@@ -51,4 +55,5 @@ async def init_producer_id(
     with its epoch bumped (a broker too old to bump hands out a new id instead)."""
     version = conn.choose_version(ApiKey.INIT_PRODUCER_ID)
     body = build_init_producer_id(version, current, timeout_ms=timeout_ms)
-    return read_init_producer_id(await conn.request(ApiKey.INIT_PRODUCER_ID, body, version))
+    response = await send(conn, apis.INIT_PRODUCER_ID, body, version)
+    return read_init_producer_id(response)

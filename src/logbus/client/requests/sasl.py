@@ -4,12 +4,13 @@ mechanism). This module imports no connection, so the connection can use it."""
 
 from __future__ import annotations
 
-from typing import Any
+from logbus.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from logbus.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 
 
-def build_sasl_handshake(version: int, mechanism: str) -> dict[str, Any]:
+def build_sasl_handshake(version: int, mechanism: str) -> SaslHandshakeRequest:
     return {"mechanism": mechanism}
 
 
-def build_sasl_authenticate(version: int, token: bytes) -> dict[str, Any]:
+def build_sasl_authenticate(version: int, token: bytes) -> SaslAuthenticateRequest:
     return {"auth_bytes": token}

@@ -5,13 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.common import DEFAULT_TIMEOUT_MS, per_key, value
+from logbus.client.requests.common import DEFAULT_TIMEOUT_MS, per_key, send, value
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.create_partitions_request import CreatePartitionsRequest
+from logbus.protocol.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from logbus.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from logbus.protocol.messages.create_topics_response import (
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+from logbus.protocol.messages.delete_topics_request import DeleteTopicsRequest
+from logbus.protocol.messages.delete_topics_response import (
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +50,7 @@ def new_topic(
     replication_factor: int = -1,
     configs: Mapping[str, str | None] | None = None,
     assignments: Mapping[int, Sequence[int]] | None = None,
-) -> dict[str, Any]:
+) -> CreatableTopic:
     """One topic of a CreateTopics request (-1 partitions or replication factor: the
     broker's default; with `assignments`, partition -> replica broker ids, both are -1)."""
     return {
@@ -52,19 +67,19 @@ def new_topic(
 
 def build_create_topics(
     version: int,
-    topics: Sequence[Mapping[str, Any]],
+    topics: Sequence[CreatableTopic],
     *,
     validate_only: bool = False,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
-) -> dict[str, Any]:
+) -> CreateTopicsRequest:
     """Topics made by `new_topic`."""
     return {"topics": list(topics), "timeout_ms": timeout_ms, "validate_only": validate_only}
 
 
 def read_create_topics(
-    response: dict[str, Any], asked: Sequence[str]
+    response: CreateTopicsResponse, asked: Sequence[str]
 ) -> dict[str, CreatedTopic | KafkaError]:
-    def created(result: dict[str, Any]) -> CreatedTopic:
+    def created(result: CreatableTopicResult) -> CreatedTopic:
         return CreatedTopic(
             result["name"],
             result["topic_id"],
@@ -77,14 +92,15 @@ def read_create_topics(
     return per_key(results, asked, "CreateTopics", created, _broker_message)
 
 
-def _broker_message(name: str, result: dict[str, Any]) -> str | None:
-    message: str | None = result.get("error_message")
-    return message
+def _broker_message(
+    name: str, result: CreatableTopicResult | CreatePartitionsTopicResult
+) -> str | None:
+    return result.get("error_message")
 
 
 async def create_topics_many(
     conn: Connection,
-    topics: Sequence[Mapping[str, Any]],
+    topics: Sequence[CreatableTopic],
     *,
     validate_only: bool = False,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
@@ -93,8 +109,8 @@ async def create_topics_many(
     per topic what was created, or its error."""
     version = conn.choose_version(ApiKey.CREATE_TOPICS)
     body = build_create_topics(version, topics, validate_only=validate_only, timeout_ms=timeout_ms)
-    response = await conn.request(
-        ApiKey.CREATE_TOPICS, body, version,
+    response = await send(
+        conn, apis.CREATE_TOPICS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_create_topics(response, [t["name"] for t in topics])
@@ -123,7 +139,7 @@ async def create_topics(
 
 def build_delete_topics(
     version: int, names: Sequence[str], *, timeout_ms: int = DEFAULT_TIMEOUT_MS
-) -> dict[str, Any]:
+) -> DeleteTopicsRequest:
     return {
         "topics": [{"name": name} for name in names],  # v6+
         "topic_names": list(names),  # v0-5
@@ -132,14 +148,15 @@ def build_delete_topics(
 
 
 def read_delete_topics(
-    response: dict[str, Any], asked: Sequence[str]
+    response: DeleteTopicsResponse, asked: Sequence[str]
 ) -> dict[str, KafkaError | None]:
-    def message(name: str, result: dict[str, Any]) -> str:
+    def message(name: str, result: DeletableTopicResult) -> str:
         if result["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return f"Topic '{name}' does not exist"
         return result.get("error_message") or f"Topic '{name}'"
 
-    results = ((result["name"], result) for result in response["responses"])
+    # Asked by name, each result carries its name (null only when asked by id, v6+).
+    results = ((result["name"] or "", result) for result in response["responses"])
     return per_key(results, asked, "DeleteTopics", lambda _: None, message)
 
 
@@ -148,10 +165,9 @@ async def delete_topics_many(
 ) -> dict[str, KafkaError | None]:
     """DeleteTopics by name, on the controller: per topic None, or its error."""
     version = conn.choose_version(ApiKey.DELETE_TOPICS)
-    response = await conn.request(
-        ApiKey.DELETE_TOPICS,
-        build_delete_topics(version, names, timeout_ms=timeout_ms),
-        version,
+    body = build_delete_topics(version, names, timeout_ms=timeout_ms)
+    response = await send(
+        conn, apis.DELETE_TOPICS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_delete_topics(response, names)
@@ -175,7 +191,7 @@ def build_create_partitions(
     *,
     validate_only: bool = False,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
-) -> dict[str, Any]:
+) -> CreatePartitionsRequest:
     """topic -> (new total, replica broker ids of each new partition or None to let the
     broker place them)."""
     return {
@@ -195,7 +211,7 @@ def build_create_partitions(
 
 
 def read_create_partitions(
-    response: dict[str, Any], asked: Mapping[str, Any]
+    response: CreatePartitionsResponse, asked: Mapping[str, object]
 ) -> dict[str, KafkaError | None]:
     results = ((result["name"], result) for result in response["results"])
     return per_key(results, asked, "CreatePartitions", lambda _: None, _broker_message)
@@ -213,8 +229,8 @@ async def create_partitions_many(
     body = build_create_partitions(
         version, topics, validate_only=validate_only, timeout_ms=timeout_ms
     )
-    response = await conn.request(
-        ApiKey.CREATE_PARTITIONS, body, version,
+    response = await send(
+        conn, apis.CREATE_PARTITIONS, body, version,
         response_timeout=conn.request_timeout + timeout_ms / 1000,
     )
     return read_create_partitions(response, topics)

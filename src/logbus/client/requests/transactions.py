@@ -11,11 +11,11 @@ manager to decide: retry, find the coordinator again, abortable, or fatal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError, check
-from logbus.client.requests.common import exchange, per_key, per_partition, topic_entries
+from logbus.client.requests.common import by_topic, exchange, per_key, per_partition
 from logbus.client.requests.group_membership import NOT_A_MEMBER, MemberIdentity
 from logbus.client.requests.producer_id import (
     NO_PRODUCER,
@@ -23,7 +23,40 @@ from logbus.client.requests.producer_id import (
     build_init_producer_id,
     read_init_producer_id,
 )
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages import describe_producers_response as describe_producers_
+from logbus.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from logbus.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from logbus.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
+from logbus.protocol.messages.add_partitions_to_txn_response import (
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
+from logbus.protocol.messages.describe_producers_request import (
+    DescribeProducersRequest,
+    TopicRequest,
+)
+from logbus.protocol.messages.describe_producers_response import DescribeProducersResponse
+from logbus.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from logbus.protocol.messages.describe_transactions_response import (
+    DescribeTransactionsResponse,
+    TransactionState,
+)
+from logbus.protocol.messages.end_txn_request import EndTxnRequest
+from logbus.protocol.messages.end_txn_response import EndTxnResponse
+from logbus.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from logbus.protocol.messages.list_transactions_request import ListTransactionsRequest
+from logbus.protocol.messages.list_transactions_response import ListTransactionsResponse
+from logbus.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from logbus.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from logbus.types import TopicPartition
 
 # AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890); a client sends v0-3.
@@ -33,30 +66,14 @@ _TXN_OFFSET_MEMBER_FROM = 3  # TxnOffsetCommit: generation, member and instance 
 _LIST_DURATION_FROM = 1
 
 
-def transaction_body(
-    transactional_id: str, producer: ProducerIdAndEpoch, **fields: Any
-) -> dict[str, Any]:
-    """The fields naming the transaction in every request a transactional producer makes,
-    and `fields`: the whole body of AddOffsetsToTxn (`group_id`) and EndTxn (`committed`),
-    the same in every version."""
-    return {
-        "transactional_id": transactional_id,
-        "producer_id": producer.producer_id,
-        "producer_epoch": producer.epoch,
-        **fields,
-    }
-
-
-def read_error(response: dict[str, Any], what: str) -> None:
+def read_error(response: AddOffsetsToTxnResponse | EndTxnResponse, what: str) -> None:
     """The answer to AddOffsetsToTxn and EndTxn: one error code, raised as a `KafkaError`
     naming `what`."""
     check(response["error_code"], what)
 
 
-async def _checked(conn: Connection, api_key: ApiKey, body: dict[str, Any], what: str) -> None:
-    """AddOffsetsToTxn and EndTxn: a body the same in every version, answered by one error
-    code."""
-    await exchange(conn, api_key, lambda _: body, lambda response, _: read_error(response, what))
+def _partition_indexes(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    return by_topic((tp, tp[1]) for tp in partitions)
 
 
 # --- InitProducerId with a transactional id ---------------------------------------------
@@ -67,7 +84,7 @@ def build_init_transactional_id(
     transactional_id: str,
     timeout_ms: int,
     current: ProducerIdAndEpoch = NO_PRODUCER,
-) -> dict[str, Any]:
+) -> InitProducerIdRequest:
     """A producer id and epoch for `transactional_id` (fencing earlier producers with the
     same id); from v3, `current` asks for its epoch bumped (KIP-360)."""
     return build_init_producer_id(
@@ -84,7 +101,7 @@ async def init_transactional_id(
     """InitProducerId to the transaction coordinator `conn` (raises its error)."""
     return await exchange(
         conn,
-        ApiKey.INIT_PRODUCER_ID,
+        apis.INIT_PRODUCER_ID,
         lambda v: build_init_transactional_id(v, transactional_id, timeout_ms, current),
         lambda response, _: read_init_producer_id(response),
     )
@@ -98,20 +115,37 @@ def build_add_partitions_to_txn(
     transactional_id: str,
     producer: ProducerIdAndEpoch,
     partitions: Iterable[TopicPartition],
-) -> dict[str, Any]:
-    topics = topic_entries((tp, tp[1]) for tp in partitions)
-    transaction = transaction_body(transactional_id, producer, topics=topics)
+) -> AddPartitionsToTxnRequest:
+    topics: list[AddPartitionsToTxnTopic] = [
+        {"name": t, "partitions": ps} for t, ps in _partition_indexes(partitions).items()
+    ]
     if version >= _ADD_PARTITIONS_BATCHED_FROM:
-        return {"transactions": [{**transaction, "verify_only": False}]}
-    return {f"v3_and_below_{field}": v for field, v in transaction.items()}
+        return {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer.producer_id,
+                    "producer_epoch": producer.epoch,
+                    "verify_only": False,
+                    "topics": topics,
+                }
+            ]
+        }
+    return {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": producer.producer_id,
+        "v3_and_below_producer_epoch": producer.epoch,
+        "v3_and_below_topics": topics,
+    }
 
 
 def read_add_partitions_to_txn(
-    response: dict[str, Any], version: int, partitions: Iterable[TopicPartition]
+    response: AddPartitionsToTxnResponse, version: int, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, KafkaError | None]:
     """Each partition: None when added, else its error (a request-wide error, v4+,
     is every partition's)."""
     asked = list(partitions)
+    topics: list[AddPartitionsToTxnTopicResult]
     if version >= _ADD_PARTITIONS_BATCHED_FROM:
         code = response.get("error_code", ErrorCode.NONE)
         if code != ErrorCode.NONE:
@@ -121,11 +155,14 @@ def read_add_partitions_to_txn(
     else:
         topics = response["results_by_topic_v3_and_below"]
     return per_partition(
-        topics,
+        (
+            (TopicPartition(t["name"], p["partition_index"]), p)
+            for t in topics
+            for p in t["results_by_partition"]
+        ),
         asked,
         "AddPartitionsToTxn",
         lambda _: None,
-        partitions="results_by_partition",
         error="partition_error_code",
     )
 
@@ -138,7 +175,7 @@ async def add_partitions_to_txn(
 ) -> dict[TopicPartition, KafkaError | None]:
     return await exchange(
         conn,
-        ApiKey.ADD_PARTITIONS_TO_TXN,
+        apis.ADD_PARTITIONS_TO_TXN,
         lambda v: build_add_partitions_to_txn(v, transactional_id, producer, partitions),
         lambda response, v: read_add_partitions_to_txn(response, v, partitions),
         ADD_PARTITIONS_CLIENT_MAX,
@@ -148,11 +185,28 @@ async def add_partitions_to_txn(
 # --- AddOffsetsToTxn --------------------------------------------------------------------
 
 
+def build_add_offsets_to_txn(
+    version: int, transactional_id: str, producer: ProducerIdAndEpoch, group_id: str
+) -> AddOffsetsToTxnRequest:
+    """The same in every version."""
+    return {
+        "transactional_id": transactional_id,
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.epoch,
+        "group_id": group_id,
+    }
+
+
 async def add_offsets_to_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, group_id: str
 ) -> None:
-    body = transaction_body(transactional_id, producer, group_id=group_id)
-    await _checked(conn, ApiKey.ADD_OFFSETS_TO_TXN, body, f"AddOffsetsToTxn for group '{group_id}'")
+    what = f"AddOffsetsToTxn for group '{group_id}'"
+    await exchange(
+        conn,
+        apis.ADD_OFFSETS_TO_TXN,
+        lambda v: build_add_offsets_to_txn(v, transactional_id, producer, group_id),
+        lambda response, _: read_error(response, what),
+    )
 
 
 # --- TxnOffsetCommit --------------------------------------------------------------------
@@ -174,8 +228,8 @@ def build_txn_offset_commit(
     producer: ProducerIdAndEpoch,
     offsets: Mapping[TopicPartition, TxnOffset],
     member: MemberIdentity = NOT_A_MEMBER,
-) -> dict[str, Any]:
-    topics = topic_entries(
+) -> TxnOffsetCommitRequest:
+    grouped: dict[str, list[TxnOffsetCommitRequestPartition]] = by_topic(
         (
             tp,
             {
@@ -187,7 +241,16 @@ def build_txn_offset_commit(
         )
         for tp, o in offsets.items()
     )
-    body = transaction_body(transactional_id, producer, group_id=group_id, topics=topics)
+    topics: list[TxnOffsetCommitRequestTopic] = [
+        {"name": t, "partitions": ps} for t, ps in grouped.items()
+    ]
+    body: TxnOffsetCommitRequest = {
+        "transactional_id": transactional_id,
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.epoch,
+        "group_id": group_id,
+        "topics": topics,
+    }
     if version >= _TXN_OFFSET_MEMBER_FROM:
         body["generation_id"] = member.generation_id
         body["member_id"] = member.member_id
@@ -196,9 +259,18 @@ def build_txn_offset_commit(
 
 
 def read_txn_offset_commit(
-    response: dict[str, Any], offsets: Iterable[TopicPartition]
+    response: TxnOffsetCommitResponse, offsets: Iterable[TopicPartition]
 ) -> dict[TopicPartition, KafkaError | None]:
-    return per_partition(response["topics"], offsets, "TxnOffsetCommit", lambda _: None)
+    return per_partition(
+        (
+            (TopicPartition(t["name"], p["partition_index"]), p)
+            for t in response["topics"]
+            for p in t["partitions"]
+        ),
+        offsets,
+        "TxnOffsetCommit",
+        lambda _: None,
+    )
 
 
 async def txn_offset_commit(
@@ -211,7 +283,7 @@ async def txn_offset_commit(
 ) -> dict[TopicPartition, KafkaError | None]:
     return await exchange(
         conn,
-        ApiKey.TXN_OFFSET_COMMIT,
+        apis.TXN_OFFSET_COMMIT,
         lambda v: build_txn_offset_commit(v, transactional_id, group_id, producer, offsets, member),
         lambda response, _: read_txn_offset_commit(response, offsets),
     )
@@ -220,11 +292,28 @@ async def txn_offset_commit(
 # --- EndTxn -----------------------------------------------------------------------------
 
 
+def build_end_txn(
+    version: int, transactional_id: str, producer: ProducerIdAndEpoch, committed: bool
+) -> EndTxnRequest:
+    """The same in every version."""
+    return {
+        "transactional_id": transactional_id,
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.epoch,
+        "committed": committed,
+    }
+
+
 async def end_txn(
     conn: Connection, transactional_id: str, producer: ProducerIdAndEpoch, committed: bool
 ) -> None:
-    body = transaction_body(transactional_id, producer, committed=committed)
-    await _checked(conn, ApiKey.END_TXN, body, "EndTxn " + ("commit" if committed else "abort"))
+    what = "EndTxn " + ("commit" if committed else "abort")
+    await exchange(
+        conn,
+        apis.END_TXN,
+        lambda v: build_end_txn(v, transactional_id, producer, committed),
+        lambda response, _: read_error(response, what),
+    )
 
 
 # --- DescribeTransactions ---------------------------------------------------------------
@@ -242,14 +331,16 @@ class TransactionDescription(NamedTuple):
     partitions: list[TopicPartition]
 
 
-def build_describe_transactions(version: int, transactional_ids: Sequence[str]) -> dict[str, Any]:
+def build_describe_transactions(
+    version: int, transactional_ids: Sequence[str]
+) -> DescribeTransactionsRequest:
     return {"transactional_ids": list(transactional_ids)}
 
 
 def read_describe_transactions(
-    response: dict[str, Any], transactional_ids: Iterable[str]
+    response: DescribeTransactionsResponse, transactional_ids: Iterable[str]
 ) -> dict[str, TransactionDescription | KafkaError]:
-    def read(s: dict[str, Any]) -> TransactionDescription:
+    def read(s: TransactionState) -> TransactionDescription:
         return TransactionDescription(
             s["transactional_id"],
             s["transaction_state"],
@@ -274,7 +365,7 @@ async def describe_transactions(
 ) -> dict[str, TransactionDescription | KafkaError]:
     return await exchange(
         conn,
-        ApiKey.DESCRIBE_TRANSACTIONS,
+        apis.DESCRIBE_TRANSACTIONS,
         lambda v: build_describe_transactions(v, transactional_ids),
         lambda response, _: read_describe_transactions(response, transactional_ids),
     )
@@ -294,10 +385,10 @@ def build_list_transactions(
     states: Sequence[str] = (),
     producer_ids: Sequence[int] = (),
     duration_ms: int = -1,
-) -> dict[str, Any]:
+) -> ListTransactionsRequest:
     """Every transaction the broker coordinates, filtered by state, producer id and
     (v1+, KIP-994) running for at least `duration_ms` (-1: any)."""
-    body: dict[str, Any] = {
+    body: ListTransactionsRequest = {
         "state_filters": list(states),
         "producer_id_filters": list(producer_ids),
     }
@@ -311,7 +402,7 @@ def build_list_transactions(
     return body
 
 
-def read_list_transactions(response: dict[str, Any]) -> list[ListedTransaction]:
+def read_list_transactions(response: ListTransactionsResponse) -> list[ListedTransaction]:
     check(response["error_code"], "ListTransactions")
     return [
         ListedTransaction(s["transactional_id"], s["producer_id"], s["transaction_state"])
@@ -327,7 +418,7 @@ async def list_transactions(
 ) -> list[ListedTransaction]:
     return await exchange(
         conn,
-        ApiKey.LIST_TRANSACTIONS,
+        apis.LIST_TRANSACTIONS,
         lambda v: build_list_transactions(v, states, producer_ids, duration_ms),
         lambda response, _: read_list_transactions(response),
     )
@@ -349,14 +440,19 @@ class ProducerState(NamedTuple):
     current_txn_start_offset: int
 
 
-def build_describe_producers(version: int, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
-    return {"topics": topic_entries(((tp, tp[1]) for tp in partitions), "partition_indexes")}
+def build_describe_producers(
+    version: int, partitions: Iterable[TopicPartition]
+) -> DescribeProducersRequest:
+    topics: list[TopicRequest] = [
+        {"name": t, "partition_indexes": ps} for t, ps in _partition_indexes(partitions).items()
+    ]
+    return {"topics": topics}
 
 
 def read_describe_producers(
-    response: dict[str, Any], partitions: Iterable[TopicPartition]
+    response: DescribeProducersResponse, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
-    def read(p: dict[str, Any]) -> list[ProducerState]:
+    def read(p: describe_producers_.PartitionResponse) -> list[ProducerState]:
         return [
             ProducerState(
                 s["producer_id"],
@@ -369,7 +465,16 @@ def read_describe_producers(
             for s in p["active_producers"]
         ]
 
-    return per_partition(response["topics"], partitions, "DescribeProducers", read)
+    return per_partition(
+        (
+            (TopicPartition(t["name"], p["partition_index"]), p)
+            for t in response["topics"]
+            for p in t["partitions"]
+        ),
+        partitions,
+        "DescribeProducers",
+        read,
+    )
 
 
 async def describe_producers(
@@ -377,7 +482,7 @@ async def describe_producers(
 ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
     return await exchange(
         conn,
-        ApiKey.DESCRIBE_PRODUCERS,
+        apis.DESCRIBE_PRODUCERS,
         lambda v: build_describe_producers(v, partitions),
         lambda response, _: read_describe_producers(response, partitions),
     )

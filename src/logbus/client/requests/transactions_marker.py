@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from logbus.client.connection import Connection
+from logbus.client.requests.common import send
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages import apis
+from logbus.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WriteTxnMarkersRequest,
+)
+from logbus.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from logbus.types import TopicPartition
 
 
@@ -30,8 +36,10 @@ MarkerResults = dict[int, dict[TopicPartition, ErrorCode]]
 """Per producer id, each partition's error code."""
 
 
-def build_write_txn_markers(version: int, markers: Iterable[MarkerEntry]) -> dict[str, Any]:
-    body = []
+def build_write_txn_markers(
+    version: int, markers: Iterable[MarkerEntry]
+) -> WriteTxnMarkersRequest:
+    body: list[WritableTxnMarker] = []
     for m in markers:
         topics: dict[str, list[int]] = {}
         for tp in m.partitions:
@@ -49,7 +57,7 @@ def build_write_txn_markers(version: int, markers: Iterable[MarkerEntry]) -> dic
 
 
 def read_write_txn_markers(
-    response: dict[str, Any], markers: Iterable[MarkerEntry]
+    response: WriteTxnMarkersResponse, markers: Iterable[MarkerEntry]
 ) -> MarkerResults:
     """Each asked partition's error; one the answer left out is UNKNOWN_SERVER_ERROR."""
     out: MarkerResults = {}
@@ -68,7 +76,6 @@ def read_write_txn_markers(
 async def write_txn_markers(conn: Connection, markers: list[MarkerEntry]) -> MarkerResults:
     """Send the markers to the leader at `conn` (newest version both support)."""
     version = conn.choose_version(ApiKey.WRITE_TXN_MARKERS)
-    response = await conn.request(
-        ApiKey.WRITE_TXN_MARKERS, build_write_txn_markers(version, markers), version
-    )
+    body = build_write_txn_markers(version, markers)
+    response = await send(conn, apis.WRITE_TXN_MARKERS, body, version)
     return read_write_txn_markers(response, markers)
