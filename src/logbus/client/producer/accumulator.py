@@ -382,8 +382,9 @@ class RecordAccumulator:
         value: bytes | None,
         timestamp: int,
         size: int,
+        future: RecordFuture | None = None,
     ) -> ProducerBatch:
-        """`append` for a record without headers or future (send_many's path), in one
+        """`append` for a record without headers (send's and send_many's path), in one
         call. Returns the batch; the record's index is the batch's count minus one."""
         queue = self.batches.get(tp)
         if queue:
@@ -400,10 +401,19 @@ class RecordAccumulator:
             self._on_ready()
         buf = batch.buf
         index = batch.count
-        write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        mark = len(buf)
+        try:
+            write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        except BaseException:  # a key or value that is not bytes: no half-written record
+            del buf[mark:]
+            if not index:
+                queue.pop()
+            raise
         if timestamp > batch.max_timestamp:
             batch.max_timestamp = timestamp
         batch.timestamps.append(timestamp)
+        if future is not None:
+            batch.futures.append((index, future))
         batch.reserved += size
         batch.count = index + 1
         if len(buf) >= self.batch_size:
