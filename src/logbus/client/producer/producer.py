@@ -429,12 +429,16 @@ class Producer(TransactionalProducer, AsyncService):
         topic: str | None = None,
         values: Iterable[Any] | None = None,
         keys: Iterable[Any] | None = None,
+        metadata: bool = True,
     ) -> asyncio.Future[list[RecordMetadata]]:
         """Buffer many records (waiting only for metadata and buffer space, like `send`)
         and return one future of all their RecordMetadata, in order, which fails with
         the first error any of their batches met. `send_batch` is this, awaited (and
         takes the same two forms: records, or `topic=`, `values=` and `keys=`); callers
-        streaming records use it to keep several groups in flight.
+        streaming records use it to keep several groups in flight. With `metadata=False`
+        the future's result is an empty list once every record is acknowledged: the
+        RecordMetadata list is not built (for small records it costs about a quarter of
+        the producer's time; `logbus perf produce` only needs to know when).
 
         Records of one topic without partition, timestamp or headers, whose values (and
         keys, unless all None) are `bytes`, take the bulk path (`bulk.py`): encoded a
@@ -492,6 +496,9 @@ class Producer(TransactionalProducer, AsyncService):
                 if batch.error is not None:
                     result.set_exception(batch.error)
                     return
+            if not metadata:
+                result.set_result([])
+                return
             out = metadata_of(runs)
             result.set_result(out if order is None else unsort(out, order))
 
