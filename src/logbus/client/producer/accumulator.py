@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from logbus.client.producer.records import RecordMetadata
+from logbus.client.producer.records import RecordMetadata, metadata_from_tuple
 from logbus.client.types import TopicPartition
 from logbus.records.batch import HEADER_SIZE, NO_SEQUENCE
 from logbus.records.builder import new_batch_buffer, restamp_batch, seal_batch
@@ -262,11 +262,12 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         topic, partition = self.tp
         timestamps = self.timestamps
+        make = metadata_from_tuple
         for index, future in self.futures:
             if not future.done():
                 offset = base_offset + index if base_offset >= 0 else -1
                 ts = timestamps[index] if log_append_time < 0 else log_append_time
-                future.set_result(RecordMetadata(topic, partition, offset, ts))
+                future.set_result(make((topic, partition, offset, ts)))
         if log_append_time >= 0:
             self.timestamps = [log_append_time] * self.count
         self.data = None  # the bytes are no longer needed; send_batch reads the rest
