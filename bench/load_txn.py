@@ -1,11 +1,13 @@
 """Transactional load (TX1, TX2): librdkafka (confluent-kafka) and logbus producers writing
-1 KiB records in transactions of about 1 MB, or the same producer idempotent; a
-confluent-kafka consumer reading a log to its end with either isolation level."""
+1 KiB records in transactions committed at a cadence (every 100 ms, every 10 ms, or every
+~1 MB), or the same producer idempotent; a confluent-kafka consumer reading a log to its
+end with either isolation level."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -30,6 +32,182 @@ from bench.progress import Progress
 
 TXN_BYTES = 1_000_000  # "transactions of ~1 MB"
 TIMEOUT_S = 120.0
+CLOCK_EVERY = 256  # records between two looks at the clock (confluent-kafka's loop)
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """When a transactional producer commits: every `ms` milliseconds of producing (from
+    the previous commit's return), or every `records` records; neither: the producer is
+    idempotent only (no transactional.id) and flushes once at the end."""
+
+    ms: float | None = None
+    records: int | None = None
+
+    @property
+    def transactional(self) -> bool:
+        return self.ms is not None or self.records is not None
+
+    def due(self, since: float, now: float, records: int) -> bool:
+        """Whether a transaction begun at `since` holding `records` records commits now."""
+        if self.ms is not None:
+            return (now - since) * 1000 >= self.ms
+        return self.records is not None and records >= self.records
+
+
+IDEMPOTENT = Cadence()
+
+
+def _timed_metrics(count: int, value_size: int, txns: int, elapsed: float) -> Metrics:
+    return {"mb_s": count * value_size / elapsed / 1e6, "records_s": count / elapsed,
+            "txns_s": txns / elapsed, "txn_ms": elapsed * 1000 / txns if txns else 0.0,
+            "seconds": elapsed, "records": float(count)}
+
+
+def confluent_timed(bootstrap: str, topic: str, value_size: int, seconds: float,
+                    progress: Progress, cadence: Cadence) -> Metrics:
+    """confluent-kafka (P1's tuning, acks=all, enable.idempotence) producing `produce()`
+    per record for `seconds`: transactional, committing at `cadence` (the records of a
+    transaction produced, then `commit_transaction`, which flushes them and ends it); or
+    idempotent, one `flush()` at the end. The clock stops once the last transaction is
+    committed, or every record acknowledged."""
+    errors = DeliveryErrors()
+    config = producer_config(bootstrap, on_delivery=errors, acks="all",
+                             **{"enable.idempotence": True})
+    if cadence.transactional:
+        config["transactional.id"] = unique_name("bench-tx")
+    producer = ConfluentProducer(config)
+    values = make_values(value_size)
+    mask = VALUE_POOL - 1
+    send, poll = producer.produce, producer.poll
+    # connecting, the producer id and the leaders are not on the clock
+    if cadence.transactional:
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+    send(topic, values[0])
+    if cadence.transactional:
+        producer.commit_transaction(TIMEOUT_S)
+    producer.flush(TIMEOUT_S)
+    label = "transactional" if cadence.transactional else "idempotent"
+    progress.begin(f"{label} produce {seconds:g} s x {value_size} B", None)
+    start = time.perf_counter()
+    end = start + seconds
+    i = txns = in_txn = shown = 0
+    since = start
+    if cadence.transactional:
+        producer.begin_transaction()
+    while True:
+        n = CLOCK_EVERY if cadence.records is None else min(CLOCK_EVERY,
+                                                             cadence.records - in_txn)
+        for _ in range(n):
+            value = values[i & mask]
+            i += 1
+            while True:
+                try:
+                    send(topic, value)
+                    break
+                except BufferError:
+                    poll(0.005)
+        in_txn += n
+        if i - shown >= ADVANCE_EVERY:
+            poll(0)
+            progress.advance(i - shown, (i - shown) * value_size)
+            shown = i
+        now = time.perf_counter()
+        last = now >= end
+        if cadence.transactional and (last or cadence.due(since, now, in_txn)):
+            producer.commit_transaction(TIMEOUT_S)
+            txns += 1
+            in_txn = 0
+            if not last:
+                producer.begin_transaction()
+            since = time.perf_counter()
+        if last:
+            break
+    remaining = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    progress.end()
+    if remaining:
+        raise RuntimeError(f"{remaining} records still unacknowledged after 300 s")
+    errors.check()
+    return _timed_metrics(i, value_size, txns, elapsed)
+
+
+def logbus_timed(bootstrap: str, topic: str, value_size: int, seconds: float,
+                 cadence: Cadence, progress: Progress) -> Metrics:
+    """The logbus asyncio client (acks=all, enable.idempotence, 1 MB batches), handing
+    over chunks of ~1 MB (976 x 1 KiB) with `send_many` (columnar, `metadata=False`), two
+    in flight, for `seconds`: transactional, committing at `cadence` (`commit_transaction`,
+    which flushes the chunks in flight; at the ~1 MB cadence one chunk per transaction), or
+    idempotent without commits (as the CL scenario's `send_batch`). Runs in its own
+    process (`in_subprocess`)."""
+    import logbus.aio as aio
+
+    values = make_values(value_size)
+    per_chunk = max(1, TXN_BYTES // value_size)
+    if cadence.records is not None:
+        per_chunk = min(per_chunk, cadence.records)
+    mask = VALUE_POOL - 1
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        "linger.ms": 5, "batch.size": 1_000_000, "max.request.size": 2_000_000,
+        "compression.type": "none",
+    }
+    if cadence.transactional:
+        config["transactional.id"] = unique_name("bench-tx-logbus")
+    sent = txns = 0
+
+    async def run() -> float:
+        nonlocal sent, txns
+        async with aio.Producer(config) as producer:
+            if cadence.transactional:
+                await producer.init_transactions(TIMEOUT_S)
+                producer.begin_transaction()
+            await producer.send_and_wait(topic, values[0])
+            if cadence.transactional:
+                await producer.commit_transaction(TIMEOUT_S)
+            start = time.perf_counter()
+            end = start + seconds
+            since = start
+            in_txn = 0
+            pending: Any = None
+            if cadence.transactional:
+                producer.begin_transaction()
+            while True:
+                chunk = [values[i & mask] for i in range(sent, sent + per_chunk)]
+                future = await producer.send_many(topic=topic, values=chunk, metadata=False)
+                if pending is not None:
+                    await pending
+                pending = future
+                sent += per_chunk
+                in_txn += per_chunk
+                progress.advance(per_chunk, per_chunk * value_size)
+                now = time.perf_counter()
+                last = now >= end
+                if cadence.transactional and (last or cadence.due(since, now, in_txn)):
+                    # commit_transaction flushes: EndTxn leaves the moment the last batch
+                    # is acknowledged, and the chunks' futures are done when it returns
+                    await producer.commit_transaction(TIMEOUT_S)
+                    await pending
+                    pending = None
+                    txns += 1
+                    in_txn = 0
+                    if not last:
+                        producer.begin_transaction()
+                    since = time.perf_counter()
+                if last:
+                    break
+            if pending is not None:
+                await pending
+            return time.perf_counter() - start
+
+    label = "transactional" if cadence.transactional else "idempotent"
+    progress.begin(f"logbus {label} produce {seconds:g} s x {value_size} B", None)
+    try:
+        elapsed = asyncio.run(run())
+    finally:
+        progress.end()
+    return _timed_metrics(sent, value_size, txns, elapsed)
 
 
 def txn_shape(value_size: int, total_bytes: int, txn_bytes: int = TXN_BYTES) -> tuple[int, int]:
@@ -107,68 +285,6 @@ def confluent_produce(bootstrap: str, topic: str, value_size: int, total_bytes: 
     return {"mb_s": count * value_size / elapsed / 1e6, "records_s": count / elapsed,
             "txns_s": (txns if transactional else 0) / elapsed, "seconds": elapsed,
             "records": float(count), "aborted_txns": float(aborted)}
-
-
-def logbus_produce(bootstrap: str, topic: str, value_size: int, total_bytes: int,
-                   transactional: bool, flush_each: bool, progress: Progress,
-                   txn_bytes: int = TXN_BYTES) -> Metrics:
-    """The logbus asyncio client, idempotent (acks=all) with or without a
-    transactional.id: each ~`txn_bytes` of records handed over with one `send_many`
-    (columnar), then committed; idempotent, the same chunks with two in flight (as the CL
-    scenario's `send_batch`), or with `flush_each` each awaited before the next (a
-    transaction's pattern without the transaction). Runs in its own process
-    (`in_subprocess`)."""
-    import logbus.aio as aio
-
-    values = make_values(value_size)
-    per_txn, txns = txn_shape(value_size, total_bytes, txn_bytes)
-    count = per_txn * txns
-    mask = VALUE_POOL - 1
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-        "linger.ms": 5, "batch.size": 1_000_000, "max.request.size": 2_000_000,
-        "compression.type": "none",
-    }
-    if transactional:
-        config["transactional.id"] = unique_name("bench-tx-logbus")
-
-    async def run() -> float:
-        async with aio.Producer(config) as producer:
-            if transactional:
-                await producer.init_transactions(TIMEOUT_S)
-                producer.begin_transaction()
-            await producer.send_and_wait(topic, values[0])
-            if transactional:
-                await producer.commit_transaction(TIMEOUT_S)
-            start = time.perf_counter()
-            pending: Any = None
-            for t in range(txns):
-                chunk = [values[i & mask] for i in range(t * per_txn, (t + 1) * per_txn)]
-                if transactional:
-                    producer.begin_transaction()
-                    await producer.send_many(topic=topic, values=chunk)
-                    await producer.commit_transaction(TIMEOUT_S)
-                elif flush_each:
-                    await (await producer.send_many(topic=topic, values=chunk))
-                else:
-                    sent = await producer.send_many(topic=topic, values=chunk)
-                    if pending is not None:
-                        await pending
-                    pending = sent
-                progress.advance(per_txn, per_txn * value_size)
-            if pending is not None:
-                await pending
-            return time.perf_counter() - start
-
-    progress.begin(f"logbus {'transactional' if transactional else 'idempotent'} produce "
-                   f"{txns:,} x {per_txn} x {value_size} B", count)
-    try:
-        elapsed = asyncio.run(run())
-    finally:
-        progress.end()
-    return {"mb_s": count * value_size / elapsed / 1e6, "records_s": count / elapsed,
-            "txns_s": (txns if transactional else 0) / elapsed, "seconds": elapsed,
-            "records": float(count), "aborted_txns": 0.0}
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:

@@ -23,15 +23,20 @@ class Scale:
     client_records_100: int
     runs: int
     failover_kills: int = 10  # F1: kill -9 of a leader, this many times in its one run
-    txn_bytes: int = 512 * MIB  # TX1 per run and client, and TX2's log
+    txn_bytes: int = 512 * MIB  # TX2's log, and TX1's "~1 MB" cadence per run
+    txn_seconds: float = 6.0  # TX1 per run and row (the 100 ms and 10 ms cadences)
+    defaults_records_1k: int = 300_000  # D1, D3 per client and direction
+    defaults_records_100: int = 1_000_000
 
 
 SCALES = {
     "full": Scale("full", 2048 * MIB, 256 * MIB, 1024 * MIB, 16 * MIB, 20.0, 10_000, 8.0,
                   200_000, 400_000, 3),
     "small": Scale("small", 256 * MIB, 32 * MIB, 128 * MIB, 8 * MIB, 5.0, 10_000, 3.0,
-                   20_000, 40_000, 3, txn_bytes=128 * MIB),
+                   20_000, 40_000, 3, txn_bytes=128 * MIB, txn_seconds=3.0,
+                   defaults_records_1k=100_000, defaults_records_100=300_000),
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
                   1_000, 2_000, 1, failover_kills=1,
-                  txn_bytes=10 * MIB),
+                  txn_bytes=10 * MIB, txn_seconds=0.5,
+                  defaults_records_1k=2_000, defaults_records_100=4_000),
 }

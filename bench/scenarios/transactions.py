@@ -1,15 +1,15 @@
-"""TX1 and TX2 (issue 15, transactions): the cost of exactly-once against the same client
-without it, both measured in the same run.
+"""TX1 and TX2 (issues 15 and 21, transactions): the cost of exactly-once against the same
+client without it, both measured in the same run.
 
-TX1: 1 KiB records in transactions of about 1 MB (begin, ~976 records, commit) against the
-same client idempotent (enable.idempotence, acks=all, no transactional.id), into a 6-partition
-topic: confluent-kafka (librdkafka, P1's tuning) and the logbus asyncio client (one
-`send_many` per transaction; idempotent: the same chunks, two in flight). The target
-compares with the idempotent producer streaming; the rows "idempotent flushed per ~1 MB"
-send the transactions' records in the same pattern without a transaction (each ~1 MB
-acknowledged before the next is sent), which isolates what the transaction protocol itself
-costs (AddPartitionsToTxn, EndTxn, markers) from what a transaction boundary costs any
-producer (nothing of the next transaction leaves before the commit).
+TX1: 1 KiB records produced for a fixed time (`txn_seconds`) into a 6-partition topic by a
+transactional producer committing at Kafka's cadence, every 100 ms (Kafka Streams'
+`commit.interval.ms` with exactly-once), and beside it every 10 ms and every ~1 MB (976
+records), against the same client idempotent (enable.idempotence, acks=all, no
+transactional.id) streaming for the same time: confluent-kafka (librdkafka, P1's tuning,
+`produce()` per record) and the logbus asyncio client (`send_many` of ~1 MB chunks, two in
+flight). The target: committing every 100 ms >= 0.95x idempotent. A commit waits for
+every record of its transaction to be acknowledged and for EndTxn, and nothing of the next
+transaction leaves before it: the shorter the transactions, the larger that share.
 
 TX2: a log written by a confluent-kafka transactional producer in transactions of ~1 MB, every
 tenth aborted (10% of the records), read from offset 0 to its end by a confluent-kafka
@@ -31,6 +31,7 @@ TX1_METRICS = {
     "mb_s": ("MB/s", True),
     "records_s": ("records/s", True),
     "txns_s": ("transactions/s", True),
+    "txn_ms": ("ms per transaction", False),
     "cpu_s_per_gib": ("server CPU s/GiB", False),
 }
 TX2_METRICS = {
@@ -40,23 +41,30 @@ TX2_METRICS = {
 }
 
 
-def _produce(client: str, transactional: bool, flush_each: bool = False) -> Any:
+CADENCES = {  # TX1's rows: label -> when a transaction commits
+    "commit every 100 ms": load_txn.Cadence(ms=100),
+    "commit every 10 ms": load_txn.Cadence(ms=10),
+    "commit every ~1 MB": load_txn.Cadence(records=load_txn.TXN_BYTES // KIB),
+    "idempotent": load_txn.IDEMPOTENT,
+}
+
+
+def _produce(client: str, cadence: load_txn.Cadence) -> Any:
     def run(ctx: Context) -> Metrics:
         server = ctx.logbus()
-        volume = ctx.scale.txn_bytes
-        kind = "tx" if transactional else "idem-flushed" if flush_each else "idem"
+        seconds = ctx.scale.txn_seconds
+        kind = "idem" if not cadence.transactional else f"tx-{cadence.ms or cadence.records}"
         topic = load_kafka.unique_name(f"TX1-{client}-{kind}")
         load_kafka.create_topic(server.bootstrap, topic, PARTITIONS)
 
         def measure() -> Metrics:
             if client == "confluent-kafka":
-                metrics = load_txn.confluent_produce(server.bootstrap, topic, KIB, volume,
-                                                     ctx.progress, transactional=transactional,
-                                                     flush_each=flush_each)
+                metrics = load_txn.confluent_timed(server.bootstrap, topic, KIB, seconds,
+                                                   ctx.progress, cadence)
             else:
                 metrics = in_subprocess(ctx.progress, f"logbus produce {topic}",
-                                        load_txn.logbus_produce, server.bootstrap, topic, KIB,
-                                        volume, transactional, flush_each)
+                                        load_txn.logbus_timed, server.bootstrap, topic, KIB,
+                                        seconds, cadence)
             metrics["bytes"] = float(KIB)
             return metrics
 
@@ -69,24 +77,16 @@ def _produce(client: str, transactional: bool, flush_each: bool = False) -> Any:
 
 
 def _tx1_cases(ctx: Context) -> list[Case]:
-    per_txn, txns = load_txn.txn_shape(KIB, ctx.scale.txn_bytes)
-    note = f"{txns:,} transactions of {per_txn} x 1 KiB per run"
-    idem_note = f"{txns * per_txn:,} x 1 KiB per run, acks=all"
-    flushed_note = f"as the transactions: {txns:,} x {per_txn} x 1 KiB, each flushed"
-    return [
-        Case("1 KiB transactional, confluent-kafka", "logbus",
-             _produce("confluent-kafka", True), note=note),
-        Case("1 KiB idempotent, confluent-kafka", "logbus",
-             _produce("confluent-kafka", False), note=idem_note),
-        Case("1 KiB idempotent flushed per ~1 MB, confluent-kafka", "logbus",
-             _produce("confluent-kafka", False, flush_each=True), note=flushed_note),
-        Case("1 KiB transactional, logbus client", "logbus",
-             _produce("logbus", True), note=note + ", one send_many each"),
-        Case("1 KiB idempotent, logbus client", "logbus",
-             _produce("logbus", False), note=idem_note + ", send_many, 2 in flight"),
-        Case("1 KiB idempotent flushed per ~1 MB, logbus client", "logbus",
-             _produce("logbus", False, flush_each=True), note=flushed_note + " (awaited)"),
-    ]
+    seconds = ctx.scale.txn_seconds
+    cases = []
+    for client, how in (("confluent-kafka", "produce() per record"),
+                        ("logbus client", "send_many of ~1 MB, 2 in flight")):
+        for label, cadence in CADENCES.items():
+            variant = (f"1 KiB transactional, {label}, {client}" if cadence.transactional
+                       else f"1 KiB idempotent, {client}")
+            cases.append(Case(variant, "logbus", _produce(client.split()[0], cadence),
+                              note=f"{seconds:g} s per run, acks=all, {how}"))
+    return cases
 
 
 DATASET = "TX2/log"
@@ -144,6 +144,7 @@ def _tx2_cases(ctx: Context) -> list[Case]:
 
 
 TX1 = Scenario("TX1", "Transactional produce", _tx1_cases, TX1_METRICS,
-               "1 KiB records in transactions of ~1 MB against the same client idempotent")
+               "1 KiB records in transactions committed every 100 ms, 10 ms or ~1 MB, "
+               "against the same client idempotent")
 TX2 = Scenario("TX2", "read_committed consume", _tx2_cases, TX2_METRICS,
                "a log with 10% aborted transactions read with either isolation level")

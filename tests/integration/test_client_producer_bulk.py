@@ -9,7 +9,7 @@ import itertools
 from typing import Any
 
 import pytest
-from producer_helpers import read_partition, read_records
+from producer_helpers import read_partition, read_partition_async, read_records
 
 import logbus
 from logbus.aio import Producer as AioProducer
@@ -164,3 +164,28 @@ def test_blocking_send_batch_of_many_batches_returns_metadata_in_order(broker: A
         mds = producer.send_batch(ProducerRecord("sync", v) for v in values)
     assert [md.offset for md in mds] == list(range(len(values)))
     assert [r.value for r in read_records(broker.bootstrap, "sync")] == values
+
+
+def test_send_many_without_metadata_resolves_once_every_record_is_acknowledged(
+    broker_factory: Any,
+) -> None:
+    # metadata=False (what `logbus perf produce` uses): the future resolves to an empty
+    # list, only once every record of the call is written; a batch the broker refuses
+    # (over its message.max.bytes) still fails it.
+    broker = broker_factory(message_max_bytes="100000")
+
+    async def main() -> None:
+        async with AioProducer(bootstrap_servers=broker.bootstrap, linger_ms=60_000) as p:
+            values = [b"v%d" % i for i in range(5000)]
+            future = await p.send_many(topic="quiet", values=values, metadata=False)
+            assert await future == []
+            written = [r.value for _, records in
+                       await read_partition_async(broker.bootstrap, "quiet") for r in records]
+            assert written == values
+            refused = await p.send_many(topic="quiet", values=[b"x" * 200_000],
+                                        metadata=False)
+            with pytest.raises(KafkaError) as error:
+                await refused
+            assert error.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+    asyncio.run(main())

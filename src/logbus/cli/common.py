@@ -17,6 +17,7 @@ from logbus.client.cluster import Cluster
 from logbus.client.config import COMMON, ConfigError, ConfigSchema
 from logbus.client.connection import parse_bootstrap
 from logbus.client.errors import KafkaError
+from logbus.client.loop_thread import new_event_loop
 from logbus.client.metadata import NO_LEADER, TopicInfo
 from logbus.client.security import ClientSecurity, security_from_config
 from logbus.protocol import ErrorCode
@@ -162,9 +163,11 @@ def admin_command(
 
 
 def run(coro: Coroutine[Any, Any, int]) -> int:
-    """Run a subcommand's coroutine; report failures on one line of stderr, exit 1."""
+    """Run a subcommand's coroutine (on uvloop, as the blocking clients: see
+    `loop_thread.new_event_loop`); report failures on one line of stderr, exit 1."""
     try:
-        return asyncio.run(coro)
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(coro)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

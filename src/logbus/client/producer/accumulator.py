@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from logbus.client.producer.records import RecordMetadata
+from logbus.client.producer.records import RecordMetadata, metadata_from_tuple
 from logbus.client.types import TopicPartition
 from logbus.records.batch import HEADER_SIZE, NO_SEQUENCE
 from logbus.records.builder import new_batch_buffer, restamp_batch, seal_batch
@@ -262,11 +262,12 @@ class ProducerBatch:
     def complete(self, base_offset: int, log_append_time: int) -> None:
         topic, partition = self.tp
         timestamps = self.timestamps
+        make = metadata_from_tuple
         for index, future in self.futures:
             if not future.done():
                 offset = base_offset + index if base_offset >= 0 else -1
                 ts = timestamps[index] if log_append_time < 0 else log_append_time
-                future.set_result(RecordMetadata(topic, partition, offset, ts))
+                future.set_result(make((topic, partition, offset, ts)))
         if log_append_time >= 0:
             self.timestamps = [log_append_time] * self.count
         self.data = None  # the bytes are no longer needed; send_batch reads the rest
@@ -382,8 +383,9 @@ class RecordAccumulator:
         value: bytes | None,
         timestamp: int,
         size: int,
+        future: RecordFuture | None = None,
     ) -> ProducerBatch:
-        """`append` for a record without headers or future (send_many's path), in one
+        """`append` for a record without headers (send's and send_many's path), in one
         call. Returns the batch; the record's index is the batch's count minus one."""
         queue = self.batches.get(tp)
         if queue:
@@ -400,10 +402,19 @@ class RecordAccumulator:
             self._on_ready()
         buf = batch.buf
         index = batch.count
-        write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        mark = len(buf)
+        try:
+            write_plain_record(buf, index, timestamp - batch.base_timestamp, key, value)
+        except BaseException:  # a key or value that is not bytes: no half-written record
+            del buf[mark:]
+            if not index:
+                queue.pop()
+            raise
         if timestamp > batch.max_timestamp:
             batch.max_timestamp = timestamp
         batch.timestamps.append(timestamp)
+        if future is not None:
+            batch.futures.append((index, future))
         batch.reserved += size
         batch.count = index + 1
         if len(buf) >= self.batch_size:

@@ -19,7 +19,6 @@ import bisect
 import gc
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from itertools import accumulate, repeat
 from operator import countOf
 from typing import Any, NamedTuple, cast
@@ -31,7 +30,7 @@ from logbus.client.producer.accumulator import (
     RecordAccumulator,
 )
 from logbus.client.producer.admission import RecordAdmission
-from logbus.client.producer.records import ProducerRecord, RecordMetadata
+from logbus.client.producer.records import ProducerRecord, RecordMetadata, metadata_from_tuple
 from logbus.client.producer.router import KEY_CACHE_SIZE, PartitionRouter
 from logbus.client.producer.sender import Sender
 from logbus.client.producer.serializers import Serializer
@@ -40,8 +39,6 @@ from logbus.records.varint import size_of_varint, size_of_varlong
 
 _FIELDS = len(ProducerRecord._fields)
 _COLUMNS = [operator.itemgetter(index) for index in range(_FIELDS)]
-# A RecordMetadata from a (topic, partition, offset, timestamp) tuple, made in C.
-_metadata = cast(Any, partial(tuple.__new__, RecordMetadata))
 
 
 class PlainRecords(NamedTuple):
@@ -312,7 +309,7 @@ def _extend_metadata(out: list[RecordMetadata], run: Run) -> None:
     base = batch.result_offset
     offsets = range(base + first, base + first + count) if base >= 0 else repeat(-1, count)
     out += map(
-        _metadata,
+        metadata_from_tuple,
         zip(
             repeat(topic, count),
             repeat(partition, count),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, NamedTuple, cast
 
 
 class ProducerRecord(NamedTuple):
@@ -28,3 +29,10 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int
+
+
+# A RecordMetadata from a (topic, partition, offset, timestamp) tuple, made in C: the
+# NamedTuple's own constructor is a Python function, a frame per acknowledged record.
+metadata_from_tuple = cast(
+    Callable[[tuple[str, int, int, int]], RecordMetadata], partial(tuple.__new__, RecordMetadata)
+)

@@ -70,8 +70,18 @@ class PartitionRouter:
     ) -> TopicPartition:
         """The TopicPartition of a record (its own `partition` if given, checked by the
         caller) of `size` accounted bytes."""
-        tps = self.partitions(topic, count)
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self.partitions(topic, count)
         if partition is None:
+            if key is None or self.ignore_keys:
+                # The keyless record's common case, in one call: its topic's sticky
+                # partition, whose open batch has room.
+                sticky = self._sticky.get(topic)
+                if sticky is not None and sticky.num_partitions == count:
+                    tp = tps[sticky.current]
+                    if not self.accumulator.is_full_for(tp, size):
+                        return tp
             partition = self.choose(topic, key, count, tps, size)
         return tps[partition]
 
