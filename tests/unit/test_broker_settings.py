@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from logbus.common.config_def import ConfigError
 from logbus.server.broker_config_def import (
     BROKER_CONFIG_DEF,
     CLUSTER_ONLY,
@@ -16,7 +17,6 @@ from logbus.server.broker_config_def import (
     ONLY_DEFAULT,
 )
 from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "logbus"

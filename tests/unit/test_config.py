@@ -8,17 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from logbus.server.config import (
-    BROKER_CONFIG_DEF,
-    BrokerConfig,
-    Listener,
-    load_properties,
-    parse_listeners,
-    parse_overrides,
-    parse_properties,
-    parse_security_protocol_map,
-)
-from logbus.server.config_def import (
+from logbus.common.config_def import (
     NO_DEFAULT,
     ConfigDef,
     ConfigError,
@@ -32,6 +22,16 @@ from logbus.server.config_def import (
     UpdateMode,
     parse_value,
     render_value,
+)
+from logbus.server.config import (
+    BROKER_CONFIG_DEF,
+    BrokerConfig,
+    Listener,
+    load_properties,
+    parse_listeners,
+    parse_overrides,
+    parse_properties,
+    parse_security_protocol_map,
 )
 from logbus.server.topic_config import (
     TOPIC_CONFIG_DEF,

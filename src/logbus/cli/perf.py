@@ -47,8 +47,8 @@ from logbus.cli.perf_common import (
     read_properties_file,
 )
 from logbus.client.cluster import Cluster
-from logbus.client.config import ConfigError
 from logbus.client.producer import Producer, RecordMetadata
+from logbus.common.config_def import ConfigError
 
 _CHUNK = 1000  # records handed to the producer at once when not throttled
 _MAX_CHUNK_SECONDS = 0.01  # when throttled: at most this much of the rate per chunk

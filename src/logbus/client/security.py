@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbus.client.config import SECURITY_SETTINGS, ConfigError
-from logbus.server.config_def import ConfigError as SettingsError
+from logbus.client.config import SECURITY_SETTINGS
+from logbus.common.config_def import ConfigError
 from logbus.server.security.jaas import parse_jaas
 from logbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from logbus.server.security.ssl_factory import client_context
@@ -100,8 +100,6 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
                 settings["ssl.keystore.certificate.chain"] = cert_file.read()
                 settings["ssl.keystore.key"] = key_file.read()
         context = client_context(settings)
-    except SettingsError as exc:
-        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the client certificate or key: {exc}") from None
     if get("enable.ssl.certificate.verification") is False:

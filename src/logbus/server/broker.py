@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from logbus.common.config_def import ConfigError
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
@@ -38,7 +39,6 @@ from logbus.server.cluster_member import (
     stored_topic_ids,
 )
 from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
 from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from logbus.server.config_def import (
+from logbus.common.config_def import (
     Check,
     ConfigDef,
     ConfigType,

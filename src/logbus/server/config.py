@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Generic, TypeVar, cast, overload
 
+from logbus.common.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
 from logbus.server.broker_config_def import BROKER_CONFIG_DEF, CLUSTER_ONLY, NO_EFFECT, ONLY_DEFAULT
-from logbus.server.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
 from logbus.server.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
     SASL_MECHANISMS,

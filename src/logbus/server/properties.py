@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from logbus.server.config_def import ConfigError
+from logbus.common.config_def import ConfigError
 
 __all__ = ["load_properties", "parse_overrides", "parse_properties"]
 

@@ -12,8 +12,8 @@ from functools import partial
 from typing import cast
 
 from logbus.client.security import ClientSecurity
+from logbus.common.config_def import ConfigError, Password
 from logbus.server.config import BrokerConfig, Listener
-from logbus.server.config_def import ConfigError, Password
 from logbus.server.network.sasl_authenticator import SaslSettings
 from logbus.server.security.credential_cache import CredentialCache
 from logbus.server.security.jaas import JaasConfig, parse_jaas
