@@ -27,14 +27,14 @@ from logbus.client.requests.scram_credentials import (
     build_alter_user_scram_credentials,
     build_describe_user_scram_credentials,
 )
-from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.security.scram import (
+from logbus.common.security.scram import (
     DEFAULT_ITERATIONS,
     MECHANISM_TYPES,
     MECHANISMS,
     mechanism_type,
     salted_password,
 )
+from logbus.protocol import ApiKey, ErrorCode
 
 
 def command(args: argparse.Namespace) -> int:

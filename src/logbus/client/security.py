@@ -5,7 +5,7 @@ then, for SASL_*, SaslHandshake v1 and SaslAuthenticate with PLAIN or SCRAM-SHA-
 once ApiVersions has answered.
 
 The TLS contexts and the SCRAM client are the broker's own code
-(`logbus.server.security.ssl_factory`, `.scram`): they import nothing of the broker.
+(`logbus.common.security.ssl_factory`, `.scram`): they import nothing of the broker.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 from logbus.client.config import SECURITY_SETTINGS
 from logbus.common.config_def import ConfigError
-from logbus.server.security.jaas import parse_jaas
-from logbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from logbus.server.security.ssl_factory import client_context
+from logbus.common.security.jaas import parse_jaas
+from logbus.common.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from logbus.common.security.ssl_factory import client_context
 
 PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 __all__ = ["SECURITY_SETTINGS", "ClientSecurity", "security_from_config"]
