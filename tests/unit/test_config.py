@@ -23,7 +23,7 @@ from logbus.common.config_def import (
     parse_value,
     render_value,
 )
-from logbus.server.config import (
+from logbus.server.config.broker_config import (
     BROKER_CONFIG_DEF,
     BrokerConfig,
     Listener,
@@ -33,7 +33,7 @@ from logbus.server.config import (
     parse_properties,
     parse_security_protocol_map,
 )
-from logbus.server.topic_config import (
+from logbus.server.config.topic_config import (
     TOPIC_CONFIG_DEF,
     TOPIC_CONFIG_SYNONYMS,
     describe_broker,

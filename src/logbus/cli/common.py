@@ -20,9 +20,9 @@ from logbus.client.errors import KafkaError
 from logbus.client.metadata import NO_LEADER, TopicInfo
 from logbus.client.security import ClientSecurity, security_from_config
 from logbus.common.config_def import ConfigError
+from logbus.common.properties import load_properties
 from logbus.protocol import ErrorCode
 from logbus.protocol.errors import ProtocolError
-from logbus.server.properties import load_properties
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 

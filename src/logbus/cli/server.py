@@ -11,7 +11,7 @@ import signal
 import sys
 
 from logbus.common.config_def import ConfigError
-from logbus.server.config import BrokerConfig, load_properties, parse_overrides
+from logbus.server.config.broker_config import BrokerConfig, load_properties, parse_overrides
 
 
 def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:

@@ -38,10 +38,11 @@ from logbus.server.cluster_member import (
     open_zookeeper,
     stored_topic_ids,
 )
-from logbus.server.config import BrokerConfig
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.dynamic_config import DynamicConfigManager
+from logbus.server.config.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
-from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.metrics.address import parse_metrics_listener
 from logbus.server.metrics.broker_metrics import BrokerMetrics
 from logbus.server.metrics.collector import BrokerCollector, record_flush
@@ -67,7 +68,6 @@ from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
-from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage import log as storage_log

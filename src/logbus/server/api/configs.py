@@ -33,8 +33,8 @@ from logbus.protocol.messages.describe_configs_response import (
 )
 from logbus.server import log4j_controller
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.config.topic_config import describe_broker, describe_topic
 from logbus.server.security.acl import AclOperation, ResourceType
-from logbus.server.topic_config import describe_broker, describe_topic
 
 log = logging.getLogger(__name__)
 

@@ -72,8 +72,8 @@ from logbus.server.api.topic_admin import (
     on_controller,
     propagated,
 )
+from logbus.server.config.topic_config import describe_topic, validate_topic_configs
 from logbus.server.security.acl import AclOperation, ResourceType
-from logbus.server.topic_config import describe_topic, validate_topic_configs
 from logbus.storage.errors import StorageError
 from logbus.storage.open_files import spare_descriptors
 

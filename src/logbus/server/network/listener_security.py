@@ -16,7 +16,7 @@ from logbus.common.config_def import ConfigError, Password
 from logbus.common.security.jaas import JaasConfig, parse_jaas
 from logbus.common.security.scram import MECHANISMS
 from logbus.common.security.ssl_factory import client_context, server_context, settings_from
-from logbus.server.config import BrokerConfig, Listener
+from logbus.server.config.broker_config import BrokerConfig, Listener
 from logbus.server.network.sasl_authenticator import SaslSettings
 from logbus.server.security.credential_cache import CredentialCache
 from logbus.server.security.sasl_plain import PlainServer

@@ -27,7 +27,7 @@ from logbus.controller.config_store import (
 )
 from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import MetadataStore
-from logbus.server.config import BrokerConfig
+from logbus.server.config.broker_config import BrokerConfig
 
 if TYPE_CHECKING:
     from logbus.controller.controller import Controller

@@ -31,7 +31,8 @@ from logbus.common.config_def import (
     Range,
     UpdateMode,
 )
-from logbus.server.broker_config_def import (
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.broker_config_def import (
     BROKER_CONFIG_DEF,
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -41,8 +42,7 @@ from logbus.server.broker_config_def import (
     TIMESTAMP_TYPES,
     ZSTD_LEVEL,
 )
-from logbus.server.config import BrokerConfig
-from logbus.server.listeners import split_listener_setting
+from logbus.server.config.listeners import split_listener_setting
 
 __all__ = [
     "BROKER_SYNONYM_GROUPS",

@@ -1,4 +1,5 @@
-"""Java `.properties` input: server.properties files and `--override name=value` items.
+"""Java `.properties` input: properties files (the broker's server.properties, the CLI's
+client settings) and `--override name=value` items.
 
 Follows `java.util.Properties.load`; pure code apart from `load_properties`, which reads
 one file. Errors are `ConfigError`s naming the file and line or the override.
