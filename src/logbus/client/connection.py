@@ -23,12 +23,12 @@ from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.requests.api_versions import build_api_versions, read_api_versions
 from logbus.client.requests.sasl import build_sasl_authenticate, build_sasl_handshake
 from logbus.client.security import PLAINTEXT, ClientSecurity, is_scram
+from logbus.common.network.frame_stream import FrameStream, open_frame_stream
 from logbus.common.security.scram import ScramClient
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
-from logbus.protocol.frame_stream import FrameStream, open_frame_stream
 
 _CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_AND_ERROR = struct.Struct(">ih")

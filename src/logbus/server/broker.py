@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from logbus.common.config_def import ConfigError
+from logbus.common.network.frame_stream import MemoryPool
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
@@ -30,7 +31,6 @@ from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.runtime import TxnConfig
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
-from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
 from logbus.server.cluster_member import (
     ClusterMember,
