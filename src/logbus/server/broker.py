@@ -45,7 +45,7 @@ from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.metrics.address import parse_metrics_listener
 from logbus.server.metrics.broker_metrics import BrokerMetrics
-from logbus.server.metrics.collector import BrokerCollector, record_flush
+from logbus.server.metrics.collector import BrokerCollector
 from logbus.server.metrics.endpoint import MetricsEndpoint
 from logbus.server.metrics.request_log import close_request_log, open_request_log
 from logbus.server.network.connection_quotas import ConnectionQuotas
@@ -70,7 +70,6 @@ from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
-from logbus.storage import log as storage_log
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
@@ -232,6 +231,7 @@ class Broker:
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
             cleaner_config=cleaner_config_from(cfg),
+            on_flush=self.metrics.record_flush if self.metrics is not None else None,
         )
         await asyncio.to_thread(self.log_manager.startup)
         await self._load_client_quotas()
@@ -352,8 +352,6 @@ class Broker:
         )
         self._spawn(self._every(1000, manager.remove_deleted))
         if metrics_address is not None and self.metrics is not None:
-            if record_flush not in storage_log.FLUSH_LISTENERS:
-                storage_log.FLUSH_LISTENERS.append(record_flush)
             endpoint = MetricsEndpoint(*metrics_address, BrokerCollector(self, self.metrics))
             await endpoint.start()
             self.metrics_endpoint = endpoint
