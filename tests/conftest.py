@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from logbus.server.broker import Broker
-from logbus.server.config import BrokerConfig
+from logbus.server.config.broker_config import BrokerConfig
 from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a

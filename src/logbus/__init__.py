@@ -24,7 +24,6 @@ if TYPE_CHECKING:
         ResourceType,
     )
     from logbus.client.admin.sync import Admin
-    from logbus.client.config import ConfigError
     from logbus.client.consumer import (
         CommitFailedError,
         ConsumerRebalanceListener,
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     from logbus.client.producer.future import FutureRecordMetadata
     from logbus.client.producer.sync import Producer
     from logbus.client.types import ConsumerGroupMetadata, TopicPartition
+    from logbus.common.config_def import ConfigError
 
 # public name -> the module it lives in
 _LAZY = {
@@ -62,7 +62,7 @@ _LAZY = {
     "AlterConfigOpType": "logbus.client.admin",
     "ClientClosedError": "logbus.client.errors",
     "CommitFailedError": "logbus.client.consumer",
-    "ConfigError": "logbus.client.config",
+    "ConfigError": "logbus.common.config_def",
     "ConfigResource": "logbus.client.admin",
     "Consumer": "logbus.client.consumer.sync",
     "ConsumerRebalanceListener": "logbus.client.consumer",

@@ -10,7 +10,6 @@ from logbus.client.admin import (
     NewTopic,
     ResourceType,
 )
-from logbus.client.config import ConfigError
 from logbus.client.consumer import (
     CommitFailedError,
     Consumer,
@@ -38,6 +37,7 @@ from logbus.client.producer import (
     RecordMetadata,
 )
 from logbus.client.types import ConsumerGroupMetadata, TopicPartition
+from logbus.common.config_def import ConfigError
 
 __all__ = [
     "Admin",

@@ -21,7 +21,7 @@ from cluster_processes import free_port, listening
 
 import logbus
 from logbus.cli.zookeeper_process import four_letter_word
-from logbus.server.properties import load_properties
+from logbus.common.properties import load_properties
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 

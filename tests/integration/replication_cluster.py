@@ -28,7 +28,7 @@ from logbus.controller.controller import Controller, NewTopic
 from logbus.records.batch import split_batches
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.broker import Broker
-from logbus.server.config import BrokerConfig
+from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.replica.partition import Partition
 
 T = TypeVar("T")

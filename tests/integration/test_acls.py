@@ -27,12 +27,12 @@ from wire import batch
 
 import logbus
 from logbus.client.admin import AclBinding, AclBindingFilter, AdminBatchError
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import AclOperation as Op
 from logbus.protocol.acl_types import AclPermissionType, PatternType
 from logbus.protocol.acl_types import ResourceType as R
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
+from logbus.server.config.broker_config import BrokerConfig
 
 DENY = AclPermissionType.DENY
 E = ErrorCode

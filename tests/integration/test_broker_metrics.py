@@ -21,10 +21,10 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_wire import FETCH_V, WireClient, fetch_body, wait_for
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.broker import Broker
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
+from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.metrics import endpoint as metrics_endpoint
 from logbus.server.metrics.request_log import REQUEST_LOGGER
 

@@ -17,9 +17,9 @@ from producer_helpers import read_partition, read_records, run_threads
 import logbus
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord, RecordMetadata
-from logbus.client.config import ConfigError
 from logbus.client.errors import ClientClosedError, KafkaError, SerializationError
 from logbus.client.partitioner import partition_for_key
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 from logbus.records.compression import CompressionType
 

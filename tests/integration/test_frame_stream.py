@@ -13,14 +13,14 @@ import pytest
 import uvloop
 from consumer_data import wait_until
 
-from logbus.protocol.errors import ProtocolError
-from logbus.protocol.frame import FrameTooLarge
-from logbus.protocol.frame_stream import (
+from logbus.common.network.frame_stream import (
     FrameStream,
     MemoryPool,
     accept_frame_stream,
     open_frame_stream,
 )
+from logbus.protocol.errors import ProtocolError
+from logbus.protocol.frame import FrameTooLarge
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from security_support import SCRAM_JAAS, Pki, tls_settings
 
+from logbus.common.security.scram import ScramCredential
 from logbus.controller.zookeeper_store import ZooKeeperStore
 from logbus.server.security.credential_cache import alter_credentials
-from logbus.server.security.scram import ScramCredential
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_processes import (

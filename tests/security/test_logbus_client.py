@@ -15,7 +15,7 @@ from test_sasl import sasl_broker
 
 import logbus
 from logbus import Admin, KafkaError, NewTopic
-from logbus.client.config import ConfigError
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 
 pytest_plugins = ["secure_fixtures"]

@@ -34,8 +34,8 @@ from confluent_kafka.admin import (
 )
 from security_support import ADMIN_JAAS, Pki, address, listener, tls_settings
 
+from logbus.common.security.scram import ScramClient, ScramCredential
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.server.security.scram import ScramClient, ScramCredential
 
 pytest_plugins = ["secure_fixtures"]
 

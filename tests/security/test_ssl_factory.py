@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from certs import CertificateAuthority
 
-from logbus.server.config_def import ConfigError, Password
-from logbus.server.security.ssl_factory import client_context, server_context
+from logbus.common.config_def import ConfigError, Password
+from logbus.common.security.ssl_factory import client_context, server_context
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ sendfile: file slices are read in pieces and encrypted (server/network/connectio
 `_send_through_tls`); a fetch of several partitions, each slice many pieces long and cut at
 arbitrary record boundaries, must return over SSL exactly the bytes it returns over
 PLAINTEXT, and a librdkafka consumer over SSL must read every value in order. Produce:
-the logbus client hands its large requests to TLS in pieces (protocol/frame_stream.py
+the logbus client hands its large requests to TLS in pieces (common/network/frame_stream.py
 `TLS_PIECE`); what it sends over SSL must be read back unchanged."""
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from logbus.server.broker_config_def import (
+from logbus.common.config_def import ConfigError
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.broker_config_def import (
     BROKER_CONFIG_DEF,
     CLUSTER_ONLY,
     NO_EFFECT,
     ONLY_DEFAULT,
 )
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "logbus"

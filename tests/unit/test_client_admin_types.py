@@ -14,8 +14,8 @@ from logbus.client.admin import (
     TopicPartition,
 )
 from logbus.client.admin.config import ADMIN_CONFIG
-from logbus.client.config import ConfigError
 from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 
 

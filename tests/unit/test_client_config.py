@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting, positive
+from logbus.client.config import COMMON, ConfigSchema, Setting, positive
 from logbus.client.loop_thread import LoopThread
+from logbus.common.config_def import ConfigError
 
 SCHEMA = ConfigSchema(
     "producer",

@@ -9,8 +9,8 @@ import pytest
 
 from logbus.cli.cluster import broker_properties, properties_text
 from logbus.cli.main import build_parser
-from logbus.server.config import BrokerConfig
-from logbus.server.properties import parse_properties
+from logbus.common.properties import parse_properties
+from logbus.server.config.broker_config import BrokerConfig
 
 
 def test_each_broker_gets_its_id_port_dir_and_the_shared_zookeeper() -> None:

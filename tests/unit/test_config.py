@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from logbus.server.config import (
-    BROKER_CONFIG_DEF,
-    BrokerConfig,
-    Listener,
-    load_properties,
-    parse_listeners,
-    parse_overrides,
-    parse_properties,
-    parse_security_protocol_map,
-)
-from logbus.server.config_def import (
+import logbus
+from logbus.client.producer.config import PRODUCER_CONFIG
+from logbus.common.config_def import (
     NO_DEFAULT,
     ConfigDef,
     ConfigError,
@@ -33,7 +26,17 @@ from logbus.server.config_def import (
     parse_value,
     render_value,
 )
-from logbus.server.topic_config import (
+from logbus.server.config.broker_config import (
+    BROKER_CONFIG_DEF,
+    BrokerConfig,
+    Listener,
+    load_properties,
+    parse_listeners,
+    parse_overrides,
+    parse_properties,
+    parse_security_protocol_map,
+)
+from logbus.server.config.topic_config import (
     TOPIC_CONFIG_DEF,
     TOPIC_CONFIG_SYNONYMS,
     describe_broker,
@@ -715,3 +718,22 @@ def test_describe_hides_sensitive_values() -> None:
     key = definition["ssl.key.password"]
     assert key.is_sensitive
     assert key.parse("secret") == Password("secret")
+
+
+def test_one_config_error_for_the_broker_and_the_client() -> None:
+    """The broker's settings word it as Kafka's ConfigException; the client's keep their
+    own text. Both are the one `logbus.ConfigError`, which survives pickling (Spark ships
+    exceptions between processes)."""
+    kafka = ConfigError("num.partitions", "Not a number of type INT", "abc")
+    assert str(kafka) == (
+        "Invalid value abc for configuration num.partitions: Not a number of type INT"
+    )
+    assert (kafka.name, kafka.message) == ("num.partitions", "Not a number of type INT")
+    assert str(ConfigError("log.dirs", "Missing")) == "Invalid configuration log.dirs: Missing"
+    with pytest.raises(logbus.ConfigError, match=r"^unknown producer config 'lingr\.ms'"):
+        PRODUCER_CONFIG.parse({"lingr.ms": 5})
+    told = ConfigError("unknown producer config 'lingr.ms'")
+    assert (str(told), told.name) == ("unknown producer config 'lingr.ms'", "")
+    for error in (kafka, told):
+        assert str(pickle.loads(pickle.dumps(error))) == str(error)
+    assert logbus.ConfigError is ConfigError

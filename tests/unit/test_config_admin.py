@@ -16,15 +16,15 @@ from logbus.controller.config_store import (
 )
 from logbus.controller.metadata_store import EmbeddedStore
 from logbus.protocol import ErrorCode
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF
-from logbus.server.config_admin import (
+from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.config.config_admin import (
     AlterOp,
     ConfigUpdateError,
     OpType,
     apply_ops,
     check_broker_update,
 )
-from logbus.server.topic_config import TOPIC_CONFIG_DEF
+from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
 
 
 def test_set_delete_append_subtract() -> None:

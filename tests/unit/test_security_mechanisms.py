@@ -10,10 +10,11 @@ import pytest
 
 from logbus.cli.common import CommandError
 from logbus.cli.user_configs import split_configs
-from logbus.server.security.jaas import parse_jaas
+from logbus.common.security.jaas import parse_jaas
+from logbus.common.security.scram import ScramClient, ScramCredential
 from logbus.server.security.sasl_plain import PlainServer
 from logbus.server.security.sasl_server import SaslAuthenticationFailed
-from logbus.server.security.scram import ScramClient, ScramCredential, ScramServer
+from logbus.server.security.scram_server import ScramServer
 from logbus.server.security.ssl_principal import PrincipalMapper, parse_rules, rfc2253_name
 
 # RFC 7677 section 3: user "user", password "pencil"

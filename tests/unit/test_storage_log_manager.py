@@ -122,6 +122,29 @@ def test_flush_dirty_by_time(tmp_path: Path) -> None:
     m.shutdown()
 
 
+def test_every_log_reports_its_flushes_to_the_managers_listener(tmp_path: Path) -> None:
+    """The broker's flush metrics come through the `on_flush` it gives its LogManager:
+    logs created and logs loaded at start-up report each flush that wrote something."""
+    flushes: list[float] = []
+    m = manager([tmp_path], on_flush=flushes.append)
+    created = m.get_or_create_log("t", 0)
+    created.flush()
+    assert flushes == []  # nothing to write
+    created.append_as_leader(make_batch(3), 0)
+    created.flush()
+    assert len(flushes) == 1 and flushes[0] >= 0
+    m.shutdown()
+
+    reloaded: list[float] = []
+    m = manager([tmp_path], on_flush=reloaded.append)
+    loaded = m.get_log("t", 0)
+    assert loaded is not None
+    loaded.append_as_leader(make_batch(2), 0)
+    loaded.flush()
+    assert len(reloaded) == 1 and len(flushes) == 1
+    m.shutdown()
+
+
 def test_flush_dirty_flushes_rolled_segments(tmp_path: Path) -> None:
     m = manager([tmp_path], default_config=LogConfig(segment_bytes=300))
     log = m.get_or_create_log("t", 0)

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from logbus.client.cluster import Cluster
-from logbus.client.config import ConfigError
 from logbus.client.errors import (
     InvalidTxnStateError,
     KafkaError,
@@ -19,6 +18,7 @@ from logbus.client.errors import (
 )
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.transaction_manager import TransactionManager, TxnState
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 from logbus.types import TopicPartition
 

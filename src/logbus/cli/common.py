@@ -14,16 +14,16 @@ from typing import Any
 
 from logbus.client.admin import Admin, AdminBatchError
 from logbus.client.cluster import Cluster
-from logbus.client.config import COMMON, ConfigError, ConfigSchema
+from logbus.client.config import COMMON, ConfigSchema
 from logbus.client.connection import parse_bootstrap
 from logbus.client.errors import KafkaError
 from logbus.client.loop_thread import new_event_loop
 from logbus.client.metadata import NO_LEADER, TopicInfo
 from logbus.client.security import ClientSecurity, security_from_config
+from logbus.common.config_def import ConfigError
+from logbus.common.properties import load_properties
 from logbus.protocol import ErrorCode
 from logbus.protocol.errors import ProtocolError
-from logbus.server.config_def import ConfigError as SettingsError
-from logbus.server.properties import load_properties
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 
@@ -71,7 +71,7 @@ def command_config_file(path: str) -> dict[str, str]:
     """A --command-config properties file, for argparse."""
     try:
         return load_properties(path)
-    except SettingsError as exc:
+    except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -22,12 +22,12 @@ from logbus.cli.common import (
     non_negative_int,
     run,
 )
-from logbus.client.config import ConfigError
 from logbus.client.consumer import Consumer, ConsumerRecord
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.consumer.records import TIMESTAMP_LOG_APPEND_TIME
 from logbus.client.requests.list_offsets import EARLIEST, LATEST
 from logbus.client.types import TopicPartition
+from logbus.common.config_def import ConfigError
 
 PROPERTIES = (
     "print.key", "print.offset", "print.partition", "print.timestamp", "print.value",

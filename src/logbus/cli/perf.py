@@ -47,8 +47,8 @@ from logbus.cli.perf_common import (
     read_properties_file,
 )
 from logbus.client.cluster import Cluster
-from logbus.client.config import ConfigError
 from logbus.client.producer import Producer, RecordMetadata
+from logbus.common.config_def import ConfigError
 
 PRODUCE_DEFAULTS = """\
 producer defaults: Kafka's producer settings and defaults (acks=all,

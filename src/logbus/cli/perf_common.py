@@ -27,7 +27,7 @@ class ToolParser(argparse.ArgumentParser):
 def read_properties_file(path: str) -> dict[str, str]:
     """A client .properties file (CommandError when it cannot be read or parsed)."""
     # The broker's parser; imported here so the client commands stay light.
-    from logbus.server.properties import parse_properties
+    from logbus.common.properties import parse_properties
 
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -32,11 +32,11 @@ from logbus.cli.perf_common import (
 )
 from logbus.client.admin import Admin, NewTopic
 from logbus.client.cluster import Cluster
-from logbus.client.config import ConfigError
 from logbus.client.consumer import Consumer, ConsumerRebalanceListener
 from logbus.client.errors import KafkaError
 from logbus.client.producer import Producer
 from logbus.client.types import TopicPartition
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 
 HEADER = (

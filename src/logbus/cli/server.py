@@ -10,8 +10,8 @@ import os
 import signal
 import sys
 
-from logbus.server.config import BrokerConfig, load_properties, parse_overrides
-from logbus.server.config_def import ConfigError
+from logbus.common.config_def import ConfigError
+from logbus.server.config.broker_config import BrokerConfig, load_properties, parse_overrides
 
 
 def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:

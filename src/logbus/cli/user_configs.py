@@ -28,14 +28,14 @@ from logbus.client.requests.scram_credentials import (
     build_alter_user_scram_credentials,
     describe_user_scram_credentials,
 )
-from logbus.protocol import ErrorCode
-from logbus.server.security.scram import (
+from logbus.common.security.scram import (
     DEFAULT_ITERATIONS,
     MECHANISM_TYPES,
     MECHANISMS,
     mechanism_type,
     salted_password,
 )
+from logbus.protocol import ErrorCode
 
 
 def command(args: argparse.Namespace) -> int:

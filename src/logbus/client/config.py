@@ -4,7 +4,10 @@ Each client (producer, consumer, admin) declares a `ConfigSchema` of `Setting`s 
 Java client names them. Users pass a dict of those names, keyword arguments with the dots
 written as underscores, or both (keywords win). Unknown names are rejected with the
 closest known name suggested; values given as strings (as from a properties file) are
-converted to the setting's type.
+converted to the setting's type. Problems are `logbus.common.config_def.ConfigError`,
+the broker's error too, in its reader's form (`ConfigError(text)`): the client's
+messages name the client and suggest a close name, which Kafka's `ConfigDef` wording
+does not.
 """
 
 from __future__ import annotations
@@ -14,10 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A configuration the client cannot run with: unknown name or bad value."""
-
+from logbus.common.config_def import ConfigError
 
 Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
 

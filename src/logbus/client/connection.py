@@ -24,15 +24,15 @@ from logbus.client.lifecycle import AsyncCloseable
 from logbus.client.requests.api_versions import build_api_versions, read_api_versions
 from logbus.client.requests.sasl import build_sasl_authenticate, build_sasl_handshake
 from logbus.client.security import PLAINTEXT, ClientSecurity, is_scram
+from logbus.common.network.frame_stream import FrameStream, open_frame_stream
+from logbus.common.security.scram import ScramClient
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol.codec import RequestHeader, decode_response, encode_request_chunks
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
-from logbus.protocol.frame_stream import FrameStream, open_frame_stream
 from logbus.protocol.messages.api_versions_response import ApiVersionsResponse
 from logbus.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from logbus.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
-from logbus.server.security.scram import ScramClient
 
 _CORRELATION_ID = struct.Struct(">i")
 _CORRELATION_AND_ERROR = struct.Struct(">ih")

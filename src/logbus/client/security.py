@@ -5,7 +5,7 @@ then, for SASL_*, SaslHandshake v1 and SaslAuthenticate with PLAIN or SCRAM-SHA-
 once ApiVersions has answered.
 
 The TLS contexts and the SCRAM client are the broker's own code
-(`logbus.server.security.ssl_factory`, `.scram`): they import nothing of the broker.
+(`logbus.common.security.ssl_factory`, `.scram`): they import nothing of the broker.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbus.client.config import SECURITY_SETTINGS, ConfigError
-from logbus.server.config_def import ConfigError as SettingsError
-from logbus.server.security.jaas import parse_jaas
-from logbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from logbus.server.security.ssl_factory import client_context
+from logbus.client.config import SECURITY_SETTINGS
+from logbus.common.config_def import ConfigError
+from logbus.common.security.jaas import parse_jaas
+from logbus.common.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from logbus.common.security.ssl_factory import client_context
 
 PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 __all__ = ["SECURITY_SETTINGS", "ClientSecurity", "security_from_config"]
@@ -100,8 +100,6 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
                 settings["ssl.keystore.certificate.chain"] = cert_file.read()
                 settings["ssl.keystore.key"] = key_file.read()
         context = client_context(settings)
-    except SettingsError as exc:
-        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the client certificate or key: {exc}") from None
     if get("enable.ssl.certificate.verification") is False:

@@ -3,7 +3,7 @@
 `FrameAssembler` hands out the buffer the next received bytes should go into and returns
 the frames they complete; it never touches a socket (the shape of h2's frame buffer, in
 the get_buffer / buffer_updated form of `asyncio.BufferedProtocol`, so that a socket's
-bytes land where they will stay). `logbus.protocol.frame_stream` drives it from a socket.
+bytes land where they will stay). `logbus.common.network.frame_stream` drives it from a socket.
 
 Theory of operation: bytes are received into a scratch buffer, where several small frames
 arriving together are split off in one go (each copied out, which is cheap for small

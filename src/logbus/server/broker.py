@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from logbus.common.config_def import ConfigError
+from logbus.common.network.frame_stream import MemoryPool
 from logbus.controller.channel import LocalChannel
 from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
@@ -29,7 +31,6 @@ from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.runtime import TxnConfig
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
-from logbus.protocol.frame_stream import MemoryPool
 from logbus.server.api.registry import Apis
 from logbus.server.cluster_member import (
     ClusterMember,
@@ -37,14 +38,14 @@ from logbus.server.cluster_member import (
     open_zookeeper,
     stored_topic_ids,
 )
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.dynamic_config import DynamicConfigManager
+from logbus.server.config.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
-from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.metrics.address import parse_metrics_listener
 from logbus.server.metrics.broker_metrics import BrokerMetrics
-from logbus.server.metrics.collector import BrokerCollector, record_flush
+from logbus.server.metrics.collector import BrokerCollector
 from logbus.server.metrics.endpoint import MetricsEndpoint
 from logbus.server.metrics.request_log import close_request_log, open_request_log
 from logbus.server.network.connection_quotas import ConnectionQuotas
@@ -67,10 +68,8 @@ from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
-from logbus.server.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
-from logbus.storage import log as storage_log
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
@@ -232,6 +231,7 @@ class Broker:
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
             cleaner_config=cleaner_config_from(cfg),
+            on_flush=self.metrics.record_flush if self.metrics is not None else None,
         )
         await asyncio.to_thread(self.log_manager.startup)
         await self._load_client_quotas()
@@ -352,8 +352,6 @@ class Broker:
         )
         self._spawn(self._every(1000, manager.remove_deleted))
         if metrics_address is not None and self.metrics is not None:
-            if record_flush not in storage_log.FLUSH_LISTENERS:
-                storage_log.FLUSH_LISTENERS.append(record_flush)
             endpoint = MetricsEndpoint(*metrics_address, BrokerCollector(self, self.metrics))
             await endpoint.start()
             self.metrics_endpoint = endpoint

@@ -30,8 +30,8 @@ from logbus.controller.metadata_store import (
     SessionEvent,
     StoreUnavailable,
 )
+from logbus.server.config.topic_config import validate_topic_configs
 from logbus.server.metadata_session import MetadataSession
-from logbus.server.topic_config import validate_topic_configs
 from logbus.storage.meta_properties import read_meta_properties
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from logbus.controller.metadata_store import MetadataStore
     from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
-    from logbus.server.dynamic_config import DynamicConfigManager
+    from logbus.server.config.dynamic_config import DynamicConfigManager
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.quotas.manager import ClientQuotas
     from logbus.server.replica.replica_manager import ReplicaManager

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbus.client.config import SECURITY_SETTINGS, ConfigError, ConfigSchema
+from logbus.client.config import SECURITY_SETTINGS, ConfigSchema
 from logbus.client.security import ClientSecurity, security_from_config
+from logbus.common.config_def import ConfigError
 
 # Offsets as Spark's Kafka source writes them in JSON: -2 earliest, -1 latest.
 EARLIEST = -2

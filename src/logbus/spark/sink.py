@@ -36,11 +36,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from logbus.client.config import ConfigError
 from logbus.client.loop_thread import LoopThread
 from logbus.client.producer import ProducerRecord
 from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.sync import Producer
+from logbus.common.config_def import ConfigError
 from logbus.spark.arrow_producer import ArrowProducer, Rows
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE

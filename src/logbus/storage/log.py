@@ -70,9 +70,9 @@ from logbus.storage.transaction_index import AbortedTxn, collect_aborted_transac
 
 logger = logging.getLogger(__name__)
 
-FLUSH_LISTENERS: list[Callable[[float], None]] = []
+FlushListener = Callable[[float], None]
 """Called with the milliseconds each flush that wrote something took (Kafka's
-LogFlushStats; the broker's metrics add one). Process-wide, as Kafka's is JVM-wide."""
+LogFlushStats: the broker's metrics record them). Called from the flushing thread."""
 
 
 def _now_ms() -> int:
@@ -101,9 +101,11 @@ class Log:
         topic_id: uuid.UUID | None = None,
         now_ms: int | None = None,
         decompress: Decompressor | None = None,
+        on_flush: FlushListener | None = None,
     ) -> None:
         now = _now_ms() if now_ms is None else now_ms
         self.topic, self.partition = parse_topic_partition(directory)
+        self._on_flush = on_flush
         self.dir = directory
         self.config = config
         # Only timestamp search and compacted-topic key checks look inside batches.
@@ -518,8 +520,8 @@ class Log:
                     segment.flush()
                 except OSError as exc:
                     raise KafkaStorageError(f"cannot flush {segment.log_path}: {exc}") from exc
-            for listener in FLUSH_LISTENERS:
-                listener((time.perf_counter() - flush_started) * 1000)
+            if self._on_flush is not None:
+                self._on_flush((time.perf_counter() - flush_started) * 1000)
         with self._lock:
             self.recovery_point = max(self.recovery_point, min(target, self._log_end_offset))
             if self.pending_flush_offset is not None and self.pending_flush_offset <= target:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from logbus.storage.checkpoint import OffsetCheckpointFile, TopicPartition, write_atomically
 from logbus.storage.errors import CorruptCheckpointError, KafkaStorageError
-from logbus.storage.log import Log
+from logbus.storage.log import FlushListener, Log
 from logbus.storage.log_cleaner import CleanerConfig, LogCleaner
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_loader import parse_topic_partition
@@ -85,6 +85,7 @@ class LogManager:
         config_for_topic: Callable[[str], LogConfig] | None = None,
         decompress: Decompressor | None = None,
         cleaner_config: CleanerConfig | None = None,
+        on_flush: FlushListener | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -94,6 +95,7 @@ class LogManager:
         self.default_config = default_config or LogConfig()
         self._config_for_topic = config_for_topic
         self.decompress = decompress
+        self._on_flush = on_flush  # handed to every log (the broker's flush metrics)
         self._lock = threading.RLock()
         # Checkpoints are written from worker threads; one writer at a time per file.
         self._checkpoint_lock = threading.RLock()
@@ -164,6 +166,7 @@ class LogManager:
                 had_clean_shutdown=clean,
                 now_ms=now_ms,
                 decompress=self.decompress,
+                on_flush=self._on_flush,
             )
             hw = high_watermarks.get(tp, log.log_start_offset)
             log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
@@ -227,6 +230,7 @@ class LogManager:
                     topic_id=topic_id,
                     now_ms=now_ms,
                     decompress=self.decompress,
+                    on_flush=self._on_flush,
                 )
             except BaseException:
                 if not existed:

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from logbus.client.cluster import Cluster
-from logbus.client.config import ConfigError
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.consumer.coordinator import ConsumerCoordinator
 from logbus.client.consumer.fetcher import Deserializer, Fetcher
@@ -29,6 +28,7 @@ from logbus.client.lifecycle import AsyncService
 from logbus.client.metrics import ConsumerMetrics, Metrics
 from logbus.client.requests.list_offsets import EARLIEST, LATEST
 from logbus.client.types import ConsumerGroupMetadata, TopicPartition
+from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)

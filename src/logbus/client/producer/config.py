@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from logbus.client.config import COMMON, ConfigError, ConfigSchema, Setting
+from logbus.client.config import COMMON, ConfigSchema, Setting
 from logbus.client.metrics import METRICS_SETTINGS
+from logbus.common.config_def import ConfigError
 from logbus.records.compression import CompressionType
 
 # acks as users write it -> as the Produce request carries it.

@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from logbus.client.config import ConfigError
 from logbus.client.errors import SerializationError
+from logbus.common.config_def import ConfigError
 
 Serializer = Callable[[Any], bytes | None]
 

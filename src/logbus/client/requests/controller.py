@@ -2,16 +2,17 @@
 UpdateMetadata v0-8 and StopReplica v0-4, each stamped with the controller's id and epoch
 and the destination broker's epoch (KIP-380).
 
-Builders take the cluster metadata model (`logbus.controller.cluster_metadata`, read by
-attribute only: this layer does not import the controller); readers turn a response into
-its request-level error and one error per partition.
+Builders take the cluster metadata model (`logbus.controller.cluster_metadata`) through
+the read-only views below (`BrokerView`, `TopicView`, ...): the client does not import the
+controller, which sits above it; readers turn a response into its request-level error and
+one error per partition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 from uuid import UUID
 
 from logbus.client.connection import Connection
@@ -37,9 +38,6 @@ from logbus.protocol.messages.update_metadata_request import (
 from logbus.protocol.messages.update_metadata_response import UpdateMetadataResponse
 from logbus.types import TopicPartition
 
-if TYPE_CHECKING:
-    from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
-
 UNKNOWN_BROKER_EPOCH: Final = -1
 LEADER_DURING_DELETE: Final = -2
 """The leader an UpdateMetadata gives the partitions of a topic being deleted."""
@@ -58,6 +56,63 @@ _LEADER_AND_ISR_TOPIC_IDS = 5
 _GROUPED_UPDATE_METADATA = 5
 _STOP_REPLICA_TOPICS = 1
 _STOP_REPLICA_STATES = 3
+
+
+class EndpointView(Protocol):
+    """One listener of a broker (the controller's `EndPoint`)."""
+
+    @property
+    def listener(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def security_protocol(self) -> str: ...
+
+
+class BrokerView(Protocol):
+    """A live broker (the controller's `BrokerView`)."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def rack(self) -> str | None: ...
+    def all_endpoints(self) -> tuple[EndpointView, ...]: ...
+    def endpoint(self, listener: str | None) -> EndpointView: ...
+
+
+class PartitionStateView(Protocol):
+    """A partition's leadership (the controller's `PartitionStateView`); `version` is its
+    node's version, sent as the partition epoch."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def replicas(self) -> tuple[int, ...]: ...
+    @property
+    def controller_epoch(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+
+
+class TopicView(Protocol):
+    """A topic and its partitions' states (the controller's `TopicView`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def topic_id(self) -> UUID: ...
+    @property
+    def partitions(self) -> Mapping[int, PartitionStateView]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +148,7 @@ def error_code(code: int) -> ErrorCode:
 
 
 def _leader_and_isr_state(
-    topic: str, index: int, state: PartitionState, grouped: bool
+    topic: str, index: int, state: PartitionStateView, grouped: bool
 ) -> LeaderAndIsrPartitionState:
     entry: LeaderAndIsrPartitionState = {
         "partition_index": index,
@@ -116,8 +171,8 @@ def _leader_and_isr_state(
 def build_leader_and_isr(
     version: int,
     header: ControlHeader,
-    topics: Iterable[tuple[TopicMetadata, Iterable[int]]],
-    live_leaders: Iterable[BrokerInfo] = (),
+    topics: Iterable[tuple[TopicView, Iterable[int]]],
+    live_leaders: Iterable[BrokerView] = (),
     *,
     listener: str | None = None,
     request_type: int = INCREMENTAL,
@@ -136,7 +191,7 @@ def build_leader_and_isr(
     if version >= _LEADER_AND_ISR_TOPIC_IDS:
         body["type"] = request_type
 
-    def states(topic: TopicMetadata, ps: Iterable[int]) -> list[LeaderAndIsrPartitionState]:
+    def states(topic: TopicView, ps: Iterable[int]) -> list[LeaderAndIsrPartitionState]:
         return [_leader_and_isr_state(topic.name, p, topic.partitions[p], grouped) for p in ps]
 
     if grouped:
@@ -193,8 +248,8 @@ def read_leader_and_isr(
 async def leader_and_isr(
     conn: Connection,
     header: ControlHeader,
-    topics: list[tuple[TopicMetadata, list[int]]],
-    live_leaders: Iterable[BrokerInfo] = (),
+    topics: Sequence[tuple[TopicView, list[int]]],
+    live_leaders: Iterable[BrokerView] = (),
     *,
     listener: str | None = None,
 ) -> ControlResult:
@@ -208,7 +263,7 @@ async def leader_and_isr(
 
 
 def _update_metadata_state(
-    topic: str, index: int, state: PartitionState, live: set[int], grouped: bool, leader: int
+    topic: str, index: int, state: PartitionStateView, live: set[int], grouped: bool, leader: int
 ) -> UpdateMetadataPartitionState:
     entry: UpdateMetadataPartitionState = {
         "partition_index": index,
@@ -225,7 +280,7 @@ def _update_metadata_state(
     return entry
 
 
-def _live_broker(version: int, broker: BrokerInfo) -> UpdateMetadataBroker:
+def _live_broker(version: int, broker: BrokerView) -> UpdateMetadataBroker:
     if version == 0:
         return {"id": broker.broker_id, "v0_host": broker.host, "v0_port": broker.port}
     return {
@@ -246,9 +301,9 @@ def _live_broker(version: int, broker: BrokerInfo) -> UpdateMetadataBroker:
 def build_update_metadata(
     version: int,
     header: ControlHeader,
-    brokers: Iterable[BrokerInfo],
-    topics: Iterable[TopicMetadata],
-    deleted: Iterable[TopicMetadata] = (),
+    brokers: Iterable[BrokerView],
+    topics: Iterable[TopicView],
+    deleted: Iterable[TopicView] = (),
 ) -> UpdateMetadataRequest:
     """Every live broker and the state of every partition of `topics`; the partitions of
     `deleted` topics go with leader LEADER_DURING_DELETE, which makes brokers forget them.
@@ -264,7 +319,7 @@ def build_update_metadata(
     if version >= _GROUPED_UPDATE_METADATA:
         body["broker_epoch"] = header.broker_epoch
 
-    def states(topic: TopicMetadata, deleting: bool) -> list[UpdateMetadataPartitionState]:
+    def states(topic: TopicView, deleting: bool) -> list[UpdateMetadataPartitionState]:
         return [
             _update_metadata_state(
                 topic.name,
@@ -300,9 +355,9 @@ def read_update_metadata(response: UpdateMetadataResponse) -> ControlResult:
 async def update_metadata(
     conn: Connection,
     header: ControlHeader,
-    brokers: Iterable[BrokerInfo],
-    topics: Iterable[TopicMetadata],
-    deleted: Iterable[TopicMetadata] = (),
+    brokers: Iterable[BrokerView],
+    topics: Iterable[TopicView],
+    deleted: Iterable[TopicView] = (),
 ) -> ControlResult:
     version = conn.choose_version(ApiKey.UPDATE_METADATA)
     body = build_update_metadata(version, header, brokers, topics, deleted)

@@ -1,5 +1,5 @@
 """AlterUserScramCredentials and DescribeUserScramCredentials v0 (KIP-554). The salted
-password is computed by the caller (`logbus.server.security.scram.salted_password`, as
+password is computed by the caller (`logbus.common.security.scram.salted_password`, as
 Kafka's admin client does): the password never travels. The senders return the typed
 response: the caller (the CLI) reports each user's result itself."""
 

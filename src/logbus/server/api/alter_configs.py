@@ -58,8 +58,8 @@ from logbus.server.api.configs import (
 from logbus.server.api.configs import (
     TOPIC as TOPIC_RESOURCE,
 )
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF
-from logbus.server.config_admin import (
+from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.config.config_admin import (
     AlterOp,
     ConfigUpdateError,
     OpType,
@@ -68,8 +68,8 @@ from logbus.server.config_admin import (
     check_request_entries,
     check_topic_update,
 )
+from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
 from logbus.server.security.acl import AclOperation
-from logbus.server.topic_config import TOPIC_CONFIG_DEF
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ import logging
 import re
 from collections.abc import Collection
 
+from logbus.common.config_def import ConfigEntry, ConfigError, ConfigSource
 from logbus.controller.topic_validation import topic_name_error
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages.describe_configs_request import (
@@ -32,9 +33,8 @@ from logbus.protocol.messages.describe_configs_response import (
 )
 from logbus.server import log4j_controller
 from logbus.server.api import ApiHandler, RequestContext
-from logbus.server.config_def import ConfigEntry, ConfigError, ConfigSource
+from logbus.server.config.topic_config import describe_broker, describe_topic
 from logbus.server.security.acl import AclOperation, ResourceType
-from logbus.server.topic_config import describe_broker, describe_topic
 
 log = logging.getLogger(__name__)
 

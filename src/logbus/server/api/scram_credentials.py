@@ -18,6 +18,13 @@ import collections
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from logbus.common.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_TYPES,
+    MIN_ITERATIONS,
+    ScramCredential,
+    mechanism_type,
+)
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import AclOperation, ResourceType
 from logbus.protocol.messages.alter_user_scram_credentials_request import (
@@ -37,13 +44,6 @@ from logbus.server.security.credential_cache import (
     alter_credentials,
     stored_credentials,
     users_with_configs,
-)
-from logbus.server.security.scram import (
-    MAX_ITERATIONS,
-    MECHANISM_TYPES,
-    MIN_ITERATIONS,
-    ScramCredential,
-    mechanism_type,
 )
 
 T = TypeVar("T")

@@ -34,6 +34,7 @@ from collections import Counter
 from typing import Any, TypeVar
 from uuid import UUID
 
+from logbus.common.config_def import ConfigError
 from logbus.controller.cluster_controller import ControllerMovedError
 from logbus.controller.controller import (
     EXCESSIVE_PARTITIONS_MESSAGE,
@@ -71,9 +72,8 @@ from logbus.server.api.topic_admin import (
     on_controller,
     propagated,
 )
-from logbus.server.config_def import ConfigError
+from logbus.server.config.topic_config import describe_topic, validate_topic_configs
 from logbus.server.security.acl import AclOperation, ResourceType
-from logbus.server.topic_config import describe_topic, validate_topic_configs
 from logbus.storage.errors import StorageError
 from logbus.storage.open_files import spare_descriptors
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from logbus.server.config_def import ConfigError
+from logbus.common.config_def import ConfigError
 
 EXPECTED = "expected http://host:port (e.g. http://127.0.0.1:9404)"
 

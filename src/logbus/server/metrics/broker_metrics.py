@@ -168,3 +168,9 @@ class BrokerMetrics:
         self.delayed_produce = 0  # acks=all produces parked in the purgatory
         self.delayed_fetch = 0  # fetches parked in the purgatory
         self.loop_idle = BusyRatio()  # created on the event loop (Broker.start)
+        # Kafka's LogFlushStats.LogFlushRateAndTimeMs: every log flush of this broker, as
+        # its `LogManager`'s logs report them (from the threads that flush).
+        self.log_flush = Histogram()
+
+    def record_flush(self, ms: float) -> None:
+        self.log_flush.record(ms, time.monotonic())

@@ -27,14 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LOG_FLUSH = Histogram()
-"""Kafka's LogFlushStats.LogFlushRateAndTimeMs: every log flush of the process."""
-
-
-def record_flush(ms: float) -> None:
-    LOG_FLUSH.record(ms, time.monotonic())
-
-
 def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> Metric:
     metric = Metric(name, doc, "gauge")
     metric.add_sample(name, labels or {}, value)
@@ -210,7 +202,7 @@ class BrokerCollector(Collector):
     def _log_metrics(self, now: float) -> Iterator[Metric]:
         flush = _summary("kafka_log_logflushstats_logflushrateandtimems",
                          "Log flushes (fsync) and their time in milliseconds.")
-        _add_quantiles(flush, LOG_FLUSH, {}, now)
+        _add_quantiles(flush, self.metrics.log_flush, {}, now)
         yield flush
         manager = self.broker.replica_manager
         families = {

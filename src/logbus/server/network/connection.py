@@ -16,8 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from logbus.common.network.frame_stream import FrameStream
 from logbus.protocol.frame import Frame
-from logbus.protocol.frame_stream import FrameStream
 from logbus.server.network.sasl_authenticator import CloseAfter, SaslAuthenticator
 from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 from logbus.storage.file_slice import FileSlice

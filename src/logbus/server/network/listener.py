@@ -20,7 +20,7 @@ import logging
 import socket
 import ssl
 
-from logbus.protocol.frame_stream import MemoryPool, accept_frame_stream
+from logbus.common.network.frame_stream import MemoryPool, accept_frame_stream
 from logbus.server.network.connection import QUEUED_REQUEST_BYTES, Connection, Handler
 from logbus.server.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from logbus.server.network.sasl_authenticator import SaslAuthenticator, SaslSettings

@@ -12,15 +12,16 @@ from functools import partial
 from typing import cast
 
 from logbus.client.security import ClientSecurity
-from logbus.server.config import BrokerConfig, Listener
-from logbus.server.config_def import ConfigError, Password
+from logbus.common.config_def import ConfigError, Password
+from logbus.common.security.jaas import JaasConfig, parse_jaas
+from logbus.common.security.scram import MECHANISMS
+from logbus.common.security.ssl_factory import client_context, server_context, settings_from
+from logbus.server.config.broker_config import BrokerConfig, Listener
 from logbus.server.network.sasl_authenticator import SaslSettings
 from logbus.server.security.credential_cache import CredentialCache
-from logbus.server.security.jaas import JaasConfig, parse_jaas
 from logbus.server.security.sasl_plain import PlainServer
 from logbus.server.security.sasl_server import SaslServer
-from logbus.server.security.scram import MECHANISMS, ScramServer
-from logbus.server.security.ssl_factory import client_context, server_context, settings_from
+from logbus.server.security.scram_server import ScramServer
 from logbus.server.security.ssl_principal import PrincipalMapper
 
 

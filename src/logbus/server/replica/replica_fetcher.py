@@ -42,7 +42,7 @@ from logbus.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
-    from logbus.server.config import BrokerConfig
+    from logbus.server.config.broker_config import BrokerConfig
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
     from logbus.controller.cluster_metadata import MetadataCache
-    from logbus.server.config import BrokerConfig
+    from logbus.server.config.broker_config import BrokerConfig
     from logbus.server.metrics.broker_metrics import BrokerMetrics
 
 logger = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 
+from logbus.common.security.scram import MECHANISMS, ScramCredential
 from logbus.controller.config_store import change_entity_config, fetch_entity_config
 from logbus.controller.metadata_store import MetadataStore, NoNode
 from logbus.server.quotas.entity import desanitize, sanitize
-from logbus.server.security.scram import MECHANISMS, ScramCredential
 
 USERS = "users"
 USERS_PATH = "/config/users"

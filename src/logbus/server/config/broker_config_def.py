@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from logbus.server.config_def import (
+from logbus.common.config_def import (
     Check,
     ConfigDef,
     ConfigType,
@@ -23,7 +23,7 @@ from logbus.server.config_def import (
     Range,
     UpdateMode,
 )
-from logbus.server.listeners import KNOWN_SECURITY_PROTOCOLS
+from logbus.server.config.listeners import KNOWN_SECURITY_PROTOCOLS
 from logbus.server.metrics.address import metrics_listener_error
 from logbus.server.network.connection_quotas import parse_per_ip_overrides
 

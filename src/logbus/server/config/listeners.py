@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from logbus.server.config_def import ConfigError
+from logbus.common.config_def import ConfigError
 
 __all__ = [
     "KNOWN_SECURITY_PROTOCOLS",

@@ -1,7 +1,7 @@
 """Broker configuration: the typed, checked settings of one broker.
 
 Settings are defined in `broker_config_def` (Kafka's names, types and defaults), read
-from server.properties and --override by `properties`, and listeners are parsed by
+from server.properties and --override by `logbus.common.properties`, and listeners are parsed by
 `listeners`. Unknown names and invalid values stop start-up with a `ConfigError` naming
 the setting.
 
@@ -17,9 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Generic, TypeVar, cast, overload
 
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF, CLUSTER_ONLY, NO_EFFECT, ONLY_DEFAULT
-from logbus.server.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
-from logbus.server.listeners import (
+from logbus.common.config_def import ConfigError, ConfigSource, ConfigValue, UpdateMode
+from logbus.common.properties import load_properties, parse_overrides, parse_properties
+from logbus.server.config.broker_config_def import (
+    BROKER_CONFIG_DEF,
+    CLUSTER_ONLY,
+    NO_EFFECT,
+    ONLY_DEFAULT,
+)
+from logbus.server.config.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
     SASL_MECHANISMS,
     SUPPORTED_SECURITY_PROTOCOLS,
@@ -29,7 +35,6 @@ from logbus.server.listeners import (
     split_listener_setting,
 )
 from logbus.server.network.connection_quotas import ConnectionLimits, parse_per_ip_overrides
-from logbus.server.properties import load_properties, parse_overrides, parse_properties
 
 __all__ = [
     "BROKER_CONFIG_DEF",

@@ -20,19 +20,19 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from logbus.protocol import ErrorCode
-from logbus.server.broker_config_def import BROKER_CONFIG_DEF
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import (
+from logbus.common.config_def import (
     ConfigDef,
     ConfigError,
     ConfigType,
     UpdateMode,
     render_value,
 )
-from logbus.server.listeners import split_listener_setting
+from logbus.protocol import ErrorCode
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.config.listeners import split_listener_setting
+from logbus.server.config.topic_config import validate_topic_configs
 from logbus.server.network.listener_security import check_listener_tls
-from logbus.server.topic_config import validate_topic_configs
 
 __all__ = [
     "AlterOp",

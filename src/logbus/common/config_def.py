@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol, overload
 
 __all__ = [
     "NO_DEFAULT",
@@ -48,15 +48,33 @@ _NO_VALUE: Final = _Missing.TOKEN
 
 
 class ConfigError(ValueError):
-    """A setting is unknown, missing or has an invalid value; `name` is the setting.
+    """A setting is unknown, missing or has an invalid value: the one configuration error
+    of the broker, the client, the CLI and the Spark source.
 
-    `str()` follows Kafka's `ConfigException`:
-    "Invalid value abc for configuration num.partitions: Not a number of type INT".
+    `ConfigError(name, message[, value])` words it as Kafka's `ConfigException` does
+    ("Invalid value abc for configuration num.partitions: Not a number of type INT"); the
+    broker's definitions and the TLS settings use this form. `ConfigError(text)` keeps a
+    message already written for a reader ("unknown producer config 'lingr.ms'; did you
+    mean 'linger.ms'?"), the form of the client's settings. `name` is the setting ("" when
+    the text names it itself) and `message` the complaint.
     """
 
-    def __init__(self, name: str, message: str, value: object = _NO_VALUE) -> None:
-        self.name = name
-        self.message = message
+    value: object
+
+    @overload
+    def __init__(self, text: str, /) -> None: ...
+
+    @overload
+    def __init__(self, name: str, message: str, value: object = ..., /) -> None: ...
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1:
+            self.name, self.message, self.value = "", str(args[0]), _NO_VALUE
+            super().__init__(self.message)
+            return
+        name, message, value = (*args, _NO_VALUE)[:3]
+        self.name = str(name)
+        self.message = str(message)
         self.value = value
         if value is _NO_VALUE:
             text = f"Invalid configuration {name}: {message}"

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from logbus.server.config_def import ConfigError, Password
+from logbus.common.config_def import ConfigError, Password
 
 SslSettings = Mapping[str, object]
 """Setting name (`ssl.keystore.location`, ...) to value (str, list, Password or None)."""

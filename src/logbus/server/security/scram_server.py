@@ -1,11 +1,8 @@
-"""SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) as Kafka runs them.
-
-- `ScramCredential`: what is stored per user and mechanism, in Kafka's text form
-  `salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`.
-- `ScramServer`: the broker's side of one exchange (client-first → server-first,
-  client-final → server-final). Malformed messages, a nonce that does not match, an
-  unknown user or a wrong proof raise `SaslAuthenticationFailed`, never anything else.
-- `ScramClient`: the client's side (the logbus client, a broker connecting to another).
+"""The broker's side of one SCRAM-SHA-256 or SCRAM-SHA-512 exchange (RFC 5802, RFC 7677),
+Kafka's `ScramSaslServer`: client-first → server-first, client-final → server-final.
+Malformed messages, a nonce that does not match, an unknown user or a wrong proof raise
+`SaslAuthenticationFailed`, never anything else. Credentials, mechanisms and the client's
+side are `logbus.common.security.scram`'s.
 """
 
 from __future__ import annotations
@@ -17,83 +14,15 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from logbus.common.security.scram import (
+    MAX_MESSAGE,
+    MECHANISMS,
+    MIN_ITERATIONS,
+    ScramCredential,
+    hmac_digest,
+)
 from logbus.server.security.sasl_server import SaslAuthenticationFailed, SaslServer
-
-MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
-"""AlterUserScramCredentials' mechanism numbers (Kafka's ScramMechanism)."""
-MIN_ITERATIONS = 4096
-MAX_ITERATIONS = 16384
-DEFAULT_ITERATIONS = 4096
-MAX_MESSAGE = 4096
-
-
-def mechanism_type(name: str) -> int:
-    return next(k for k, v in MECHANISM_TYPES.items() if v == name)
-
-
-def _hmac(key: bytes, message: bytes, digest: str) -> bytes:
-    return hmac.new(key, message, digest).digest()
-
-
-def salted_password(password: str, salt: bytes, iterations: int, digest: str) -> bytes:
-    return hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    @classmethod
-    def from_salted(
-        cls, salted: bytes, salt: bytes, iterations: int, mechanism: str
-    ) -> ScramCredential:
-        digest = MECHANISMS[mechanism]
-        client_key = _hmac(salted, b"Client Key", digest)
-        return cls(
-            salt,
-            hashlib.new(digest, client_key).digest(),
-            _hmac(salted, b"Server Key", digest),
-            iterations,
-        )
-
-    @classmethod
-    def from_password(
-        cls,
-        password: str,
-        mechanism: str,
-        iterations: int = DEFAULT_ITERATIONS,
-        salt: bytes | None = None,
-    ) -> ScramCredential:
-        salt = salt if salt is not None else secrets.token_bytes(16)
-        salted = salted_password(password, salt, iterations, MECHANISMS[mechanism])
-        return cls.from_salted(salted, salt, iterations, mechanism)
-
-    def to_text(self) -> str:
-        b64 = base64.b64encode
-        return (
-            f"salt={b64(self.salt).decode()},stored_key={b64(self.stored_key).decode()},"
-            f"server_key={b64(self.server_key).decode()},iterations={self.iterations}"
-        )
-
-    @classmethod
-    def from_text(cls, text: str) -> ScramCredential:
-        """Parse Kafka's stored form; ValueError if it is not one."""
-        fields = dict(part.partition("=")[::2] for part in text.split(","))
-        try:
-            return cls(
-                base64.b64decode(fields["salt"], validate=True),
-                base64.b64decode(fields["stored_key"], validate=True),
-                base64.b64decode(fields["server_key"], validate=True),
-                int(fields["iterations"]),
-            )
-        except (KeyError, ValueError, binascii.Error) as exc:
-            raise ValueError(f"not a SCRAM credential: {exc}") from None
 
 
 def _attributes(message: str) -> dict[str, str]:
@@ -110,10 +39,6 @@ def _decode_name(name: str) -> str:
     if re.search(r"=(?!2C|3D)", name):
         raise SaslAuthenticationFailed("Invalid SCRAM username encoding")
     return name.replace("=2C", ",").replace("=3D", "=")
-
-
-def encode_name(name: str) -> str:
-    return name.replace("=", "=3D").replace(",", "=2C")
 
 
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]
@@ -208,7 +133,7 @@ class ScramServer(SaslServer):
             raise SaslAuthenticationFailed("Invalid SCRAM channel binding")
         without_proof = message[: message.rindex(",p=")]
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        signature = _hmac(credential.stored_key, auth_message, self.digest)
+        signature = hmac_digest(credential.stored_key, auth_message, self.digest)
         if len(proof) != len(signature):
             raise SaslAuthenticationFailed(self._invalid())
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
@@ -217,7 +142,7 @@ class ScramServer(SaslServer):
             raise SaslAuthenticationFailed(self._invalid())
         self._step = 2
         self.complete = True
-        server_signature = _hmac(credential.server_key, auth_message, self.digest)
+        server_signature = hmac_digest(credential.server_key, auth_message, self.digest)
         return b"v=" + base64.b64encode(server_signature)
 
     def _invalid(self) -> str:
@@ -225,49 +150,3 @@ class ScramServer(SaslServer):
             "Authentication failed during authentication due to invalid credentials with "
             f"SASL mechanism {self.mechanism}"
         )
-
-
-class ScramClient:
-    """The client's side: `first()`, then `final(server_first)`, then
-    `verify(server_final)`; ValueError on anything the server got wrong."""
-
-    def __init__(
-        self, mechanism: str, username: str, password: str, *, nonce: str | None = None
-    ) -> None:
-        self.digest = MECHANISMS[mechanism]
-        self.username = username
-        self.password = password
-        self.nonce = nonce or secrets.token_urlsafe(24)
-        self._first_bare = f"n={encode_name(username)},r={self.nonce}"
-        self._server_signature = b""
-
-    def first(self) -> bytes:
-        return f"n,,{self._first_bare}".encode()
-
-    def final(self, server_first: bytes) -> bytes:
-        text = server_first.decode("utf-8")
-        fields = dict(part.partition("=")[::2] for part in text.split(","))
-        nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), fields.get("i", "")
-        if not nonce.startswith(self.nonce) or not salt or not iterations.isdigit():
-            raise ValueError(f"invalid SCRAM server first message: {text!r}")
-        salted = salted_password(
-            self.password, base64.b64decode(salt), int(iterations), self.digest
-        )
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
-        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
-        client_key = _hmac(salted, b"Client Key", self.digest)
-        stored_key = hashlib.new(self.digest, client_key).digest()
-        signature = _hmac(stored_key, auth_message, self.digest)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = _hmac(salted, b"Server Key", self.digest)
-        self._server_signature = _hmac(server_key, auth_message, self.digest)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def verify(self, server_final: bytes) -> None:
-        text = server_final.decode("utf-8", "replace")
-        if text.startswith("e="):
-            raise ValueError(f"SCRAM authentication failed: {text[2:]}")
-        if not text.startswith("v=") or not hmac.compare_digest(
-            base64.b64decode(text[2:]), self._server_signature
-        ):
-            raise ValueError("the broker's SCRAM signature does not match")

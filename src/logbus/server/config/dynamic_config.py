@@ -16,6 +16,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from logbus.common.config_def import ConfigError, ConfigValue
 from logbus.controller.config_store import (
     BROKER,
     DEFAULT_ENTITY,
@@ -26,8 +27,7 @@ from logbus.controller.config_store import (
 )
 from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import MetadataStore
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import ConfigError, ConfigValue
+from logbus.server.config.broker_config import BrokerConfig
 
 if TYPE_CHECKING:
     from logbus.controller.controller import Controller

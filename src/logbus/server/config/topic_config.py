@@ -17,18 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from logbus.server.broker_config_def import (
-    BROKER_CONFIG_DEF,
-    CLEANUP_POLICIES,
-    COMPRESSION_TYPES,
-    GZIP_LEVEL,
-    LONG_MAX,
-    LZ4_LEVEL,
-    TIMESTAMP_TYPES,
-    ZSTD_LEVEL,
-)
-from logbus.server.config import BrokerConfig
-from logbus.server.config_def import (
+from logbus.common.config_def import (
     Check,
     ConfigDef,
     ConfigEntry,
@@ -42,7 +31,18 @@ from logbus.server.config_def import (
     Range,
     UpdateMode,
 )
-from logbus.server.listeners import split_listener_setting
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.broker_config_def import (
+    BROKER_CONFIG_DEF,
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    GZIP_LEVEL,
+    LONG_MAX,
+    LZ4_LEVEL,
+    TIMESTAMP_TYPES,
+    ZSTD_LEVEL,
+)
+from logbus.server.config.listeners import split_listener_setting
 
 __all__ = [
     "BROKER_SYNONYM_GROUPS",

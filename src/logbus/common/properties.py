@@ -1,4 +1,5 @@
-"""Java `.properties` input: server.properties files and `--override name=value` items.
+"""Java `.properties` input: properties files (the broker's server.properties, the CLI's
+client settings) and `--override name=value` items.
 
 Follows `java.util.Properties.load`; pure code apart from `load_properties`, which reads
 one file. Errors are `ConfigError`s naming the file and line or the override.
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from logbus.server.config_def import ConfigError
+from logbus.common.config_def import ConfigError
 
 __all__ = ["load_properties", "parse_overrides", "parse_properties"]
 
