@@ -24,6 +24,9 @@ class Scale:
     runs: int
     failover_kills: int = 10  # F1: kill -9 of a leader, this many times in its one run
     txn_bytes: int = 512 * MIB  # TX1 per run and client, and TX2's log
+    many_partitions: int = 1_000  # S1: produce spread over this many partitions
+    hosted_partitions: int = 10_000  # S1: partitions on one broker, restarted
+    idle_connections: int = 1_000  # S1: idle connections open during a P1 load
 
 
 SCALES = {
@@ -33,5 +36,6 @@ SCALES = {
                    20_000, 40_000, 3, txn_bytes=128 * MIB),
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
                   1_000, 2_000, 1, failover_kills=1,
-                  txn_bytes=10 * MIB),
+                  txn_bytes=10 * MIB, many_partitions=60, hosted_partitions=200,
+                  idle_connections=50),
 }

@@ -12,13 +12,14 @@ from bench.scenarios.ceilings import CEIL
 from bench.scenarios.clients import CL
 from bench.scenarios.cluster import F1, L2, P3
 from bench.scenarios.consume import C1
+from bench.scenarios.growth import S1
 from bench.scenarios.latency import L1
 from bench.scenarios.produce import P1, P2
 from bench.scenarios.requests import R1
 from bench.scenarios.security import SCRAM, TLS
 from bench.scenarios.transactions import TX1, TX2
 
-SCENARIOS: list[Scenario] = [CEIL, P1, P2, C1, L1, R1, CL, P3, L2, F1, TX1, TX2, TLS, SCRAM]
+SCENARIOS: list[Scenario] = [CEIL, P1, P2, C1, L1, R1, CL, P3, L2, F1, TX1, TX2, TLS, SCRAM, S1]
 
 
 def by_name(name: str) -> Scenario:
