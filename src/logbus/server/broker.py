@@ -72,7 +72,7 @@ from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage import log as storage_log
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
-from logbus.storage.log_manager import LogManager
+from logbus.storage.log_manager import IO_THREADS, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +231,7 @@ class Broker:
             # allow larger batches than the broker default), so read them from the store.
             config_for_topic=self._stored_log_config,
             cleaner_config=cleaner_config_from(cfg),
+            recovery_threads=max(IO_THREADS, cfg.num_recovery_threads_per_data_dir),
         )
         await asyncio.to_thread(self.log_manager.startup)
         await self._load_client_quotas()
