@@ -37,7 +37,8 @@ def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -
     assert [s["name"] for s in data["scenarios"]] == ["C1", "R1"]
     c1, r1 = data["scenarios"]
     # --systems logbus: only the logbus rows ran, and they ran to completion
-    assert [(c["system"], c["status"]) for c in c1["cases"]] == [("logbus", "ok")]
+    # (librdkafka, then the logbus columnar consumer)
+    assert [(c["system"], c["status"]) for c in c1["cases"]] == [("logbus", "ok")] * 2
     assert [(c["system"], c["status"]) for c in r1["cases"]] == [("logbus", "ok")] * 2
     consume = c1["cases"][0]["metrics"]
     assert {"mb_s", "records_s", "cpu_s_per_gib", "peak_rss_mb"} <= consume.keys()
@@ -47,6 +48,8 @@ def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -
         assert summary["min"] <= summary["median"] <= summary["max"]
         assert len(summary["values"]) == 1
     assert consume["mb_s"]["median"] > 0 and consume["peak_rss_mb"]["median"] > 0
+    columnar = c1["cases"][1]["metrics"]
+    assert columnar["records"]["median"] == 8 * 1024 + 1 and columnar["mb_s"]["median"] > 0
     requests = r1["cases"][0]["metrics"]
     assert requests["requests_s"]["median"] > 0
     assert 0 < requests["p50_ms"]["median"] <= requests["p99_ms"]["median"]
@@ -57,6 +60,7 @@ def test_a_tiny_run_writes_json_and_markdown_with_every_figure(tmp_path: Path) -
     assert all(t["met"] is None for t in data["targets"])
     table = md_path.read_text()
     assert "| 1 KiB from offset 0 | logbus |" in table
+    assert "| 1 KiB from offset 0, logbus columnar consumer | logbus |" in table
     assert "| 100 B, 1 in flight, raw wire | logbus |" in table
     assert "| 100 B, 1 in flight, librdkafka | logbus |" in table
 
