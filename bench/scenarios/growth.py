@@ -64,10 +64,28 @@ METRICS: dict[str, tuple[str, bool]] = {
 # -- produce over more partitions ---------------------------------------------------------
 
 
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """CreateTopics, waited for as long as thousands of partitions take on 2 loaded cores
+    (each new log costs fsyncs)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)],
+                                  operation_timeout=START_TIMEOUT_S,
+                                  request_timeout=START_TIMEOUT_S)
+    for future in futures.values():
+        future.result(START_TIMEOUT_S)
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic], operation_timeout=START_TIMEOUT_S,
+                                      request_timeout=START_TIMEOUT_S).values():
+        future.result(START_TIMEOUT_S)
+
+
 def _produce(ctx: Context, partitions: int) -> Metrics:
     server = ctx.logbus()
     topic = load_kafka.unique_name(f"S1-{partitions}")
-    load_kafka.create_topic(server.bootstrap, topic, partitions)
+    _create_topic(server.bootstrap, topic, partitions)
 
     def run() -> Metrics:
         metrics = load_kafka.produce(server.bootstrap, topic, KIB, ctx.scale.produce_bytes,
@@ -80,7 +98,7 @@ def _produce(ctx: Context, partitions: int) -> Metrics:
         metrics.pop("written")
         return metrics
     finally:
-        load_kafka.delete_topic(server.bootstrap, topic)
+        _delete_topic(server.bootstrap, topic)
 
 
 def _produce_run(partitions: int) -> Any:
@@ -187,12 +205,8 @@ def _hosted_broker(ctx: Context) -> LogbusBroker:
         topics = _hosted_topics(ctx)
         total = sum(n for _t, n in topics)
         ctx.progress.note(f"S1: creating {total:,} partitions on a broker of their own")
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for topic, partitions in topics:
-            futures = admin.create_topics([NewTopic(topic, partitions, 1)],
-                                          operation_timeout=600, request_timeout=600)
-            for future in futures.values():
-                future.result(600)
+            _create_topic(broker.bootstrap, topic, partitions)
         _one_record_each(broker.bootstrap, topics)
         ctx.datasets[HOSTED] = {"topics": topics, "empty_rss": empty_rss}
     return broker
