@@ -29,7 +29,7 @@ RESULTS = REPO / "bench" / "results"
 RUN_FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{7,40}\.json")
 # The order scenarios appear in (as bench/scenarios registers them); others follow by name.
 ORDER = ("CEIL", "P1", "P2", "C1", "L1", "R1", "P3", "L2", "F1", "F2", "TX1", "TX2", "TLS", "SCRAM",
-         "D1", "D3")
+         "D1", "D3", "S1")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Writes a bench run's results: `<date>-<commit>.json`, a Markdown table (`.md`) and PNG
-plots (`-throughput.png`, `-latency.png`) in bench/results/, and optionally the table into
-the READMEs between `<!-- bench:start -->` and `<!-- bench:end -->`."""
+plots (`-throughput.png`, `-latency.png`, `-growth.png` for S1) in bench/results/, and
+optionally the table into the READMEs between `<!-- bench:start -->` and `<!-- bench:end -->`."""
 
 from __future__ import annotations
 
@@ -167,7 +167,65 @@ def write_plots(data: dict[str, Any], stem: Path) -> list[Path]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    growth = next((s for s in data["scenarios"] if s["name"] == "S1"), None)
+    if growth is not None:
+        path = _growth_plot(plt, data, growth, stem.with_name(stem.name + "-growth.png"))
+        if path is not None:
+            written.append(path)
     return written
+
+
+def _growth_plot(plt: Any, data: dict[str, Any], scenario: dict[str, Any],
+                 path: Path) -> Path | None:
+    """S1 in three panels: produce MB/s as partitions and connections grow, the hosted
+    partitions' restart times against their budgets, and the memory figures."""
+    cases = [c for c in scenario["cases"] if c["status"] == "ok"]
+    if not cases:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+
+    def bars(ax: Any, labels: list[str], summaries: list[dict[str, Any]], color: str) -> None:
+        med = [s["median"] for s in summaries]
+        err = [[s["median"] - s["min"] for s in summaries],
+               [s["max"] - s["median"] for s in summaries]]
+        ax.bar(labels, med, yerr=err, color=color, capsize=3)
+        ax.tick_params(axis="x", labelsize=7, rotation=12)
+
+    produce = [(c["variant"].removeprefix("1 KiB, "), c["metrics"]["mb_s"])
+               for c in cases if "mb_s" in c["metrics"]]
+    if produce:
+        bars(axes[0], [p[0] for p in produce], [p[1] for p in produce], "#1f77b4")
+    axes[0].set_ylabel("MB/s (median, bars min-max)")
+    axes[0].set_title("produce, 1 KiB values", fontsize=9)
+    hosted = next((c for c in cases if "restart_s" in c["metrics"]), None)
+    if hosted is not None:
+        m = hosted["metrics"]
+        bars(axes[1], ["clean restart", "after kill -9"],
+             [m["restart_s"], m["kill_restart_s"]], "#ff7f0e")
+        axes[1].scatter(["clean restart", "after kill -9"],
+                        [m["restart_budget_s"]["median"], m["kill_restart_budget_s"]["median"]],
+                        marker="_", s=900, color="#d62728", label="budget")
+        axes[1].legend(fontsize=7)
+        axes[1].set_title(f"{hosted['variant']}: start to serving", fontsize=9)
+    axes[1].set_ylabel("s")
+    memory = []
+    for case in cases:
+        m = case["metrics"]
+        if "serving_rss_mb" in m:
+            memory += [("RSS serving, MB", m["serving_rss_mb"]),
+                       ("KB per partition", m["kb_per_partition"])]
+        if "idle_rss_mb" in m:
+            memory += [("KB per idle connection", m["kb_per_connection"]),
+                       ("idle CPU, % of a core", m["idle_cpu_pct"])]
+    if memory:
+        bars(axes[2], [x[0] for x in memory], [x[1] for x in memory], "#2ca02c")
+        axes[2].set_yscale("log")
+    axes[2].set_title("memory and idle cost (log scale)", fontsize=9)
+    fig.suptitle(f"logbus bench {data['date']} {data['commit']}: cost as the work grows")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _color(label: str) -> str:

@@ -53,10 +53,13 @@ def run_case(ctx: Context, scenario: Scenario, case: Case) -> CaseResult:
     if result.status == "ok":
         for metric in runs[0]:
             result.metrics[metric] = Summary.of([run[metric] for run in runs])
-        head = next(iter(scenario.metrics))
+        # the first of the scenario's metrics this case has (S1's rows differ)
+        head = next((m for m in scenario.metrics if m in result.metrics),
+                    next(iter(scenario.metrics)))
         unit = scenario.metrics[head][0]
         median = result.median(head)
-        ctx.progress.note(f"{label}: {median:,.2f} {unit}", style="green")
+        shown = "n/a" if median is None else f"{median:,.2f}"
+        ctx.progress.note(f"{label}: {shown} {unit}", style="green")
     else:
         ctx.progress.note(f"{label}: {result.status}: {result.reason}", style="yellow")
     return result

@@ -27,6 +27,9 @@ class Scale:
     txn_seconds: float = 6.0  # TX1 per run and row (the 100 ms and 10 ms cadences)
     defaults_records_1k: int = 300_000  # D1, D3 per client and direction
     defaults_records_100: int = 1_000_000
+    many_partitions: int = 1_000  # S1: produce spread over this many partitions
+    hosted_partitions: int = 10_000  # S1: partitions on one broker, restarted
+    idle_connections: int = 1_000  # S1: idle connections open during a P1 load
 
 
 SCALES = {
@@ -38,5 +41,6 @@ SCALES = {
     "tiny": Scale("tiny", 8 * MIB, 1 * MIB, 4 * MIB, 1 * MIB, 1.0, 1_000, 0.5,
                   1_000, 2_000, 1, failover_kills=1,
                   txn_bytes=10 * MIB, txn_seconds=0.5,
-                  defaults_records_1k=2_000, defaults_records_100=4_000),
+                  defaults_records_1k=2_000, defaults_records_100=4_000,
+                  many_partitions=60, hosted_partitions=200, idle_connections=50),
 }

@@ -189,6 +189,11 @@ class LogbusBroker(Server):
         src = str(REPO / "src")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         env["LOGBUS_EVENT_LOOP"] = self.event_loop
+        # Bytecode cached in the work dir: a restart (S1) imports as an installed broker
+        # does, not compiling every module again where the environment sets
+        # PYTHONDONTWRITEBYTECODE.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(self.workdir / "pycache")
         return env
 
 

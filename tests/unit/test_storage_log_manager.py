@@ -166,3 +166,29 @@ def test_retention_through_the_manager(tmp_path: Path) -> None:
     assert m.cleanup_logs(now_ms=10_000) > 0
     assert log.log_start_offset == log.log_end_offset == 12
     m.shutdown()
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_logs_load_in_threads_and_a_torn_tail_is_still_cut(tmp_path: Path, threads: int) -> None:
+    m = manager([tmp_path])
+    for p in range(12):
+        log = m.get_or_create_log("many", p, topic_id=uuid.uuid4())
+        for _ in range(p % 3 + 1):
+            log.append_as_leader(make_batch(2), 0)
+    torn = m.get_log("many", 5)
+    assert torn is not None
+    torn_path = torn.active_segment.log_path
+    m.shutdown(clean=False)  # as a crash leaves the disk
+    with open(torn_path, "r+b") as f:
+        f.truncate(torn_path.stat().st_size - 7)
+
+    m = manager([tmp_path], recovery_threads=threads)
+    assert not m.had_clean_shutdown[tmp_path.resolve()]
+    ends = {}
+    for p in range(12):
+        log = m.get_log("many", p)
+        assert log is not None
+        ends[p] = log.log_end_offset
+    # every log back, the torn one without its last (partial) batch
+    assert ends == {p: 2 * (p % 3 + 1) - (2 if p == 5 else 0) for p in range(12)}
+    m.shutdown()

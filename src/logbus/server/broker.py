@@ -72,7 +72,7 @@ from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
-from logbus.storage.log_manager import LogManager
+from logbus.storage.log_manager import IO_THREADS, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +232,7 @@ class Broker:
             config_for_topic=self._stored_log_config,
             cleaner_config=cleaner_config_from(cfg),
             on_flush=self.metrics.record_flush if self.metrics is not None else None,
+            recovery_threads=max(IO_THREADS, cfg.num_recovery_threads_per_data_dir),
         )
         await asyncio.to_thread(self.log_manager.startup)
         await self._load_client_quotas()

@@ -40,7 +40,10 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
-_CLOSE_THREADS = 8
+# Threads that overlap the file-system waits of loading and closing many logs (at least
+# this many whatever num.recovery.threads.per.data.dir says: Kafka's default of 1 suits
+# a JVM whose per-log work is small beside the disk's).
+IO_THREADS = 8
 
 
 def _now_ms() -> int:
@@ -86,6 +89,7 @@ class LogManager:
         decompress: Decompressor | None = None,
         cleaner_config: CleanerConfig | None = None,
         on_flush: FlushListener | None = None,
+        recovery_threads: int = IO_THREADS,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -96,6 +100,8 @@ class LogManager:
         self._config_for_topic = config_for_topic
         self.decompress = decompress
         self._on_flush = on_flush  # handed to every log (the broker's flush metrics)
+        # Threads that load (and recover) the logs of a log dir at start-up.
+        self.recovery_threads = recovery_threads
         self._lock = threading.RLock()
         # Checkpoints are written from worker threads; one writer at a time per file.
         self._checkpoint_lock = threading.RLock()
@@ -137,6 +143,7 @@ class LogManager:
         recovery_points = log_dir.read(log_dir.recovery_points)
         log_starts = log_dir.read(log_dir.log_start_offsets)
         high_watermarks = log_dir.read(log_dir.high_watermarks)
+        found: list[tuple[TopicPartition, Path]] = []
         for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -158,9 +165,17 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise KafkaStorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {path}")
+            found.append((tp, path))
+
+        configs: dict[str, LogConfig] = {}  # one look-up per topic, not per partition
+
+        def load(tp: TopicPartition, path: Path) -> None:
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = self.config_for(tp[0])
             log = Log(
                 path,
-                self.config_for(tp[0]),
+                config,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
                 had_clean_shutdown=clean,
@@ -173,7 +188,20 @@ class LogManager:
             with self._lock:
                 self._logs[tp] = log
                 self._log_dir_of[tp] = log_dir
-        loaded = sum(1 for d in self._log_dir_of.values() if d is log_dir)
+
+        # Loading a log is mostly file-system calls (listing, stat, opening, reading the
+        # checkpoints; re-reading the tail after a crash), which release the GIL: with
+        # thousands of partitions, overlapping them in threads (as Kafka's
+        # num.recovery.threads.per.data.dir) shortens the start several times.
+        threads = max(1, min(self.recovery_threads, len(found)))
+        if threads == 1:
+            for tp, path in found:
+                load(tp, path)
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="log-load") as pool:
+                for _ in pool.map(lambda item: load(*item), found):
+                    pass
+        loaded = len(found)
         if not clean and loaded:
             logger.warning("%s was not shut down cleanly; recovered %d logs", log_dir.path, loaded)
         # The marker only vouches for the shutdown before this start.
@@ -420,7 +448,7 @@ class LogManager:
         logs = self.all_logs()
         # Each clean close fsyncs the log's tail and writes a producer snapshot: with many
         # partitions those waits add up, so they overlap in a few threads.
-        with ThreadPoolExecutor(_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+        with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="log-close") as pool:
             for _ in pool.map(lambda log: log.close(clean=clean), logs):
                 pass
         with self._lock:

@@ -224,8 +224,11 @@ _sendfile_supported = True
 
 
 async def _send_slice(writer: FrameStream, chunk: FileSlice) -> None:
-    """Send a file slice with sendfile(2) where the event loop can (the standard loop),
-    else read it in pieces and write them (uvloop has no sendfile)."""
+    """Send a file slice with sendfile(2): through the event loop where it can (the
+    standard loop), else straight to the socket whenever the transport has nothing queued
+    (uvloop has no loop.sendfile; with its buffer empty, nothing of ours is in flight, so
+    bytes written to the socket directly keep their order). What the socket does not take
+    at once is read in pieces and written through the transport."""
     global _sendfile_supported
     if _sendfile_supported:
         try:
@@ -235,11 +238,31 @@ async def _send_slice(writer: FrameStream, chunk: FileSlice) -> None:
         except NotImplementedError:
             _sendfile_supported = False
     fd = chunk.file.fileno()
+    socket_fd = _socket_fd(writer)
     position, end = chunk.position, chunk.position + chunk.size
     while position < end:
+        if socket_fd is not None and not writer.transport.get_write_buffer_size():
+            try:
+                sent = os.sendfile(socket_fd, fd, position, end - position)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                socket_fd = None  # (not a socket sendfile serves): pieces from now on
+                sent = 0
+            if sent:
+                position += sent
+                continue
         data = os.pread(fd, min(READ_SIZE, end - position), position)
         if not data:
             raise ConnectionError("segment file shorter than the slice being sent")
         writer.write(data)
         position += len(data)
         await writer.drain()
+
+
+def _socket_fd(writer: FrameStream) -> int | None:
+    sock = writer.get_extra_info("socket")
+    try:
+        return None if sock is None else int(sock.fileno())
+    except (OSError, ValueError):
+        return None
