@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from logbus.records.stride import WIDTH_LIMITS, record_layout
 from logbus.records.varint import Buffer
+from logbus.records.varint_arrays import ZIGZAG_2_ARRAY
 
 Int64Array = npt.NDArray[np.int64]
 Bytes2D = npt.NDArray[np.uint8]
@@ -30,9 +31,6 @@ Bytes2D = npt.NDArray[np.uint8]
 MIN_RUN = 8
 _WORD = 8
 _WORD_TYPE = np.dtype("<u8")
-# The zigzag value of every one- and two-byte varint's low 15 bits (a timestamp delta).
-_ZIGZAG = np.arange(1 << 15, dtype=np.int64)
-_ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
 
 
 class Run(NamedTuple):
@@ -126,11 +124,11 @@ def _run_at(
     raw = ts_word[:taken] & np.uint64(0x7F if ts_width == 1 else 0x7F7F)
     timestamp_deltas: Int64Array
     if (raw == raw[0]).all():  # one timestamp for all (what producers mostly write)
-        timestamp_deltas = np.full(taken, _ZIGZAG[_low_bits(int(raw[0]))], np.int64)
+        timestamp_deltas = np.full(taken, ZIGZAG_2_ARRAY[_low_bits(int(raw[0]))], np.int64)
     else:
         if ts_width == 2:
             raw = (raw & np.uint64(0x7F)) | ((raw >> np.uint64(1)) & np.uint64(0x7F << 7))
-        timestamp_deltas = _ZIGZAG[raw]
+        timestamp_deltas = ZIGZAG_2_ARRAY[raw]
     return Run(rows[:taken], index, timestamp_deltas, key_at, key_size, value_at, value_size)
 
 

@@ -25,7 +25,7 @@ from logbus.records.batch import (
 from logbus.records.compression import CompressionError, CompressionType, decompress
 from logbus.records.record import Header, Record, decode_record
 from logbus.records.stride import MIN_RUN, decode_run
-from logbus.records.varint import Buffer, VarintError, decode_varlong
+from logbus.records.varint import ZIGZAG_1, Buffer, VarintError, decode_varlong
 
 _KNOWN_CODECS = frozenset(int(codec) for codec in CompressionType)
 T = TypeVar("T", bound=tuple[Any, ...])
@@ -205,7 +205,7 @@ def decode_record_columns(
     slow_headers: dict[int, tuple[Header, ...]] = {}
     end_of_data = len(data)
     pos = 0
-    zz1, len1, len2 = _ZIGZAG_1, _LENGTH_1, _LENGTH_2
+    zz1, len1, len2 = ZIGZAG_1, _LENGTH_1, _LENGTH_2
     index = 0
     run_limit = count  # the longest run to try next (see below)
     per_record = 1  # how many records the per-record loop takes after a failed run
@@ -406,13 +406,12 @@ def decode_record_tuples(
     return build_record_tuples(cls, topic, partition, drop_before(columns, min_offset))
 
 
-# Lookup tables for the inline path: the zigzag value of a one-byte varint, and the
-# length a one- or two-byte varint encodes (a negative length becomes _NEGATIVE, which
+# Lookup tables for the inline path (beside `varint.ZIGZAG_1`): the length a one- or
+# two-byte varint encodes (a negative length becomes _NEGATIVE, which
 # makes the record's end check fail and sends it to the slow path).
 _NEGATIVE = -(1 << 62)
 # The most records the per-record loop takes in a row before trying a run again.
 _MAX_PER_RECORD = 64
-_ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
 _LENGTH_1 = tuple(_NEGATIVE if u & 1 else u >> 1 for u in range(0x80))
 _LENGTH_2 = tuple(_NEGATIVE if u & 1 or u < 0x80 else u >> 1 for u in range(0x4000))
 

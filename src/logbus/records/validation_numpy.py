@@ -22,9 +22,11 @@ from logbus.records.batch import InvalidBatch
 from logbus.records.record import MIN_RECORD_BODY, decode_record
 from logbus.records.stride import MIN_RUN, RunExtent, find_run, timestamp_delta_low_bits
 from logbus.records.validation import InvalidRecords, Walked, name_fault
+from logbus.records.varint import ZIGZAG_1
 from logbus.records.varint_arrays import (
     VARINT_BYTES,
     VARLONG_BYTES,
+    ZIGZAG_2_ARRAY,
     BoolArray,
     Bytes,
     Int64Array,
@@ -40,12 +42,8 @@ _MIN_NUMPY_RECORDS: Final = 128
 _MIN_HEADER_ROWS: Final = 32
 _SMALL_BATCH: Final = 1 << 16
 _KEY_SIZE: Final = 7  # where a run's layout holds its key size (-1: null keys)
-# The zigzag value of every one- and two-byte varint's low 14 bits.
-_ZIGZAG = np.arange(1 << 14, dtype=np.int64)
-_ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
-_ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
 # One-byte varints translated to their value + 64 (bytes that sort as the values do).
-_ZIGZAG_ORDER: Final = bytes(v + 64 for v in _ZIGZAG_1) + bytes(0x80)
+_ZIGZAG_ORDER: Final = bytes(v + 64 for v in ZIGZAG_1) + bytes(0x80)
 _SMALL_RUN: Final = 512
 
 
@@ -92,17 +90,17 @@ def _timestamp_range(run: RunExtent) -> tuple[int, int]:
     low = timestamp_delta_low_bits(run)
     if low is None:
         if last.count(last[:1]) == len(last):  # what producers mostly write
-            delta = _ZIGZAG_1[last[0]]
+            delta = ZIGZAG_1[last[0]]
             return delta, delta
         if len(last) <= _SMALL_RUN:
             # bytes whose order is the deltas' order, compared in C
             ordered = last.translate(_ZIGZAG_ORDER)
             return min(ordered) - 64, max(ordered) - 64
-        deltas = _ZIGZAG[np.frombuffer(last, np.uint8)]
+        deltas = ZIGZAG_2_ARRAY[np.frombuffer(last, np.uint8)]
     else:
         raw = np.frombuffer(low, np.uint8).astype(np.int64)
         raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
-        deltas = _ZIGZAG[raw]
+        deltas = ZIGZAG_2_ARRAY[raw]
     return int(deltas.min()), int(deltas.max())
 
 

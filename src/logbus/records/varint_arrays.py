@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from logbus.records.record import MIN_RECORD_BODY
-from logbus.records.varint import VarintError, decode_varint
+from logbus.records.varint import ZIGZAG_2, VarintError, decode_varint
 
 Int64Array = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
@@ -27,6 +27,9 @@ VARINT_BYTES: Final = 5
 VARLONG_BYTES: Final = 10
 # A record is at least its length varint and the smallest body.
 MIN_RECORD_SIZE: Final = 1 + MIN_RECORD_BODY
+# `varint.ZIGZAG_2` as an array: the value of every one- or two-byte zigzag varint from
+# its 14 bits (a run's timestamp deltas, `records.columnar_stride`).
+ZIGZAG_2_ARRAY: Final = np.array(ZIGZAG_2, np.int64)
 _MAX_WINDOW = 1 << 16
 _MAX_STEPS = 4096
 
