@@ -2,7 +2,8 @@
 records when the compiled walker (`records._validate`) is not built.
 
 - runs of identically laid-out records (what producers write) are checked a whole run at
-  a time on strided slices (`records.stride.find_run`);
+  a time on strided slices (`records.stride.find_run`, the run detector every fast path
+  shares; their timestamp deltas read by `records.columnar_stride.timestamp_deltas`);
 - the other records are found by following their length varints (`record_starts`:
   equal sizes guessed and checked with numpy) and every field of all of them is decoded
   at once with numpy (`records.varint_arrays.varints`): lengths, timestamp and offset
@@ -19,14 +20,14 @@ from typing import Final, NamedTuple
 import numpy as np
 
 from logbus.records.batch import InvalidBatch
+from logbus.records.columnar_stride import timestamp_deltas
 from logbus.records.record import MIN_RECORD_BODY, decode_record
-from logbus.records.stride import MIN_RUN, RunExtent, find_run, timestamp_delta_low_bits
+from logbus.records.stride import MIN_RUN, RunExtent, find_run
 from logbus.records.validation import InvalidRecords, Walked, name_fault
 from logbus.records.varint import ZIGZAG_1
 from logbus.records.varint_arrays import (
     VARINT_BYTES,
     VARLONG_BYTES,
-    ZIGZAG_2_ARRAY,
     BoolArray,
     Bytes,
     Int64Array,
@@ -87,8 +88,7 @@ def walk(view: memoryview, count: int, want_keyless: bool) -> Walked:
 def _timestamp_range(run: RunExtent) -> tuple[int, int]:
     """The smallest and largest timestamp delta of a run's records."""
     last = run.last
-    low = timestamp_delta_low_bits(run)
-    if low is None:
+    if run.first is None:
         if last.count(last[:1]) == len(last):  # what producers mostly write
             delta = ZIGZAG_1[last[0]]
             return delta, delta
@@ -96,11 +96,7 @@ def _timestamp_range(run: RunExtent) -> tuple[int, int]:
             # bytes whose order is the deltas' order, compared in C
             ordered = last.translate(_ZIGZAG_ORDER)
             return min(ordered) - 64, max(ordered) - 64
-        deltas = ZIGZAG_2_ARRAY[np.frombuffer(last, np.uint8)]
-    else:
-        raw = np.frombuffer(low, np.uint8).astype(np.int64)
-        raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
-        deltas = ZIGZAG_2_ARRAY[raw]
+    deltas = timestamp_deltas(run)
     return int(deltas.min()), int(deltas.max())
 
 

@@ -29,7 +29,7 @@ VARLONG_BYTES: Final = 10
 MIN_RECORD_SIZE: Final = 1 + MIN_RECORD_BODY
 # `varint.ZIGZAG_2` as an array: the value of every one- or two-byte zigzag varint from
 # its 14 bits (a run's timestamp deltas, `records.columnar_stride`).
-ZIGZAG_2_ARRAY: Final = np.array(ZIGZAG_2, np.int64)
+ZIGZAG_2_ARRAY: Final[Int64Array] = np.array(ZIGZAG_2, np.int64)
 _MAX_WINDOW = 1 << 16
 _MAX_STEPS = 4096
 
