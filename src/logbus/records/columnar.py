@@ -45,7 +45,7 @@ from logbus.records.reader import (
 )
 from logbus.records.record import MIN_RECORD_BODY, Header
 from logbus.records.varint import Buffer
-from logbus.records.varint_arrays import VARINT_BYTES, VARLONG_BYTES, record_starts, varints
+from logbus.records.varint_arrays import record_fields, record_starts
 
 Int64Array = npt.NDArray[np.int64]
 # Bytes appended after the joined bodies so that reading a varint's next bytes past the
@@ -181,26 +181,12 @@ def _decode_generic(
     starts = record_starts(data, buf, bounds)
     if starts is None:
         return None
-    length, p, ok = varints(buf, starts, VARINT_BYTES)
-    end = p + length
-    ok &= length >= MIN_RECORD_BODY
-    p = p + 1  # attributes (unused in v2 records)
-    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
-    ok &= good
-    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good
-    key_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (key_length >= -1)
-    key_start = p
-    p = p + np.maximum(key_length, 0)
-    value_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (value_length >= -1)
-    value_start = p
-    p = p + np.maximum(value_length, 0)
-    header_count, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (header_count == 0) & (p == end)
-    if not ok.all():
+    fields = record_fields(buf, starts)
+    if not (fields.ok & (fields.header_count == 0) & (fields.after == fields.end)).all():
         return None
+    timestamp_delta, offset_delta = fields.timestamp_delta, fields.offset_delta
+    key_start, key_length = fields.key_start, fields.key_length
+    value_start, value_length = fields.value_start, fields.value_length
 
     headers = [item.header for item in items]
     per_batch = np.array([item.rest_count for item in items], np.int64)

@@ -6,8 +6,9 @@ records when the compiled walker (`records._validate`) is not built.
   shares; their timestamp deltas read by `records.columnar_stride.timestamp_deltas`);
 - the other records are found by following their length varints (`record_starts`:
   equal sizes guessed and checked with numpy) and every field of all of them is decoded
-  at once with numpy (`records.varint_arrays.varints`): lengths, timestamp and offset
-  deltas, key and value lengths, header counts, then each header, one header index at a
+  at once with numpy by the column decoder's walk (`records.varint_arrays.record_fields`):
+  lengths, timestamp and offset deltas, key and value lengths, header counts; then each
+  header, one header index at a
   time for all records that have that many (a few records with very many headers are left
   to the reference decoder);
 - fewer than 128 records left over are read by the reference decoder.
@@ -21,16 +22,16 @@ import numpy as np
 
 from logbus.records.batch import InvalidBatch
 from logbus.records.columnar_stride import timestamp_deltas
-from logbus.records.record import MIN_RECORD_BODY, decode_record
+from logbus.records.record import decode_record
 from logbus.records.stride import MIN_RUN, RunExtent, find_run
 from logbus.records.validation import InvalidRecords, Walked, name_fault
 from logbus.records.varint import ZIGZAG_1
 from logbus.records.varint_arrays import (
     VARINT_BYTES,
-    VARLONG_BYTES,
     BoolArray,
     Bytes,
     Int64Array,
+    record_fields,
     record_starts,
     varints,
 )
@@ -113,24 +114,9 @@ def _check_generic(view: memoryview, pos: int, first: int, count: int) -> _Gener
     starts = record_starts(view, buf, [(pos, len(view), n)])
     if starts is None:
         raise name_fault(view, pos, first, count)
-    length, p, ok = varints(buf, starts, VARINT_BYTES)
-    end = p + length
-    ok &= length >= MIN_RECORD_BODY
-    p = p + 1  # attributes: no bit is in use, every value is read the same way
-    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
-    ok &= good
-    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (offset_delta == np.arange(first, count, dtype=np.int64))
-    key_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (key_length >= -1)
-    p = p + np.maximum(key_length, 0)
-    ok &= p <= end
-    value_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (value_length >= -1)
-    p = p + np.maximum(value_length, 0)
-    ok &= p <= end
-    header_count, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (header_count >= 0)
+    fields = record_fields(buf, starts)
+    p, end, header_count = fields.after, fields.end, fields.header_count
+    ok = fields.ok & (fields.offset_delta == np.arange(first, count, dtype=np.int64))
     with_headers = np.flatnonzero(ok & (header_count > 0))
     if len(with_headers):
         _check_headers(view, buf, with_headers, p, end, header_count, ok, starts)
@@ -139,9 +125,9 @@ def _check_generic(view: memoryview, pos: int, first: int, count: int) -> _Gener
         bad = int(np.argmin(ok))
         raise name_fault(view, int(starts[bad]), first + bad, count)
     return _Generic(
-        int(timestamp_delta.min()),
-        int(timestamp_delta.max()),
-        np.flatnonzero(key_length < 0) + first,
+        int(fields.timestamp_delta.min()),
+        int(fields.timestamp_delta.max()),
+        np.flatnonzero(fields.key_length < 0) + first,
     )
 
 
