@@ -95,9 +95,61 @@ def build_batch(
             raise ValueError("give base_timestamp or delete_horizon_ms, not both")
         base_timestamp = delete_horizon_ms
     codec = CompressionType(compression)
-
     out = bytearray(HEADER_SIZE)
     body = out if codec == CompressionType.NONE else bytearray()
+    written = _write_records(body, records, base_offset, base_timestamp)
+    if last_offset_delta is None:
+        if written.record_count == 0:
+            raise ValueError("an empty batch needs last_offset_delta")
+        last_offset_delta = written.last_offset_delta
+    elif last_offset_delta < written.last_offset_delta:
+        raise ValueError(
+            f"last_offset_delta {last_offset_delta} is before the last record's "
+            f"{written.last_offset_delta}"
+        )
+    # Kafka's readers skip the body of a batch without records, so an empty batch
+    # carries none, whatever its codec.
+    if body is not out and written.record_count:
+        out += compress(codec, body, compression_level)
+    _write_header(
+        out,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=_attributes(
+            codec, log_append_time, is_transactional, is_control, delete_horizon_ms is not None
+        ),
+        last_offset_delta=last_offset_delta,
+        base_timestamp=(
+            NO_TIMESTAMP if written.base_timestamp is None else written.base_timestamp
+        ),
+        max_timestamp=written.max_timestamp if max_timestamp is None else max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        count=written.record_count,
+    )
+    return bytes(out)
+
+
+class _Written(NamedTuple):
+    """What `_write_records` wrote: how many records, the last one's offset delta (-1 for
+    none), the batch's base timestamp (None: no record and none given) and the largest
+    record timestamp."""
+
+    record_count: int
+    last_offset_delta: int
+    base_timestamp: int | None
+    max_timestamp: int
+
+
+def _write_records(
+    body: bytearray,
+    records: Iterable[RecordInput],
+    base_offset: int,
+    base_timestamp: int | None,
+) -> _Written:
+    """Append `records` to `body`, offset deltas from `base_offset` and timestamp deltas
+    from `base_timestamp` (None: the first record's timestamp)."""
     offset_delta = -1
     count = 0
     largest_timestamp = NO_TIMESTAMP
@@ -130,20 +182,17 @@ def build_batch(
             largest_timestamp = timestamp
         write_record(body, offset_delta, timestamp - base_timestamp, key, value, headers)
         count += 1
+    return _Written(count, offset_delta, base_timestamp, largest_timestamp)
 
-    if last_offset_delta is None:
-        if count == 0:
-            raise ValueError("an empty batch needs last_offset_delta")
-        last_offset_delta = offset_delta
-    elif last_offset_delta < offset_delta:
-        raise ValueError(
-            f"last_offset_delta {last_offset_delta} is before the last record's {offset_delta}"
-        )
-    # Kafka's readers skip the body of a batch without records, so an empty batch
-    # carries none, whatever its codec.
-    if body is not out and count:
-        out += compress(codec, body, compression_level)
 
+def _attributes(
+    codec: CompressionType,
+    log_append_time: bool,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+) -> int:
+    """The batch's attributes field."""
     attributes = int(codec)
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -151,22 +200,9 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG
     if is_control:
         attributes |= CONTROL_FLAG
-    if delete_horizon_ms is not None:
+    if has_delete_horizon:
         attributes |= DELETE_HORIZON_FLAG
-    _write_header(
-        out,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=NO_TIMESTAMP if base_timestamp is None else base_timestamp,
-        max_timestamp=largest_timestamp if max_timestamp is None else max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        count=count,
-    )
-    return bytes(out)
+    return attributes
 
 
 def _write_header(

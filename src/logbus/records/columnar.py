@@ -45,7 +45,7 @@ from logbus.records.reader import (
 )
 from logbus.records.record import MIN_RECORD_BODY, Header
 from logbus.records.varint import Buffer
-from logbus.records.varint_arrays import VARINT_BYTES, VARLONG_BYTES, record_starts, varints
+from logbus.records.varint_arrays import record_fields, record_starts
 
 Int64Array = npt.NDArray[np.int64]
 # Bytes appended after the joined bodies so that reading a varint's next bytes past the
@@ -85,33 +85,9 @@ def decode_columns(
     """The records of `batches` (each a whole batch and its parsed header) with offsets
     in [min_offset, end_offset), as columns. Control batches are the caller's to leave
     out. Raises InvalidBatch as `records.reader.decode_batch` does."""
-    found: list[_Batch] = []
-    for batch, header in batches:
-        view = memoryview(batch)[: header.size]
-        if verify_crc:
-            _check_crc(view, header)
-        if _record_count(header) == 0:
-            continue
-        if header.compression == CompressionType.NONE:
-            body: Buffer = view[HEADER_SIZE:]
-        else:
-            body = _batch_data(view, header)
-        found.append(_Batch(view, header, body))
+    found = _open_batches(batches, verify_crc)
     window = (min_offset, end_offset)
-    rest: list[_Batch] = []  # batches whose records (after their runs) no run holds
-    for item in found:
-        count = item.header.record_count
-        if count < _MIN_RUN_BATCH:
-            item.rest_count = count
-            rest.append(item)
-            continue
-        runs, done, pos = find_runs(item.body, count)
-        item.parts.extend(_run_part(run, item.header, window) for run in runs)
-        if done < count:
-            item.rest_at, item.rest_count = pos, count - done
-            rest.append(item)
-        elif pos != len(item.body):
-            item.slow = True  # bytes after the records: the exact decoder names them
+    rest = _decode_runs(found, window)
     if rest:
         generic = _decode_generic(rest, window)
         if generic is None:
@@ -126,6 +102,47 @@ def decode_columns(
         if item.slow:
             item.parts = [_decode_slow(item.view, item.header, window)]
     return _join([part for item in found for part in item.parts])
+
+
+def _open_batches(
+    batches: Sequence[tuple[Buffer, BatchHeader]], verify_crc: bool
+) -> list[_Batch]:
+    """The batches that hold records, CRC checked, with their records part (decompressed
+    when needed)."""
+    found: list[_Batch] = []
+    for batch, header in batches:
+        view = memoryview(batch)[: header.size]
+        if verify_crc:
+            _check_crc(view, header)
+        if _record_count(header) == 0:
+            continue
+        if header.compression == CompressionType.NONE:
+            body: Buffer = view[HEADER_SIZE:]
+        else:
+            body = _batch_data(view, header)
+        found.append(_Batch(view, header, body))
+    return found
+
+
+def _decode_runs(found: list[_Batch], window: tuple[int, int | None]) -> list[_Batch]:
+    """Decode the runs that lead each long batch of `found` into its parts; return the
+    batches with records left for the generic path (the batches with bytes after their
+    records are marked for the exact decoder, which names them)."""
+    rest: list[_Batch] = []
+    for item in found:
+        count = item.header.record_count
+        if count < _MIN_RUN_BATCH:
+            item.rest_count = count
+            rest.append(item)
+            continue
+        runs, done, pos = find_runs(item.body, count)
+        item.parts.extend(_run_part(run, item.header, window) for run in runs)
+        if done < count:
+            item.rest_at, item.rest_count = pos, count - done
+            rest.append(item)
+        elif pos != len(item.body):
+            item.slow = True
+    return rest
 
 
 @dataclass
@@ -164,26 +181,12 @@ def _decode_generic(
     starts = record_starts(data, buf, bounds)
     if starts is None:
         return None
-    length, p, ok = varints(buf, starts, VARINT_BYTES)
-    end = p + length
-    ok &= length >= MIN_RECORD_BODY
-    p = p + 1  # attributes (unused in v2 records)
-    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
-    ok &= good
-    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good
-    key_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (key_length >= -1)
-    key_start = p
-    p = p + np.maximum(key_length, 0)
-    value_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (value_length >= -1)
-    value_start = p
-    p = p + np.maximum(value_length, 0)
-    header_count, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (header_count == 0) & (p == end)
-    if not ok.all():
+    fields = record_fields(buf, starts)
+    if not (fields.ok & (fields.header_count == 0) & (fields.after == fields.end)).all():
         return None
+    timestamp_delta, offset_delta = fields.timestamp_delta, fields.offset_delta
+    key_start, key_length = fields.key_start, fields.key_length
+    value_start, value_length = fields.value_start, fields.value_length
 
     headers = [item.header for item in items]
     per_batch = np.array([item.rest_count for item in items], np.int64)
@@ -367,64 +370,92 @@ def _binary_column(pieces: list[pa.Array | _Strided], n: int) -> pa.Array:
         return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
     if all(isinstance(piece, _Strided) and piece.size < 0 for piece in pieces):
         return pa.nulls(n, pa.binary())
-    total = 0
-    for piece in pieces:
-        if isinstance(piece, _Strided):
-            total += len(piece.rows) * max(piece.size, 0)
-        elif len(piece):
-            ends = np.frombuffer(piece.buffers()[1], np.int32, len(piece) + 1, 4 * piece.offset)
-            total += int(ends[-1] - ends[0])
+    total = sum(map(_data_size, pieces))
     large = total >= _INT32_LIMIT
-    ends = np.empty(n + 1, np.int64 if large else np.int32)
-    ends[0] = 0
-    data = np.empty(total, np.uint8)
-    valid: npt.NDArray[np.bool_] | None = None
-    at = pos = 0
+    column = _BinaryBuilder(
+        np.empty(n + 1, np.int64 if large else np.int32), np.empty(total, np.uint8), n
+    )
+    column.ends[0] = 0
     for piece in pieces:
-        count = len(piece)
         if isinstance(piece, _Strided):
-            count = len(piece.rows)
-            if piece.size < 0:
-                if valid is None:
-                    valid = np.ones(n, np.bool_)
-                valid[at : at + count] = False
-                ends[at + 1 : at + count + 1] = pos
-            else:
-                size = piece.size
-                stop = pos + count * size
-                if size:
-                    # As one item of `size` bytes per record: numpy copies those faster
-                    # than rows of single bytes.
-                    item = np.dtype((np.void, size))
-                    data[pos:stop].view(item)[...] = (
-                        piece.rows[:, piece.at : piece.at + size].view(item)[:, 0]
-                    )
-                ends[at + 1 : at + count + 1] = np.arange(1, count + 1) * size + pos
-                pos = stop
-        elif count:
-            buffers = piece.buffers()
-            offsets = np.frombuffer(buffers[1], np.int32, count + 1, 4 * piece.offset)
-            first, last = int(offsets[0]), int(offsets[-1])
-            if last > first:
-                data[pos : pos + last - first] = np.frombuffer(
-                    buffers[2], np.uint8, last - first, first
-                )
-            ends[at + 1 : at + count + 1] = offsets[1:] - first + pos
-            if piece.null_count:
-                if valid is None:
-                    valid = np.ones(n, np.bool_)
-                valid[at : at + count] = piece.is_valid().to_numpy(zero_copy_only=False)
-            pos += last - first
-        at += count
+            column.add_strided(piece)
+        else:
+            column.add_array(piece)
     validity = None
-    if valid is not None:
-        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if column.valid is not None:
+        validity = pa.py_buffer(np.packbits(column.valid, bitorder="little"))
     joined = pa.Array.from_buffers(
         pa.large_binary() if large else pa.binary(),
         n,
-        [validity, pa.py_buffer(ends), pa.py_buffer(data)],
+        [validity, pa.py_buffer(column.ends), pa.py_buffer(column.data)],
     )
     return joined.cast(pa.binary()) if large else joined
+
+
+def _data_size(piece: pa.Array | _Strided) -> int:
+    """Bytes of the items of `piece`."""
+    if isinstance(piece, _Strided):
+        return len(piece.rows) * max(piece.size, 0)
+    if not len(piece):
+        return 0
+    ends = np.frombuffer(piece.buffers()[1], np.int32, len(piece) + 1, 4 * piece.offset)
+    return int(ends[-1] - ends[0])
+
+
+@dataclass
+class _BinaryBuilder:
+    """The buffers of a binary column being filled piece by piece: item ends (`ends[i +
+    1]` for item i), the items' bytes, and which items are valid (None until a null is
+    added); `at` items and `pos` bytes are filled so far."""
+
+    ends: npt.NDArray[np.generic]  # int32, or int64 past 2 GiB of items
+    data: npt.NDArray[np.uint8]
+    n: int
+    valid: npt.NDArray[np.bool_] | None = None
+    at: int = 0
+    pos: int = 0
+
+    def _nulls(self, count: int) -> npt.NDArray[np.bool_]:
+        """The validity of the next `count` items, to be written."""
+        if self.valid is None:
+            self.valid = np.ones(self.n, np.bool_)
+        return self.valid[self.at : self.at + count]
+
+    def add_strided(self, piece: _Strided) -> None:
+        at, pos, count, size = self.at, self.pos, len(piece.rows), piece.size
+        if size < 0:
+            self._nulls(count)[...] = False
+            self.ends[at + 1 : at + count + 1] = pos
+        else:
+            stop = pos + count * size
+            if size:
+                # As one item of `size` bytes per record: numpy copies those faster
+                # than rows of single bytes.
+                item = np.dtype((np.void, size))
+                self.data[pos:stop].view(item)[...] = (
+                    piece.rows[:, piece.at : piece.at + size].view(item)[:, 0]
+                )
+            self.ends[at + 1 : at + count + 1] = np.arange(1, count + 1) * size + pos
+            self.pos = stop
+        self.at += count
+
+    def add_array(self, piece: pa.Array) -> None:
+        count = len(piece)
+        if not count:
+            return
+        at, pos = self.at, self.pos
+        buffers = piece.buffers()
+        offsets = np.frombuffer(buffers[1], np.int32, count + 1, 4 * piece.offset)
+        first, last = int(offsets[0]), int(offsets[-1])
+        if last > first:
+            self.data[pos : pos + last - first] = np.frombuffer(
+                buffers[2], np.uint8, last - first, first
+            )
+        self.ends[at + 1 : at + count + 1] = offsets[1:] - first + pos
+        if piece.null_count:
+            self._nulls(count)[...] = piece.is_valid().to_numpy(zero_copy_only=False)
+        self.pos = pos + last - first
+        self.at = at + count
 
 
 def _empty() -> RecordColumns:

@@ -340,7 +340,7 @@ def size_of_record(
     return size + size_of_varint(size)
 
 
-def decode_record(
+def decode_record(  # noqa: C901, PLR0915 (calls for key and value: +140 ns, 3% a record)
     buf: Buffer,
     pos: int,
     base_offset: int,

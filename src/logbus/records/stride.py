@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from logbus.records.varint import Buffer
+from logbus.records.varint import ZIGZAG_1, ZIGZAG_2, Buffer
 
 # A run's offset deltas all have one width: 1 byte below 64, 2 below 8192, 3 below 2**20.
 WIDTH_LIMITS = (1 << 6, 1 << 13, 1 << 20)
@@ -26,8 +26,6 @@ _MAX_VARINT_BYTES = 3
 # Runs shorter than this are left to the per-record decoder (a run costs a few µs).
 MIN_RUN = 6
 
-_ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
-_ZIGZAG_2 = tuple((u >> 1) ^ -(u & 1) for u in range(0x4000))
 # Byte translations: the low seven bits; 0 for a last varint byte (below 0x80);
 # 0 for a continuation byte (0x80 and above).
 _LOW_SEVEN = bytes(b & 0x7F for b in range(256))
@@ -278,10 +276,10 @@ def decode_run(
             timestamps = [base_timestamp] * count
         else:
             # A table of the 128 possible timestamps pays for itself on a long run.
-            table = [base_timestamp + delta for delta in _ZIGZAG_1]
+            table = [base_timestamp + delta for delta in ZIGZAG_1]
             timestamps = list(map(table.__getitem__, last))
     else:
-        zigzag = _ZIGZAG_2
+        zigzag = ZIGZAG_2
         timestamps = [base_timestamp + zigzag[a | b << 7]
                       for a, b in zip(low, last, strict=True)]
     keys: list[bytes | None]

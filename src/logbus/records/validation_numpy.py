@@ -2,11 +2,13 @@
 records when the compiled walker (`records._validate`) is not built.
 
 - runs of identically laid-out records (what producers write) are checked a whole run at
-  a time on strided slices (`records.stride.find_run`);
+  a time on strided slices (`records.stride.find_run`, the run detector every fast path
+  shares; their timestamp deltas read by `records.columnar_stride.timestamp_deltas`);
 - the other records are found by following their length varints (`record_starts`:
   equal sizes guessed and checked with numpy) and every field of all of them is decoded
-  at once with numpy (`records.varint_arrays.varints`): lengths, timestamp and offset
-  deltas, key and value lengths, header counts, then each header, one header index at a
+  at once with numpy by the column decoder's walk (`records.varint_arrays.record_fields`):
+  lengths, timestamp and offset deltas, key and value lengths, header counts; then each
+  header, one header index at a
   time for all records that have that many (a few records with very many headers are left
   to the reference decoder);
 - fewer than 128 records left over are read by the reference decoder.
@@ -19,15 +21,17 @@ from typing import Final, NamedTuple
 import numpy as np
 
 from logbus.records.batch import InvalidBatch
-from logbus.records.record import MIN_RECORD_BODY, decode_record
-from logbus.records.stride import MIN_RUN, RunExtent, find_run, timestamp_delta_low_bits
+from logbus.records.columnar_stride import timestamp_deltas
+from logbus.records.record import decode_record
+from logbus.records.stride import MIN_RUN, RunExtent, find_run
 from logbus.records.validation import InvalidRecords, Walked, name_fault
+from logbus.records.varint import ZIGZAG_1
 from logbus.records.varint_arrays import (
     VARINT_BYTES,
-    VARLONG_BYTES,
     BoolArray,
     Bytes,
     Int64Array,
+    record_fields,
     record_starts,
     varints,
 )
@@ -40,12 +44,8 @@ _MIN_NUMPY_RECORDS: Final = 128
 _MIN_HEADER_ROWS: Final = 32
 _SMALL_BATCH: Final = 1 << 16
 _KEY_SIZE: Final = 7  # where a run's layout holds its key size (-1: null keys)
-# The zigzag value of every one- and two-byte varint's low 14 bits.
-_ZIGZAG = np.arange(1 << 14, dtype=np.int64)
-_ZIGZAG = (_ZIGZAG >> 1) ^ -(_ZIGZAG & 1)
-_ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
 # One-byte varints translated to their value + 64 (bytes that sort as the values do).
-_ZIGZAG_ORDER: Final = bytes(v + 64 for v in _ZIGZAG_1) + bytes(0x80)
+_ZIGZAG_ORDER: Final = bytes(v + 64 for v in ZIGZAG_1) + bytes(0x80)
 _SMALL_RUN: Final = 512
 
 
@@ -89,20 +89,15 @@ def walk(view: memoryview, count: int, want_keyless: bool) -> Walked:
 def _timestamp_range(run: RunExtent) -> tuple[int, int]:
     """The smallest and largest timestamp delta of a run's records."""
     last = run.last
-    low = timestamp_delta_low_bits(run)
-    if low is None:
+    if run.first is None:
         if last.count(last[:1]) == len(last):  # what producers mostly write
-            delta = _ZIGZAG_1[last[0]]
+            delta = ZIGZAG_1[last[0]]
             return delta, delta
         if len(last) <= _SMALL_RUN:
             # bytes whose order is the deltas' order, compared in C
             ordered = last.translate(_ZIGZAG_ORDER)
             return min(ordered) - 64, max(ordered) - 64
-        deltas = _ZIGZAG[np.frombuffer(last, np.uint8)]
-    else:
-        raw = np.frombuffer(low, np.uint8).astype(np.int64)
-        raw |= np.frombuffer(last, np.uint8).astype(np.int64) << 7
-        deltas = _ZIGZAG[raw]
+    deltas = timestamp_deltas(run)
     return int(deltas.min()), int(deltas.max())
 
 
@@ -119,24 +114,9 @@ def _check_generic(view: memoryview, pos: int, first: int, count: int) -> _Gener
     starts = record_starts(view, buf, [(pos, len(view), n)])
     if starts is None:
         raise name_fault(view, pos, first, count)
-    length, p, ok = varints(buf, starts, VARINT_BYTES)
-    end = p + length
-    ok &= length >= MIN_RECORD_BODY
-    p = p + 1  # attributes: no bit is in use, every value is read the same way
-    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
-    ok &= good
-    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (offset_delta == np.arange(first, count, dtype=np.int64))
-    key_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (key_length >= -1)
-    p = p + np.maximum(key_length, 0)
-    ok &= p <= end
-    value_length, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (value_length >= -1)
-    p = p + np.maximum(value_length, 0)
-    ok &= p <= end
-    header_count, p, good = varints(buf, p, VARINT_BYTES)
-    ok &= good & (header_count >= 0)
+    fields = record_fields(buf, starts)
+    p, end, header_count = fields.after, fields.end, fields.header_count
+    ok = fields.ok & (fields.offset_delta == np.arange(first, count, dtype=np.int64))
     with_headers = np.flatnonzero(ok & (header_count > 0))
     if len(with_headers):
         _check_headers(view, buf, with_headers, p, end, header_count, ok, starts)
@@ -145,9 +125,9 @@ def _check_generic(view: memoryview, pos: int, first: int, count: int) -> _Gener
         bad = int(np.argmin(ok))
         raise name_fault(view, int(starts[bad]), first + bad, count)
     return _Generic(
-        int(timestamp_delta.min()),
-        int(timestamp_delta.max()),
-        np.flatnonzero(key_length < 0) + first,
+        int(fields.timestamp_delta.min()),
+        int(fields.timestamp_delta.max()),
+        np.flatnonzero(fields.key_length < 0) + first,
     )
 
 

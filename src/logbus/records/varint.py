@@ -181,6 +181,13 @@ CACHED_VARINT_LIMIT: Final = 1 << 13
 NON_NEGATIVE_VARINTS: Final = tuple(encode_varint(n) for n in range(CACHED_VARINT_LIMIT))
 
 
+# The decoders' tables (`records.reader`, `records.stride`, `records.validation_numpy`):
+# the value of every one-byte zigzag varint, indexed by its byte, and of every two-byte
+# one, indexed by its 14 bits (the first byte's low seven | the second byte << 7).
+ZIGZAG_1: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x80))
+ZIGZAG_2: Final = tuple((u >> 1) ^ -(u & 1) for u in range(0x4000))
+
+
 def varint_bytes(value: int) -> bytes:
     """`encode_varint(value)`, from a table when 0 <= value < 8192."""
     if 0 <= value < CACHED_VARINT_LIMIT:

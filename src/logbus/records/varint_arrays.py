@@ -1,6 +1,7 @@
 """The varints of many records at once, with numpy: the column decoder's and the record
-validator's common ground (`records.columnar`, `records.validation`).
+validator's common ground (`records.columnar`, `records.validation_numpy`).
 
+`record_fields` decodes every field of many records up to their header counts, for both.
 `varints` decodes one zigzag varint (or varlong) at each of many positions with a few
 array operations, accepting exactly what `records.varint.decode_varint` /
 `decode_varlong` accept. `record_starts` finds where each record of a records section
@@ -11,13 +12,13 @@ by `records.varint`'s reference decoder.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from logbus.records.record import MIN_RECORD_BODY
-from logbus.records.varint import VarintError, decode_varint
+from logbus.records.varint import ZIGZAG_2, VarintError, decode_varint
 
 Int64Array = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
@@ -27,6 +28,9 @@ VARINT_BYTES: Final = 5
 VARLONG_BYTES: Final = 10
 # A record is at least its length varint and the smallest body.
 MIN_RECORD_SIZE: Final = 1 + MIN_RECORD_BODY
+# `varint.ZIGZAG_2` as an array: the value of every one- or two-byte zigzag varint from
+# its 14 bits (a run's timestamp deltas, `records.columnar_stride`).
+ZIGZAG_2_ARRAY: Final[Int64Array] = np.array(ZIGZAG_2, np.int64)
 _MAX_WINDOW = 1 << 16
 _MAX_STEPS = 4096
 
@@ -60,6 +64,52 @@ def varints(
     ok = ~more
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, pos + size, ok
+
+
+class RecordFields(NamedTuple):
+    """The fields of many records up to their header counts, decoded at once by
+    `record_fields`: where each record ends, its deltas, where its key and value start
+    and their lengths (-1: null), its header count and where that count ends; `ok` says
+    which records have well-formed fields that stay within the record (the headers and
+    whether the fields fill the record are the caller's to check)."""
+
+    end: Int64Array
+    timestamp_delta: Int64Array
+    offset_delta: Int64Array
+    key_start: Int64Array
+    key_length: Int64Array
+    value_start: Int64Array
+    value_length: Int64Array
+    header_count: Int64Array
+    after: Int64Array
+    ok: BoolArray
+
+
+def record_fields(buf: Bytes, starts: Int64Array) -> RecordFields:
+    """The fields of the records at `starts`, read as `records.record.decode_record`
+    reads them: the numpy walk the column decoder and the validator's numpy walker share."""
+    length, p, ok = varints(buf, starts, VARINT_BYTES)
+    end = p + length
+    ok &= length >= MIN_RECORD_BODY
+    p = p + 1  # attributes: no bit is in use, every value is read the same way
+    timestamp_delta, p, good = varints(buf, p, VARLONG_BYTES)
+    ok &= good
+    offset_delta, p, good = varints(buf, p, VARINT_BYTES)
+    ok &= good
+    key_length, p, good = varints(buf, p, VARINT_BYTES)
+    ok &= good & (key_length >= -1)
+    key_start = p
+    p = p + np.maximum(key_length, 0)
+    ok &= p <= end
+    value_length, p, good = varints(buf, p, VARINT_BYTES)
+    ok &= good & (value_length >= -1)
+    value_start = p
+    p = p + np.maximum(value_length, 0)
+    ok &= p <= end
+    header_count, p, good = varints(buf, p, VARINT_BYTES)
+    ok &= good & (header_count >= 0)
+    return RecordFields(end, timestamp_delta, offset_delta, key_start, key_length,
+                        value_start, value_length, header_count, p, ok)
 
 
 def _record_size(data: bytes | memoryview, pos: int) -> int:
