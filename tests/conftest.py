@@ -140,7 +140,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20) -> BrokerProcess:
+    def start(self, timeout: float = 60) -> BrokerProcess:
         args = [
             sys.executable,
             "-m",
@@ -244,10 +244,80 @@ SOAK = "soak"
 OPT_IN_MARKERS = (FUZZ_LARGE, SOAK)
 
 
+SPARK_TESTS = Path(__file__).parent / "spark"
+# Fixtures of the tests that run ZooKeeper and broker processes (tests/cluster and the
+# cluster tests of other suites)
+ZOOKEEPER_FIXTURES = {
+    "zookeeper",
+    "zk_connect",
+    "cluster_zookeeper",
+    "zookeeper_factory",
+    "cluster_factory",
+}
+# How many workers run those at once: each runs a ZooKeeper and up to 5 broker processes
+# whose sessions expire when starved of CPU, so on 2 cores more than two such tests at a
+# time turn slow starts into failures.
+ZOOKEEPER_LANES = 2
+CLUSTER_TEST_TIMEOUT = 300
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def has_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()
+    )
+
+
+def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The worker group of each module that needs one, under `pytest -n N --dist loadgroup`
+    (`make test`): the tests of one group run in one worker, one after another; other
+    tests go to whichever worker is free.
+    - every Spark test shares the worker that started the SparkSession (a JVM and Python
+      workers: one per run is enough for 2 cores);
+    - the modules that start ZooKeeper and broker processes share `ZOOKEEPER_LANES`
+      groups, balanced by test count;
+    - a module with a module-scoped fixture (a browser, a broker shared by the module)
+      keeps its tests in one worker, so the fixture starts once."""
+    tests: dict[str, int] = {}
+    zookeeper: set[str] = set()
+    groups: dict[str, str] = {}
+    for item in items:
+        module = module_of(item)
+        tests[module] = tests.get(module, 0) + 1
+        if SPARK_TESTS in Path(str(item.fspath)).parents:
+            groups[module] = "spark"
+        elif ZOOKEEPER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            zookeeper.add(module)
+        elif has_module_fixture(item):
+            groups.setdefault(module, module)
+    lanes = [0] * ZOOKEEPER_LANES
+    spark = {module for module, group in groups.items() if group == "spark"}
+    for module in sorted(zookeeper - spark, key=lambda m: (-tests[m], m)):
+        lane = lanes.index(min(lanes))
+        lanes[lane] += tests[module]
+        groups[module] = f"zookeeper-{lane}"
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups from the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in markers' tests unless `-m` names the marker: the fuzz suite's
     large budget (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md) and the
-    cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md)."""
+    cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md).
+    Then give each test its parallel worker group (`xdist_groups`)."""
+    groups = xdist_groups(items)
+    for item in items:
+        group = groups.get(module_of(item))
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if group and group.startswith("zookeeper-") and not item.get_closest_marker("timeout"):
+            # process clusters start, fail over and recover slowly on a busy machine: the
+            # per-test limit (pyproject.toml's timeout) is a hang catcher, not a target
+            item.add_marker(pytest.mark.timeout(CLUSTER_TEST_TIMEOUT))
     markexpr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in markexpr]
     if not skipped:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -141,14 +142,18 @@ def test_large_records_across_many_batches() -> None:
     assert columnar(raws, 17, base - 9) == expected(raws, 17, base - 9)
 
 
-def corruptions() -> list[tuple[str, bytes]]:
+def corruptions() -> list[Any]:
+    """One corrupted copy of a batch per (position, value), its id naming the change only:
+    the batch holds the clock's time, and test ids must be the same in every collection
+    (parallel workers collect separately and compare)."""
     good = build_batch([NewRecord(b"k", b"value"), NewRecord(None, b"v2")], base_offset=3)
     out = []
     for position in range(61, len(good)):
         for value in (0x00, 0x7F, 0x80, 0xFF, 0x01):
             raw = bytearray(good)
             raw[position] = value
-            out.append((f"byte {position} = {value:#x}", bytes(raw)))
+            what = f"byte {position} = {value:#x}"
+            out.append(pytest.param(what, bytes(raw), id=what))
     return out
 
 
