@@ -3,26 +3,15 @@ thread) or as a `logbus server start` subprocess."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import os
-import socket
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from logbus.server.broker import Broker
-from logbus.server.config import BrokerConfig
+from brokers import FAST_GROUPS, BrokerProcess, RunningBroker, collect_leaks, free_port
 from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a
@@ -30,72 +19,6 @@ from zookeeper_server import ZooKeeperServer, zookeeper_missing
 # loaded machine.
 settings.register_profile("logbus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("logbus")
-
-
-def collect_leaks() -> None:
-    """Collect reference cycles as a broker test ends, so a client socket or file left
-    unclosed is reported (an error, by the warning filter) against the test that leaked it,
-    not whichever later test the collector happens to run in. Only broker tests pay for
-    the full collection."""
-    gc.collect()
-
-
-class LoopThread:
-    """An asyncio event loop running in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float = 30) -> Any:
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return fut.result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
-
-
-@dataclass
-class RunningBroker:
-    """A broker in this process. `restart()` stops it cleanly and starts it again."""
-
-    data_dir: Path
-    overrides: dict[str, str] = field(default_factory=dict)
-    broker: Broker | None = None
-    loop: LoopThread | None = None
-    port: int = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> RunningBroker:
-        props = {
-            "broker.id": "0",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.data_dir),
-            "log.flush.offset.checkpoint.interval.ms": "1000",
-            **self.overrides,
-        }
-        self.loop = LoopThread()
-        self.broker = Broker(BrokerConfig.from_properties(props))
-        self.loop.run(self.broker.start())
-        self.port = self.broker.port
-        return self
-
-    def stop(self) -> None:
-        if self.broker is not None and self.loop is not None:
-            self.loop.run(self.broker.stop())
-            self.loop.close()
-        self.broker = None
-        self.loop = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 @pytest.fixture
@@ -121,61 +44,11 @@ def broker(broker_factory: Any) -> RunningBroker:
     return broker_factory()  # type: ignore[no-any-return]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class BrokerProcess:
-    """`logbus server start` in a subprocess, for kill -9 and CLI tests."""
-
-    data_dir: Path
-    port: int
-    extra: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60) -> BrokerProcess:
-        args = [
-            sys.executable,
-            "-m",
-            "logbus.cli.main",
-            "server",
-            "start",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            f"log.dirs={self.data_dir}",
-            *self.extra,
-        ]
-        # The child keeps its own copy of the descriptor; ours is closed at once.
-        with open(self.data_dir.parent / f"broker-{self.port}.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ})
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("broker did not start listening")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.terminate()
-        return self.proc.wait(20)
+@pytest.fixture
+def fast_broker(broker_factory: Any) -> RunningBroker:
+    """A fresh broker whose consumer groups form at once and accept sessions from 1 s
+    (`brokers.FAST_GROUPS`)."""
+    return broker_factory(**FAST_GROUPS)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

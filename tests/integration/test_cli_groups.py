@@ -9,19 +9,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-import pytest
 from cli_runs import CLI, failed, ok, run_cli
 
 # A short session so that a rebalance is noticed within a heartbeat of two seconds.
 FAST_SESSION = ["--consumer-property", "session.timeout.ms=6000"]
 LONG_SESSION = ["--consumer-property", "session.timeout.ms=45000"]
-
-
-@pytest.fixture
-def fast_broker(broker_factory: Any) -> Any:
-    return broker_factory(
-        **{"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
-    )
 
 
 def logbus(broker: Any, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,13 +8,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from columnar_rows import Row, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_strategies import large_bytes
 
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
-from logbus.records.columnar import RecordColumns, decode_columns
+from logbus.records.columnar import decode_columns
 from logbus.records.columnar_encode import (
     encode_batches,
     encode_columns,
@@ -23,8 +24,6 @@ from logbus.records.columnar_encode import (
 )
 from logbus.records.compression import CompressionType
 from logbus.records.reader import decode_batch
-
-Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 def expected(raws: list[bytes], start: int = 0, end: int | None = None) -> list[Row]:
@@ -40,24 +39,6 @@ def expected(raws: list[bytes], start: int = 0, end: int | None = None) -> list[
     return rows
 
 
-def rows_of(columns: RecordColumns) -> list[Row]:
-    n = len(columns)
-    for array in (columns.keys, columns.values):
-        assert array.type == pa.binary()
-        assert len(array) == n
-        array.validate(full=True)
-    headers = columns.headers if columns.headers is not None else [()] * n
-    return list(
-        zip(
-            columns.offsets.tolist(),
-            columns.timestamps.tolist(),
-            columns.timestamp_types.tolist(),
-            columns.keys.to_pylist(),
-            columns.values.to_pylist(),
-            headers,
-            strict=True,
-        )
-    )
 
 
 def columnar(raws: list[bytes], start: int = 0, end: int | None = None) -> list[Row]:
