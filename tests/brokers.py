@@ -118,7 +118,8 @@ class BrokerProcess:
                     return self
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("broker did not start listening")
+        self.kill()  # not left running behind the failure
+        raise RuntimeError(f"broker did not start listening within {timeout:g}s")
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -3,6 +3,9 @@ thread) or as a `logbus server start` subprocess."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,8 +60,8 @@ def broker_process(tmp_path: Path) -> Iterator[Any]:
 
     def make(*extra: str, data_dir: Path | None = None, port: int | None = None) -> BrokerProcess:
         proc = BrokerProcess(data_dir or tmp_path / "data", port or free_port(), list(extra))
-        procs.append(proc.start())
-        return proc
+        procs.append(proc)  # killed at the end even when its start fails
+        return proc.start()
 
     yield make
     for proc in procs:
@@ -131,7 +134,6 @@ ZOOKEEPER_FIXTURES = {
 # whose sessions expire when starved of CPU, so on 2 cores more than two such tests at a
 # time turn slow starts into failures.
 ZOOKEEPER_LANES = 2
-CLUSTER_TEST_TIMEOUT = 300
 
 
 def module_of(item: pytest.Item) -> str:
@@ -176,29 +178,67 @@ def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
     return groups
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups from the markers
+# --- parallel workers: pytest-xdist schedules each group (`xdist_groups`) as one unit ------
+# Workers collect, the controller schedules. pytest 9 ignores the node ids that
+# pytest-xdist's own `xdist_group` marker rewrites, so the groups go their own way: each
+# worker writes them to a file the controller names, and the controller's scheduler reads
+# it to cut the work into units.
+GROUPS_FILE = "logbus_xdist_groups"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Controller: name the workers' groups file (one per run)."""
+    config = node.config
+    if not hasattr(config, "_logbus_groups_file"):
+        config._logbus_groups_file = Path(tempfile.mkdtemp(prefix="logbus-xdist-")) / "groups"
+    node.workerinput[GROUPS_FILE] = str(config._logbus_groups_file)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Controller, under `--dist loadgroup`: a scope scheduler whose scope of a test is its
+    module's group, or the test alone."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups: dict[str, str] = {}
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if not groups:
+                path = getattr(config, "_logbus_groups_file", None)
+                if path is not None and Path(path).exists():
+                    groups.update(json.loads(Path(path).read_text()))
+            return groups.get(nodeid.split("::", 1)[0], nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
+    """Worker: hand this collection's groups to the controller (every worker collects the
+    same tests, so any worker's file will do)."""
+    path = getattr(config, "workerinput", {}).get(GROUPS_FILE)
+    if path is None:
+        return
+    partial = Path(f"{path}.{os.getpid()}")
+    partial.write_text(json.dumps(groups))
+    partial.replace(path)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in markers' tests unless `-m` names the marker: the fuzz suite's
     large budget (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md) and the
     cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md).
-    Then give each test its parallel worker group (`xdist_groups`)."""
-    groups = xdist_groups(items)
-    for item in items:
-        group = groups.get(module_of(item))
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        if group and group.startswith("zookeeper-") and not item.get_closest_marker("timeout"):
-            # process clusters start, fail over and recover slowly on a busy machine: the
-            # per-test limit (pyproject.toml's timeout) is a hang catcher, not a target
-            item.add_marker(pytest.mark.timeout(CLUSTER_TEST_TIMEOUT))
+    Then hand the parallel workers' groups (`xdist_groups`) to the controller."""
     markexpr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in markexpr]
-    if not skipped:
-        return
     keep = [item for item in items if not any(item.get_closest_marker(m) for m in skipped)]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+    write_groups(config, xdist_groups(items))
 
 
 # Debian's Chromium for the console's browser tests, driven by Playwright (its own browser

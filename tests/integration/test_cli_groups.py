@@ -189,7 +189,7 @@ def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
         for _ in range(2)
     ]
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # bounds a hang; each describe is a CLI run
         while True:  # until both members hold two partitions each
             members = logbus(fast_broker, "groups", "describe", group, "--members").stdout
             if sorted(r["#PARTITIONS"] for r in table(members or "-")) == ["2", "2"]:
