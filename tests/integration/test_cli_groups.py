@@ -182,7 +182,7 @@ def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
     # dropped and its partitions re-read by the other (Kafka's at-least-once), which is
     # not what this test is about. Members leave with LeaveGroup, so it costs no time.
     args = [*CLI, "consume", topic, "--group", group, *LONG_SESSION, "--max-messages", "20",
-            "--from-beginning", "--timeout-ms", "20000",
+            "--from-beginning", "--timeout-ms", "90000",
             "--bootstrap-server", fast_broker.bootstrap]  # fmt: skip
     procs = [
         subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -198,7 +198,9 @@ def test_two_group_consumers_share_the_records(fast_broker: Any) -> None:
             time.sleep(0.3)
         for p in range(4):
             produce(fast_broker, topic, p, [f"p{p}-{i}" for i in range(10)])
-        outputs = [proc.communicate(timeout=60) for proc in procs]
+        # each member stops at its 20 records; the idle timeout above only ends a member
+        # that would wait forever, and must outlast the four produce runs on a busy machine
+        outputs = [proc.communicate(timeout=120) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()
