@@ -23,9 +23,12 @@ run: $(STAMP)
 	$(BIN)/logbus server start
 
 ## Install what the tests need (kcat, ZooKeeper and Chromium from apt when missing and we are
-## root) and run every test.
+## root) and run every test, in TEST_WORKERS parallel workers (tests mostly wait on timers
+## and sockets, so more workers than cores pays; `make test TEST_WORKERS=0` runs them in
+## this one process).
+TEST_WORKERS ?= 4
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # ZooKeeper (Debian's `zookeeper`: the jars only, no service; tests start the server themselves
 # with java) and a Java runtime when none is on the PATH. The cluster tests fail without them.

@@ -3,26 +3,18 @@ thread) or as a `logbus server start` subprocess."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
+import json
 import os
-import socket
-import subprocess
-import sys
-import threading
-import time
+import tempfile
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from logbus.server.broker import Broker
-from logbus.server.config.broker_config import BrokerConfig
+from brokers import FAST_GROUPS, BrokerProcess, RunningBroker, collect_leaks, free_port
 from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a
@@ -30,72 +22,6 @@ from zookeeper_server import ZooKeeperServer, zookeeper_missing
 # loaded machine.
 settings.register_profile("logbus", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("logbus")
-
-
-def collect_leaks() -> None:
-    """Collect reference cycles as a broker test ends, so a client socket or file left
-    unclosed is reported (an error, by the warning filter) against the test that leaked it,
-    not whichever later test the collector happens to run in. Only broker tests pay for
-    the full collection."""
-    gc.collect()
-
-
-class LoopThread:
-    """An asyncio event loop running in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float = 30) -> Any:
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return fut.result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
-
-
-@dataclass
-class RunningBroker:
-    """A broker in this process. `restart()` stops it cleanly and starts it again."""
-
-    data_dir: Path
-    overrides: dict[str, str] = field(default_factory=dict)
-    broker: Broker | None = None
-    loop: LoopThread | None = None
-    port: int = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> RunningBroker:
-        props = {
-            "broker.id": "0",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.data_dir),
-            "log.flush.offset.checkpoint.interval.ms": "1000",
-            **self.overrides,
-        }
-        self.loop = LoopThread()
-        self.broker = Broker(BrokerConfig.from_properties(props))
-        self.loop.run(self.broker.start())
-        self.port = self.broker.port
-        return self
-
-    def stop(self) -> None:
-        if self.broker is not None and self.loop is not None:
-            self.loop.run(self.broker.stop())
-            self.loop.close()
-        self.broker = None
-        self.loop = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 @pytest.fixture
@@ -121,61 +47,11 @@ def broker(broker_factory: Any) -> RunningBroker:
     return broker_factory()  # type: ignore[no-any-return]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class BrokerProcess:
-    """`logbus server start` in a subprocess, for kill -9 and CLI tests."""
-
-    data_dir: Path
-    port: int
-    extra: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 20) -> BrokerProcess:
-        args = [
-            sys.executable,
-            "-m",
-            "logbus.cli.main",
-            "server",
-            "start",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            f"log.dirs={self.data_dir}",
-            *self.extra,
-        ]
-        # The child keeps its own copy of the descriptor; ours is closed at once.
-        with open(self.data_dir.parent / f"broker-{self.port}.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ})
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("broker did not start listening")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.terminate()
-        return self.proc.wait(20)
+@pytest.fixture
+def fast_broker(broker_factory: Any) -> RunningBroker:
+    """A fresh broker whose consumer groups form at once and accept sessions from 1 s
+    (`brokers.FAST_GROUPS`)."""
+    return broker_factory(**FAST_GROUPS)  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -184,8 +60,8 @@ def broker_process(tmp_path: Path) -> Iterator[Any]:
 
     def make(*extra: str, data_dir: Path | None = None, port: int | None = None) -> BrokerProcess:
         proc = BrokerProcess(data_dir or tmp_path / "data", port or free_port(), list(extra))
-        procs.append(proc.start())
-        return proc
+        procs.append(proc)  # killed at the end even when its start fails
+        return proc.start()
 
     yield make
     for proc in procs:
@@ -244,18 +120,125 @@ SOAK = "soak"
 OPT_IN_MARKERS = (FUZZ_LARGE, SOAK)
 
 
+SPARK_TESTS = Path(__file__).parent / "spark"
+# Fixtures of the tests that run ZooKeeper and broker processes (tests/cluster and the
+# cluster tests of other suites)
+ZOOKEEPER_FIXTURES = {
+    "zookeeper",
+    "zk_connect",
+    "cluster_zookeeper",
+    "zookeeper_factory",
+    "cluster_factory",
+}
+# How many workers run those at once: each runs a ZooKeeper and up to 5 broker processes
+# whose sessions expire when starved of CPU, so on 2 cores more than two such tests at a
+# time turn slow starts into failures.
+ZOOKEEPER_LANES = 2
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def has_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()
+    )
+
+
+def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The worker group of each module that needs one, under `pytest -n N --dist loadgroup`
+    (`make test`): the tests of one group run in one worker, one after another; other
+    tests go to whichever worker is free.
+    - every Spark test shares the worker that started the SparkSession (a JVM and Python
+      workers: one per run is enough for 2 cores);
+    - the modules that start ZooKeeper and broker processes share `ZOOKEEPER_LANES`
+      groups, balanced by test count;
+    - a module with a module-scoped fixture (a browser, a broker shared by the module)
+      keeps its tests in one worker, so the fixture starts once."""
+    tests: dict[str, int] = {}
+    zookeeper: set[str] = set()
+    groups: dict[str, str] = {}
+    for item in items:
+        module = module_of(item)
+        tests[module] = tests.get(module, 0) + 1
+        if SPARK_TESTS in Path(str(item.fspath)).parents:
+            groups[module] = "spark"
+        elif ZOOKEEPER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            zookeeper.add(module)
+        elif has_module_fixture(item):
+            groups.setdefault(module, module)
+    lanes = [0] * ZOOKEEPER_LANES
+    spark = {module for module, group in groups.items() if group == "spark"}
+    for module in sorted(zookeeper - spark, key=lambda m: (-tests[m], m)):
+        lane = lanes.index(min(lanes))
+        lanes[lane] += tests[module]
+        groups[module] = f"zookeeper-{lane}"
+    return groups
+
+
+# --- parallel workers: pytest-xdist schedules each group (`xdist_groups`) as one unit ------
+# Workers collect, the controller schedules. pytest 9 ignores the node ids that
+# pytest-xdist's own `xdist_group` marker rewrites, so the groups go their own way: each
+# worker writes them to a file the controller names, and the controller's scheduler reads
+# it to cut the work into units.
+GROUPS_FILE = "logbus_xdist_groups"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Controller: name the workers' groups file (one per run)."""
+    config = node.config
+    if not hasattr(config, "_logbus_groups_file"):
+        config._logbus_groups_file = Path(tempfile.mkdtemp(prefix="logbus-xdist-")) / "groups"
+    node.workerinput[GROUPS_FILE] = str(config._logbus_groups_file)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Controller, under `--dist loadgroup`: a scope scheduler whose scope of a test is its
+    module's group, or the test alone."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups: dict[str, str] = {}
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if not groups:
+                path = getattr(config, "_logbus_groups_file", None)
+                if path is not None and Path(path).exists():
+                    groups.update(json.loads(Path(path).read_text()))
+            return groups.get(nodeid.split("::", 1)[0], nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
+    """Worker: hand this collection's groups to the controller (every worker collects the
+    same tests, so any worker's file will do)."""
+    path = getattr(config, "workerinput", {}).get(GROUPS_FILE)
+    if path is None:
+        return
+    partial = Path(f"{path}.{os.getpid()}")
+    partial.write_text(json.dumps(groups))
+    partial.replace(path)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in markers' tests unless `-m` names the marker: the fuzz suite's
     large budget (`pytest -m fuzz_large tests/fuzz`; see tests/fuzz/README.md) and the
-    cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md)."""
+    cluster fault soaks (`pytest -m soak tests/cluster`; see tests/cluster/README.md).
+    Then hand the parallel workers' groups (`xdist_groups`) to the controller."""
     markexpr = config.getoption("markexpr") or ""
     skipped = [m for m in OPT_IN_MARKERS if m not in markexpr]
-    if not skipped:
-        return
     keep = [item for item in items if not any(item.get_closest_marker(m) for m in skipped)]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+    write_groups(config, xdist_groups(items))
 
 
 # Debian's Chromium for the console's browser tests, driven by Playwright (its own browser

@@ -246,13 +246,30 @@ def fetch_body_many(
     }
 
 
-def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+def wait_for(
+    predicate: Any, timeout: float = 30.0, interval: float = 0.05, *, what: str = "condition"
+) -> Any:
+    """Poll `predicate` until it returns something truthy, and return that. The timeout
+    only bounds a hang (a loaded machine, parallel workers): fail after `timeout` seconds,
+    naming `what` was awaited. The tests' one polling helper (the cluster suite's
+    `zk_cluster.wait_for` also rides out a broker not answering yet)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(interval)
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> str:
+    """Create a topic (replication factor 1) over the wire and return its name; fails
+    unless the broker answers NONE. The tests' one way to set up a topic on a single
+    broker (clusters have `ProcessCluster.create_topic`)."""
+    with WireClient(bootstrap) as client:
+        error, message = client.create_topic(name, partitions, configs)
+    assert error == ErrorCode.NONE, (name, error, message)
+    return name

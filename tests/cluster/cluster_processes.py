@@ -190,7 +190,7 @@ class ProcessCluster:
         per_broker: Mapping[int, Mapping[str, str]] | None = None,
         start: bool = True,
         await_registration: bool = True,
-        start_timeout: float = 60.0,
+        start_timeout: float = 120.0,
         **broker_overrides: str,
     ) -> None:
         self.zk_connect = zk_connect
@@ -236,7 +236,7 @@ class ProcessCluster:
         if await_registration:
             self.wait_registered()
 
-    def wait_registered(self, timeout: float = 60.0) -> None:
+    def wait_registered(self, timeout: float = 120.0) -> None:
         """Until every live broker's metadata lists every live broker."""
         live = set(self.live_ids())
 

@@ -106,7 +106,13 @@ def test_only_one_controller_acts_and_the_next_bumps_the_epoch(
     wait_for(lambda: second.controller.active, 30, "broker 2 to take over")
     assert second.controller.epoch == epoch + 1
     assert int(second.store.get("/controller_epoch")[0]) == epoch + 1
-    # broker 1 is gone: broker 2 leads every partition, broker 1 left the ISR
+    # broker 1 is gone: broker 2 leads every partition, broker 1 left the ISR (the new
+    # controller writes that after it became active)
+    wait_for(
+        lambda: all(state(second.store, "t", p)["isr"] == [2] for p in (0, 1)),
+        30,
+        "broker 1 to leave the ISR of t",
+    )
     for p in (0, 1):
         after = state(second.store, "t", p)
         assert (after["leader"], after["isr"]) == (2, [2])

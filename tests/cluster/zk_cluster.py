@@ -25,6 +25,9 @@ from logbus.controller.metadata_store import NoNode
 from logbus.controller.zookeeper_store import ZooKeeperStore
 
 SESSION_TIMEOUT_MS = 3000
+# How long a broker process may take to listen, register and agree on the controller: a
+# bound on a hang only (a loaded machine, parallel workers), never a timed assertion
+START_TIMEOUT = 90.0
 T = TypeVar("T")
 
 
@@ -88,7 +91,7 @@ class ClusterBroker:
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=log, env={**os.environ})
         return self
 
-    def start(self, timeout: float = 30) -> ClusterBroker:
+    def start(self, timeout: float = START_TIMEOUT) -> ClusterBroker:
         self.launch()
         assert self.proc is not None
         deadline = time.monotonic() + timeout
@@ -174,10 +177,10 @@ class ZkCluster:
         value["partition_epoch"] = version
         return value
 
-    def wait_registered(self, ids: set[int], timeout: float = 30) -> None:
+    def wait_registered(self, ids: set[int], timeout: float = START_TIMEOUT) -> None:
         wait_for(lambda: self.registered() == ids, timeout, f"brokers {ids} registered")
 
-    def wait_controller(self, timeout: float = 30) -> tuple[int, int]:
+    def wait_controller(self, timeout: float = START_TIMEOUT) -> tuple[int, int]:
         """The controller once every live broker's Metadata reports it."""
 
         def agreed() -> tuple[int, int] | None:
@@ -214,7 +217,7 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[Callable[..., Z
             assert broker.proc is not None
             wait_for(
                 lambda b=broker: _listening(b),  # type: ignore[misc]
-                30,
+                START_TIMEOUT,
                 f"broker {broker.broker_id} to listen",
             )
         if n:

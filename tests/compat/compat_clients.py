@@ -148,12 +148,6 @@ def check_librdkafka_codec(
     assert codecs == {CODEC_IDS[codec]}
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    with WireClient(bootstrap) as client:
-        error, message = client.create_topic(topic, partitions)
-    assert error == 0, message
-
-
 def log_end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
     with WireClient(bootstrap) as client:
         error, offset, _ts = client.list_offset(topic, partition, -1)

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import pytest
 from compat_clients import Msg, confluent_poll, confluent_produce, new_topic
 
+from kafka_wire import wait_for
 from logbus import Admin, AdminBatchError, ConfigResource, NewTopic, ResourceType, TopicPartition
 from logbus.client.admin import ConfigSource
 from logbus.protocol import ErrorCode
@@ -37,13 +38,6 @@ def confluent_partitions(client: Any, topic: str) -> int | None:
     return len(info.partitions)
 
 
-def wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
 def test_topics_and_configs_both_ways(broker: Any) -> None:
     ours, theirs = new_topic("ours"), new_topic("theirs")
     client = confluent_admin(broker)
@@ -66,14 +60,14 @@ def test_topics_and_configs_both_ways(broker: Any) -> None:
         assert (entry.value, entry.source) == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
 
         admin.create_partitions({theirs: 4})
-        wait_until(lambda: confluent_partitions(client, theirs) == 4, "librdkafka sees 4")
+        wait_for(lambda: confluent_partitions(client, theirs) == 4, what="librdkafka sees 4")
         client.create_partitions([ck_admin.NewPartitions(ours, 5)])[ours].result(TIMEOUT)
         assert len(admin.describe_topics([ours])[ours].partitions) == 5
 
         client.delete_topics([ours])[ours].result(TIMEOUT)
         assert ours not in admin.list_topics()
         admin.delete_topics([theirs])
-        wait_until(lambda: confluent_partitions(client, theirs) is None, "theirs is gone")
+        wait_for(lambda: confluent_partitions(client, theirs) is None, what="theirs is gone")
         with pytest.raises(AdminBatchError) as info:
             admin.delete_topics([ours])
         assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -13,7 +13,6 @@ import pytest
 from compat_clients import (
     Got,
     confluent_produce,
-    create_topic,
     expected,
     kafka_python_produce,
     new_topic,
@@ -29,7 +28,7 @@ from group_members import (
     wait_all_received,
 )
 
-from kafka_wire import wait_for
+from kafka_wire import create_topic, wait_for
 from logbus import Consumer, TopicPartition
 
 pytestmark = pytest.mark.timeout(180)

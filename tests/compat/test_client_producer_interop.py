@@ -16,7 +16,6 @@ from compat_clients import (
     PRODUCERS,
     Delivery,
     Msg,
-    create_topic,
     expected,
     kcat_consume,
     new_topic,
@@ -25,6 +24,7 @@ from compat_clients import (
 )
 
 import logbus
+from kafka_wire import create_topic
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord
 

@@ -21,7 +21,6 @@ from compat_clients import (
     confluent_consumer,
     confluent_poll,
     confluent_produce,
-    create_topic,
     expected,
     log_end_offset,
     new_topic,
@@ -31,7 +30,7 @@ from compat_clients import (
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from kafka_wire import wait_for
+from kafka_wire import create_topic, wait_for
 from logbus.client.partitioner import partition_for_key
 
 pytestmark = pytest.mark.timeout(90)

@@ -13,11 +13,12 @@ from compat_clients import (
     Msg,
     confluent_consume,
     confluent_produce,
-    create_topic,
     kafka_python_produce,
     log_end_offset,
     new_topic,
 )
+
+from kafka_wire import create_topic
 
 pytestmark = pytest.mark.timeout(180)
 

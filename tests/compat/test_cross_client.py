@@ -12,7 +12,6 @@ from compat_clients import (
     PRODUCERS,
     Got,
     Msg,
-    create_topic,
     expected,
     kcat_consume,
     kcat_produce,
@@ -20,7 +19,7 @@ from compat_clients import (
     sample_messages,
 )
 
-from kafka_wire import WireClient
+from kafka_wire import WireClient, create_topic
 from logbus.client.partitioner import partition_for_key
 
 pytestmark = pytest.mark.timeout(90)

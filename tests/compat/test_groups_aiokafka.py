@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import NoOffsetForPartitionError
-from compat_clients import create_topic, new_topic
+from compat_clients import new_topic
 from group_members import (
     GROUP_BROKER,
     SESSION_TIMEOUT_MS,
@@ -20,6 +20,8 @@ from group_members import (
     produce_values,
     start_killable_member,
 )
+
+from kafka_wire import create_topic
 
 pytestmark = pytest.mark.timeout(120)
 

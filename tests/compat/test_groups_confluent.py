@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from compat_clients import create_topic, new_topic
+from compat_clients import new_topic
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from group_members import (
     GROUP_BROKER,
@@ -23,7 +23,7 @@ from group_members import (
     wait_all_received,
 )
 
-from kafka_wire import wait_for
+from kafka_wire import create_topic, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from compat_clients import create_topic, new_topic
+from compat_clients import new_topic
 from group_members import (
     GROUP_BROKER,
     SESSION_TIMEOUT_MS,
@@ -23,7 +23,7 @@ from group_members import (
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import NoOffsetForPartitionError
 
-from kafka_wire import wait_for
+from kafka_wire import create_topic, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,6 @@ from compat_clients import (
     MESSAGE_MAX_BYTES,
     Got,
     check_librdkafka_codec,
-    create_topic,
     kcat,
     kcat_consume,
     kcat_produce,
@@ -29,7 +28,7 @@ from compat_clients import (
     stored_batches,
 )
 
-from kafka_wire import WireClient, wait_for
+from kafka_wire import WireClient, create_topic, wait_for
 from logbus.records.builder import NewRecord, build_batch
 
 pytestmark = [

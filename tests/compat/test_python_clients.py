@@ -27,7 +27,6 @@ from compat_clients import (
     Msg,
     aiokafka_consumer,
     aiokafka_poll,
-    create_topic,
     expected,
     kafka_python_consumer,
     kafka_python_poll,
@@ -37,7 +36,7 @@ from compat_clients import (
     stored_batches,
 )
 
-from kafka_wire import wait_for
+from kafka_wire import create_topic, wait_for
 from logbus.client.partitioner import partition_for_key
 from logbus.protocol import ErrorCode
 

@@ -22,15 +22,9 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
 )
 from playwright.sync_api import expect
 
-from logbus import Admin
-from logbus.client.admin import NewTopic
+from kafka_wire import create_topic
 
 Snap = Callable[[Any, str], None]
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(name, partitions, 1)])
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes, int | None]],

@@ -5,13 +5,8 @@ is killed, the partitions it leaves under-replicated and offline are counted and
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
-
-from playwright.sync_api import expect
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 
 import cluster_processes
 from cluster_processes import ProcessCluster
@@ -20,6 +15,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
     page_fixture,
     snap_fixture,
 )
+from playwright.sync_api import expect
 
 import logbus
 

@@ -14,9 +14,9 @@ import asyncio
 import struct
 from typing import Any
 
-from conftest import RunningBroker
+from brokers import RunningBroker
 from logbus.client.connection import Connection
-from logbus.protocol import ApiKey
+from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import (
     AccessControlEntry,
     AclBinding,
@@ -143,3 +143,22 @@ def revoke_all(bootstrap: str) -> None:
     body = {"filters": [acl_filter()]}
     response = call(bootstrap, ADMIN, ApiKey.DELETE_ACLS, body)
     assert response["filter_results"][0]["error_code"] == 0, response
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
+    """Create a topic as the super user `ADMIN` (CreateTopics over the wire)."""
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+        ],
+        "timeout_ms": 10_000,
+    }
+    r = call(bootstrap, ADMIN, ApiKey.CREATE_TOPICS, body)
+    allowed = (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) if exist_ok else (ErrorCode.NONE,)
+    assert r["topics"][0]["error_code"] in allowed, r

@@ -1,4 +1,5 @@
-"""Helpers shared by the asyncio Admin client's tests."""
+"""Helpers shared by the admin tests: the asyncio Admin client's, and raw CreateTopics
+requests over a `WireClient`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from kafka_wire import CREATE_TOPICS_V, WireClient
 from logbus.aio import Admin, AdminBatchError
+from logbus.protocol import ApiKey
 
 
 def run(broker: Any, action: Callable[[Admin], Awaitable[None]], **config: Any) -> None:
@@ -31,3 +34,23 @@ async def failure(call: Awaitable[Any]) -> AdminBatchError:
     with pytest.raises(AdminBatchError) as info:
         await call
     return info.value
+
+
+def create_topics(
+    client: WireClient, topics: dict[str, int], *, validate_only: bool = False
+) -> list[dict[str, Any]]:
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": count,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+            for name, count in topics.items()
+        ],
+        "timeout_ms": 600_000,
+        "validate_only": validate_only,
+    }
+    return list(client.request(ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, body)["topics"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 
@@ -31,3 +32,20 @@ def failed(result: subprocess.CompletedProcess[str]) -> str:
     """The stderr of a command that failed with exit status 1 (a readable error)."""
     assert result.returncode == 1, (result.stdout, result.stderr)
     return result.stderr.strip()
+
+
+def logbus(
+    broker: Any, *args: str, stdin: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`logbus ARGS --bootstrap-server <broker>`, its output decoded strictly."""
+    raw = subprocess.run(
+        [*CLI, *args, "--bootstrap-server", broker.bootstrap],
+        input=stdin or b"",
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+    # The CLI writes UTF-8 whatever the locale; decode strictly to prove it.
+    return subprocess.CompletedProcess(
+        raw.args, raw.returncode, raw.stdout.decode("utf-8"), raw.stderr.decode("utf-8")
+    )

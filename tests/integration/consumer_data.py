@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from kafka_wire import WireClient
+from kafka_wire import WireClient, create_topic
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.compression import CompressionType
 
@@ -21,11 +21,7 @@ def new_name(prefix: str = "c") -> str:
 
 
 def make_topic(bootstrap: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
-    topic = new_name("topic")
-    with WireClient(bootstrap) as client:
-        error, message = client.create_topic(topic, partitions, configs)
-    assert error == 0, message
-    return topic
+    return create_topic(bootstrap, new_name("topic"), partitions, configs)
 
 
 def write(

@@ -21,8 +21,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conftest import LoopThread
 from logbus.client.connection import Connection
+from logbus.client.loop_thread import LoopThread
 from logbus.controller.cluster_metadata import PartitionState, TopicMetadata
 from logbus.controller.controller import Controller, NewTopic
 from logbus.records.batch import split_batches

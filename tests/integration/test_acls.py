@@ -18,6 +18,7 @@ from acl_helpers import (
     acl_filter,
     assign_principals,
     call,
+    create_topic,
     grant,
     secured,
 )
@@ -36,15 +37,6 @@ from logbus.server.config.broker_config import BrokerConfig
 
 DENY = AclPermissionType.DENY
 E = ErrorCode
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    body = {
-        "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}],
-        "timeout_ms": 10_000,
-    }
-    r = call(bootstrap, ADMIN, ApiKey.CREATE_TOPICS, body)
-    assert r["topics"][0]["error_code"] == 0, r
 
 
 def produce(bootstrap: str, principal: str, topic: str) -> int:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admin_helpers import create_topics
 
-from kafka_wire import CREATE_TOPICS_V, WireClient, wait_for
+from kafka_wire import WireClient, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 
@@ -19,24 +20,6 @@ INT32_MAX = 2**31 - 1
 EXCESSIVE = "Excessively large number of partitions per request."
 
 
-def create_topics(
-    client: WireClient, topics: dict[str, int], *, validate_only: bool = False
-) -> list[dict[str, Any]]:
-    body = {
-        "topics": [
-            {
-                "name": name,
-                "num_partitions": count,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-            for name, count in topics.items()
-        ],
-        "timeout_ms": 600_000,
-        "validate_only": validate_only,
-    }
-    return list(client.request(ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, body)["topics"])
 
 
 def create_partitions(

@@ -25,12 +25,13 @@ from acl_helpers import (
     acl_filter,
     assign_principals,
     call,
+    create_topic,
     grant,
     revoke_all,
 )
 from wire import batch
 
-from conftest import RunningBroker, collect_leaks
+from brokers import RunningBroker, collect_leaks
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import AclOperation as Op
 from logbus.protocol.acl_types import ResourceType as R
@@ -61,23 +62,6 @@ class Case:
     # what must not change when refused: a snapshot taken before and after, as the admin
     state: Callable[[str], Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    body = {
-        "topics": [
-            {
-                "name": name,
-                "num_partitions": partitions,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-        ],
-        "timeout_ms": 10_000,
-    }
-    r = call(bootstrap, ADMIN, ApiKey.CREATE_TOPICS, body)
-    assert r["topics"][0]["error_code"] in (0, E.TOPIC_ALREADY_EXISTS), r
 
 
 def produce_body(topic: str) -> dict[str, Any]:
@@ -143,7 +127,7 @@ def committed(group: str, topic: str) -> Callable[[str], Any]:
 
 def commit_as_admin(group: str, topic: str) -> Callable[[str], None]:
     def setup(bootstrap: str) -> None:
-        create_topic(bootstrap, topic)
+        create_topic(bootstrap, topic, exist_ok=True)
         call(bootstrap, ADMIN, ApiKey.PRODUCE, produce_body(topic))
         deadline = time.monotonic() + 30
         while True:  # the first lookup creates __consumer_offsets; its leader comes soon
@@ -192,7 +176,7 @@ def client_quotas(bootstrap: str) -> Any:
 def topics_setup(*names: str) -> Callable[[str], None]:
     def setup(bootstrap: str) -> None:
         for name in names:
-            create_topic(bootstrap, name)
+            create_topic(bootstrap, name, exist_ok=True)
             call(bootstrap, ADMIN, ApiKey.PRODUCE, produce_body(name))
 
     return setup

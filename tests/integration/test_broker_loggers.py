@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from kafka_wire import WireClient
+from kafka_wire import WireClient, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
@@ -212,13 +211,6 @@ def test_another_broker_id_is_an_invalid_request(broker: Any, name: str, message
 
 def broker_log(proc: Any) -> str:
     return Path(proc.data_dir.parent / f"broker-{proc.port}.log").read_text()
-
-
-def wait_for(predicate: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_a_debug_line_appears_after_the_change_and_not_before(

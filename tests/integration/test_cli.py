@@ -4,36 +4,13 @@ from __future__ import annotations
 
 import collections
 import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
+from cli_runs import CLI, logbus, ok
 
 from logbus.client.partitioner import partition_for_key
-
-CLI = [sys.executable, "-m", "logbus.cli.main"]
-
-
-def logbus(
-    broker: Any, *args: str, stdin: bytes | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    raw = subprocess.run(
-        [*CLI, *args, "--bootstrap-server", broker.bootstrap],
-        input=stdin or b"",
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-    )
-    # The CLI writes UTF-8 whatever the locale; decode strictly to prove it.
-    return subprocess.CompletedProcess(
-        raw.args, raw.returncode, raw.stdout.decode("utf-8"), raw.stderr.decode("utf-8")
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -19,13 +19,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 HOUR_MS = 3_600_000
 
 
-@pytest.fixture
-def fast_broker(broker_factory: Any) -> Any:
-    return broker_factory(
-        **{"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
-    )
-
-
 def groups(broker: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """kafka-consumer-groups' order: the bootstrap server first, then the action."""
     return run_cli("groups", "--bootstrap-server", broker.bootstrap, *args)
@@ -49,7 +42,7 @@ def new_name(prefix: str) -> str:
 def make_topic(broker: Any, partitions: int, timestamps: list[int]) -> str:
     """A topic whose every partition holds one record per timestamp (offsets 0..n-1)."""
     topic = new_name("t")
-    ok(create_topic(broker, topic, partitions))
+    ok(cli_create_topic(broker, topic, partitions))
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for p in range(partitions):
         for i, ms in enumerate(timestamps):
@@ -58,7 +51,7 @@ def make_topic(broker: Any, partitions: int, timestamps: list[int]) -> str:
     return topic
 
 
-def create_topic(broker: Any, topic: str, partitions: int) -> subprocess.CompletedProcess[str]:
+def cli_create_topic(broker: Any, topic: str, partitions: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, "topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
          "--partitions", str(partitions)],

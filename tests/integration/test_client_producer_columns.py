@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from producer_helpers import read_partition, read_records
 
 import logbus
-from conftest import RunningBroker
+from brokers import RunningBroker
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord, RecordMetadata
 from logbus.client.errors import SerializationError

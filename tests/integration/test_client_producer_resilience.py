@@ -16,7 +16,7 @@ import pytest
 from producer_helpers import read_partition, read_records
 
 import logbus
-from conftest import free_port
+from brokers import free_port
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord
 from logbus.client.cluster import Cluster

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import KafkaError as ConfluentError
-from confluent_kafka import TopicPartition as ConfluentPartition
+from txn_reads import confluent_values, logbus_values
 
 import logbus
+from kafka_wire import create_topic
 from logbus.aio import Producer as AioProducer
 from logbus.client.errors import (
     InvalidTxnStateError,
@@ -33,79 +31,14 @@ from logbus.server.api.registry import build_registry
 TIMEOUT = 30.0
 
 
-def wait_stable(bootstrap: str, topic: str, partitions: int) -> None:
-    """Until no transaction is open on the topic: its markers are written by the
-    coordinator after EndTxn is answered, so the last stable offset may trail a moment."""
-    tps = [logbus.TopicPartition(topic, p) for p in range(partitions)]
-    with logbus.Consumer(
-        {"bootstrap.servers": bootstrap, "isolation.level": "read_committed"}
-    ) as committed, logbus.Consumer({"bootstrap.servers": bootstrap}) as uncommitted:
-        for _ in range(300):
-            if committed.end_offsets(tps) == uncommitted.end_offsets(tps):
-                return
-            time.sleep(0.1)
-    raise AssertionError(f"a transaction stays open on {topic}")
 
 
-def confluent_values(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
-    """Every value a confluent-kafka read_committed consumer reads up to the end it may
-    read (partition EOF on every partition), once no transaction is open."""
-    wait_stable(bootstrap, topic, partitions)
-    consumer = ConfluentConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4()}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    try:
-        consumer.assign([ConfluentPartition(topic, p, 0) for p in range(partitions)])
-        for _ in range(300):
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == ConfluentError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                    if len(at_end) == partitions:
-                        return sorted(values)
-                    continue
-                raise AssertionError(f"consumer error: {error}")
-            values.append(message.value())
-        raise AssertionError(f"no partition EOF; read {values}")
-    finally:
-        consumer.close()
 
 
-def logbus_values(bootstrap: str, topic: str, isolation: str, partitions: int = 1) -> list[bytes]:
-    """Every value a logbus consumer with `isolation` reads up to its end offsets (the
-    last stable offset for read_committed), once no transaction is open."""
-    wait_stable(bootstrap, topic, partitions)
-    with logbus.Consumer(
-        {"bootstrap.servers": bootstrap, "isolation.level": isolation}
-    ) as consumer:
-        tps = [logbus.TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        values: list[bytes] = []
-        for _ in range(100):
-            if all(consumer.position(tp) >= ends[tp] for tp in tps):
-                return sorted(values)
-            values += [r.value for r in consumer.poll(timeout=0.2)]
-        raise AssertionError(f"did not reach {ends}; read {values}")
 
 
 def make_topic(bootstrap: str, partitions: int = 2) -> str:
-    name = f"txn-{uuid.uuid4().hex[:8]}"
-    with logbus.Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([logbus.NewTopic(name, partitions, 1)])
-    return name
+    return create_topic(bootstrap, f"txn-{uuid.uuid4().hex[:8]}", partitions)
 
 
 def test_committed_records_are_read_once_and_aborted_ones_never(broker: Any) -> None:

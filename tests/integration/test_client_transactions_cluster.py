@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from replication_cluster import InProcessCluster
-from test_client_transactions import confluent_values, logbus_values
+from txn_reads import confluent_values, logbus_values
 
 import logbus
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC

@@ -22,9 +22,10 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient
 from wire import run
 
-from conftest import LoopThread, RunningBroker
-from kafka_wire import WireClient
+from brokers import RunningBroker
+from kafka_wire import WireClient, wait_for
 from logbus.client.connection import Connection
+from logbus.client.loop_thread import LoopThread
 from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.controller import (
@@ -107,13 +108,6 @@ TOPIC_ID = uuid.uuid4()
 # partition 0 led by broker 1 alone; partition 1 led by broker 2, broker 1 in its ISR
 LED_BY_1 = PartitionState(1, 3, (1,), (1,), EPOCH, 4)
 LED_BY_2 = PartitionState(2, 6, (2, 1), (2, 1), EPOCH, 9)
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def cluster_metadata(bootstrap: str) -> Any:
@@ -334,7 +328,7 @@ def test_stop_replica_with_delete_removes_the_log_directory(
     assert first.broker.replica_manager.partition(TOPIC, 0) is None
     wait_for(
         lambda: not any(p.name.startswith(f"{TOPIC}-0") for p in Path(first.data_dir).iterdir()),
-        "the renamed log directory to be removed",
+        what="the renamed log directory to be removed",
     )
     # the deletion reaches every broker's metadata: partitions led by -2 are forgotten
     net.send_update_metadata([info(first), info(second)], [], [TOPIC])
@@ -451,7 +445,7 @@ def test_close_while_retrying_leaves_nothing_behind(broker: RunningBroker) -> No
         net.add_broker(BrokerInfo(7, "127.0.0.1", 1), -1)  # nothing listens there
         net.add_broker(info(broker), -1)
         net.send_update_metadata([info(broker)], [topic({0: LED_BY_1})], [])
-        wait_for(lambda: TOPIC in broker_view(broker).topics, "the update")
+        wait_for(lambda: TOPIC in broker_view(broker).topics, what="the update")
         net.send_stop_replica(7, TOPIC, [0], True)
         time.sleep(0.2)  # several attempts to reach broker 7
         loop.run(net.close(), timeout=10)

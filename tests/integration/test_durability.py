@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kafka_wire import WireClient, wait_for
+from kafka_wire import WireClient, create_topic, wait_for
 from logbus.protocol import ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 
@@ -24,12 +24,6 @@ FIRST_SEGMENT = "00000000000000000000.log"
 
 def segment_path(data_dir: Path, topic: str, partition: int = 0) -> Path:
     return data_dir / f"{topic}-{partition}" / FIRST_SEGMENT
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    with WireClient(bootstrap) as client:
-        error, message = client.create_topic(topic, partitions)
-        assert error == ErrorCode.NONE, message
 
 
 class BackgroundProducer:

@@ -10,9 +10,9 @@ import resource
 from pathlib import Path
 
 import pytest
-from test_admin_limits import create_topics
+from admin_helpers import create_topics
 
-from conftest import BrokerProcess, free_port
+from brokers import BrokerProcess, free_port
 from kafka_wire import PRODUCE_V, WireClient
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import NewRecord, build_batch

@@ -20,11 +20,6 @@ E = ErrorCode
 PROTOCOLS = [{"name": "range", "metadata": b"\x00\x01"}]
 
 
-@pytest.fixture
-def fast_broker(broker_factory: Any) -> Any:
-    return broker_factory(**{"group.initial.rebalance.delay.ms": "0"})
-
-
 def new_group() -> str:
     return f"g-{uuid.uuid4().hex[:8]}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_cli import logbus, ok
+from cli_runs import logbus, ok
 
 
 def test_describe_by_topic_option_shows_replicas_and_isr(broker: Any) -> None:

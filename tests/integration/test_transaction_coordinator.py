@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafka_wire import wait_for
 from logbus.client.connection import Connection
 from logbus.protocol import ApiKey, ErrorCode
 
@@ -32,17 +33,6 @@ def raw(bootstrap: str, api_key: ApiKey, version: int, body: dict[str, Any]) -> 
             return await conn.request(api_key, body, version)
 
     return asyncio.run(send())
-
-
-def wait_for(predicate: Any, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
 
 
 class Txn:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from replication_cluster import InProcessCluster
-from test_transactions_log import committed_fetch, txn_produce, write_marker
+from txn_wire import committed_fetch, txn_produce, write_marker
 
 from kafka_wire import WireClient
 from logbus.storage.transaction_index import AbortedTxn

@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 from certs import CertificateAuthority
-from security_support import Pki, RawConnection, root_conftest
+from security_support import Pki, RawConnection
 
-RunningBroker = root_conftest().RunningBroker
-collect_leaks = root_conftest().collect_leaks
-
+from brokers import RunningBroker, collect_leaks
 
 
 @pytest.fixture(scope="session")

@@ -5,37 +5,24 @@ the tests that must see every byte of an exchange: the helpers. The fixtures are
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import ssl
 import struct
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from certs import CertificateAuthority, Issued
+from client_round_trips import TIMEOUT
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from logbus.protocol import codec
 from logbus.server.network.listener import Listener
-
-
-def root_conftest() -> Any:
-    """tests/conftest.py (RunningBroker, collect_leaks). Imported as `conftest` unless
-    another directory's conftest.py holds that name (tests/spark), then loaded by path."""
-    path = Path(__file__).resolve().parents[1] / "conftest.py"
-    module = sys.modules.get("conftest")
-    if module is not None and Path(getattr(module, "__file__", "")).resolve() == path:
-        return module
-    module = sys.modules.get("logbus_tests_conftest")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("logbus_tests_conftest", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["logbus_tests_conftest"] = module
-        spec.loader.exec_module(module)
-    return module
-
 
 ADMIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -139,3 +126,56 @@ class RawConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def sasl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
+    """A broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners (PLAIN with the admin
+    JAAS users, SCRAM-SHA-256 and -512), alice given a SCRAM-SHA-512 credential."""
+    running = secure_broker(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+            "SASL_SSL://127.0.0.1:0",
+            "num.partitions": "1",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
+            **tls_settings(pki),
+            **extra,
+        }
+    )
+    admin = AdminClient({"bootstrap.servers": address(running, "PLAINTEXT")})
+    upsert = UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(TIMEOUT)
+    return running
+
+
+def ssl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
+    """A broker with a PLAINTEXT and an SSL listener."""
+    return secure_broker(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "num.partitions": "1",
+            **tls_settings(pki),
+            **extra,
+        }
+    )
+
+
+def confluent_ssl(pki: Pki, bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca.cert_file),
+        **extra,
+    }
+
+
+def client_context(pki: Pki, cert: Any = None, ca: Any = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str((ca or pki.ca).cert_file))
+    if cert is not None:
+        context.load_cert_chain(str(cert.cert_file), str(cert.key_file))
+    return context

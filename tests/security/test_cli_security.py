@@ -10,8 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from security_support import SCRAM_JAAS, Pki, address
-from test_sasl import sasl_broker
+from security_support import SCRAM_JAAS, Pki, address, sasl_broker
 
 pytest_plugins = ["secure_fixtures"]
 

@@ -6,11 +6,16 @@ acks=all to a topic replicated three times and reads it back."""
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from pathlib import Path
 
+from cluster_processes import (
+    ProcessCluster,
+    cluster_zookeeper,  # noqa: F401  (fixture)
+    free_port,
+    zk_connect,  # noqa: F401  (fixture)
+)
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -24,14 +29,6 @@ from security_support import SCRAM_JAAS, Pki, tls_settings
 from logbus.common.security.scram import ScramCredential
 from logbus.controller.zookeeper_store import ZooKeeperStore
 from logbus.server.security.credential_cache import alter_credentials
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-from cluster_processes import (
-    ProcessCluster,
-    cluster_zookeeper,  # noqa: F401  (fixture)
-    free_port,
-    zk_connect,  # noqa: F401  (fixture)
-)
 
 pytest_plugins = ["secure_fixtures"]
 

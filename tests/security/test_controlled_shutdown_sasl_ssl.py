@@ -5,23 +5,20 @@ listener with the inter-broker security, first time."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from security_support import SCRAM_JAAS, Pki, tls_settings
-
-from logbus.common.security.scram import ScramCredential
-from logbus.controller.zookeeper_store import ZooKeeperStore
-from logbus.server.security.credential_cache import alter_credentials
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_processes import (
     ProcessCluster,
     cluster_zookeeper,  # noqa: F401  (fixture)
     free_port,
     zk_connect,  # noqa: F401  (fixture)
 )
+from security_support import SCRAM_JAAS, Pki, tls_settings
+
+from logbus.common.security.scram import ScramCredential
+from logbus.controller.zookeeper_store import ZooKeeperStore
+from logbus.server.security.credential_cache import alter_credentials
 
 pytest_plugins = ["secure_fixtures"]
 

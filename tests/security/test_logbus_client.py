@@ -10,8 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-from security_support import Pki, address
-from test_sasl import sasl_broker
+from security_support import Pki, address, sasl_broker
 
 import logbus
 from logbus import Admin, KafkaError, NewTopic

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 from client_round_trips import produce_consume_confluent
-from security_support import ADMIN_JAAS, root_conftest
+from security_support import ADMIN_JAAS
 
-free_port = root_conftest().free_port
+from brokers import free_port
+
 ANNOUNCED = 500_000  # just under the default sasl.server.max.receive.size (524288)
 
 

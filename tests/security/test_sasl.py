@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from security_support import ADMIN_JAAS, Pki, address, listener, tls_settings
+from security_support import Pki, address, listener, sasl_broker
 
 from logbus.common.security.scram import ScramClient, ScramCredential
 from logbus.protocol import ApiKey, ErrorCode
@@ -40,26 +40,6 @@ from logbus.protocol import ApiKey, ErrorCode
 pytest_plugins = ["secure_fixtures"]
 
 
-def sasl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
-    running = secure_broker(
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-            "SASL_SSL://127.0.0.1:0",
-            "num.partitions": "1",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
-            **tls_settings(pki),
-            **extra,
-        }
-    )
-    admin = AdminClient({"bootstrap.servers": address(running, "PLAINTEXT")})
-    upsert = UserScramCredentialUpsertion(
-        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret"
-    )
-    for future in admin.alter_user_scram_credentials([upsert]).values():
-        future.result(TIMEOUT)
-    return running
 
 
 def plain_config(running: Any, password: str = "alice-secret") -> dict[str, Any]:

@@ -25,8 +25,10 @@ from confluent_kafka.admin import AdminClient
 from security_support import (
     Pki,
     address,
+    client_context,
+    confluent_ssl,
     listener,
-    tls_settings,
+    ssl_broker,
 )
 
 from logbus.protocol import ApiKey
@@ -35,32 +37,10 @@ pytest_plugins = ["secure_fixtures"]
 
 
 
-def ssl_broker(secure_broker: Any, pki: Pki, **extra: str) -> Any:
-    return secure_broker(
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-            "num.partitions": "1",
-            **tls_settings(pki),
-            **extra,
-        }
-    )
 
 
-def confluent_ssl(pki: Pki, bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SSL",
-        "ssl.ca.location": str(pki.ca.cert_file),
-        **extra,
-    }
 
 
-def client_context(pki: Pki, cert: Any = None, ca: Any = None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str((ca or pki.ca).cert_file))
-    if cert is not None:
-        context.load_cert_chain(str(cert.cert_file), str(cert.key_file))
-    return context
 
 
 def test_confluent_kafka_over_ssl(secure_broker: Any, pki: Pki) -> None:

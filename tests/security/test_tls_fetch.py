@@ -14,10 +14,10 @@ import time
 import uuid
 from typing import Any
 
+from client_round_trips import TIMEOUT
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from security_support import Pki, address, tls_settings
-from test_tls import TIMEOUT, client_context, confluent_ssl, ssl_broker
+from security_support import Pki, address, client_context, confluent_ssl, ssl_broker, tls_settings
 
 import logbus
 from kafka_wire import FETCH_V, fetch_body_many

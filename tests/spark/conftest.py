@@ -1,4 +1,6 @@
-"""A local SparkSession shared by every Spark test, and helpers to make and fill topics.
+"""The Spark tests' fixtures: a local SparkSession shared by every Spark test (and, under
+`make test`, run in one worker: tests/conftest.py groups them) and the exactly-once jobs a
+test starts. Their helpers (topics, records, the job) are in spark_support.py.
 
 The session runs `local[2]` on loopback with the UI off; the `logbus` format is registered
 once. Spark's Python workers are separate processes: they reach the in-process test
@@ -21,8 +23,7 @@ pytest.importorskip("pyarrow")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark tests need Java (17+)", allow_module_level=True)
 
-from confluent_kafka import Producer as KafkaProducer
-from confluent_kafka.admin import AdminClient, NewTopic
+from spark_support import Job
 
 
 @pytest.fixture(scope="session")
@@ -59,57 +60,19 @@ def spark() -> Iterator[Any]:
             os.environ[name] = value
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
-    )
-    futures[name].result(30)
 
 
-def produce(
-    bootstrap: str,
-    topic: str,
-    values: list[bytes],
-    *,
-    partition: int | None = None,
-    keys: list[bytes | None] | None = None,
-    headers: list[Any] | None = None,
-    timestamps: list[int] | None = None,
-    **config: Any,
-) -> None:
-    """Write records with confluent-kafka and wait until every one is acknowledged."""
-    producer = KafkaProducer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5}
-        | {k.replace("_", "."): v for k, v in config.items()}
-    )
-    errors: list[Any] = []
-
-    def report(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for i, value in enumerate(values):
-        extra: dict[str, Any] = {}
-        if partition is not None:
-            extra["partition"] = partition
-        if keys is not None:
-            extra["key"] = keys[i]
-        if headers is not None:
-            extra["headers"] = headers[i]
-        if timestamps is not None:
-            extra["timestamp"] = timestamps[i]
-        producer.produce(topic, value, on_delivery=report, **extra)
-    assert producer.flush(30) == 0
-    assert not errors, errors
 
 
-def reader(spark: Any, bootstrap: str, **options: str) -> Any:
-    """`spark.read.format("logbus")` with the bootstrap servers and `options` set."""
-    builder = spark.read.format("logbus").option("kafka.bootstrap.servers", bootstrap)
-    for name, value in options.items():
-        builder = builder.option(name, value)
-    return builder
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[Job]]:
+    """eos_job.py runs a test starts (append them); each is killed when the test ends."""
+    started: list[Job] = []
+    yield started
+    for job in started:
+        job.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

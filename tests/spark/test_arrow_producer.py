@@ -17,9 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
-from test_write import consume_all
+from spark_support import consume_all, create_topic
 
-from conftest import create_topic
 from logbus.client.cluster import Cluster
 from logbus.client.partitioner import StickyPartitioner
 from logbus.client.requests.fetch import FetchOptions, fetch_many_raw

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException
+from spark_support import create_topic, produce, reader
 
-from conftest import create_topic, produce, reader
 from logbus.spark.options import parse_read_options
 from logbus.spark.source import LogbusBatchReader
 

@@ -6,11 +6,8 @@ Bad options are refused with a clear error (in the shared test session)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,39 +16,7 @@ import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.errors import PySparkException
-
-from conftest import create_topic, produce
-
-JOB = Path(__file__).with_name("eos_job.py")
-
-
-def read_all(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    """Every value of partition 0 of `topic` up to its end, read with `isolation`."""
-    consumer = KafkaConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{topic}-{isolation}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    return values
-                raise AssertionError(msg.error())
-            values.append(msg.value())
-        raise AssertionError(f"{topic} not read to its end in 60 s")
-    finally:
-        consumer.close()
+from spark_support import Job, create_topic, output, produce, read_all
 
 
 def kcat_values(bootstrap: str, topic: str) -> list[bytes]:
@@ -74,50 +39,8 @@ def committed_batch(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
-class Job:
-    """eos_job.py in a process group of its own (its JVM and Python workers with it)."""
-
-    def __init__(self, bootstrap: str, tmp: Path, *extra: str) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-            "PYSPARK_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        }
-        self.log = (tmp / f"job-{time.monotonic_ns()}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), "--bootstrap", bootstrap, "--source", "in",
-             "--out", "out", "--checkpoint", str(tmp / "checkpoint"), "--prefix", "copy",
-             *extra],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def wait(self, timeout: float = 300) -> int:
-        return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-    def close(self) -> None:
-        try:
-            self.kill()
-        except ProcessLookupError:
-            self.proc.wait(30)
-        self.log.close()
 
 
-@pytest.fixture
-def jobs() -> Any:
-    started: list[Job] = []
-    yield started
-    for job in started:
-        job.close()
-
-
-def output(tmp: Path) -> str:
-    return "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp.glob("job-*.log"))
 
 
 def test_task_retries_write_every_row_once(broker: Any, tmp_path: Path, jobs: list[Job]) -> None:

@@ -8,20 +8,13 @@ the query restarted from its checkpoint writes every row exactly once."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from typing import Any
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 
 import cluster_processes
 from cluster_processes import ProcessCluster
-from test_exactly_once import Job, output, read_all
+from spark_support import Job, output, produce, read_all
 
-from conftest import produce
 from logbus.coordinator.transaction.state_topic import (
     TRANSACTION_STATE_TOPIC,
     txn_partition_for,
@@ -29,14 +22,6 @@ from logbus.coordinator.transaction.state_topic import (
 
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
-
-
-@pytest.fixture
-def jobs() -> Any:
-    started: list[Job] = []
-    yield started
-    for job in started:
-        job.close()
 
 
 def test_driver_and_coordinator_killed_mid_batch_on_a_cluster(

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from conftest import create_topic, produce
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from examples.spark import offline_load, pageviews
+from spark_support import create_topic, produce
 
 DAY_1 = int(datetime(2026, 1, 1, 23, 0, tzinfo=UTC).timestamp() * 1000)
 DAY_2 = int(datetime(2026, 1, 2, 1, 0, tzinfo=UTC).timestamp() * 1000)

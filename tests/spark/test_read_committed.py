@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException
+from spark_support import create_topic, produce, reader
 
 import logbus
-from conftest import create_topic, produce, reader
 
 
 def values(df: Any) -> list[bytes]:

@@ -3,13 +3,9 @@ security options (as with Spark's Kafka source) reach the logbus client in every
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
-from security_support import Pki, address
-from test_sasl import sasl_broker
+from security_support import Pki, address, sasl_broker
 
 pytest_plugins = ["secure_fixtures"]
 

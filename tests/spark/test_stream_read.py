@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
-
-from conftest import create_topic, produce
+from spark_support import create_topic, produce
 
 
 def stream(spark: Any, bootstrap: str, **options: str) -> Any:

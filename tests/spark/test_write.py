@@ -3,37 +3,12 @@ confluent-kafka; the columns the sink needs and the errors for bad input."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.errors import PySparkException
-
-from conftest import create_topic, produce
-
-
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
-    """Every record of `topic` read with confluent-kafka, waiting until `expected` arrived."""
-    consumer = KafkaConsumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
-    )
-    try:
-        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-        records: list[Any] = []
-        deadline = time.monotonic() + 60
-        while len(records) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-        assert len(records) == expected
-        # Nothing more than expected arrives either.
-        assert consumer.poll(1.0) is None
-        return records
-    finally:
-        consumer.close()
+from spark_support import consume_all, create_topic, produce
 
 
 def writer(df: Any, bootstrap: str, **options: str) -> Any:

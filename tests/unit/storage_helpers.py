@@ -1,12 +1,25 @@
-"""Record batches for storage tests, built by kafka-python (an independent encoder)."""
+"""For storage tests: record batches built by kafka-python (an independent encoder), a
+compacted log, its records read back by kafka-python, and a log cleaner."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
-from logbus.records.batch import BatchHeader, set_base_offset
+from logbus.records.batch import (
+    BatchHeader,
+    set_base_offset,
+)
+from logbus.storage.cleaner import (
+    Cleaner,
+)
+from logbus.storage.log import Log
+from logbus.storage.log_config import LogConfig
+from logbus.storage.offset_map import OffsetMap
+from logbus.storage.throttler import Throttler
 
 
 def make_batch(
@@ -55,3 +68,25 @@ def at_offset(batch: bytes, base_offset: int) -> bytes:
     buf = bytearray(batch)
     set_base_offset(buf, base_offset)
     return bytes(buf)
+
+
+def open_log(directory: Path, **config: object) -> Log:
+    settings: dict[str, object] = {"cleanup_policy": "compact", "segment_bytes": 200}
+    settings.update(config)
+    return Log(directory / "compacted-0", LogConfig(**settings), now_ms=0)  # type: ignore[arg-type]
+
+
+def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record, decoded by kafka-python, CRCs checked."""
+    out = []
+    for segment in log.segments:
+        records = MemoryRecords(segment.read_bytes(0, segment.size))
+        while records.has_next():
+            b = records.next_batch()
+            assert b.validate_crc()
+            out.extend((r.offset, r.key, r.value) for r in b)
+    return out
+
+
+def new_cleaner(hook: object = None) -> Cleaner:
+    return Cleaner(OffsetMap(1 << 20), Throttler(float("inf")), hook=hook)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from test_client_requests_transactions import TXN_BUILDERS
+from txn_request_bodies import TXN_BUILDERS
 
 from logbus.client.errors import KafkaError
 from logbus.client.requests import (

@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from columnar_rows import Row, rows_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_strategies import large_bytes
 
 from logbus.records.batch import BatchHeader, InvalidBatch
 from logbus.records.builder import NewRecord, build_batch
-from logbus.records.columnar import RecordColumns, decode_columns
+from logbus.records.columnar import decode_columns
 from logbus.records.columnar_encode import (
     encode_batches,
     encode_columns,
@@ -22,8 +24,6 @@ from logbus.records.columnar_encode import (
 )
 from logbus.records.compression import CompressionType
 from logbus.records.reader import decode_batch
-
-Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 def expected(raws: list[bytes], start: int = 0, end: int | None = None) -> list[Row]:
@@ -39,24 +39,6 @@ def expected(raws: list[bytes], start: int = 0, end: int | None = None) -> list[
     return rows
 
 
-def rows_of(columns: RecordColumns) -> list[Row]:
-    n = len(columns)
-    for array in (columns.keys, columns.values):
-        assert array.type == pa.binary()
-        assert len(array) == n
-        array.validate(full=True)
-    headers = columns.headers if columns.headers is not None else [()] * n
-    return list(
-        zip(
-            columns.offsets.tolist(),
-            columns.timestamps.tolist(),
-            columns.timestamp_types.tolist(),
-            columns.keys.to_pylist(),
-            columns.values.to_pylist(),
-            headers,
-            strict=True,
-        )
-    )
 
 
 def columnar(raws: list[bytes], start: int = 0, end: int | None = None) -> list[Row]:
@@ -141,14 +123,18 @@ def test_large_records_across_many_batches() -> None:
     assert columnar(raws, 17, base - 9) == expected(raws, 17, base - 9)
 
 
-def corruptions() -> list[tuple[str, bytes]]:
+def corruptions() -> list[Any]:
+    """One corrupted copy of a batch per (position, value), its id naming the change only:
+    the batch holds the clock's time, and test ids must be the same in every collection
+    (parallel workers collect separately and compare)."""
     good = build_batch([NewRecord(b"k", b"value"), NewRecord(None, b"v2")], base_offset=3)
     out = []
     for position in range(61, len(good)):
         for value in (0x00, 0x7F, 0x80, 0xFF, 0x01):
             raw = bytearray(good)
             raw[position] = value
-            out.append((f"byte {position} = {value:#x}", bytes(raw)))
+            what = f"byte {position} = {value:#x}"
+            out.append(pytest.param(what, bytes(raw), id=what))
     return out
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from columnar_rows import Row, rows_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_records_columnar import Row, rows_of
 
 from logbus.records import columnar
 from logbus.records.batch import BatchHeader, InvalidBatch

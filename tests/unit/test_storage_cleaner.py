@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
+from storage_helpers import new_cleaner, open_log, records_of
 
 from kafka_wire import wait_for
 from logbus.records.batch import DELETE_HORIZON_FLAG, HEADER_SIZE, BatchHeader, compute_crc
@@ -61,10 +61,6 @@ def batch(
     return bytes(builder.build())
 
 
-def open_log(directory: Path, **config: object) -> Log:
-    settings: dict[str, object] = {"cleanup_policy": "compact", "segment_bytes": 200}
-    settings.update(config)
-    return Log(directory / "compacted-0", LogConfig(**settings), now_ms=0)  # type: ignore[arg-type]
 
 
 def append(log: Log, pairs: Sequence[Pair], **kwargs: int) -> None:
@@ -72,16 +68,6 @@ def append(log: Log, pairs: Sequence[Pair], **kwargs: int) -> None:
     log.high_watermark = log.log_end_offset
 
 
-def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of every record, decoded by kafka-python, CRCs checked."""
-    out = []
-    for segment in log.segments:
-        records = MemoryRecords(segment.read_bytes(0, segment.size))
-        while records.has_next():
-            b = records.next_batch()
-            assert b.validate_crc()
-            out.extend((r.offset, r.key, r.value) for r in b)
-    return out
 
 
 def batch_headers(log: Log) -> list[BatchHeader]:
@@ -97,8 +83,6 @@ def latest_per_key(
     return sorted(last.values())
 
 
-def new_cleaner(hook: object = None) -> Cleaner:
-    return Cleaner(OffsetMap(1 << 20), Throttler(float("inf")), hook=hook)  # type: ignore[arg-type]
 
 
 def cleaner_for(log: Log) -> LogCleaner:

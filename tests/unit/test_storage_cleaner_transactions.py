@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_storage_cleaner import new_cleaner, open_log, records_of
+from storage_helpers import new_cleaner, open_log, records_of
 
 from logbus.records.builder import build_batch
 from logbus.records.control import ControlType, build_end_txn_batch
