@@ -10,13 +10,13 @@ credentials set through one broker are described through every one."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_processes import ProcessCluster
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
@@ -31,9 +31,6 @@ from kafka_wire import WireClient
 from logbus.controller.zookeeper_store import ZooKeeperStore
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.server.security.credential_cache import USERS_PATH
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-from cluster_processes import ProcessCluster
 
 TIMEOUT = 30
 SHA_256, SHA_512 = 1, 2
