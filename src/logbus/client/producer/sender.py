@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logbus.client.cluster import Cluster
@@ -65,6 +65,7 @@ _SEQUENCE_LOST = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+
 class SenderSettings:
     acks: int
     idempotent: bool
@@ -95,6 +96,21 @@ class PartitionState:
         self.in_flight = 0
         self.unacked: deque[ProducerBatch] = deque()
         self.retry: list[ProducerBatch] = []
+
+
+@dataclass
+class _SendPlan:
+    """One pass over the partitions (`Sender._send_ready`): the batches to send per
+    leader and their bytes, whether more is ready than one pass sends, and the shortest
+    wait until something may become ready."""
+
+    groups: dict[int, dict[TopicPartition, ProducerBatch]] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+    more: bool = False
+    wait: float = float("inf")
+
+    def wait_for(self, delay: float) -> None:
+        self.wait = min(self.wait, delay)
 
 
 class Sender:
@@ -265,96 +281,124 @@ class Sender:
         """Start a request to every broker that has ready batches and room in flight.
         Returns seconds until something may next become ready (None: nothing pending)."""
         s = self.settings
-        wait = float("inf")
-        groups: dict[int, dict[TopicPartition, ProducerBatch]] = {}
-        sizes: dict[int, int] = {}
-        more = False
+        plan = _SendPlan()
         if self.topics:  # refresh metadata at least every metadata.max.age.ms
-            wait = max(self.cluster.metadata_at + s.metadata_max_age - now, s.retry_backoff)
+            plan.wait = max(self.cluster.metadata_at + s.metadata_max_age - now, s.retry_backoff)
         if self._needs_bump:
-            wait = s.retry_backoff  # the bump failed or waits for requests in flight
+            plan.wait = s.retry_backoff  # the bump failed or waits for requests in flight
         for tp, queue in self.accumulator.batches.items():
             state = self.states.get(tp)
             if state is None:
                 state = self.states[tp] = PartitionState()
             # Wake up to expire batches that reach delivery.timeout.ms.
             if queue:
-                wait = min(wait, queue[0].created + s.delivery_timeout - now)
+                plan.wait_for(queue[0].created + s.delivery_timeout - now)
             for waiting in state.retry:
-                wait = min(wait, waiting.created + s.delivery_timeout - now)
+                plan.wait_for(waiting.created + s.delivery_timeout - now)
             from_retry = bool(state.retry)
-            if from_retry:
-                if state.in_flight:
-                    continue  # resend in order once everything sent has come back
-                first = state.retry[0]
-                if first.retry_at > now:
-                    wait = min(wait, first.retry_at - now)
-                    continue
-                if self._needs_bump:
-                    continue
-                batch = first
-            elif not queue or self._needs_bump:
-                continue
-            elif self.txn is not None and not self.txn.send_allowed(tp):
-                continue  # added to the transaction first (AddPartitionsToTxn)
-            else:
-                head = queue[0]
-                ready = (
-                    head.encoded
-                    or len(queue) > 1
-                    or head.size >= s.batch_size
-                    or self.flushing
-                    or tp in self.expedite
-                    or now - head.created >= s.linger
-                )
-                if not ready:
-                    wait = min(wait, head.created + s.linger - now)
-                    continue
-                if s.max_in_flight == 1 and state.in_flight:
-                    continue  # one batch at a time keeps order without idempotence
-                batch = head
-            leader = self._leader(tp)
-            if leader is None:
-                self._need_metadata = True
-                wait = min(wait, s.retry_backoff)
-                continue
-            backoff = self.cluster.backoff_remaining(leader)
-            if backoff > 0:
-                wait = min(wait, backoff)
-                continue
-            if self._in_flight.get(leader, 0) >= s.max_in_flight:
-                continue  # the response wakes us
-            group = groups.get(leader)
-            if group is None:
-                group = groups[leader] = {}
-                sizes[leader] = 0
-            elif tp in group or sizes[leader] + batch.size > s.max_request_size:
-                more = True
-                continue
-            if from_retry:
-                state.retry.pop(0)
-            else:
-                queue.popleft()
-                if not queue:
-                    self.expedite.discard(tp)
-                self._seal(batch, state)
-                state.unacked.append(batch)
-                if len(queue) > 1 or (queue and queue[0].size >= s.batch_size):
-                    more = True
-            assert batch.data is not None
-            sizes[leader] += len(batch.data)
-            state.in_flight += 1
-            group[tp] = batch
-        for node, group in groups.items():
+            batch = (self._retry_due(state, now, plan) if from_retry
+                     else self._head_due(tp, queue, state, now, plan))
+            if batch is not None:
+                self._add_to_request(tp, queue, state, batch, from_retry, now, plan)
+        for node, group in plan.groups.items():
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
             task = asyncio.get_running_loop().create_task(self._produce(node, group))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
-        if more:
+        if plan.more:
             return 0.0
-        if wait == float("inf"):
+        if plan.wait == float("inf"):
             return None
-        return max(wait, 0.0)
+        return max(plan.wait, 0.0)
+
+    def _retry_due(
+        self, state: PartitionState, now: float, plan: _SendPlan
+    ) -> ProducerBatch | None:
+        """The partition's first batch to retry, if it may be resent now."""
+        if state.in_flight:
+            return None  # resend in order once everything sent has come back
+        first = state.retry[0]
+        if first.retry_at > now:
+            plan.wait_for(first.retry_at - now)
+            return None
+        return None if self._needs_bump else first
+
+    def _head_due(
+        self,
+        tp: TopicPartition,
+        queue: deque[ProducerBatch],
+        state: PartitionState,
+        now: float,
+        plan: _SendPlan,
+    ) -> ProducerBatch | None:
+        """The partition's oldest batch, if it is ready to go (full, lingered long enough,
+        flushed or expedited) and may be sent now."""
+        s = self.settings
+        if not queue or self._needs_bump:
+            return None
+        if self.txn is not None and not self.txn.send_allowed(tp):
+            return None  # added to the transaction first (AddPartitionsToTxn)
+        head = queue[0]
+        ready = (
+            head.encoded
+            or len(queue) > 1
+            or head.size >= s.batch_size
+            or self.flushing
+            or tp in self.expedite
+            or now - head.created >= s.linger
+        )
+        if not ready:
+            plan.wait_for(head.created + s.linger - now)
+            return None
+        if s.max_in_flight == 1 and state.in_flight:
+            return None  # one batch at a time keeps order without idempotence
+        return head
+
+    def _add_to_request(
+        self,
+        tp: TopicPartition,
+        queue: deque[ProducerBatch],
+        state: PartitionState,
+        batch: ProducerBatch,
+        from_retry: bool,
+        now: float,
+        plan: _SendPlan,
+    ) -> None:
+        """Put `batch` into the request to its leader, if the leader is known, reachable,
+        has room in flight and the request has room for it."""
+        s = self.settings
+        leader = self._leader(tp)
+        if leader is None:
+            self._need_metadata = True
+            plan.wait_for(s.retry_backoff)
+            return
+        backoff = self.cluster.backoff_remaining(leader)
+        if backoff > 0:
+            plan.wait_for(backoff)
+            return
+        if self._in_flight.get(leader, 0) >= s.max_in_flight:
+            return  # the response wakes us
+        group = plan.groups.get(leader)
+        if group is None:
+            group = plan.groups[leader] = {}
+            plan.sizes[leader] = 0
+        elif tp in group or plan.sizes[leader] + batch.size > s.max_request_size:
+            plan.more = True
+            return
+        if from_retry:
+            state.retry.pop(0)
+        else:
+            queue.popleft()
+            if not queue:
+                self.expedite.discard(tp)
+            self._seal(batch, state)
+            state.unacked.append(batch)
+            if len(queue) > 1 or (queue and queue[0].size >= s.batch_size):
+                plan.more = True
+        assert batch.data is not None
+        plan.sizes[leader] += len(batch.data)
+        state.in_flight += 1
+        group[tp] = batch
 
     def _seal(self, batch: ProducerBatch, state: PartitionState) -> None:
         s = self.settings
