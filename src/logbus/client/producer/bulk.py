@@ -326,6 +326,34 @@ def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata
     return list(map(items.__getitem__, inverse))
 
 
+def _keyed_segments(
+    keys: Sequence[bytes], count: int, cache: dict[bytes, int]
+) -> tuple[list[int], list[Segment]]:
+    """Keyed records grouped by partition: the order to place them in, and the run of
+    that order each partition gets."""
+    order, per_partition = group_by_partition(keys, count, cache, KEY_CACHE_SIZE)
+    segments = []
+    low = 0
+    for partition, placed in enumerate(per_partition):
+        if placed:
+            segments.append(Segment(partition, low, low + placed))
+            low += placed
+    return order, segments
+
+
+async def _wait_for_memory(
+    appender: BulkAppender, batches: dict[int, ProducerBatch], need: int
+) -> int:
+    """Reserve `need` bytes of buffer.memory, waiting (up to max.block.ms) while the
+    batches filled so far are sent at once to free it; returns `need`."""
+    _router, admission, _accumulator, sender, check_open = appender
+    sender.expedite.update(b.tp for b in batches.values())
+    sender.wakeup()
+    await admission.pool.reserve(need, admission.max_block)
+    check_open()
+    return need
+
+
 async def append_plain(
     appender: BulkAppender,
     plain: PlainRecords,
@@ -348,19 +376,11 @@ async def append_plain(
     order: list[int] | None = None
     segments = [Segment(None, 0, len(values))]
     if keys is not None and not router.ignore_keys:
-        order, per_partition = group_by_partition(
-            keys, count, router.key_cache(count), KEY_CACHE_SIZE
-        )
+        order, segments = _keyed_segments(keys, count, router.key_cache(count))
         values = list(map(values.__getitem__, order))
         keys = list(map(keys.__getitem__, order))
         sizes = list(map(sizes.__getitem__, order))
         ends = list(accumulate(sizes))
-        segments = []
-        low = 0
-        for partition, placed in enumerate(per_partition):
-            if placed:
-                segments.append(Segment(partition, low, low + placed))
-                low += placed
     batch_size = accumulator.batch_size
     reserved = 0  # buffer space reserved and not yet used
     now = now_ms()
@@ -399,12 +419,7 @@ async def append_plain(
                     else:
                         first = -1
                 if first < 0:
-                    need = total - reserved
-                    sender.expedite.update(b.tp for b in batches.values())
-                    sender.wakeup()
-                    await pool.reserve(need, admission.max_block)
-                    check_open()
-                    reserved += need
+                    reserved += await _wait_for_memory(appender, batches, total - reserved)
                     now = now_ms()
                     continue  # the batches may have moved on while we waited
                 runs.append(Run(batch, first, end - index))

@@ -509,6 +509,17 @@ class Producer(TransactionalProducer, AsyncService):
             settle()
         return result
 
+    async def _wait_for_memory(
+        self, sender: Sender, batches: dict[int, ProducerBatch], size: int
+    ) -> int:
+        """Reserve `size` bytes of buffer.memory, waiting (up to max.block.ms) while the
+        batches filled so far are sent at once to free it; returns `size`."""
+        sender.expedite.update(b.tp for b in batches.values())
+        sender.wakeup()
+        await self.admission.pool.reserve(size, self._max_block)
+        self._check_open()
+        return size
+
     async def _append_each(
         self,
         sender: Sender,
@@ -563,11 +574,7 @@ class Producer(TransactionalProducer, AsyncService):
                 if size > credit:
                     ahead = max(size, _RESERVE_AHEAD)
                     if not pool.try_reserve(ahead):
-                        sender.expedite.update(b.tp for b in batches.values())
-                        sender.wakeup()
-                        ahead = size
-                        await pool.reserve(size, self._max_block)
-                        self._check_open()
+                        ahead = await self._wait_for_memory(sender, batches, size)
                         now = now_ms()
                     credit += ahead
                 credit -= size
