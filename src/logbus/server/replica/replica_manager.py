@@ -24,7 +24,12 @@ from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
 from logbus.server.purgatory import Purgatory
 from logbus.server.replica.alter_partition_manager import AlterPartitionManager
-from logbus.server.replica.partition import Partition, PartitionError, ReplicaState
+from logbus.server.replica.partition import (
+    AppendResult,
+    Partition,
+    PartitionError,
+    ReplicaState,
+)
 from logbus.server.replica.replica_fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
 from logbus.storage.errors import OffsetOutOfRangeError, StorageError
 from logbus.storage.file_slice import FileSlice
@@ -306,47 +311,16 @@ class ReplicaManager:
             if time.monotonic() - turn_start > APPEND_TURN_S:
                 await asyncio.sleep(0)
                 turn_start = time.monotonic()
-            part = self.partitions.get(TopicPartition(topic, index))
-            if part is None:
-                results.append(
-                    ProduceResult(
-                        ErrorCode.NOT_LEADER_OR_FOLLOWER
-                        if known_partition(topic, index)
-                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    )
-                )
+            result, part, appended = self._append_one(
+                topic, index, records, acks, now_ms, known_partition, from_client
+            )
+            results.append(result)
+            if part is None or appended is None or records is None:
                 continue
-            if records is None:
-                results.append(ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="null record set"))
-                continue
-            try:
-                appended = part.append_as_leader(records, acks, now_ms, from_client=from_client)
-            except PartitionError as exc:
-                results.append(ProduceResult(exc.error, message=str(exc)))
-                continue
-            except StorageError as exc:
-                results.append(
-                    ProduceResult(
-                        ErrorCode(exc.error_code),
-                        message=str(exc),
-                        log_start_offset=part.log.log_start_offset,
-                        record_errors=getattr(exc, "record_errors", []),
-                    )
-                )
-                continue
-            self.purgatory.notify((topic, index))
             if on_appended is not None:
                 on_appended(TopicPartition(topic, index))
             if stats is not None:
                 stats.appended(topic, appended.record_count, len(records))
-            results.append(
-                ProduceResult(
-                    ErrorCode.NONE,
-                    appended.base_offset,
-                    appended.log_append_time,
-                    appended.log_start_offset,
-                )
-            )
             if acks == -1:
                 waiting.append((len(results) - 1, part, part.leader_epoch, appended.last_offset))
         if stats is not None:
@@ -354,40 +328,90 @@ class ReplicaManager:
                 if result.error != ErrorCode.NONE:
                     stats.produce_failed(topic)
         if waiting:
-            outcomes: dict[int, ErrorCode] = {}
-
-            def replicated() -> bool:
-                for i, part, epoch, last_offset in waiting:
-                    if i not in outcomes:
-                        current = self.partitions.get(TopicPartition(part.topic, part.index))
-                        outcome = (
-                            part.replication_outcome(epoch, last_offset)
-                            if current is part
-                            else ErrorCode.NOT_LEADER_OR_FOLLOWER
-                        )
-                        if outcome is not None:
-                            outcomes[i] = outcome
-                return len(outcomes) == len(waiting)
-
-            if not replicated():
-                metrics = self.metrics
-                if metrics is not None:
-                    metrics.delayed_produce += 1
-                try:
-                    await self.purgatory.wait_until(
-                        replicated,
-                        [(p.topic, p.index) for _i, p, _e, _o in waiting],
-                        timeout_ms,
-                        known_unmet=True,
-                    )
-                finally:
-                    if metrics is not None:
-                        metrics.delayed_produce -= 1
-            for i, _part, _epoch, _offset in waiting:
-                error = outcomes.get(i, ErrorCode.REQUEST_TIMED_OUT)
-                if error != ErrorCode.NONE:
-                    results[i] = ProduceResult(error, message=None)
+            await self._await_replication(results, waiting, timeout_ms)
         return results
+
+    def _append_one(
+        self,
+        topic: str,
+        index: int,
+        records: memoryview | None,
+        acks: int,
+        now_ms: int,
+        known_partition: Callable[[str, int], bool],
+        from_client: bool,
+    ) -> tuple[ProduceResult, Partition | None, AppendResult | None]:
+        """One partition's append as leader: its result, and the partition and what was
+        appended when it succeeded (None, None otherwise)."""
+        part = self.partitions.get(TopicPartition(topic, index))
+        if part is None:
+            error = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known_partition(topic, index)
+                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return ProduceResult(error), None, None
+        if records is None:
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="null record set"), None, None
+        try:
+            appended = part.append_as_leader(records, acks, now_ms, from_client=from_client)
+        except PartitionError as exc:
+            return ProduceResult(exc.error, message=str(exc)), None, None
+        except StorageError as exc:
+            return ProduceResult(
+                ErrorCode(exc.error_code),
+                message=str(exc),
+                log_start_offset=part.log.log_start_offset,
+                record_errors=getattr(exc, "record_errors", []),
+            ), None, None
+        self.purgatory.notify((topic, index))
+        result = ProduceResult(
+            ErrorCode.NONE,
+            appended.base_offset,
+            appended.log_append_time,
+            appended.log_start_offset,
+        )
+        return result, part, appended
+
+    async def _await_replication(
+        self,
+        results: list[ProduceResult],
+        waiting: list[tuple[int, Partition, int, int]],
+        timeout_ms: int,
+    ) -> None:
+        """acks=all: wait until the high watermark passes each appended partition's last
+        offset (or its leadership or the ISR fails it, or the timeout fires:
+        REQUEST_TIMED_OUT); a failed partition's result is replaced by its error."""
+        outcomes: dict[int, ErrorCode] = {}
+
+        def replicated() -> bool:
+            for i, part, epoch, last_offset in waiting:
+                if i not in outcomes:
+                    current = self.partitions.get(TopicPartition(part.topic, part.index))
+                    outcome = (
+                        part.replication_outcome(epoch, last_offset)
+                        if current is part
+                        else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    )
+                    if outcome is not None:
+                        outcomes[i] = outcome
+            return len(outcomes) == len(waiting)
+
+        if not replicated():
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.delayed_produce += 1
+            try:
+                await self.purgatory.wait_until(
+                    replicated,
+                    [(p.topic, p.index) for _i, p, _e, _o in waiting],
+                    timeout_ms,
+                    known_unmet=True,
+                )
+            finally:
+                if metrics is not None:
+                    metrics.delayed_produce -= 1
+        for i, _part, _epoch, _offset in waiting:
+            error = outcomes.get(i, ErrorCode.REQUEST_TIMED_OUT)
+            if error != ErrorCode.NONE:
+                results[i] = ProduceResult(error, message=None)
 
     # --- fetch ----------------------------------------------------------------------------
 
