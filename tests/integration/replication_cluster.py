@@ -65,7 +65,7 @@ class InProcessCluster:
         self.brokers[broker_id] = broker
         self.ports[broker_id] = broker.port
         if broker_id != 0:
-            self.controller.channel.register(broker_id, broker)  # type: ignore[attr-defined]
+            self.controller.channel.register(broker_id, broker.controller_link)  # type: ignore[attr-defined]
             self._register(broker_id)
         broker.metadata_cache.controller_id = 0
         if broker_id != 0:
@@ -204,7 +204,7 @@ class InProcessCluster:
             )
             for replica in old.replicas:
                 if replica in self.brokers and (tell is None or replica in tell):
-                    self.brokers[replica].apply_leader_and_isr(meta, [partition])
+                    self.brokers[replica].controller_link.apply_leader_and_isr(meta, [partition])
             controller.channel.send_update_metadata(controller.live_brokers(), [meta], [])
 
         self.call(elect)
@@ -212,7 +212,7 @@ class InProcessCluster:
     def tell(self, broker_id: int, topic: str, partition: int) -> None:
         """Deliver the current LeaderAndIsr of a partition to one broker."""
         self.call(
-            lambda: self.brokers[broker_id].apply_leader_and_isr(
+            lambda: self.brokers[broker_id].controller_link.apply_leader_and_isr(
                 self.controller.topics[topic], [partition]
             )
         )

@@ -40,6 +40,7 @@ from logbus.server.cluster_member import (
 from logbus.server.config import BrokerConfig
 from logbus.server.config_def import ConfigError
 from logbus.server.controlled_shutdown import shut_down_controlled
+from logbus.server.controller_link import ControllerLink
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.dynamic_config import DynamicConfigManager
 from logbus.server.metrics.address import parse_metrics_listener
@@ -139,12 +140,8 @@ class Broker:
         self.cluster: ClusterMember | None = None
         self.network_channel: NetworkChannel | None = None
         """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
-        self.broker_epoch = -1
-        """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
-        (-1: unknown, controller requests' broker epochs are not checked)."""
-        self.controller_epoch = 0
-        """The newest controller epoch seen in a controller request; older ones are
-        refused (STALE_CONTROLLER_EPOCH)."""
+        self.controller_link: ControllerLink | None = None
+        """The broker and controller epochs, and the controller's requests applied."""
         self.replica_manager: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
@@ -160,7 +157,7 @@ class Broker:
         self.services: BrokerServices | None = None
         """Every service above, once `start()` has built them all (what handlers use)."""
         self._started = asyncio.Event()
-        self.apis = Apis(self)
+        self.apis = Apis(self.started, lambda: self.config)
         self.listeners: list[Listener] = []
         self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
         self.credentials: CredentialCache | None = None
@@ -205,24 +202,112 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
+        """Start every part in order, then serve: a request that arrived meanwhile waits
+        for the services (`started`)."""
+        metrics_address = self._metrics_address()
+        store, cluster_id = await self._open_metadata_store()
+        cfg = self.config
+        log_manager = await self._start_log_manager(cluster_id)
+        await self._load_client_quotas()
+        self.connection_quotas.reconfigure(cfg.connection_limits)
+        credentials = await self._load_credentials(store)
+        await self._open_listeners(credentials)
+        host, port = self.advertised()
+        self.replica_manager = replica_manager = ReplicaManager(
+            self.broker_id, log_manager, self._log_config_for
+        )
+        self._open_request_log()
+        if self.metrics is not None:
+            replica_manager.metrics = self.apis.metrics = self.metrics
+        group_coordinator = self._start_group_coordinator(replica_manager)
+        transaction_coordinator = self._start_transaction_coordinator(replica_manager)
+        self.controller_link = link = ControllerLink(
+            self.broker_id,
+            self.metadata_cache,
+            replica_manager,
+            group_coordinator,
+            transaction_coordinator,
+        )
+        controller: Controller
+        if self.config.uses_zookeeper:
+            controller = await self._start_cluster_member(host, port, link)
+        else:
+            controller = self._start_standalone_controller(host, port, link)
+        self.producer_ids = producer_ids = ProducerIdManager(
+            store, self.broker_id, threaded=self.config.uses_zookeeper
+        )
+        self.authorizer = await self._start_authorizer()
+        assert self.dynamic_config is not None
+        self.services = BrokerServices(
+            broker_id=self.broker_id,
+            metadata_cache=self.metadata_cache,
+            store=store,
+            log_manager=log_manager,
+            replica_manager=replica_manager,
+            controller=controller,
+            controller_link=link,
+            group_coordinator=group_coordinator,
+            producer_ids=producer_ids,
+            dynamic_config=self.dynamic_config,
+            transaction_coordinator=transaction_coordinator,
+            quotas=self.quotas,
+            api_handlers=self.apis.handlers,
+            controller_events=self.cluster.events if self.cluster is not None else None,
+            metrics=self.metrics,
+            authorizer=self.authorizer,
+        )
+        self._started.set()
+        replica_manager.start_replication(
+            cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
+        )
+        self._schedule_log_tasks(log_manager)
+        if metrics_address is not None:
+            await self._start_metrics_endpoint(*metrics_address)
+        if unused := cfg.without_effect():
+            log.info(
+                "settings with no effect on %s (see docs/configuration.md): %s",
+                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
+                ", ".join(unused),
+            )
+        log.info(
+            "broker %d started, listening on %s:%d (cluster %s)",
+            self.broker_id,
+            host,
+            port,
+            cluster_id,
+        )
+
+    def _metrics_address(self) -> tuple[str, int] | None:
+        """Where `metrics.listener` asks the metrics to be served (checked before anything
+        starts); None when it is unset."""
         listener_setting = self.config.get("metrics.listener")
-        metrics_address = None
-        if listener_setting:  # checked before anything starts
-            metrics_address = parse_metrics_listener(str(listener_setting))
-            self.metrics = BrokerMetrics()
+        if not listener_setting:
+            return None
+        address = parse_metrics_listener(str(listener_setting))
+        self.metrics = BrokerMetrics()
+        return address
+
+    async def _open_metadata_store(self) -> tuple[MetadataStore, str]:
+        """The metadata store (ZooKeeper in a cluster, else the embedded one), the
+        cluster id, and the broker config with its dynamic layers (`self.config`)."""
         if self.config.uses_zookeeper:
             self.store = store = await open_zookeeper(self.config)
             cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
             check_cluster_id(self.config.log_dirs, cluster_id)
             self.metadata_cache.cluster_id = cluster_id
             self.dynamic_config = DynamicConfigManager(self, store)
-            self.config = cfg = await asyncio.to_thread(self.dynamic_config.load)
+            self.config = await asyncio.to_thread(self.dynamic_config.load)
         else:
-            self.store = EmbeddedStore(self.config.log_dirs[0])
-            cluster_id = ensure_cluster_id(self.store)
-            self.dynamic_config = DynamicConfigManager(self, self.store)
-            self.config = cfg = self.dynamic_config.load()
-        self.log_manager = LogManager(
+            self.store = store = EmbeddedStore(self.config.log_dirs[0])
+            cluster_id = ensure_cluster_id(store)
+            self.dynamic_config = DynamicConfigManager(self, store)
+            self.config = self.dynamic_config.load()
+        return store, cluster_id
+
+    async def _start_log_manager(self, cluster_id: str) -> LogManager:
+        """Every log recovered (off the loop)."""
+        cfg = self.config
+        self.log_manager = log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
             cluster_id=cluster_id,
@@ -232,17 +317,25 @@ class Broker:
             config_for_topic=self._stored_log_config,
             cleaner_config=cleaner_config_from(cfg),
         )
-        await asyncio.to_thread(self.log_manager.startup)
-        await self._load_client_quotas()
-        self.connection_quotas.reconfigure(cfg.connection_limits)
+        await asyncio.to_thread(log_manager.startup)
+        return log_manager
+
+    async def _load_credentials(self, store: MetadataStore) -> CredentialCache:
+        """Every user's SCRAM credentials, and their changes followed."""
+        assert self.dynamic_config is not None
+        self.credentials = credentials = CredentialCache(store)
+        if self.config.uses_zookeeper:
+            await asyncio.to_thread(credentials.load)
+        else:
+            credentials.load()
+        self.dynamic_config.add_entity_handler(USERS, credentials.reload_user)
+        return credentials
+
+    async def _open_listeners(self, credentials: CredentialCache) -> None:
+        """One listener per `listeners` entry, each accepting connections at once."""
+        cfg = self.config
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
-        self.credentials = CredentialCache(self.store)
-        if self.config.uses_zookeeper:
-            await asyncio.to_thread(self.credentials.load)
-        else:
-            self.credentials.load()
-        self.dynamic_config.add_entity_handler(USERS, self.credentials.reload_user)
         mapper = principal_mapper(cfg)
         for listener_cfg in cfg.listeners:
             listener = Listener(
@@ -258,21 +351,21 @@ class Broker:
                 backlog=cfg.socket_listen_backlog_size,
                 name=listener_cfg.name,
                 ssl_context=listener_ssl_context(cfg, listener_cfg),
-                sasl=listener_sasl(cfg, listener_cfg, self.credentials),
+                sasl=listener_sasl(cfg, listener_cfg, credentials),
                 principal_mapper=mapper,
             )
             self._ssl_fingerprints[listener_cfg.name] = ssl_fingerprint(cfg, listener_cfg.name)
             await listener.start()
             self.listeners.append(listener)
-        host, port = self.advertised()
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self._log_config_for
-        )
-        self._open_request_log()
-        if self.metrics is not None:
-            self.replica_manager.metrics = self.apis.metrics = self.metrics
-        self.group_coordinator = GroupCoordinatorRuntime(
-            CoordinatorPartitionWriter(self.replica_manager),
+
+    def _start_group_coordinator(
+        self, replica_manager: ReplicaManager
+    ) -> GroupCoordinatorRuntime:
+        """The group coordinator, writing `__consumer_offsets` through the coordinators'
+        partition writer; it learns of completed transactions' offsets."""
+        cfg = self.config
+        self.group_coordinator = coordinator = GroupCoordinatorRuntime(
+            CoordinatorPartitionWriter(replica_manager),
             GroupConfig(
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
@@ -285,38 +378,13 @@ class Broker:
             retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
-        self.group_coordinator.start()
-        self.replica_manager.txn_completion_listeners.append(
-            self.group_coordinator.on_txn_completion
-        )
-        self._start_transaction_coordinator()
-        if self.config.uses_zookeeper:
-            await self._start_cluster_member(host, port)
-        else:
-            self._start_standalone_controller(host, port)
-        self.producer_ids = ProducerIdManager(
-            self.store, self.broker_id, threaded=self.config.uses_zookeeper
-        )
-        assert self.controller is not None
-        assert self.transaction_coordinator is not None
-        self.authorizer = await self._start_authorizer()
-        self.services = BrokerServices(
-            store=self.store,
-            log_manager=self.log_manager,
-            replica_manager=self.replica_manager,
-            controller=self.controller,
-            group_coordinator=self.group_coordinator,
-            producer_ids=self.producer_ids,
-            dynamic_config=self.dynamic_config,
-            transaction_coordinator=self.transaction_coordinator,
-            authorizer=self.authorizer,
-            quotas=self.quotas,
-        )
-        self._started.set()
-        self.replica_manager.start_replication(
-            cfg, self.metadata_cache, broker_epoch=lambda: self.broker_epoch
-        )
-        manager = self.log_manager
+        coordinator.start()
+        replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
+        return coordinator
+
+    def _schedule_log_tasks(self, manager: LogManager) -> None:
+        """The logs' periodic work: checkpoints, flushes, retention, producer expiry."""
+        cfg = self.config
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
         # Recovery points, log start offsets and high watermarks are checkpointed together,
@@ -341,33 +409,31 @@ class Broker:
                 min(cfg.log_flush_scheduler_interval_ms, 1000), manager.flush_dirty, in_thread=True
             )
         )
-        self._spawn(self._every(cfg.log_retention_check_interval_ms, self._cleanup_logs))
+
+        def _cleanup_logs() -> None:
+            manager.cleanup_logs(producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+
+        def _remove_expired_producers() -> None:
+            now_ms = int(time.time() * 1000)
+            expiration_ms = self.config.producer_id_expiration_ms
+            for partition_log in manager.all_logs():
+                partition_log.remove_expired_producers(now_ms, expiration_ms)
+
+        self._spawn(self._every(cfg.log_retention_check_interval_ms, _cleanup_logs))
         self._spawn(
-            self._every(
-                cfg.producer_id_expiration_check_interval_ms, self._remove_expired_producers
-            )
+            self._every(cfg.producer_id_expiration_check_interval_ms, _remove_expired_producers)
         )
         self._spawn(self._every(1000, manager.remove_deleted))
-        if metrics_address is not None and self.metrics is not None:
-            if record_flush not in storage_log.FLUSH_LISTENERS:
-                storage_log.FLUSH_LISTENERS.append(record_flush)
-            endpoint = MetricsEndpoint(*metrics_address, BrokerCollector(self, self.metrics))
-            await endpoint.start()
-            self.metrics_endpoint = endpoint
-            log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
-        if unused := cfg.without_effect():
-            log.info(
-                "settings with no effect on %s (see docs/configuration.md): %s",
-                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
-                ", ".join(unused),
-            )
-        log.info(
-            "broker %d started, listening on %s:%d (cluster %s)",
-            self.broker_id,
-            host,
-            port,
-            cluster_id,
-        )
+
+    async def _start_metrics_endpoint(self, host: str, port: int) -> None:
+        """Serve the metrics at `metrics.listener`; flushes are timed from now on."""
+        assert self.metrics is not None
+        if record_flush not in storage_log.FLUSH_LISTENERS:
+            storage_log.FLUSH_LISTENERS.append(record_flush)
+        endpoint = MetricsEndpoint(host, port, BrokerCollector(self, self.metrics))
+        await endpoint.start()
+        self.metrics_endpoint = endpoint
+        log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
 
     async def _start_authorizer(self) -> Authorizer | None:
         """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
@@ -415,13 +481,15 @@ class Broker:
                 quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
             )
 
-    def _start_standalone_controller(self, host: str, port: int) -> None:
+    def _start_standalone_controller(
+        self, host: str, port: int, link: ControllerLink
+    ) -> Controller:
         """A stand-alone broker is its own controller over the embedded store."""
         assert self.store is not None and self.log_manager is not None
         assert self.dynamic_config is not None and self.replica_manager is not None
         cfg = self.config
-        self.channel.register(self.broker_id, self)
-        self.controller = Controller(
+        self.channel.register(self.broker_id, link)
+        self.controller = controller = Controller(
             self.store,
             self.channel,
             BrokerInfo(
@@ -437,30 +505,36 @@ class Broker:
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
         )
-        self.controller.start()
-        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
+        controller.start()
+        link.saw_controller(controller.epoch)
         # As in a cluster: the broker epoch is the registration's creation txid.
-        self.broker_epoch = self.store.stat(f"/brokers/ids/{self.broker_id}").czxid
+        link.registered(self.store.stat(f"/brokers/ids/{self.broker_id}").czxid)
         # Logs of topics deleted while this broker was down, or when a crash interrupted
         # a deletion, are removed now rather than left behind.
         self.log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
+            {topic.name: topic.topic_id for topic in controller.topics.values()}
         )
-        self.dynamic_config.start(self.controller, self.replica_manager)
-        self.metadata_cache.cluster_id = self.controller.cluster_id
+        self.dynamic_config.start(controller, self.replica_manager)
+        self.metadata_cache.cluster_id = controller.cluster_id
         self.metadata_cache.controller_id = self.broker_id
+        return controller
 
-    async def _start_cluster_member(self, host: str, port: int) -> None:
+    async def _start_cluster_member(
+        self, host: str, port: int, link: ControllerLink
+    ) -> ClusterController:
         """Cluster mode: register in ZooKeeper and start this broker's controller (on its
         own thread; one broker's is active)."""
         assert self.store is not None and self.log_manager is not None
         assert self.dynamic_config is not None and self.replica_manager is not None
         self.cluster = ClusterMember(self, self.store)
-        self.controller = await self.cluster.start(self._network_channel(), host, port)
+        self.controller = controller = await self.cluster.start(
+            self._network_channel(), host, port, link
+        )
         # Logs of topics deleted while this broker was down are removed now.
         topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
         self.log_manager.delete_stray_logs(topic_ids)
-        self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
+        self.dynamic_config.start(controller, self.replica_manager, threaded=True)
+        return controller
 
     def _network_channel(self) -> NetworkChannel:
         self.network_channel = NetworkChannel(
@@ -503,13 +577,14 @@ class Broker:
             self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
 
     async def stop(self) -> None:
+        services = self.services
         if (
             self.cluster is not None
-            and self.services is not None
+            and services is not None
             and self.config.get("controlled.shutdown.enable")
         ):
             # Leaderships move away while the listeners still serve (Kafka's order).
-            await shut_down_controlled(self, self.cluster.zookeeper_lost)
+            await shut_down_controlled(services, self.config, self.cluster.zookeeper_lost)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None
@@ -594,18 +669,6 @@ class Broker:
                 continue
             log.info("listener %s reloaded its TLS settings", name)
 
-    def _cleanup_logs(self) -> None:
-        assert self.log_manager is not None
-        self.log_manager.cleanup_logs(
-            producer_id_expiration_ms=self.config.producer_id_expiration_ms
-        )
-
-    def _remove_expired_producers(self) -> None:
-        assert self.log_manager is not None
-        now_ms = int(time.time() * 1000)
-        for partition_log in self.log_manager.all_logs():
-            partition_log.remove_expired_producers(now_ms, self.config.producer_id_expiration_ms)
-
     def _stored_log_config(self, topic: str) -> LogConfig:
         assert self.store is not None
         return log_config_from(
@@ -615,21 +678,22 @@ class Broker:
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
 
-    def _start_transaction_coordinator(self) -> None:
+    def _start_transaction_coordinator(
+        self, replica_manager: ReplicaManager
+    ) -> TransactionCoordinator:
         """The transaction coordinator, writing `__transaction_state` through the
         coordinators' partition writer and sending markers over the wire."""
-        assert self.replica_manager is not None
         cfg = self.config
         self.txn_marker_channel = TxnMarkerChannel(
             self.broker_id,
             self.metadata_cache,
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
-            local=own_marker_writer(self.replica_manager, cfg.request_timeout_ms),
+            local=own_marker_writer(replica_manager, cfg.request_timeout_ms),
         )
         self.txn_marker_channel.security = inter_broker_security(cfg)
-        self.transaction_coordinator = TransactionCoordinator(
-            CoordinatorPartitionWriter(self.replica_manager),
+        self.transaction_coordinator = coordinator = TransactionCoordinator(
+            CoordinatorPartitionWriter(replica_manager),
             TxnConfig(
                 max_timeout_ms=cfg.transaction_max_timeout_ms,
                 id_expiration_ms=cfg.transactional_id_expiration_ms,
@@ -646,7 +710,8 @@ class Broker:
             markers=self.txn_marker_channel,
             new_producer_id=self._new_producer_id,
         )
-        self.transaction_coordinator.start()
+        coordinator.start()
+        return coordinator
 
     async def _new_producer_id(self) -> int:
         assert self.producer_ids is not None
@@ -660,50 +725,3 @@ class Broker:
     def _offsets_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
-
-    # --- controller callbacks (LocalChannel, server/api/controller_requests.py) -----------
-
-    def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
-        assert self.replica_manager is not None
-        self.replica_manager.apply_leader_and_isr(topic, partitions)
-        if topic.name == OFFSETS_TOPIC and self.group_coordinator is not None:
-            for p in partitions:
-                state = topic.partitions[p]
-                self.group_coordinator.on_leadership(
-                    p, state.leader == self.broker_id, state.leader_epoch
-                )
-        if topic.name == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
-            for p in partitions:
-                state = topic.partitions[p]
-                self.transaction_coordinator.on_leadership(
-                    p, state.leader == self.broker_id, state.leader_epoch
-                )
-
-    def apply_update_metadata(
-        self,
-        brokers: list[BrokerInfo],
-        topics: list[TopicMetadata],
-        deleted: list[str],
-        controller_id: int | None = None,
-    ) -> None:
-        cache = self.metadata_cache
-        if controller_id is not None:
-            cache.controller_id = controller_id
-        cache.brokers = {b.broker_id: b for b in brokers}
-        for topic in topics:
-            old = cache.topics.get(topic.name)
-            cache.update_topic(topic)
-            if old is not None and self.replica_manager is not None:
-                self.replica_manager.update_log_config(topic)
-        for name in deleted:
-            cache.remove_topic(name)
-
-    def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
-        assert self.replica_manager is not None
-        if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
-            for p in partitions:
-                self.group_coordinator.unload(p)
-        if topic == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
-            for p in partitions:
-                self.transaction_coordinator.unload(p)
-        self.replica_manager.apply_stop_replica(topic, partitions, delete)

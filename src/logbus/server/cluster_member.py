@@ -34,6 +34,7 @@ from logbus.storage.meta_properties import read_meta_properties
 
 if TYPE_CHECKING:
     from logbus.server.broker import Broker
+    from logbus.server.controller_link import ControllerLink
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,11 @@ class ClusterMember:
         """Set while this broker's ZooKeeper connection is down (suspended or expired);
         on the event loop."""
 
-    async def start(self, channel: object, host: str, port: int) -> ClusterController:
+    async def start(
+        self, channel: object, host: str, port: int, link: ControllerLink
+    ) -> ClusterController:
+        """Register in ZooKeeper (the registration's epoch goes to `link`) and start this
+        broker's controller."""
         broker = self.broker
         cfg = broker.config
         loop = asyncio.get_running_loop()
@@ -132,13 +137,13 @@ class ClusterMember:
             self.store, broker.broker_id, endpoints, cfg.broker_rack
         )
         try:
-            broker.broker_epoch = await asyncio.to_thread(registration.register)
+            link.registered(await asyncio.to_thread(registration.register))
         except BrokerIdRegistered as exc:
             raise BrokerStartupError(str(exc)) from None
-        log.info("broker %d registered (broker epoch %d)", broker.broker_id, broker.broker_epoch)
+        log.info("broker %d registered (broker epoch %d)", broker.broker_id, link.broker_epoch)
 
         def on_registered(epoch: int) -> None:
-            loop.call_soon_threadsafe(setattr, broker, "broker_epoch", epoch)
+            loop.call_soon_threadsafe(link.registered, epoch)
 
         first = endpoints[0]
         self.controller = controller = ClusterController(
