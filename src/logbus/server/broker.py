@@ -129,45 +129,52 @@ def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
 
 
 class Broker:
+    """The assembly of one broker's parts: `start()` builds and starts them in order and
+    hands the API layer their `BrokerServices` (every part constructed); `stop()` stops
+    them in Kafka's order. Owned by one event loop.
+
+    The attributes holding a part `start()` builds are None until it is built: `stop()`
+    also stops a broker whose start failed half-way, as Kafka's `KafkaServer.shutdown`
+    checks each of its parts. Code that runs once the broker has started receives the
+    parts it uses (`BrokerServices`, or as arguments) rather than reading them here."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id: int = config.broker_id
-        self.log_manager: LogManager | None = None
-        self.store: MetadataStore | None = None
         self.channel = LocalChannel()
         self.metadata_cache = MetadataCache("", -1)
-        self.controller: Controller | None = None
-        self.cluster: ClusterMember | None = None
-        self.network_channel: NetworkChannel | None = None
-        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
-        self.controller_link: ControllerLink | None = None
-        """The broker and controller epochs, and the controller's requests applied."""
-        self.replica_manager: ReplicaManager | None = None
-        self.producer_ids: ProducerIdManager | None = None
-        self.group_coordinator: GroupCoordinatorRuntime | None = None
-        self.dynamic_config: DynamicConfigManager | None = None
-        self.transaction_coordinator: TransactionCoordinator | None = None
-        self.txn_marker_channel: TxnMarkerChannel | None = None
-        self.authorizer: Authorizer | None = None
-        """The ACL authorizer (authorizer.class.name set), else None."""
-        self._acl_worker: ControllerEventManager | None = None
         self.quotas = ClientQuotas(
             QuotaWindows(config.quota_window_num, float(config.quota_window_size_seconds))
         )
-        self.services: BrokerServices | None = None
-        """Every service above, once `start()` has built them all (what handlers use)."""
-        self._started = asyncio.Event()
+        self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self.apis = Apis(self.started, lambda: self.config)
         self.listeners: list[Listener] = []
         self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
-        self.credentials: CredentialCache | None = None
-        """SCRAM credentials of every user, kept in step with the metadata store."""
-        self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = asyncio.Event()
+        self.services: BrokerServices | None = None
+        """Every part below, once `start()` has built them all (what handlers use)."""
+        # --- built by start(), in this order; None until then ---
         self.metrics: BrokerMetrics | None = None
         """What the broker records for `metrics.listener` (None when it is unset)."""
-        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.store: MetadataStore | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
+        self.log_manager: LogManager | None = None
+        self.credentials: CredentialCache | None = None
+        """SCRAM credentials of every user, kept in step with the metadata store."""
+        self.replica_manager: ReplicaManager | None = None
         self._request_log: logging.Handler | None = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self.cluster: ClusterMember | None = None
+        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
+        self.network_channel: NetworkChannel | None = None
+        self.controller: Controller | None = None
+        self.authorizer: Authorizer | None = None
+        """The ACL authorizer (authorizer.class.name set), else None."""
+        self._acl_worker: ControllerEventManager | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -205,14 +212,13 @@ class Broker:
         """Start every part in order, then serve: a request that arrived meanwhile waits
         for the services (`started`)."""
         metrics_address = self._metrics_address()
-        store, cluster_id = await self._open_metadata_store()
+        store, dynamic_config, cluster_id = await self._open_metadata_store()
         cfg = self.config
-        log_manager = await self._start_log_manager(cluster_id)
-        await self._load_client_quotas()
+        log_manager = await self._start_log_manager(store, cluster_id)
+        await self._load_client_quotas(store, dynamic_config)
         self.connection_quotas.reconfigure(cfg.connection_limits)
-        credentials = await self._load_credentials(store)
+        credentials = await self._load_credentials(store, dynamic_config)
         await self._open_listeners(credentials)
-        host, port = self.advertised()
         self.replica_manager = replica_manager = ReplicaManager(
             self.broker_id, log_manager, self._log_config_for
         )
@@ -220,24 +226,24 @@ class Broker:
         if self.metrics is not None:
             replica_manager.metrics = self.apis.metrics = self.metrics
         group_coordinator = self._start_group_coordinator(replica_manager)
-        transaction_coordinator = self._start_transaction_coordinator(replica_manager)
-        self.controller_link = link = ControllerLink(
+        # built before the transaction coordinator, which asks it for new producer ids
+        producer_ids = ProducerIdManager(
+            store, self.broker_id, threaded=self.config.uses_zookeeper
+        )
+        transaction_coordinator = self._start_transaction_coordinator(
+            replica_manager, producer_ids
+        )
+        link = ControllerLink(
             self.broker_id,
             self.metadata_cache,
             replica_manager,
             group_coordinator,
             transaction_coordinator,
         )
-        controller: Controller
-        if self.config.uses_zookeeper:
-            controller = await self._start_cluster_member(host, port, link)
-        else:
-            controller = self._start_standalone_controller(host, port, link)
-        self.producer_ids = producer_ids = ProducerIdManager(
-            store, self.broker_id, threaded=self.config.uses_zookeeper
+        controller = await self._start_controller(
+            store, log_manager, dynamic_config, replica_manager, link
         )
-        self.authorizer = await self._start_authorizer()
-        assert self.dynamic_config is not None
+        self.authorizer = await self._start_authorizer(store)
         self.services = BrokerServices(
             broker_id=self.broker_id,
             metadata_cache=self.metadata_cache,
@@ -248,7 +254,7 @@ class Broker:
             controller_link=link,
             group_coordinator=group_coordinator,
             producer_ids=producer_ids,
-            dynamic_config=self.dynamic_config,
+            dynamic_config=dynamic_config,
             transaction_coordinator=transaction_coordinator,
             quotas=self.quotas,
             api_handlers=self.apis.handlers,
@@ -261,14 +267,15 @@ class Broker:
             cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
         )
         self._schedule_log_tasks(log_manager)
-        if metrics_address is not None:
-            await self._start_metrics_endpoint(*metrics_address)
+        if metrics_address is not None and self.metrics is not None:
+            await self._start_metrics_endpoint(self.metrics, self.services, *metrics_address)
         if unused := cfg.without_effect():
             log.info(
                 "settings with no effect on %s (see docs/configuration.md): %s",
                 "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
                 ", ".join(unused),
             )
+        host, port = self.advertised()
         log.info(
             "broker %d started, listening on %s:%d (cluster %s)",
             self.broker_id,
@@ -287,24 +294,34 @@ class Broker:
         self.metrics = BrokerMetrics()
         return address
 
-    async def _open_metadata_store(self) -> tuple[MetadataStore, str]:
+    async def _open_metadata_store(self) -> tuple[MetadataStore, DynamicConfigManager, str]:
         """The metadata store (ZooKeeper in a cluster, else the embedded one), the
-        cluster id, and the broker config with its dynamic layers (`self.config`)."""
+        dynamic config manager over it and the cluster id; `self.config` becomes the
+        broker config with its dynamic layers."""
         if self.config.uses_zookeeper:
             self.store = store = await open_zookeeper(self.config)
             cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
             check_cluster_id(self.config.log_dirs, cluster_id)
             self.metadata_cache.cluster_id = cluster_id
-            self.dynamic_config = DynamicConfigManager(self, store)
-            self.config = await asyncio.to_thread(self.dynamic_config.load)
+            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            self.config = await asyncio.to_thread(dynamic.load)
         else:
             self.store = store = EmbeddedStore(self.config.log_dirs[0])
             cluster_id = ensure_cluster_id(store)
-            self.dynamic_config = DynamicConfigManager(self, store)
-            self.config = self.dynamic_config.load()
-        return store, cluster_id
+            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            self.config = dynamic.load()
+        return store, dynamic, cluster_id
 
-    async def _start_log_manager(self, cluster_id: str) -> LogManager:
+    def _dynamic_config_manager(self, store: MetadataStore) -> DynamicConfigManager:
+        return DynamicConfigManager(
+            store,
+            self.broker_id,
+            self.config.originals,
+            self.metadata_cache,
+            reconfigure=self.reconfigure,
+        )
+
+    async def _start_log_manager(self, store: MetadataStore, cluster_id: str) -> LogManager:
         """Every log recovered (off the loop)."""
         cfg = self.config
         self.log_manager = log_manager = LogManager(
@@ -314,21 +331,22 @@ class Broker:
             default_config=log_config_from(effective_topic_config({}, cfg)),
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
-            config_for_topic=self._stored_log_config,
+            config_for_topic=lambda topic: self._stored_log_config(store, topic),
             cleaner_config=cleaner_config_from(cfg),
         )
         await asyncio.to_thread(log_manager.startup)
         return log_manager
 
-    async def _load_credentials(self, store: MetadataStore) -> CredentialCache:
+    async def _load_credentials(
+        self, store: MetadataStore, dynamic_config: DynamicConfigManager
+    ) -> CredentialCache:
         """Every user's SCRAM credentials, and their changes followed."""
-        assert self.dynamic_config is not None
         self.credentials = credentials = CredentialCache(store)
         if self.config.uses_zookeeper:
             await asyncio.to_thread(credentials.load)
         else:
             credentials.load()
-        self.dynamic_config.add_entity_handler(USERS, credentials.reload_user)
+        dynamic_config.add_entity_handler(USERS, credentials.reload_user)
         return credentials
 
     async def _open_listeners(self, credentials: CredentialCache) -> None:
@@ -425,25 +443,25 @@ class Broker:
         )
         self._spawn(self._every(1000, manager.remove_deleted))
 
-    async def _start_metrics_endpoint(self, host: str, port: int) -> None:
+    async def _start_metrics_endpoint(
+        self, metrics: BrokerMetrics, services: BrokerServices, host: str, port: int
+    ) -> None:
         """Serve the metrics at `metrics.listener`; flushes are timed from now on."""
-        assert self.metrics is not None
         if record_flush not in storage_log.FLUSH_LISTENERS:
             storage_log.FLUSH_LISTENERS.append(record_flush)
-        endpoint = MetricsEndpoint(host, port, BrokerCollector(self, self.metrics))
+        endpoint = MetricsEndpoint(host, port, BrokerCollector(services, metrics))
         await endpoint.start()
         self.metrics_endpoint = endpoint
         log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
 
-    async def _start_authorizer(self) -> Authorizer | None:
+    async def _start_authorizer(self, store: MetadataStore) -> Authorizer | None:
         """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
         change notifications followed (on a thread of their own with ZooKeeper)."""
         cfg = self.config
         if not cfg.authorizer_class_name:
             return None
-        assert self.store is not None
         authorizer = Authorizer(
-            self.store,
+            store,
             super_users=parse_super_users(cfg.super_users),
             allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
         )
@@ -463,11 +481,11 @@ class Broker:
         await worker.call(start)
         return authorizer
 
-    async def _load_client_quotas(self) -> None:
+    async def _load_client_quotas(
+        self, store: MetadataStore, dynamic: DynamicConfigManager
+    ) -> None:
         """The stored client quotas, and their changes followed (before the config
         listener starts)."""
-        store, dynamic = self.store, self.dynamic_config
-        assert store is not None and dynamic is not None
         if self.config.uses_zookeeper:
             stored = await asyncio.to_thread(load_client_quotas, store)
         else:
@@ -481,16 +499,43 @@ class Broker:
                 quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
             )
 
+    async def _start_controller(
+        self,
+        store: MetadataStore,
+        log_manager: LogManager,
+        dynamic_config: DynamicConfigManager,
+        replica_manager: ReplicaManager,
+        link: ControllerLink,
+    ) -> Controller:
+        """This broker's controller (and registration), then what follows from the
+        metadata it knows: stray logs removed, dynamic configs followed."""
+        host, port = self.advertised()
+        if self.config.uses_zookeeper:
+            controller: Controller = await self._start_cluster_member(store, host, port, link)
+            # Logs of topics deleted while this broker was down are removed now.
+            topic_ids = await asyncio.to_thread(stored_topic_ids, store)
+            log_manager.delete_stray_logs(topic_ids)
+            dynamic_config.start(controller, replica_manager, threaded=True)
+            return controller
+        controller = self._start_standalone_controller(store, host, port, link)
+        # Logs of topics deleted while this broker was down, or when a crash interrupted
+        # a deletion, are removed now rather than left behind.
+        log_manager.delete_stray_logs(
+            {topic.name: topic.topic_id for topic in controller.topics.values()}
+        )
+        dynamic_config.start(controller, replica_manager)
+        self.metadata_cache.cluster_id = controller.cluster_id
+        self.metadata_cache.controller_id = self.broker_id
+        return controller
+
     def _start_standalone_controller(
-        self, host: str, port: int, link: ControllerLink
+        self, store: MetadataStore, host: str, port: int, link: ControllerLink
     ) -> Controller:
         """A stand-alone broker is its own controller over the embedded store."""
-        assert self.store is not None and self.log_manager is not None
-        assert self.dynamic_config is not None and self.replica_manager is not None
         cfg = self.config
         self.channel.register(self.broker_id, link)
         self.controller = controller = Controller(
-            self.store,
+            store,
             self.channel,
             BrokerInfo(
                 self.broker_id,
@@ -508,32 +553,23 @@ class Broker:
         controller.start()
         link.saw_controller(controller.epoch)
         # As in a cluster: the broker epoch is the registration's creation txid.
-        link.registered(self.store.stat(f"/brokers/ids/{self.broker_id}").czxid)
-        # Logs of topics deleted while this broker was down, or when a crash interrupted
-        # a deletion, are removed now rather than left behind.
-        self.log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in controller.topics.values()}
-        )
-        self.dynamic_config.start(controller, self.replica_manager)
-        self.metadata_cache.cluster_id = controller.cluster_id
-        self.metadata_cache.controller_id = self.broker_id
+        link.registered(store.stat(f"/brokers/ids/{self.broker_id}").czxid)
         return controller
 
     async def _start_cluster_member(
-        self, host: str, port: int, link: ControllerLink
+        self, store: MetadataStore, host: str, port: int, link: ControllerLink
     ) -> ClusterController:
         """Cluster mode: register in ZooKeeper and start this broker's controller (on its
         own thread; one broker's is active)."""
-        assert self.store is not None and self.log_manager is not None
-        assert self.dynamic_config is not None and self.replica_manager is not None
-        self.cluster = ClusterMember(self, self.store)
+        self.cluster = ClusterMember(store, self.broker_id, lambda: self.config)
         self.controller = controller = await self.cluster.start(
-            self._network_channel(), host, port, link
+            self._network_channel(),
+            host,
+            port,
+            link,
+            self.advertised_endpoints(),
+            self.metadata_cache.cluster_id,
         )
-        # Logs of topics deleted while this broker was down are removed now.
-        topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
-        self.log_manager.delete_stray_logs(topic_ids)
-        self.dynamic_config.start(controller, self.replica_manager, threaded=True)
         return controller
 
     def _network_channel(self) -> NetworkChannel:
@@ -669,17 +705,16 @@ class Broker:
                 continue
             log.info("listener %s reloaded its TLS settings", name)
 
-    def _stored_log_config(self, topic: str) -> LogConfig:
-        assert self.store is not None
+    def _stored_log_config(self, store: MetadataStore, topic: str) -> LogConfig:
         return log_config_from(
-            effective_topic_config(stored_topic_configs(self.store, topic), self.config)
+            effective_topic_config(stored_topic_configs(store, topic), self.config)
         )
 
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
 
     def _start_transaction_coordinator(
-        self, replica_manager: ReplicaManager
+        self, replica_manager: ReplicaManager, producer_ids: ProducerIdManager
     ) -> TransactionCoordinator:
         """The transaction coordinator, writing `__transaction_state` through the
         coordinators' partition writer and sending markers over the wire."""
@@ -708,15 +743,11 @@ class Broker:
             ),
             num_partitions=self._txn_topic_partitions,
             markers=self.txn_marker_channel,
-            new_producer_id=self._new_producer_id,
+            new_producer_id=lambda: _new_producer_id(producer_ids),
         )
         coordinator.start()
         return coordinator
 
-    async def _new_producer_id(self) -> int:
-        assert self.producer_ids is not None
-        await self.producer_ids.ensure_available()
-        return self.producer_ids.next_id()
 
     def _txn_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(TRANSACTION_STATE_TOPIC)
@@ -725,3 +756,8 @@ class Broker:
     def _offsets_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
+
+
+async def _new_producer_id(producer_ids: ProducerIdManager) -> int:
+    await producer_ids.ensure_available()
+    return producer_ids.next_id()

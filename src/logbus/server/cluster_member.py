@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -33,7 +34,8 @@ from logbus.server.topic_config import validate_topic_configs
 from logbus.storage.meta_properties import read_meta_properties
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.controller.cluster_metadata import EndPoint
+    from logbus.server.config import BrokerConfig
     from logbus.server.controller_link import ControllerLink
 
 log = logging.getLogger(__name__)
@@ -103,9 +105,13 @@ def stored_topic_ids(store: MetadataStore) -> dict[str, Any]:
 class ClusterMember:
     """The cluster side of one broker. Built and started by `Broker.start`."""
 
-    def __init__(self, broker: Broker, store: MetadataStore) -> None:
-        self.broker = broker
+    def __init__(
+        self, store: MetadataStore, broker_id: int, config: Callable[[], BrokerConfig]
+    ) -> None:
         self.store = store
+        self.broker_id = broker_id
+        self.config = config
+        """The broker's current config."""
         self.events = ControllerEventManager()
         self.registration: BrokerRegistration | None = None
         self.controller: ClusterController | None = None
@@ -115,12 +121,18 @@ class ClusterMember:
         on the event loop."""
 
     async def start(
-        self, channel: object, host: str, port: int, link: ControllerLink
+        self,
+        channel: object,
+        host: str,
+        port: int,
+        link: ControllerLink,
+        advertised: list[EndPoint],
+        cluster_id: str,
     ) -> ClusterController:
-        """Register in ZooKeeper (the registration's epoch goes to `link`) and start this
-        broker's controller."""
-        broker = self.broker
-        cfg = broker.config
+        """Register in ZooKeeper with the `advertised` endpoints (the registration's
+        epoch goes to `link`) and start this broker's controller."""
+        cfg = self.config()
+        broker_id = self.broker_id
         loop = asyncio.get_running_loop()
         endpoints = [
             Endpoint(
@@ -130,17 +142,17 @@ class ClusterMember:
                 listener.security_protocol,
             )
             for i, (listener, advertised) in enumerate(
-                zip(cfg.advertised_listeners, broker.advertised_endpoints(), strict=True)
+                zip(cfg.advertised_listeners, advertised, strict=True)
             )
         ]
         self.registration = registration = BrokerRegistration(
-            self.store, broker.broker_id, endpoints, cfg.broker_rack
+            self.store, broker_id, endpoints, cfg.broker_rack
         )
         try:
             link.registered(await asyncio.to_thread(registration.register))
         except BrokerIdRegistered as exc:
             raise BrokerStartupError(str(exc)) from None
-        log.info("broker %d registered (broker epoch %d)", broker.broker_id, link.broker_epoch)
+        log.info("broker %d registered (broker epoch %d)", broker_id, link.broker_epoch)
 
         def on_registered(epoch: int) -> None:
             loop.call_soon_threadsafe(link.registered, epoch)
@@ -149,17 +161,17 @@ class ClusterMember:
         self.controller = controller = ClusterController(
             self.store,
             channel,
-            BrokerInfo(broker.broker_id, first.host, first.port, cfg.broker_rack, first.listener),
+            BrokerInfo(broker_id, first.host, first.port, cfg.broker_rack, first.listener),
             self.events,
             registration,
             on_registered=on_registered,
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
-            validate_configs=lambda configs: validate_topic_configs(configs, broker.config),
+            validate_configs=lambda configs: validate_topic_configs(configs, self.config()),
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
             unclean_default=bool(cfg.get("unclean.leader.election.enable")),
         )
-        controller.cluster_id = broker.metadata_cache.cluster_id
+        controller.cluster_id = cluster_id
 
         def on_session(event: SessionEvent) -> None:
             lost = event is not SessionEvent.CONNECTED
@@ -179,7 +191,7 @@ class ClusterMember:
         leaderships back to preferred replicas where a broker's share of partitions led
         by another is above leader.imbalance.per.broker.percentage (only the active
         controller does anything)."""
-        cfg = self.broker.config
+        cfg = self.config()
         interval = cast(int, cfg.get("leader.imbalance.check.interval.seconds"))
         percentage = cast(int, cfg.get("leader.imbalance.per.broker.percentage"))
 
