@@ -29,6 +29,7 @@ from logbus.records.batch import split_batches
 from logbus.records.builder import NewRecord, build_batch
 from logbus.server.broker import Broker
 from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.controller_link import ControllerLink
 from logbus.server.replica.partition import Partition
 
 T = TypeVar("T")
@@ -65,7 +66,7 @@ class InProcessCluster:
         self.brokers[broker_id] = broker
         self.ports[broker_id] = broker.port
         if broker_id != 0:
-            self.controller.channel.register(broker_id, broker)  # type: ignore[attr-defined]
+            self.controller.channel.register(broker_id, self.link(broker_id))  # type: ignore[attr-defined]
             self._register(broker_id)
         broker.metadata_cache.controller_id = 0
         if broker_id != 0:
@@ -204,15 +205,21 @@ class InProcessCluster:
             )
             for replica in old.replicas:
                 if replica in self.brokers and (tell is None or replica in tell):
-                    self.brokers[replica].apply_leader_and_isr(meta, [partition])
+                    self.link(replica).apply_leader_and_isr(meta, [partition])
             controller.channel.send_update_metadata(controller.live_brokers(), [meta], [])
 
         self.call(elect)
 
+    def link(self, broker_id: int) -> ControllerLink:
+        """Where a broker applies the controller's requests (its `ControllerLink`)."""
+        services = self.brokers[broker_id].services
+        assert services is not None
+        return services.controller_link
+
     def tell(self, broker_id: int, topic: str, partition: int) -> None:
         """Deliver the current LeaderAndIsr of a partition to one broker."""
         self.call(
-            lambda: self.brokers[broker_id].apply_leader_and_isr(
+            lambda: self.link(broker_id).apply_leader_and_isr(
                 self.controller.topics[topic], [partition]
             )
         )

@@ -228,7 +228,7 @@ def test_an_older_controller_epoch_is_refused_and_changes_nothing(
         assert md.controller_id == 1 and set(md.brokers) == {1, 2}
         assert md.topics[TOPIC].partitions[0].leader == 1
     assert first.broker is not None
-    assert first.broker.controller_epoch == EPOCH
+    assert first.broker.services.controller_link.controller_epoch == EPOCH
     part = first.broker.replica_manager.partition(TOPIC, 0)  # type: ignore[union-attr]
     assert part is not None and part.is_leader and part.leader_epoch == 3
     assert (Path(first.data_dir) / f"{TOPIC}-0").is_dir()
@@ -238,7 +238,7 @@ def test_an_older_controller_epoch_is_refused_and_changes_nothing(
     assert responses.next(1, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
     assert responses.next(2, ApiKey.UPDATE_METADATA).error == ErrorCode.NONE
     assert cluster_metadata(first.bootstrap).controller_id == 2
-    assert first.broker.controller_epoch == EPOCH + 1
+    assert first.broker.services.controller_link.controller_epoch == EPOCH + 1
 
 
 def test_an_older_broker_epoch_is_refused(
@@ -247,7 +247,7 @@ def test_an_older_broker_epoch_is_refused(
     first, second = brokers
     net, responses = channel
     assert second.broker is not None
-    second.broker.broker_epoch = 500
+    second.broker.services.controller_link.registered(500)
     net.set_controller(1, EPOCH)
     net.add_broker(info(second), 499)  # a request meant for the previous incarnation
     net.send_leader_and_isr(2, topic({0: LED_BY_2}), [0])
@@ -260,7 +260,8 @@ def test_an_older_broker_epoch_is_refused(
     assert responses.next(2, ApiKey.STOP_REPLICA).error == ErrorCode.STALE_BROKER_EPOCH
     assert second.broker.replica_manager.partition(TOPIC, 0) is None  # type: ignore[union-attr]
     assert TOPIC not in broker_view(second).topics
-    assert second.broker.controller_epoch < EPOCH  # a refused request teaches nothing
+    # a refused request teaches nothing
+    assert second.broker.services.controller_link.controller_epoch < EPOCH
     # the current epoch is obeyed; so is a newer one (the controller may learn of a new
     # registration before the broker does)
     for epoch in (500, 501):

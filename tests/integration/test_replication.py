@@ -504,7 +504,7 @@ def test_divergence_found_by_either_request(
 
     def follow() -> None:
         broker = cluster.brokers[0]
-        broker.apply_leader_and_isr(cluster.controller.topics[T], [0])
+        cluster.link(0).apply_leader_and_isr(cluster.controller.topics[T], [0])
         if found_by == "Fetch":
             # as a Kafka 2.7+ follower: fetch at once, the leader answers DivergingEpoch
             manager = broker.replica_manager

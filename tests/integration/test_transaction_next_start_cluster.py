@@ -95,7 +95,7 @@ def test_held_until_the_markers_are_written(cluster: InProcessCluster) -> None:
         await asyncio.sleep(0.05)
         # broker 1 learns it leads work-1: the coordinator's retried marker is written,
         # then CompleteCommit, and the held request is handled
-        cluster.brokers[1].apply_leader_and_isr(cluster.controller.topics["work"], [1])
+        cluster.link(1).apply_leader_and_isr(cluster.controller.topics["work"], [1])
         return await pending
 
     answer = cluster.run(add_then_unblock())

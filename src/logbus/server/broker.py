@@ -42,6 +42,7 @@ from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.dynamic_config import DynamicConfigManager
 from logbus.server.config.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.controlled_shutdown import shut_down_controlled
+from logbus.server.controller_link import ControllerLink
 from logbus.server.coordinator_partition_writer import CoordinatorPartitionWriter
 from logbus.server.metrics.address import parse_metrics_listener
 from logbus.server.metrics.broker_metrics import BrokerMetrics
@@ -128,49 +129,52 @@ def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
 
 
 class Broker:
+    """The assembly of one broker's parts: `start()` builds and starts them in order and
+    hands the API layer their `BrokerServices` (every part constructed); `stop()` stops
+    them in Kafka's order. Owned by one event loop.
+
+    The attributes holding a part `start()` builds are None until it is built: `stop()`
+    also stops a broker whose start failed half-way, as Kafka's `KafkaServer.shutdown`
+    checks each of its parts. Code that runs once the broker has started receives the
+    parts it uses (`BrokerServices`, or as arguments) rather than reading them here."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id: int = config.broker_id
-        self.log_manager: LogManager | None = None
-        self.store: MetadataStore | None = None
         self.channel = LocalChannel()
         self.metadata_cache = MetadataCache("", -1)
-        self.controller: Controller | None = None
-        self.cluster: ClusterMember | None = None
-        self.network_channel: NetworkChannel | None = None
-        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
-        self.broker_epoch = -1
-        """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
-        (-1: unknown, controller requests' broker epochs are not checked)."""
-        self.controller_epoch = 0
-        """The newest controller epoch seen in a controller request; older ones are
-        refused (STALE_CONTROLLER_EPOCH)."""
-        self.replica_manager: ReplicaManager | None = None
-        self.producer_ids: ProducerIdManager | None = None
-        self.group_coordinator: GroupCoordinatorRuntime | None = None
-        self.dynamic_config: DynamicConfigManager | None = None
-        self.transaction_coordinator: TransactionCoordinator | None = None
-        self.txn_marker_channel: TxnMarkerChannel | None = None
-        self.authorizer: Authorizer | None = None
-        """The ACL authorizer (authorizer.class.name set), else None."""
-        self._acl_worker: ControllerEventManager | None = None
         self.quotas = ClientQuotas(
             QuotaWindows(config.quota_window_num, float(config.quota_window_size_seconds))
         )
-        self.services: BrokerServices | None = None
-        """Every service above, once `start()` has built them all (what handlers use)."""
-        self._started = asyncio.Event()
-        self.apis = Apis(self)
+        self.connection_quotas = ConnectionQuotas(config.connection_limits)
+        self.apis = Apis(self.started, lambda: self.config)
         self.listeners: list[Listener] = []
         self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
-        self.credentials: CredentialCache | None = None
-        """SCRAM credentials of every user, kept in step with the metadata store."""
-        self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = asyncio.Event()
+        self.services: BrokerServices | None = None
+        """Every part below, once `start()` has built them all (what handlers use)."""
+        # --- built by start(), in this order; None until then ---
         self.metrics: BrokerMetrics | None = None
         """What the broker records for `metrics.listener` (None when it is unset)."""
-        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.store: MetadataStore | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
+        self.log_manager: LogManager | None = None
+        self.credentials: CredentialCache | None = None
+        """SCRAM credentials of every user, kept in step with the metadata store."""
+        self.replica_manager: ReplicaManager | None = None
         self._request_log: logging.Handler | None = None
+        self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self.cluster: ClusterMember | None = None
+        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
+        self.network_channel: NetworkChannel | None = None
+        self.controller: Controller | None = None
+        self.authorizer: Authorizer | None = None
+        """The ACL authorizer (authorizer.class.name set), else None."""
+        self._acl_worker: ControllerEventManager | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -205,46 +209,168 @@ class Broker:
         return (listener.host or "localhost", port)
 
     async def start(self) -> None:
+        """Start every part in order, then serve: a request that arrived meanwhile waits
+        for the services (`started`)."""
+        metrics_address = self._metrics_address()
+        store, dynamic_config, cluster_id = await self._open_metadata_store()
+        cfg = self.config
+        log_manager = await self._start_log_manager(store, cluster_id)
+        await self._load_client_quotas(store, dynamic_config)
+        self.connection_quotas.reconfigure(cfg.connection_limits)
+        credentials = await self._load_credentials(store, dynamic_config)
+        await self._open_listeners(credentials)
+        self.replica_manager = replica_manager = ReplicaManager(
+            self.broker_id, log_manager, self._log_config_for
+        )
+        self._open_request_log()
+        if self.metrics is not None:
+            replica_manager.metrics = self.apis.metrics = self.metrics
+        group_coordinator = self._start_group_coordinator(replica_manager)
+        # built before the transaction coordinator, which asks it for new producer ids
+        producer_ids = ProducerIdManager(
+            store, self.broker_id, threaded=self.config.uses_zookeeper
+        )
+        transaction_coordinator = self._start_transaction_coordinator(
+            replica_manager, producer_ids
+        )
+        link = ControllerLink(
+            self.broker_id,
+            self.metadata_cache,
+            replica_manager,
+            group_coordinator,
+            transaction_coordinator,
+        )
+        controller = await self._start_controller(
+            store, log_manager, dynamic_config, replica_manager, link
+        )
+        self.authorizer = await self._start_authorizer(store)
+        self.services = BrokerServices(
+            broker_id=self.broker_id,
+            metadata_cache=self.metadata_cache,
+            store=store,
+            log_manager=log_manager,
+            replica_manager=replica_manager,
+            controller=controller,
+            controller_link=link,
+            group_coordinator=group_coordinator,
+            producer_ids=producer_ids,
+            dynamic_config=dynamic_config,
+            transaction_coordinator=transaction_coordinator,
+            quotas=self.quotas,
+            api_handlers=self.apis.handlers,
+            controller_events=self.cluster.events if self.cluster is not None else None,
+            metrics=self.metrics,
+            authorizer=self.authorizer,
+        )
+        self._started.set()
+        replica_manager.start_replication(
+            cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
+        )
+        if self.cluster is not None:
+            self._spawn(self._leader_isolation_guard(self.cluster, replica_manager).run())
+        self._schedule_log_tasks(log_manager)
+        if metrics_address is not None and self.metrics is not None:
+            await self._start_metrics_endpoint(self.metrics, self.services, *metrics_address)
+        if unused := cfg.without_effect():
+            log.info(
+                "settings with no effect on %s (see docs/configuration.md): %s",
+                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
+                ", ".join(unused),
+            )
+        host, port = self.advertised()
+        log.info(
+            "broker %d started, listening on %s:%d (cluster %s)",
+            self.broker_id,
+            host,
+            port,
+            cluster_id,
+        )
+
+    def _leader_isolation_guard(
+        self, cluster: ClusterMember, replica_manager: ReplicaManager
+    ) -> LeaderIsolationGuard:
+        """Steps aside from partitions led here while cut off from ZooKeeper and their
+        followers (server/replica/leader_isolation.py)."""
+        return LeaderIsolationGuard(
+            replica_manager,
+            self.metadata_cache,
+            cluster.metadata_session,
+            cluster.read_partition_state,
+            silence_ms=self.config.zookeeper_session_timeout_ms,
+        )
+
+    def _metrics_address(self) -> tuple[str, int] | None:
+        """Where `metrics.listener` asks the metrics to be served (checked before anything
+        starts); None when it is unset."""
         listener_setting = self.config.get("metrics.listener")
-        metrics_address = None
-        if listener_setting:  # checked before anything starts
-            metrics_address = parse_metrics_listener(str(listener_setting))
-            self.metrics = BrokerMetrics()
+        if not listener_setting:
+            return None
+        address = parse_metrics_listener(str(listener_setting))
+        self.metrics = BrokerMetrics()
+        return address
+
+    async def _open_metadata_store(self) -> tuple[MetadataStore, DynamicConfigManager, str]:
+        """The metadata store (ZooKeeper in a cluster, else the embedded one), the
+        dynamic config manager over it and the cluster id; `self.config` becomes the
+        broker config with its dynamic layers."""
         if self.config.uses_zookeeper:
             self.store = store = await open_zookeeper(self.config)
             cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
             check_cluster_id(self.config.log_dirs, cluster_id)
             self.metadata_cache.cluster_id = cluster_id
-            self.dynamic_config = DynamicConfigManager(self, store)
-            self.config = cfg = await asyncio.to_thread(self.dynamic_config.load)
+            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            self.config = await asyncio.to_thread(dynamic.load)
         else:
-            self.store = EmbeddedStore(self.config.log_dirs[0])
-            cluster_id = ensure_cluster_id(self.store)
-            self.dynamic_config = DynamicConfigManager(self, self.store)
-            self.config = cfg = self.dynamic_config.load()
-        self.log_manager = LogManager(
+            self.store = store = EmbeddedStore(self.config.log_dirs[0])
+            cluster_id = ensure_cluster_id(store)
+            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            self.config = dynamic.load()
+        return store, dynamic, cluster_id
+
+    def _dynamic_config_manager(self, store: MetadataStore) -> DynamicConfigManager:
+        return DynamicConfigManager(
+            store,
+            self.broker_id,
+            self.config.originals,
+            self.metadata_cache,
+            reconfigure=self.reconfigure,
+        )
+
+    async def _start_log_manager(self, store: MetadataStore, cluster_id: str) -> LogManager:
+        """Every log recovered (off the loop)."""
+        cfg = self.config
+        self.log_manager = log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
             cluster_id=cluster_id,
             default_config=log_config_from(effective_topic_config({}, cfg)),
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
-            config_for_topic=self._stored_log_config,
+            config_for_topic=lambda topic: self._stored_log_config(store, topic),
             cleaner_config=cleaner_config_from(cfg),
             on_flush=self.metrics.record_flush if self.metrics is not None else None,
             recovery_threads=max(IO_THREADS, cfg.num_recovery_threads_per_data_dir),
         )
-        await asyncio.to_thread(self.log_manager.startup)
-        await self._load_client_quotas()
-        self.connection_quotas.reconfigure(cfg.connection_limits)
+        await asyncio.to_thread(log_manager.startup)
+        return log_manager
+
+    async def _load_credentials(
+        self, store: MetadataStore, dynamic_config: DynamicConfigManager
+    ) -> CredentialCache:
+        """Every user's SCRAM credentials, and their changes followed."""
+        self.credentials = credentials = CredentialCache(store)
+        if self.config.uses_zookeeper:
+            await asyncio.to_thread(credentials.load)
+        else:
+            credentials.load()
+        dynamic_config.add_entity_handler(USERS, credentials.reload_user)
+        return credentials
+
+    async def _open_listeners(self, credentials: CredentialCache) -> None:
+        """One listener per `listeners` entry, each accepting connections at once."""
+        cfg = self.config
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
-        self.credentials = CredentialCache(self.store)
-        if self.config.uses_zookeeper:
-            await asyncio.to_thread(self.credentials.load)
-        else:
-            self.credentials.load()
-        self.dynamic_config.add_entity_handler(USERS, self.credentials.reload_user)
         mapper = principal_mapper(cfg)
         for listener_cfg in cfg.listeners:
             listener = Listener(
@@ -260,21 +386,21 @@ class Broker:
                 backlog=cfg.socket_listen_backlog_size,
                 name=listener_cfg.name,
                 ssl_context=listener_ssl_context(cfg, listener_cfg),
-                sasl=listener_sasl(cfg, listener_cfg, self.credentials),
+                sasl=listener_sasl(cfg, listener_cfg, credentials),
                 principal_mapper=mapper,
             )
             self._ssl_fingerprints[listener_cfg.name] = ssl_fingerprint(cfg, listener_cfg.name)
             await listener.start()
             self.listeners.append(listener)
-        host, port = self.advertised()
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self._log_config_for
-        )
-        self._open_request_log()
-        if self.metrics is not None:
-            self.replica_manager.metrics = self.apis.metrics = self.metrics
-        self.group_coordinator = GroupCoordinatorRuntime(
-            CoordinatorPartitionWriter(self.replica_manager),
+
+    def _start_group_coordinator(
+        self, replica_manager: ReplicaManager
+    ) -> GroupCoordinatorRuntime:
+        """The group coordinator, writing `__consumer_offsets` through the coordinators'
+        partition writer; it learns of completed transactions' offsets."""
+        cfg = self.config
+        self.group_coordinator = coordinator = GroupCoordinatorRuntime(
+            CoordinatorPartitionWriter(replica_manager),
             GroupConfig(
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
                 max_session_timeout_ms=cfg.group_max_session_timeout_ms,
@@ -287,40 +413,13 @@ class Broker:
             retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
-        self.group_coordinator.start()
-        self.replica_manager.txn_completion_listeners.append(
-            self.group_coordinator.on_txn_completion
-        )
-        self._start_transaction_coordinator()
-        if self.config.uses_zookeeper:
-            await self._start_cluster_member(host, port)
-        else:
-            self._start_standalone_controller(host, port)
-        self.producer_ids = ProducerIdManager(
-            self.store, self.broker_id, threaded=self.config.uses_zookeeper
-        )
-        assert self.controller is not None
-        assert self.transaction_coordinator is not None
-        self.authorizer = await self._start_authorizer()
-        self.services = BrokerServices(
-            store=self.store,
-            log_manager=self.log_manager,
-            replica_manager=self.replica_manager,
-            controller=self.controller,
-            group_coordinator=self.group_coordinator,
-            producer_ids=self.producer_ids,
-            dynamic_config=self.dynamic_config,
-            transaction_coordinator=self.transaction_coordinator,
-            authorizer=self.authorizer,
-            quotas=self.quotas,
-        )
-        self._started.set()
-        self.replica_manager.start_replication(
-            cfg, self.metadata_cache, broker_epoch=lambda: self.broker_epoch
-        )
-        if self.cluster is not None:
-            self._spawn(self._leader_isolation_guard(self.cluster).run())
-        manager = self.log_manager
+        coordinator.start()
+        replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
+        return coordinator
+
+    def _schedule_log_tasks(self, manager: LogManager) -> None:
+        """The logs' periodic work: checkpoints, flushes, retention, producer expiry."""
+        cfg = self.config
         # Checkpoints and fsyncs run in a worker thread; retention and the unlinking of
         # deleted segments change the segment lists, so they stay on the event loop.
         # Recovery points, log start offsets and high watermarks are checkpointed together,
@@ -345,41 +444,39 @@ class Broker:
                 min(cfg.log_flush_scheduler_interval_ms, 1000), manager.flush_dirty, in_thread=True
             )
         )
-        self._spawn(self._every(cfg.log_retention_check_interval_ms, self._cleanup_logs))
+
+        def _cleanup_logs() -> None:
+            manager.cleanup_logs(producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+
+        def _remove_expired_producers() -> None:
+            now_ms = int(time.time() * 1000)
+            expiration_ms = self.config.producer_id_expiration_ms
+            for partition_log in manager.all_logs():
+                partition_log.remove_expired_producers(now_ms, expiration_ms)
+
+        self._spawn(self._every(cfg.log_retention_check_interval_ms, _cleanup_logs))
         self._spawn(
-            self._every(
-                cfg.producer_id_expiration_check_interval_ms, self._remove_expired_producers
-            )
+            self._every(cfg.producer_id_expiration_check_interval_ms, _remove_expired_producers)
         )
         self._spawn(self._every(1000, manager.remove_deleted))
-        if metrics_address is not None and self.metrics is not None:
-            endpoint = MetricsEndpoint(*metrics_address, BrokerCollector(self, self.metrics))
-            await endpoint.start()
-            self.metrics_endpoint = endpoint
-            log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
-        if unused := cfg.without_effect():
-            log.info(
-                "settings with no effect on %s (see docs/configuration.md): %s",
-                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
-                ", ".join(unused),
-            )
-        log.info(
-            "broker %d started, listening on %s:%d (cluster %s)",
-            self.broker_id,
-            host,
-            port,
-            cluster_id,
-        )
 
-    async def _start_authorizer(self) -> Authorizer | None:
+    async def _start_metrics_endpoint(
+        self, metrics: BrokerMetrics, services: BrokerServices, host: str, port: int
+    ) -> None:
+        """Serve the metrics at `metrics.listener`."""
+        endpoint = MetricsEndpoint(host, port, BrokerCollector(services, metrics))
+        await endpoint.start()
+        self.metrics_endpoint = endpoint
+        log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
+
+    async def _start_authorizer(self, store: MetadataStore) -> Authorizer | None:
         """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
         change notifications followed (on a thread of their own with ZooKeeper)."""
         cfg = self.config
         if not cfg.authorizer_class_name:
             return None
-        assert self.store is not None
         authorizer = Authorizer(
-            self.store,
+            store,
             super_users=parse_super_users(cfg.super_users),
             allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
         )
@@ -399,11 +496,11 @@ class Broker:
         await worker.call(start)
         return authorizer
 
-    async def _load_client_quotas(self) -> None:
+    async def _load_client_quotas(
+        self, store: MetadataStore, dynamic: DynamicConfigManager
+    ) -> None:
         """The stored client quotas, and their changes followed (before the config
         listener starts)."""
-        store, dynamic = self.store, self.dynamic_config
-        assert store is not None and dynamic is not None
         if self.config.uses_zookeeper:
             stored = await asyncio.to_thread(load_client_quotas, store)
         else:
@@ -417,14 +514,43 @@ class Broker:
                 quota_change_handler(self.quotas, store, entity_type, loop.call_soon_threadsafe),
             )
 
-    def _start_standalone_controller(self, host: str, port: int) -> None:
+    async def _start_controller(
+        self,
+        store: MetadataStore,
+        log_manager: LogManager,
+        dynamic_config: DynamicConfigManager,
+        replica_manager: ReplicaManager,
+        link: ControllerLink,
+    ) -> Controller:
+        """This broker's controller (and registration), then what follows from the
+        metadata it knows: stray logs removed, dynamic configs followed."""
+        host, port = self.advertised()
+        if self.config.uses_zookeeper:
+            controller: Controller = await self._start_cluster_member(store, host, port, link)
+            # Logs of topics deleted while this broker was down are removed now.
+            topic_ids = await asyncio.to_thread(stored_topic_ids, store)
+            log_manager.delete_stray_logs(topic_ids)
+            dynamic_config.start(controller, replica_manager, threaded=True)
+            return controller
+        controller = self._start_standalone_controller(store, host, port, link)
+        # Logs of topics deleted while this broker was down, or when a crash interrupted
+        # a deletion, are removed now rather than left behind.
+        log_manager.delete_stray_logs(
+            {topic.name: topic.topic_id for topic in controller.topics.values()}
+        )
+        dynamic_config.start(controller, replica_manager)
+        self.metadata_cache.cluster_id = controller.cluster_id
+        self.metadata_cache.controller_id = self.broker_id
+        return controller
+
+    def _start_standalone_controller(
+        self, store: MetadataStore, host: str, port: int, link: ControllerLink
+    ) -> Controller:
         """A stand-alone broker is its own controller over the embedded store."""
-        assert self.store is not None and self.log_manager is not None
-        assert self.dynamic_config is not None and self.replica_manager is not None
         cfg = self.config
-        self.channel.register(self.broker_id, self)
-        self.controller = Controller(
-            self.store,
+        self.channel.register(self.broker_id, link)
+        self.controller = controller = Controller(
+            store,
             self.channel,
             BrokerInfo(
                 self.broker_id,
@@ -439,42 +565,27 @@ class Broker:
             validate_configs=lambda configs: validate_topic_configs(configs, self.config),
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
         )
-        self.controller.start()
-        self.controller_epoch = max(self.controller_epoch, self.controller.epoch)
+        controller.start()
+        link.saw_controller(controller.epoch)
         # As in a cluster: the broker epoch is the registration's creation txid.
-        self.broker_epoch = self.store.stat(f"/brokers/ids/{self.broker_id}").czxid
-        # Logs of topics deleted while this broker was down, or when a crash interrupted
-        # a deletion, are removed now rather than left behind.
-        self.log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in self.controller.topics.values()}
-        )
-        self.dynamic_config.start(self.controller, self.replica_manager)
-        self.metadata_cache.cluster_id = self.controller.cluster_id
-        self.metadata_cache.controller_id = self.broker_id
+        link.registered(store.stat(f"/brokers/ids/{self.broker_id}").czxid)
+        return controller
 
-    async def _start_cluster_member(self, host: str, port: int) -> None:
+    async def _start_cluster_member(
+        self, store: MetadataStore, host: str, port: int, link: ControllerLink
+    ) -> ClusterController:
         """Cluster mode: register in ZooKeeper and start this broker's controller (on its
         own thread; one broker's is active)."""
-        assert self.store is not None and self.log_manager is not None
-        assert self.dynamic_config is not None and self.replica_manager is not None
-        self.cluster = ClusterMember(self, self.store)
-        self.controller = await self.cluster.start(self._network_channel(), host, port)
-        # Logs of topics deleted while this broker was down are removed now.
-        topic_ids = await asyncio.to_thread(stored_topic_ids, self.store)
-        self.log_manager.delete_stray_logs(topic_ids)
-        self.dynamic_config.start(self.controller, self.replica_manager, threaded=True)
-
-    def _leader_isolation_guard(self, cluster: ClusterMember) -> LeaderIsolationGuard:
-        """Steps aside from partitions led here while cut off from ZooKeeper and their
-        followers (server/replica/leader_isolation.py)."""
-        assert self.replica_manager is not None
-        return LeaderIsolationGuard(
-            self.replica_manager,
-            self.metadata_cache,
-            cluster.metadata_session,
-            cluster.read_partition_state,
-            silence_ms=self.config.zookeeper_session_timeout_ms,
+        self.cluster = ClusterMember(store, self.broker_id, lambda: self.config)
+        self.controller = controller = await self.cluster.start(
+            self._network_channel(),
+            host,
+            port,
+            link,
+            self.advertised_endpoints(),
+            self.metadata_cache.cluster_id,
         )
+        return controller
 
     def _network_channel(self) -> NetworkChannel:
         self.network_channel = NetworkChannel(
@@ -517,13 +628,14 @@ class Broker:
             self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
 
     async def stop(self) -> None:
+        services = self.services
         if (
             self.cluster is not None
-            and self.services is not None
+            and services is not None
             and self.config.get("controlled.shutdown.enable")
         ):
             # Leaderships move away while the listeners still serve (Kafka's order).
-            await shut_down_controlled(self, self.cluster.zookeeper_lost)
+            await shut_down_controlled(services, self.config, self.cluster.zookeeper_lost)
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None
@@ -608,42 +720,30 @@ class Broker:
                 continue
             log.info("listener %s reloaded its TLS settings", name)
 
-    def _cleanup_logs(self) -> None:
-        assert self.log_manager is not None
-        self.log_manager.cleanup_logs(
-            producer_id_expiration_ms=self.config.producer_id_expiration_ms
-        )
-
-    def _remove_expired_producers(self) -> None:
-        assert self.log_manager is not None
-        now_ms = int(time.time() * 1000)
-        for partition_log in self.log_manager.all_logs():
-            partition_log.remove_expired_producers(now_ms, self.config.producer_id_expiration_ms)
-
-    def _stored_log_config(self, topic: str) -> LogConfig:
-        assert self.store is not None
+    def _stored_log_config(self, store: MetadataStore, topic: str) -> LogConfig:
         return log_config_from(
-            effective_topic_config(stored_topic_configs(self.store, topic), self.config)
+            effective_topic_config(stored_topic_configs(store, topic), self.config)
         )
 
     def _log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return log_config_from(effective_topic_config(topic.configs, self.config))
 
-    def _start_transaction_coordinator(self) -> None:
+    def _start_transaction_coordinator(
+        self, replica_manager: ReplicaManager, producer_ids: ProducerIdManager
+    ) -> TransactionCoordinator:
         """The transaction coordinator, writing `__transaction_state` through the
         coordinators' partition writer and sending markers over the wire."""
-        assert self.replica_manager is not None
         cfg = self.config
         self.txn_marker_channel = TxnMarkerChannel(
             self.broker_id,
             self.metadata_cache,
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
-            local=own_marker_writer(self.replica_manager, cfg.request_timeout_ms),
+            local=own_marker_writer(replica_manager, cfg.request_timeout_ms),
         )
         self.txn_marker_channel.security = inter_broker_security(cfg)
-        self.transaction_coordinator = TransactionCoordinator(
-            CoordinatorPartitionWriter(self.replica_manager),
+        self.transaction_coordinator = coordinator = TransactionCoordinator(
+            CoordinatorPartitionWriter(replica_manager),
             TxnConfig(
                 max_timeout_ms=cfg.transaction_max_timeout_ms,
                 id_expiration_ms=cfg.transactional_id_expiration_ms,
@@ -658,14 +758,11 @@ class Broker:
             ),
             num_partitions=self._txn_topic_partitions,
             markers=self.txn_marker_channel,
-            new_producer_id=self._new_producer_id,
+            new_producer_id=lambda: _new_producer_id(producer_ids),
         )
-        self.transaction_coordinator.start()
+        coordinator.start()
+        return coordinator
 
-    async def _new_producer_id(self) -> int:
-        assert self.producer_ids is not None
-        await self.producer_ids.ensure_available()
-        return self.producer_ids.next_id()
 
     def _txn_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(TRANSACTION_STATE_TOPIC)
@@ -675,49 +772,7 @@ class Broker:
         topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
         return len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
 
-    # --- controller callbacks (LocalChannel, server/api/controller_requests.py) -----------
 
-    def apply_leader_and_isr(self, topic: TopicMetadata, partitions: list[int]) -> None:
-        assert self.replica_manager is not None
-        self.replica_manager.apply_leader_and_isr(topic, partitions)
-        if topic.name == OFFSETS_TOPIC and self.group_coordinator is not None:
-            for p in partitions:
-                state = topic.partitions[p]
-                self.group_coordinator.on_leadership(
-                    p, state.leader == self.broker_id, state.leader_epoch
-                )
-        if topic.name == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
-            for p in partitions:
-                state = topic.partitions[p]
-                self.transaction_coordinator.on_leadership(
-                    p, state.leader == self.broker_id, state.leader_epoch
-                )
-
-    def apply_update_metadata(
-        self,
-        brokers: list[BrokerInfo],
-        topics: list[TopicMetadata],
-        deleted: list[str],
-        controller_id: int | None = None,
-    ) -> None:
-        cache = self.metadata_cache
-        if controller_id is not None:
-            cache.controller_id = controller_id
-        cache.brokers = {b.broker_id: b for b in brokers}
-        for topic in topics:
-            old = cache.topics.get(topic.name)
-            cache.update_topic(topic)
-            if old is not None and self.replica_manager is not None:
-                self.replica_manager.update_log_config(topic)
-        for name in deleted:
-            cache.remove_topic(name)
-
-    def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
-        assert self.replica_manager is not None
-        if topic == OFFSETS_TOPIC and self.group_coordinator is not None:
-            for p in partitions:
-                self.group_coordinator.unload(p)
-        if topic == TRANSACTION_STATE_TOPIC and self.transaction_coordinator is not None:
-            for p in partitions:
-                self.transaction_coordinator.unload(p)
-        self.replica_manager.apply_stop_replica(topic, partitions, delete)
+async def _new_producer_id(producer_ids: ProducerIdManager) -> int:
+    await producer_ids.ensure_available()
+    return producer_ids.next_id()

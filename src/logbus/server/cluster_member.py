@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,7 +36,9 @@ from logbus.server.metadata_session import MetadataSession
 from logbus.storage.meta_properties import read_meta_properties
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.controller.cluster_metadata import EndPoint
+    from logbus.server.config.broker_config import BrokerConfig
+    from logbus.server.controller_link import ControllerLink
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +107,13 @@ def stored_topic_ids(store: MetadataStore) -> dict[str, Any]:
 class ClusterMember:
     """The cluster side of one broker. Built and started by `Broker.start`."""
 
-    def __init__(self, broker: Broker, store: MetadataStore) -> None:
-        self.broker = broker
+    def __init__(
+        self, store: MetadataStore, broker_id: int, config: Callable[[], BrokerConfig]
+    ) -> None:
         self.store = store
+        self.broker_id = broker_id
+        self.config = config
+        """The broker's current config."""
         self.events = ControllerEventManager()
         self.registration: BrokerRegistration | None = None
         self.controller: ClusterController | None = None
@@ -117,9 +124,19 @@ class ClusterMember:
         self.metadata_session = MetadataSession()
         """The same, as the leader isolation guard asks it (fed with kazoo's states)."""
 
-    async def start(self, channel: object, host: str, port: int) -> ClusterController:
-        broker = self.broker
-        cfg = broker.config
+    async def start(
+        self,
+        channel: object,
+        host: str,
+        port: int,
+        link: ControllerLink,
+        advertised: list[EndPoint],
+        cluster_id: str,
+    ) -> ClusterController:
+        """Register in ZooKeeper with the `advertised` endpoints (the registration's
+        epoch goes to `link`) and start this broker's controller."""
+        cfg = self.config()
+        broker_id = self.broker_id
         loop = asyncio.get_running_loop()
         endpoints = [
             Endpoint(
@@ -129,36 +146,36 @@ class ClusterMember:
                 listener.security_protocol,
             )
             for i, (listener, advertised) in enumerate(
-                zip(cfg.advertised_listeners, broker.advertised_endpoints(), strict=True)
+                zip(cfg.advertised_listeners, advertised, strict=True)
             )
         ]
         self.registration = registration = BrokerRegistration(
-            self.store, broker.broker_id, endpoints, cfg.broker_rack
+            self.store, broker_id, endpoints, cfg.broker_rack
         )
         try:
-            broker.broker_epoch = await asyncio.to_thread(registration.register)
+            link.registered(await asyncio.to_thread(registration.register))
         except BrokerIdRegistered as exc:
             raise BrokerStartupError(str(exc)) from None
-        log.info("broker %d registered (broker epoch %d)", broker.broker_id, broker.broker_epoch)
+        log.info("broker %d registered (broker epoch %d)", broker_id, link.broker_epoch)
 
         def on_registered(epoch: int) -> None:
-            loop.call_soon_threadsafe(setattr, broker, "broker_epoch", epoch)
+            loop.call_soon_threadsafe(link.registered, epoch)
 
         first = endpoints[0]
         self.controller = controller = ClusterController(
             self.store,
             channel,
-            BrokerInfo(broker.broker_id, first.host, first.port, cfg.broker_rack, first.listener),
+            BrokerInfo(broker_id, first.host, first.port, cfg.broker_rack, first.listener),
             self.events,
             registration,
             on_registered=on_registered,
             default_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
-            validate_configs=lambda configs: validate_topic_configs(configs, broker.config),
+            validate_configs=lambda configs: validate_topic_configs(configs, self.config()),
             max_broker_partitions=cast(int, cfg.get("max.broker.partitions")),
             unclean_default=bool(cfg.get("unclean.leader.election.enable")),
         )
-        controller.cluster_id = broker.metadata_cache.cluster_id
+        controller.cluster_id = cluster_id
 
         def on_session(event: SessionEvent) -> None:
             lost = event is not SessionEvent.CONNECTED
@@ -184,7 +201,7 @@ class ClusterMember:
         leaderships back to preferred replicas where a broker's share of partitions led
         by another is above leader.imbalance.per.broker.percentage (only the active
         controller does anything)."""
-        cfg = self.broker.config
+        cfg = self.config()
         interval = cast(int, cfg.get("leader.imbalance.check.interval.seconds"))
         percentage = cast(int, cfg.get("leader.imbalance.per.broker.percentage"))
 

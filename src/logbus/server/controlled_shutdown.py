@@ -29,7 +29,8 @@ from logbus.protocol.errors import ProtocolError
 from logbus.server.network.listener_security import inter_broker_security
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.server.config.broker_config import BrokerConfig
+    from logbus.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +59,29 @@ async def _unless_lost(lost: asyncio.Event, work: Awaitable[T]) -> T:
     return task.result()
 
 
-async def _attempt(broker: Broker, socket_timeout: float) -> str | None:
+async def _attempt(
+    services: BrokerServices, config: BrokerConfig, socket_timeout: float
+) -> str | None:
     """One ControlledShutdown to the current controller: None when it agreed, else what
     went wrong."""
-    controller_id = broker.metadata_cache.controller_id
-    info = broker.metadata_cache.brokers.get(controller_id)
+    controller_id = services.metadata_cache.controller_id
+    info = services.metadata_cache.brokers.get(controller_id)
     if info is None:
         return "the controller is not known"
-    endpoint = info.endpoint(broker.config.inter_broker_listener_name)
+    endpoint = info.endpoint(config.inter_broker_listener_name)
     try:
         conn = await Connection.connect(
             endpoint.host,
             endpoint.port,
-            client_id=f"broker-{broker.broker_id}-controlled-shutdown",
+            client_id=f"broker-{services.broker_id}-controlled-shutdown",
             connect_timeout=socket_timeout,
             request_timeout=socket_timeout,
-            security=inter_broker_security(broker.config),
+            security=inter_broker_security(config),
         )
         try:
-            result = await controlled_shutdown(conn, broker.broker_id, broker.broker_epoch)
+            result = await controlled_shutdown(
+                conn, services.broker_id, services.controller_link.broker_epoch
+            )
         finally:
             await conn.close()
     except (KafkaError, ProtocolError, OSError, TimeoutError) as exc:
@@ -89,10 +94,13 @@ async def _attempt(broker: Broker, socket_timeout: float) -> str | None:
     return None
 
 
-async def shut_down_controlled(broker: Broker, zookeeper_lost: asyncio.Event) -> bool:
+async def shut_down_controlled(
+    services: BrokerServices, config: BrokerConfig, zookeeper_lost: asyncio.Event
+) -> bool:
     """Ask the controller until this broker leads nothing movable; True when it agreed,
     False after the last attempt failed or once ZooKeeper is unreachable."""
-    cfg = broker.config
+    cfg = config
+    broker_id = services.broker_id
     attempts = max(1, cast(int, cfg.get("controlled.shutdown.max.retries")))
     backoff = cast(int, cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
     timeout = cast(int, cfg.get("controller.socket.timeout.ms")) / 1000
@@ -100,13 +108,13 @@ async def shut_down_controlled(broker: Broker, zookeeper_lost: asyncio.Event) ->
         for attempt in range(1, attempts + 1):
             if zookeeper_lost.is_set():
                 raise _ZooKeeperLost
-            outcome = await _unless_lost(zookeeper_lost, _attempt(broker, timeout))
+            outcome = await _unless_lost(zookeeper_lost, _attempt(services, cfg, timeout))
             if outcome is None:
-                log.info("broker %d: controlled shutdown succeeded", broker.broker_id)
+                log.info("broker %d: controlled shutdown succeeded", broker_id)
                 return True
             log.warning(
                 "broker %d: controlled shutdown attempt %d of %d: %s",
-                broker.broker_id, attempt, attempts, outcome,
+                broker_id, attempt, attempts, outcome,
             )  # fmt: skip
             if attempt < attempts:
                 await _unless_lost(zookeeper_lost, asyncio.sleep(backoff))
@@ -114,8 +122,8 @@ async def shut_down_controlled(broker: Broker, zookeeper_lost: asyncio.Event) ->
         log.warning(
             "broker %d: ZooKeeper is unreachable, so the controller cannot move "
             "leaderships: shutting down without a controlled shutdown",
-            broker.broker_id,
+            broker_id,
         )
         return False
-    log.warning("broker %d: controlled shutdown failed; shutting down anyway", broker.broker_id)
+    log.warning("broker %d: controlled shutdown failed; shutting down anyway", broker_id)
     return False

@@ -22,7 +22,7 @@ from logbus.server.security.authorizer import host_of
 from logbus.server.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.server.config.broker_config import BrokerConfig
     from logbus.server.services import BrokerServices
 
 Body = dict[str, Any]
@@ -30,11 +30,12 @@ Body = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body: the broker (its config
-    and metadata cache) and its services, all constructed."""
+    """What a handler knows about the request besides its body: the broker's services,
+    all constructed (the collaborators it uses, never the `Broker` itself), and the
+    broker's config as the request found it."""
 
-    broker: Broker
     services: BrokerServices
+    config: BrokerConfig
     header: RequestHeader
     peer: str
     # the connection's authenticated principal (User:ANONYMOUS when none)

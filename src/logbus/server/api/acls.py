@@ -57,7 +57,7 @@ def _enum(kind: type[T], code: int) -> T:
 async def _run(ctx: RequestContext, action: Callable[[], T]) -> T:
     """Store writes: inline over the embedded store (it lives on the event loop), in a
     worker thread over ZooKeeper (its calls block)."""
-    if ctx.broker.config.uses_zookeeper:
+    if ctx.config.uses_zookeeper:
         return await asyncio.to_thread(action)
     return action()
 

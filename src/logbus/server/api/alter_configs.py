@@ -86,10 +86,10 @@ def _broker_entity(ctx: RequestContext, name: str) -> str:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
         ) from None
-    if broker_id != ctx.broker.broker_id:
+    if broker_id != ctx.services.broker_id:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.broker_id}, but received {name}",
+            f"Unexpected broker id, expected {ctx.services.broker_id}, but received {name}",
         )
     return str(broker_id)
 
@@ -101,19 +101,18 @@ def _alter_topic(
     ops: list[AlterOp] | None,
     validate_only: bool,
 ) -> None:
-    broker = ctx.broker
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     store = ctx.services.store
-    if name not in broker.metadata_cache.topics:
+    if name not in ctx.services.metadata_cache.topics:
         raise ResourceError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         )
     if ops is not None:
         new_configs = apply_ops(fetch_entity_config(store, TOPIC, name), ops, TOPIC_CONFIG_DEF)
     assert new_configs is not None
-    check_topic_update(new_configs, broker.config)
+    check_topic_update(new_configs, ctx.config)
     if not validate_only:
         log.info("updating topic %s with new configuration: %s", name, dict(new_configs))
         change_entity_config(store, TOPIC, name, new_configs)
@@ -268,7 +267,7 @@ async def _run(
 ) -> AlterConfigsResponse:
     """Inline over the embedded store (it lives on the event loop); in a cluster in a
     worker thread, as ZooKeeper's reads and writes must not block the loop."""
-    if ctx.broker.cluster is None:
+    if not ctx.services.in_cluster:
         return _alter_all(ctx, request, incremental)
     return await asyncio.to_thread(_alter_all, ctx, request, incremental)
 

@@ -28,7 +28,7 @@ def unsupported_version_response(handlers: Handlers) -> ApiVersionsResponse:
 async def handle_api_versions(
     ctx: RequestContext, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
-    handlers = ctx.broker.apis.handlers
+    handlers = ctx.services.api_handlers
     if ctx.version >= 3:
         for field in ("client_software_name", "client_software_version"):
             if not _SOFTWARE.match(request[field] or ""):

@@ -70,7 +70,7 @@ class QuotaRequestError(Exception):
 
 
 async def _in_store_thread(ctx: RequestContext, work: Callable[[], T]) -> T:
-    if ctx.broker.config.uses_zookeeper:
+    if ctx.config.uses_zookeeper:
         return await asyncio.to_thread(work)
     return work()
 

@@ -56,7 +56,7 @@ async def handle_describe_cluster(
             "error_message": "The request was sent to an endpoint of type BROKER, but we "
             f"wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}",
         }
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     brokers: list[DescribeClusterBroker] = [
         {"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack}
         for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)

@@ -79,10 +79,11 @@ def _broker_id(ctx: RequestContext, name: str, expected: str) -> None:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
         )
-    if int(name) != ctx.broker.broker_id:
+    broker_id = ctx.services.broker_id
+    if int(name) != broker_id:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.broker_id}{expected} but received {name}",
+            f"Unexpected broker id, expected {broker_id}{expected} but received {name}",
         )
 
 
@@ -96,7 +97,7 @@ def _topic_configs(
     problem = topic_name_error(name)
     if problem is not None:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    topic = ctx.broker.metadata_cache.topics.get(name)
+    topic = ctx.services.metadata_cache.topics.get(name)
     if topic is None:
         raise ResourceError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
@@ -104,7 +105,7 @@ def _topic_configs(
     try:
         entries = describe_topic(
             topic.configs,
-            ctx.broker.config,
+            ctx.config,
             names=keys,
             include_synonyms=synonyms,
             include_documentation=documentation,
@@ -124,7 +125,7 @@ def _broker_configs(
     if name:
         _broker_id(ctx, name, " or empty string,")
     entries = describe_broker(
-        ctx.broker.config,
+        ctx.config,
         names=keys,
         cluster_default=not name,
         include_synonyms=synonyms,

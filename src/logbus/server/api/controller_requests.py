@@ -2,7 +2,8 @@
 UpdateMetadata v0-8, StopReplica v0-4.
 
 Each is decoded into the cluster metadata model and handed to the broker's
-`BrokerCallbacks`. Fencing, as Kafka's ReplicaManager and KafkaApis do it:
+`ControllerLink` (`server/controller_link.py`), which owns the epochs below and applies
+the request. Fencing, as Kafka's ReplicaManager and KafkaApis do it:
 - a broker epoch (KIP-380) older than this broker's current one (the czxid of its
   `/brokers/ids/<id>` registration) is a request meant for an earlier incarnation:
   STALE_BROKER_EPOCH, nothing applied (-1 on either side: not checked);
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -64,56 +64,18 @@ from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.storage.errors import InconsistentTopicIdError, StorageError
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.controller.metadata_store import MetadataStore
+    from logbus.server.config.broker_config import BrokerConfig
+    from logbus.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 ZERO_UUID = UUID(int=0)
-_LOCKS: weakref.WeakKeyDictionary[Broker, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def _lock(broker: Broker) -> asyncio.Lock:
-    lock = _LOCKS.get(broker)
-    if lock is None:
-        lock = _LOCKS[broker] = asyncio.Lock()
-    return lock
-
-
-def _fencing_error(
-    broker: Broker, api: str, controller_id: int, controller_epoch: int, broker_epoch: int
-) -> ErrorCode | None:
-    """STALE_BROKER_EPOCH or STALE_CONTROLLER_EPOCH if the request must be refused."""
-    if UNKNOWN_BROKER_EPOCH not in (broker_epoch, broker.broker_epoch) and (
-        broker_epoch < broker.broker_epoch
-    ):
-        # Kafka refuses only an older epoch: the controller may learn this broker's new
-        # registration (and send with its epoch) before the broker does.
-        log.warning(
-            "refusing %s from controller %d: broker epoch %d is older than this broker's %d",
-            api,
-            controller_id,
-            broker_epoch,
-            broker.broker_epoch,
-        )
-        return ErrorCode.STALE_BROKER_EPOCH
-    if controller_epoch < broker.controller_epoch:
-        log.warning(
-            "refusing %s from controller %d: controller epoch %d is older than %d",
-            api,
-            controller_id,
-            controller_epoch,
-            broker.controller_epoch,
-        )
-        return ErrorCode.STALE_CONTROLLER_EPOCH
-    return None
-
-
-async def _stored_configs(broker: Broker, topic: str) -> dict[str, str]:
+async def _stored_configs(store: MetadataStore, topic: str) -> dict[str, str]:
     """A topic's dynamic configs from the metadata store (off the loop unless the store
     is the embedded one, which lives on it)."""
-    store = broker.store
-    if store is None:
-        return {}
     if isinstance(store, EmbeddedStore):
         return stored_topic_configs(store, topic)
     return await asyncio.to_thread(stored_topic_configs, store, topic)
@@ -167,31 +129,29 @@ def _leader_and_isr_response(
     return {"error_code": error, "partition_errors": partition_errors}
 
 
-def _known_topic_id(broker: Broker, topic: _TopicStates) -> UUID:
+def _known_topic_id(services: BrokerServices, topic: _TopicStates) -> UUID:
     """The request's topic id; before v5 (none sent) the one this broker knows."""
     if topic.topic_id != ZERO_UUID:
         return topic.topic_id
-    cached = broker.metadata_cache.topics.get(topic.name)
+    cached = services.metadata_cache.topics.get(topic.name)
     if cached is not None:
         return cached.topic_id
-    if broker.replica_manager is not None:
-        for p in topic.states:
-            part = broker.replica_manager.partition(topic.name, p)
-            if part is not None:
-                return part.topic_id
+    for p in topic.states:
+        part = services.replica_manager.partition(topic.name, p)
+        if part is not None:
+            return part.topic_id
     return ZERO_UUID
 
 
 def _check_partition(
-    broker: Broker, topic: str, topic_id: UUID, state: LeaderAndIsrPartitionState
+    services: BrokerServices, topic: str, topic_id: UUID, state: LeaderAndIsrPartitionState
 ) -> ErrorCode:
     index = state["partition_index"]
     if index < 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     current_epoch = -1
-    assert broker.replica_manager is not None and broker.log_manager is not None
-    part = broker.replica_manager.partition(topic, index)
-    existing = broker.log_manager.get_log(topic, index)
+    part = services.replica_manager.partition(topic, index)
+    existing = services.log_manager.get_log(topic, index)
     stored_id = part.topic_id if part is not None else None
     if stored_id is None and existing is not None:
         stored_id = existing.topic_id
@@ -208,22 +168,21 @@ def _check_partition(
             current_epoch,
         )
         return ErrorCode.STALE_CONTROLLER_EPOCH
-    if broker.broker_id not in state["replicas"]:
+    if services.broker_id not in state["replicas"]:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return ErrorCode.NONE
 
 
 def _create_logs(
-    broker: Broker, topic: TopicMetadata, partitions: list[int]
+    services: BrokerServices, topic: TopicMetadata, partitions: list[int]
 ) -> dict[int, ErrorCode]:
     """The logs of partitions new to this broker, created off the loop; what failed."""
-    assert broker.log_manager is not None and broker.replica_manager is not None
-    config = broker.replica_manager.log_config_for(topic)
+    config = services.replica_manager.log_config_for(topic)
     failed: dict[int, ErrorCode] = {}
     topic_id = topic.topic_id if topic.topic_id != ZERO_UUID else None
     for p in partitions:
         try:
-            broker.log_manager.get_or_create_log(topic.name, p, config, topic_id)
+            services.log_manager.get_or_create_log(topic.name, p, config, topic_id)
         except InconsistentTopicIdError as exc:
             log.warning("LeaderAndIsr for %s-%d: %s", topic.name, p, exc)
             failed[p] = ErrorCode.INCONSISTENT_TOPIC_ID
@@ -236,12 +195,12 @@ def _create_logs(
 async def handle_leader_and_isr(
     ctx: RequestContext, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
-    broker, version = ctx.broker, ctx.version
+    services, version = ctx.services, ctx.version
+    link = services.controller_link
     topics = _leader_and_isr_topics(request, version)
     ids = {t.name: t.topic_id for t in topics}
-    async with _lock(broker):
-        refused = _fencing_error(
-            broker,
+    async with link.lock:
+        refused = link.fencing_error(
             "LeaderAndIsr",
             request["controller_id"],
             request["controller_epoch"],
@@ -252,27 +211,27 @@ async def handle_leader_and_isr(
         if refused is not None:
             every = {t.name: dict.fromkeys(t.states, refused) for t in topics}
             return _leader_and_isr_response(version, refused, every, ids)
-        broker.controller_epoch = request["controller_epoch"]
+        link.accept_controller_epoch(request["controller_epoch"])
         errors: dict[str, dict[int, ErrorCode]] = {}
         for topic in topics:
             codes = errors.setdefault(topic.name, {})
             if topic_name_error(topic.name) is not None:
                 codes.update(dict.fromkeys(topic.states, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            topic_id = _known_topic_id(broker, topic)
+            topic_id = _known_topic_id(services, topic)
             checked = {
-                p: _check_partition(broker, topic.name, topic_id, state)
+                p: _check_partition(services, topic.name, topic_id, state)
                 for p, state in topic.states.items()
             }
             codes.update(checked)
             accepted = sorted(p for p, code in checked.items() if code == ErrorCode.NONE)
             if not accepted:
                 continue
-            cached = broker.metadata_cache.topics.get(topic.name)
+            cached = services.metadata_cache.topics.get(topic.name)
             configs = (
                 dict(cached.configs)
                 if cached is not None and cached.topic_id == topic_id
-                else await _stored_configs(broker, topic.name)
+                else await _stored_configs(services.store, topic.name)
             )
             metadata = TopicMetadata(
                 topic.name,
@@ -281,14 +240,14 @@ async def handle_leader_and_isr(
                 configs,
                 is_internal=topic.name in INTERNAL_TOPICS,
             )
-            assert broker.replica_manager is not None
-            new = [p for p in accepted if broker.replica_manager.partition(topic.name, p) is None]
+            replica_manager = services.replica_manager
+            new = [p for p in accepted if replica_manager.partition(topic.name, p) is None]
             if new:
-                failed = await asyncio.to_thread(_create_logs, broker, metadata, new)
+                failed = await asyncio.to_thread(_create_logs, services, metadata, new)
                 codes.update(failed)
                 accepted = [p for p in accepted if p not in failed]
             if accepted:
-                broker.apply_leader_and_isr(metadata, accepted)
+                link.apply_leader_and_isr(metadata, accepted)
         return _leader_and_isr_response(version, ErrorCode.NONE, errors, ids)
 
 
@@ -306,10 +265,12 @@ def _partition_state(state: LeaderAndIsrPartitionState) -> PartitionState:
 # --- UpdateMetadata -----------------------------------------------------------------------
 
 
-def _live_brokers(broker: Broker, request: UpdateMetadataRequest, version: int) -> list[BrokerInfo]:
+def _live_brokers(
+    config: BrokerConfig, request: UpdateMetadataRequest, version: int
+) -> list[BrokerInfo]:
     """The live brokers; each one's client-facing endpoint is that of this broker's own
     first listener name where it has one (Kafka answers with the listener asked on)."""
-    ours = broker.config.listeners[0].name if broker.config.listeners else "PLAINTEXT"
+    ours = config.listeners[0].name if config.listeners else "PLAINTEXT"
     out: list[BrokerInfo] = []
     for entry in request["live_brokers"]:
         if version == 0:
@@ -356,11 +317,11 @@ def _update_metadata_states(
 
 
 async def _merge_topic(
-    broker: Broker, name: str, topic_id: UUID, states: list[dict[str, Any]]
+    services: BrokerServices, name: str, topic_id: UUID, states: list[dict[str, Any]]
 ) -> TopicMetadata | None:
     """The cached topic with the request's partition states applied (partitions led by
     LEADER_DURING_DELETE removed); None when no partition is left."""
-    cached = broker.metadata_cache.topics.get(name)
+    cached = services.metadata_cache.topics.get(name)
     if cached is not None and topic_id in (ZERO_UUID, cached.topic_id):
         topic = TopicMetadata(
             name, cached.topic_id, dict(cached.partitions), dict(cached.configs), cached.is_internal
@@ -369,7 +330,7 @@ async def _merge_topic(
         topic = TopicMetadata(
             name,
             topic_id,
-            configs=await _stored_configs(broker, name),
+            configs=await _stored_configs(services.store, name),
             is_internal=name in INTERNAL_TOPICS,
         )
     for s in states:
@@ -393,10 +354,10 @@ async def _merge_topic(
 async def handle_update_metadata(
     ctx: RequestContext, request: UpdateMetadataRequest
 ) -> UpdateMetadataResponse:
-    broker, version = ctx.broker, ctx.version
-    async with _lock(broker):
-        refused = _fencing_error(
-            broker,
+    services, version = ctx.services, ctx.version
+    link = services.controller_link
+    async with link.lock:
+        refused = link.fencing_error(
             "UpdateMetadata",
             request["controller_id"],
             request["controller_epoch"],
@@ -406,20 +367,20 @@ async def handle_update_metadata(
             refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if refused is not None:
             return {"error_code": refused}
-        brokers = _live_brokers(broker, request, version)
+        brokers = _live_brokers(ctx.config, request, version)
         topics: list[TopicMetadata] = []
         deleted: list[str] = []
         for name, topic_id, states in _update_metadata_states(request, version):
             if topic_name_error(name) is not None:
                 log.warning("UpdateMetadata names an illegal topic %r: left out", name)
                 continue
-            merged = await _merge_topic(broker, name, topic_id, states)
+            merged = await _merge_topic(services, name, topic_id, states)
             if merged is not None:
                 topics.append(merged)
-            elif name in broker.metadata_cache.topics:
+            elif name in services.metadata_cache.topics:
                 deleted.append(name)
-        broker.controller_epoch = request["controller_epoch"]
-        broker.apply_update_metadata(brokers, topics, deleted, request["controller_id"])
+        link.accept_controller_epoch(request["controller_epoch"])
+        link.apply_update_metadata(brokers, topics, deleted, request["controller_id"])
         return {"error_code": ErrorCode.NONE}
 
 
@@ -452,11 +413,11 @@ def _stop_replica_partitions(
 async def handle_stop_replica(
     ctx: RequestContext, request: StopReplicaRequest
 ) -> StopReplicaResponse:
-    broker, version = ctx.broker, ctx.version
+    services, version = ctx.services, ctx.version
+    link = services.controller_link
     partitions = _stop_replica_partitions(request, version)
-    async with _lock(broker):
-        refused = _fencing_error(
-            broker,
+    async with link.lock:
+        refused = link.fencing_error(
             "StopReplica",
             request["controller_id"],
             request["controller_epoch"],
@@ -472,13 +433,12 @@ async def handle_stop_replica(
             return {"error_code": refused, "partition_errors": every}
         if refused is not None:
             return {"error_code": refused, "partition_errors": []}
-        broker.controller_epoch = request["controller_epoch"]
-        assert broker.replica_manager is not None
+        link.accept_controller_epoch(request["controller_epoch"])
         errors: dict[tuple[str, int], ErrorCode] = {}
         stopped: dict[tuple[str, bool], list[int]] = {}
         for topic, index, epoch, delete in partitions:
             code = ErrorCode.NONE
-            part = broker.replica_manager.partition(topic, index)
+            part = services.replica_manager.partition(topic, index)
             if topic_name_error(topic) is not None:
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif (
@@ -498,7 +458,7 @@ async def handle_stop_replica(
                 stopped.setdefault((topic, delete), []).append(index)
             errors[(topic, index)] = code
         for (topic, delete), indexes in stopped.items():
-            broker.apply_stop_replica(topic, indexes, delete)
+            link.apply_stop_replica(topic, indexes, delete)
         result: list[StopReplicaPartitionError] = [
             {"topic_name": t, "partition_index": p, "error_code": code}
             for (t, p), code in errors.items()

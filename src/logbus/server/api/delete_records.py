@@ -28,7 +28,7 @@ from logbus.server.security.acl import AclOperation, ResourceType
 def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
     part = ctx.services.replica_manager.partition(topic, index)
     if part is None:
-        known = ctx.broker.metadata_cache.partition(topic, index) is not None
+        known = ctx.services.metadata_cache.partition(topic, index) is not None
         return (
             ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             -1,

@@ -84,9 +84,8 @@ def _partition_response(
 
 
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
-    broker = ctx.broker
     replica_manager = ctx.services.replica_manager
-    cache = broker.metadata_cache
+    cache = ctx.services.metadata_cache
     version = ctx.version
     session_id, session_epoch = request["session_id"], request["session_epoch"]
     if session_id != 0:
@@ -165,7 +164,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Body:
     results = iter(
         await replica_manager.fetch(
             wanted,
-            min(request["max_bytes"], broker.config.fetch_max_bytes),  # as Kafka: fetch.max.bytes
+            min(request["max_bytes"], ctx.config.fetch_max_bytes),  # as Kafka: fetch.max.bytes
             request["min_bytes"],
             request["max_wait_ms"],
             read_committed,

@@ -29,8 +29,8 @@ async def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
     """Create `__consumer_offsets` on first use, with offsets.topic.replication.factor
     replicas: while fewer brokers are alive, creation fails and the answer is
     COORDINATOR_NOT_AVAILABLE (Kafka's rule since 0.11, KIP-115)."""
-    cfg = ctx.broker.config
-    if OFFSETS_TOPIC in ctx.broker.metadata_cache.topics:
+    cfg = ctx.config
+    if OFFSETS_TOPIC in ctx.services.metadata_cache.topics:
         return ErrorCode.NONE
     result = await create_topic_for_client(
         ctx,
@@ -54,8 +54,8 @@ async def ensure_offsets_topic(ctx: RequestContext) -> ErrorCode:
 async def ensure_transaction_state_topic(ctx: RequestContext) -> ErrorCode:
     """Create `__transaction_state` on first use (transaction.state.log.* settings);
     COORDINATOR_NOT_AVAILABLE while fewer brokers than its replication factor are alive."""
-    cfg = ctx.broker.config
-    if TRANSACTION_STATE_TOPIC in ctx.broker.metadata_cache.topics:
+    cfg = ctx.config
+    if TRANSACTION_STATE_TOPIC in ctx.services.metadata_cache.topics:
         return ErrorCode.NONE
     result = await create_topic_for_client(
         ctx,
@@ -111,7 +111,7 @@ async def find(ctx: RequestContext, key: str | None, key_type: int) -> Coordinat
     else:
         error = await ensure_transaction_state_topic(ctx)
         name, partition_for = TRANSACTION_STATE_TOPIC, txn_partition_for
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     topic = cache.topics.get(name)
     if error != ErrorCode.NONE or topic is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}

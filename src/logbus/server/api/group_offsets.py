@@ -47,7 +47,7 @@ from logbus.types import TopicPartition
 
 
 def _known_partition(ctx: RequestContext, topic: str, partition: int) -> bool:
-    meta = ctx.broker.metadata_cache.topics.get(topic)
+    meta = ctx.services.metadata_cache.topics.get(topic)
     return meta is not None and 0 <= partition < len(meta.partitions)
 
 

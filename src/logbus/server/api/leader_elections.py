@@ -45,7 +45,7 @@ async def handle_controlled_shutdown(
 ) -> ControlledShutdownResponse:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
-    if ctx.broker.cluster is None:
+    if not ctx.services.in_cluster:
         # A stand-alone broker is its own controller and every partition's only replica:
         # nothing can move, and it never marks itself as shutting down.
         return {"error_code": ErrorCode.NONE, "remaining_partitions": []}
@@ -96,7 +96,7 @@ async def handle_elect_leaders(
         results = None
     if results is None:
         results = _every(named, ElectionResult(ErrorCode.NOT_CONTROLLER))
-    elif ctx.broker.cluster is not None:
+    elif ctx.services.in_cluster:
         results = await _propagated(ctx, results, request["timeout_ms"])
     return _response(ErrorCode.NONE, results)
 
@@ -107,7 +107,7 @@ async def _propagated(
     """Wait (at most `timeout_ms`) until this broker's metadata names each elected
     leader, as Kafka's broker waits for the election in its purgatory; a partition whose
     new leader is not seen by then answers REQUEST_TIMED_OUT (the election stands)."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
 
     def pending() -> list[TopicPartition]:
         return [

@@ -83,7 +83,6 @@ def _offsets_before(part: Partition, timestamp: int, max_num: int, consumer: boo
 async def handle_list_offsets(
     ctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
-    broker = ctx.broker
     replica_manager = ctx.services.replica_manager
     consumer = request["replica_id"] == CONSUMER_REPLICA_ID
     read_committed = request["isolation_level"] == READ_COMMITTED
@@ -116,7 +115,7 @@ async def handle_list_offsets(
             if part is None:
                 entry["error_code"] = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    if broker.metadata_cache.partition(name, index) is not None
+                    if ctx.services.metadata_cache.partition(name, index) is not None
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
                 continue

@@ -80,8 +80,7 @@ TOPIC_IDS_FROM = 12
 
 
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    cache = ctx.services.metadata_cache
     version = ctx.version
     include_ops = bool(request["include_topic_authorized_operations"])
     live = set(cache.brokers)
@@ -89,7 +88,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     all_topics = requested is None or (version == 0 and not requested)
     auto_create = (
         request["allow_auto_topic_creation"] if version >= 4 else True
-    ) and broker.config.get("auto.create.topics.enable")
+    ) and ctx.config.get("auto.create.topics.enable")
     topics: list[MetadataResponseTopic] = []
     if all_topics:
         # as Kafka: the topics the principal may not describe are left out

@@ -27,7 +27,7 @@ from logbus.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 async def handle_offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     replica_manager = ctx.services.replica_manager
     topics: list[OffsetForLeaderTopicResult] = []
     names = [t["topic"] for t in request["topics"]]

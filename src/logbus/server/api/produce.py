@@ -86,7 +86,6 @@ def _upconvert(entries: list[Entry]) -> tuple[list[Entry], dict[int, ProduceResu
 
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body | None:
-    broker = ctx.broker
     replica_manager = ctx.services.replica_manager
     acks = request["acks"]
     entries: list[Entry] = [
@@ -111,13 +110,14 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Body |
         or _rejection(acks, unauthorized_txn, topic, records, ctx.version)
         for i, (topic, _p, records) in enumerate(entries)
     ]
-    if broker.metrics is not None:  # refused before the append: failed produces
+    metrics = ctx.services.metrics
+    if metrics is not None:  # refused before the append: failed produces
         for (topic, _p, _r), result in zip(entries, results, strict=True):
             if result is not None:
-                broker.metrics.topics.produce_failed(topic)
+                metrics.topics.produce_failed(topic)
     accepted = [entry for entry, result in zip(entries, results, strict=True) if result is None]
     if accepted:
-        cache = broker.metadata_cache
+        cache = ctx.services.metadata_cache
         appended = iter(
             await replica_manager.append_records(
                 acks,

@@ -52,7 +52,7 @@ async def handle_init_producer_id(
         if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         timeout_ms: int = request["transaction_timeout_ms"]
-        if not 0 < timeout_ms <= ctx.broker.config.transaction_max_timeout_ms:
+        if not 0 < timeout_ms <= ctx.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         try:

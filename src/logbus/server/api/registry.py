@@ -11,7 +11,7 @@ import asyncio
 import importlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from logbus.protocol import ApiKey, codec, schema
@@ -32,7 +32,8 @@ from logbus.server.quotas.throttling import (
 from logbus.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.server.config.broker_config import BrokerConfig
+    from logbus.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,18 @@ def build_registry() -> Handlers:
 
 
 class Apis:
-    """Owns the handler table; shared by every connection of a broker."""
+    """Owns the handler table; shared by every connection of a broker.
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    `services` are what handlers are given (awaited: a request that arrives while the
+    broker starts waits for them); `config` is the broker's current config."""
+
+    def __init__(
+        self,
+        services: Callable[[], Awaitable[BrokerServices]],
+        config: Callable[[], BrokerConfig],
+    ) -> None:
+        self._services = services
+        self._config = config
         self.handlers = build_registry()
         # The broker's metrics (metrics.listener set): requests are timed and counted.
         self.metrics: BrokerMetrics | None = None
@@ -104,9 +113,10 @@ class Apis:
             header, body = codec.decode_request(frame)
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} request: {exc}") from exc
-        services = self.broker.services or await self.broker.started()
+        services = await self._services()
+        config = self._config()
         ctx = RequestContext(
-            self.broker, services, header, conn.peer, conn.principal, conn.listener_name
+            services, config, header, conn.peer, conn.principal, conn.listener_name
         )
         timing = None
         if tracking(self.metrics):  # metrics kept, or the request log at DEBUG
@@ -141,7 +151,7 @@ class Apis:
         quota.cap_fetch()
         loop_time = time.perf_counter() - started
         now = time.monotonic()
-        response = quota.refuse_if_over(self.broker, now)
+        response = quota.refuse_if_over(services.metadata_cache, now)
         if response is None:
             timed = TimedCall(handler.handle(ctx, body))
             handler_started = time.perf_counter()
@@ -157,7 +167,8 @@ class Apis:
         if timing is not None:
             timing.encoded = time.perf_counter()
         now = time.monotonic()
-        throttle_ms = quota.throttle_ms(self.broker, response, len(frame), loop_time, now)
+        default_partitions = self._config().num_partitions
+        throttle_ms = quota.throttle_ms(default_partitions, response, len(frame), loop_time, now)
         if api_key == ApiKey.FETCH and response is not None and chunks and not quota.exempt:
             size = sum(c.size if isinstance(c, FileSlice) else len(c) for c in chunks)
             throttle_ms = max(throttle_ms, quota.fetch_throttle_ms(size, throttle_ms, now))

@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 async def _off_loop(ctx: RequestContext, work: Callable[[], T]) -> T:
     """Inline over the embedded store; on a worker thread over ZooKeeper."""
-    if ctx.broker.cluster is None:
+    if not ctx.services.in_cluster:
         return work()
     return await asyncio.to_thread(work)
 

@@ -22,22 +22,19 @@ T = TypeVar("T")
 
 def active_controller(ctx: RequestContext) -> Controller | None:
     """The controller, if this broker is the active one (topic changes go through it)."""
-    broker = ctx.broker
-    if broker.cluster is not None:
-        controller = ctx.services.controller
+    services = ctx.services
+    if services.in_cluster:
+        controller = services.controller
         return controller if getattr(controller, "active", False) else None
-    if broker.metadata_cache.controller_id != broker.broker_id:
+    if services.metadata_cache.controller_id != services.broker_id:
         return None
-    return ctx.services.controller
+    return services.controller
 
 
 async def on_controller(ctx: RequestContext, action: Callable[[], T]) -> T:
     """Run controller work: on the controller thread in a cluster (awaited), inline on a
     stand-alone broker (its controller lives on the event loop)."""
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return action()
-    return await cluster.events.call(action)
+    return await ctx.services.on_controller(action)
 
 
 async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicResult:
@@ -47,21 +44,20 @@ async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicR
     znodes itself, as Kafka's `AdminZkClient` does, and the controller, which watches
     `/brokers/topics`, elects its leaders; the topic is then not known here yet."""
     controller = ctx.services.controller
-    cluster = ctx.broker.cluster
-    if cluster is None:
+    if not ctx.services.in_cluster:
         return controller.create_topic(spec)
-    config = ctx.broker.config
+    config = ctx.config
     try:
         try:
             if getattr(controller, "active", False):
-                return await cluster.events.call(lambda: controller.create_topic(spec))
+                return await on_controller(ctx, lambda: controller.create_topic(spec))
         except ControllerMovedError:
             pass
         return await asyncio.to_thread(
             admin_create_topic,
             ctx.services.store,
             spec,
-            list(ctx.broker.metadata_cache.brokers.values()),
+            list(ctx.services.metadata_cache.brokers.values()),
             config.num_partitions,
             config.default_replication_factor,
         )
@@ -71,7 +67,7 @@ async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicR
 
 
 def has_leaders(ctx: RequestContext, name: str) -> bool:
-    topic = ctx.broker.metadata_cache.topics.get(name)
+    topic = ctx.services.metadata_cache.topics.get(name)
     return topic is not None and all(s.leader >= 0 for s in topic.partitions.values())
 
 

@@ -114,7 +114,7 @@ def _created_error(name: str, error: ErrorCode, message: str | None) -> Creatabl
 
 def _topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> list[CreatableTopicConfigs]:
     entries = describe_topic(
-        overrides, ctx.broker.config, include_synonyms=False, include_documentation=False
+        overrides, ctx.config, include_synonyms=False, include_documentation=False
     )
     return [
         {
@@ -145,37 +145,34 @@ async def start_new_partitions(
     """Elect the leaders of new partitions a chunk at a time; before each chunk, this
     broker's logs of it are created in a worker thread (the file work, fsyncs included),
     so the event loop only does the bookkeeping and serves other clients in between."""
-    broker = ctx.broker
     topic = creation.topic
-    replica_manager = broker.replica_manager
-    log_manager = broker.log_manager
+    broker_id = ctx.services.broker_id
+    replica_manager = ctx.services.replica_manager
+    log_manager = ctx.services.log_manager
     for chunk in creation.chunks():
-        if replica_manager is not None and log_manager is not None:
-            config = replica_manager.log_config_for(topic)
-            hosted = [p for p in chunk if broker.broker_id in topic.partitions[p].replicas]
-            led = [p for p in hosted if topic.partitions[p].replicas[0] == broker.broker_id]
-            followed = [p for p in hosted if topic.partitions[p].replicas[0] != broker.broker_id]
-            try:
-                # A first election gives a new partition leader epoch 0 (its preferred
-                # leader).
+        config = replica_manager.log_config_for(topic)
+        hosted = [p for p in chunk if broker_id in topic.partitions[p].replicas]
+        led = [p for p in hosted if topic.partitions[p].replicas[0] == broker_id]
+        followed = [p for p in hosted if topic.partitions[p].replicas[0] != broker_id]
+        try:
+            # A first election gives a new partition leader epoch 0 (its preferred
+            # leader).
+            await asyncio.to_thread(
+                log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
+            )
+            if followed:
                 await asyncio.to_thread(
-                    log_manager.create_logs, topic.name, led, config, topic.topic_id, leader_epoch=0
+                    log_manager.create_logs, topic.name, followed, config, topic.topic_id
                 )
-                if followed:
-                    await asyncio.to_thread(
-                        log_manager.create_logs, topic.name, followed, config, topic.topic_id
-                    )
-            except (OSError, StorageError) as exc:
-                # The partitions not started stay without a leader (as after a crash) until
-                # the controller starts again; the topic can be deleted meanwhile.
-                log.warning("cannot create the logs of %s: %s", topic.name, exc)
-                return TopicResult(
-                    topic.name,
-                    ErrorCode.KAFKA_STORAGE_ERROR,
-                    f"Cannot create the logs of partitions {chunk.start}-{chunk.stop - 1}: {exc}",
-                )
-        else:
-            await asyncio.sleep(0)
+        except (OSError, StorageError) as exc:
+            # The partitions not started stay without a leader (as after a crash) until
+            # the controller starts again; the topic can be deleted meanwhile.
+            log.warning("cannot create the logs of %s: %s", topic.name, exc)
+            return TopicResult(
+                topic.name,
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"Cannot create the logs of partitions {chunk.start}-{chunk.stop - 1}: {exc}",
+            )
         controller.start_partitions(creation, chunk)
     return controller.finish_creation(creation)
 
@@ -184,8 +181,8 @@ def _local_share(
     ctx: RequestContext, controller: Controller, partitions: int, replication_factor: int
 ) -> int:
     """At most how many replicas of `partitions` new partitions this broker will host."""
-    if ctx.broker.cluster is not None:
-        live = max(1, len(ctx.broker.metadata_cache.brokers))
+    if ctx.services.in_cluster:
+        live = max(1, len(ctx.services.metadata_cache.brokers))
     else:
         live = max(1, len(controller.live_brokers()))
     return min(partitions, -(-partitions * replication_factor // live))
@@ -254,7 +251,7 @@ async def _create_topic(
         return _created_error(name, checked.error, checked.message)
     try:
         # Again with the broker's settings, which some checks (compaction lags) need.
-        validate_topic_configs(configs, ctx.broker.config)
+        validate_topic_configs(configs, ctx.config)
         topic_configs = _topic_configs(ctx, configs) if ctx.version >= 5 else []
     except ConfigError as exc:
         return _created_error(name, ErrorCode.INVALID_CONFIG, str(exc))
@@ -264,7 +261,7 @@ async def _create_topic(
     if refusal is not None:
         return _created_error(name, ErrorCode.POLICY_VIOLATION, refusal)
     result: TopicResult = checked
-    if not validate_only and ctx.broker.cluster is not None:
+    if not validate_only and ctx.services.in_cluster:
         # In a cluster every broker creates its own logs on the controller's LeaderAndIsr.
         result = await on_controller(ctx, lambda: controller.create_topic(spec))
         if result.error == ErrorCode.NONE:
@@ -461,7 +458,7 @@ async def handle_delete_topics(
     ctx: RequestContext, request: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     targets = _delete_targets(ctx, request)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     named = {name if name is not None else cache.topic_name(topic_id) for name, topic_id in targets}
     deletable = ctx.authorized(
         AclOperation.DELETE, ResourceType.TOPIC, (n for n in named if n is not None)
@@ -473,7 +470,7 @@ async def handle_delete_topics(
             _deleted(name, topic_id, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
             for name, topic_id in targets
         ]
-    elif not ctx.broker.config.delete_topic_enable:
+    elif not ctx.config.delete_topic_enable:
         # TOPIC_DELETION_DISABLED came with v3; older clients get INVALID_REQUEST.
         error = ErrorCode.INVALID_REQUEST if ctx.version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
         results = [
@@ -486,7 +483,7 @@ async def handle_delete_topics(
                 results = await on_controller(
                     ctx, lambda: _delete_all(controller, targets, deletable)
                 )
-                if ctx.broker.cluster is not None:
+                if ctx.services.in_cluster:
                     await _deletions_propagated(ctx, results, request["timeout_ms"])
             except ControllerMovedError:
                 results = [
@@ -506,7 +503,7 @@ async def _deletions_propagated(
 ) -> None:
     """In a cluster, wait until this broker's metadata no longer shows the deleted topics
     (REQUEST_TIMED_OUT for those still there after `timeout_ms`)."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     for i, entry in enumerate(results):
         name = entry["name"]
         if entry["error_code"] != ErrorCode.NONE or name is None:
@@ -563,7 +560,7 @@ async def _create_partitions(
         return _partitions_result(name, ErrorCode.POLICY_VIOLATION, refusal)
     if validate_only:
         return _partitions_result(name)
-    if ctx.broker.cluster is not None:
+    if ctx.services.in_cluster:
 
         def create() -> TopicResult:
             creation = controller.register_partitions(name, topic["count"], assignments, False)

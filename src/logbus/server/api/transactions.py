@@ -81,7 +81,7 @@ async def _add_partitions(
 ) -> dict[TopicPartition, int]:
     """One transaction's partitions with their errors: partitions of unknown topics get
     UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka answers."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     unknown = {
         tp
         for tp in partitions

@@ -72,7 +72,7 @@ def _refused(marker: WritableTxnMarker) -> WritableTxnMarkerResult:
 async def handle_write_txn_markers(
     ctx: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
-    timeout_ms = ctx.broker.config.request_timeout_ms
+    timeout_ms = ctx.config.request_timeout_ms
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return {"markers": [_refused(marker) for marker in request["markers"]]}
     # Markers are appended in request order (each task appends before its first await);

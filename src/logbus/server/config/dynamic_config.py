@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from logbus.common.config_def import ConfigError, ConfigValue
@@ -30,8 +31,8 @@ from logbus.controller.metadata_store import MetadataStore
 from logbus.server.config.broker_config import BrokerConfig
 
 if TYPE_CHECKING:
+    from logbus.controller.cluster_metadata import MetadataCache
     from logbus.controller.controller import Controller
-    from logbus.server.broker import Broker
     from logbus.server.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,23 @@ def with_dynamic_layers(
 
 
 class DynamicConfigManager:
-    """Keeps `broker.config` and every log's config in step with the metadata store."""
+    """Keeps the broker's config (through `reconfigure`, the broker's) and every log's
+    config in step with the metadata store."""
 
-    def __init__(self, broker: Broker, store: MetadataStore) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_id: int,
+        static: dict[str, ConfigValue],
+        metadata_cache: MetadataCache,
+        *,
+        reconfigure: Callable[[BrokerConfig], None],
+    ) -> None:
         self.store = store
-        self.static: dict[str, ConfigValue] = broker.config.originals
+        self.broker_id = broker_id
+        self.static = static
+        self.metadata_cache = metadata_cache
+        self.reconfigure = reconfigure
         self.listener: ConfigChangeListener | None = None
         self._worker: ControllerEventManager | None = None
         # handlers of other entity types ("users", "clients": client quotas), called
@@ -89,13 +101,13 @@ class DynamicConfigManager:
 
     def load(self) -> BrokerConfig:
         """The config to start with: static settings under the stored dynamic ones."""
-        return with_dynamic_layers(self.static, self.store, self.broker.broker_id)
+        return with_dynamic_layers(self.static, self.store, self.broker_id)
 
     def dynamic_layers(self) -> tuple[dict[str, str], dict[str, str]]:
         """(cluster-wide default, this broker's) dynamic configs as stored."""
         return (
             fetch_entity_config(self.store, BROKER, DEFAULT_ENTITY),
-            fetch_entity_config(self.store, BROKER, str(self.broker.broker_id)),
+            fetch_entity_config(self.store, BROKER, str(self.broker_id)),
         )
 
     def start(
@@ -130,7 +142,7 @@ class DynamicConfigManager:
                 events.put(lambda: on_topic_configs(topic, configs), "TopicConfigChange")
 
         def broker_changed(name: str) -> None:  # worker thread
-            if name in (DEFAULT_ENTITY, str(self.broker.broker_id)):
+            if name in (DEFAULT_ENTITY, str(self.broker_id)):
                 config = self.load()
                 loop.call_soon_threadsafe(self._reconfigure, config, name)
 
@@ -146,14 +158,14 @@ class DynamicConfigManager:
         self, topic: str, configs: dict[str, str], replica_manager: ReplicaManager
     ) -> None:
         """Event loop: a topic's new configs reach the metadata cache and its logs."""
-        metadata = self.broker.metadata_cache.topics.get(topic)
+        metadata = self.metadata_cache.topics.get(topic)
         if metadata is not None:
             metadata.configs = dict(configs)
             replica_manager.update_log_config(metadata)
         log.info("applied new configs of topic %s: %s", topic, configs)
 
     def _reconfigure(self, config: BrokerConfig, name: str) -> None:
-        self.broker.reconfigure(config)
+        self.reconfigure(config)
         log.info("applied new dynamic broker configs (%s)", name)
 
     def stop(self) -> None:
@@ -166,7 +178,7 @@ class DynamicConfigManager:
         self, topic: str, controller: Controller, replica_manager: ReplicaManager
     ) -> None:
         configs = fetch_entity_config(self.store, TOPIC, topic)
-        cache = self.broker.metadata_cache
+        cache = self.metadata_cache
         for owner in (cache.topics, controller.topics):
             metadata = owner.get(topic)
             if metadata is not None:
@@ -177,8 +189,7 @@ class DynamicConfigManager:
         log.info("applied new configs of topic %s: %s", topic, configs)
 
     def on_broker_change(self, name: str) -> None:
-        if name not in (DEFAULT_ENTITY, str(self.broker.broker_id)):
+        if name not in (DEFAULT_ENTITY, str(self.broker_id)):
             return
-        broker = self.broker
-        broker.reconfigure(self.load())
+        self.reconfigure(self.load())
         log.info("applied new dynamic broker configs (%s)", name)

@@ -23,7 +23,7 @@ from logbus.server.metrics.histogram import QUANTILE_LABELS, Histogram
 
 if TYPE_CHECKING:
     from logbus.coordinator.group.state import Group
-    from logbus.server.broker import Broker
+    from logbus.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ class BrokerCollector(Collector):
     """Registered in the endpoint's own `CollectorRegistry`; `collect()` runs on the
     broker's event loop (the HTTP endpoint serves there)."""
 
-    def __init__(self, broker: Broker, metrics: BrokerMetrics) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices, metrics: BrokerMetrics) -> None:
+        self.services = services
         self.metrics = metrics
 
     def collect(self) -> Iterable[Metric]:
@@ -124,8 +124,7 @@ class BrokerCollector(Collector):
     # --- kafka.server:type=ReplicaManager ---------------------------------------------
 
     def _replica_metrics(self) -> Iterator[Metric]:
-        manager = self.broker.replica_manager
-        parts = list(manager.partitions.values()) if manager is not None else []
+        parts = list(self.services.replica_manager.partitions.values())
         leaders = [p for p in parts if p.is_leader]
         prefix = "kafka_server_replicamanager_"
         yield _gauge(prefix + "partitioncount", "Partitions with a replica here.", len(parts))
@@ -153,17 +152,12 @@ class BrokerCollector(Collector):
     # --- kafka.controller ---------------------------------------------------------------
 
     def _controller_metrics(self) -> Iterator[Metric]:
-        broker = self.broker
-        controller = broker.controller
-        active = controller is not None and (
-            broker.cluster is None or bool(getattr(controller, "active", False))
-        )
+        controller = self.services.controller
+        active = not self.services.in_cluster or bool(getattr(controller, "active", False))
         offline = imbalance = 0
-        elections = unclean = 0
-        if controller is not None:
-            elections = controller.leader_elections
-            unclean = controller.unclean_leader_elections
-        if active and controller is not None:
+        elections = controller.leader_elections
+        unclean = controller.unclean_leader_elections
+        if active:
             # The controller thread may change these dicts: read copies, retry a clash.
             for _attempt in range(3):
                 try:
@@ -204,7 +198,7 @@ class BrokerCollector(Collector):
                          "Log flushes (fsync) and their time in milliseconds.")
         _add_quantiles(flush, self.metrics.log_flush, {}, now)
         yield flush
-        manager = self.broker.replica_manager
+        manager = self.services.replica_manager
         families = {
             short: Metric(f"kafka_log_log_{short}", doc, "gauge")
             for short, doc in (
@@ -214,29 +208,27 @@ class BrokerCollector(Collector):
                 ("numlogsegments", "Segments of the partition's log."),
             )
         }
-        if manager is not None:
-            for (topic, index), part in list(manager.partitions.items()):
-                labels = {"topic": topic, "partition": str(index)}
-                log_ = part.log
-                for short, value in (
-                    ("size", log_.size_in_bytes),
-                    ("logstartoffset", log_.log_start_offset),
-                    ("logendoffset", log_.log_end_offset),
-                    ("numlogsegments", len(log_.segments)),
-                ):
-                    families[short].add_sample(families[short].name, labels, value)
+        for (topic, index), part in list(manager.partitions.items()):
+            labels = {"topic": topic, "partition": str(index)}
+            log_ = part.log
+            for short, value in (
+                ("size", log_.size_in_bytes),
+                ("logstartoffset", log_.log_start_offset),
+                ("logendoffset", log_.log_end_offset),
+                ("numlogsegments", len(log_.segments)),
+            ):
+                families[short].add_sample(families[short].name, labels, value)
         yield from families.values()
 
     # --- the group coordinator and consumer lag -------------------------------------------
 
     def _group_metrics(self) -> Iterator[Metric]:
-        runtime = self.broker.group_coordinator
-        manager = self.broker.replica_manager
+        runtime = self.services.group_coordinator
+        manager = self.services.replica_manager
         groups: list[Group] = []
-        if runtime is not None:
-            for shard in list(runtime.shards.values()):
-                if not shard.loading:
-                    groups.extend(shard.state.groups.values())
+        for shard in list(runtime.shards.values()):
+            if not shard.loading:
+                groups.extend(shard.state.groups.values())
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
         yield _gauge(prefix + "numgroups", "Groups coordinated here.", len(groups))
         yield _gauge(prefix + "numoffsets", "Committed offsets of the groups coordinated here.",
@@ -247,12 +239,11 @@ class BrokerCollector(Collector):
         latest = Metric("kafka_partition_latest_offset",
                         "High watermark of each partition led here.", "gauge")
         ends: dict[tuple[str, int], int] = {}
-        if manager is not None:
-            for (topic, index), part in list(manager.partitions.items()):
-                ends[(topic, index)] = part.high_watermark
-                if part.is_leader:
-                    latest.add_sample(latest.name, {"topic": topic, "partition": str(index)},
-                                      part.high_watermark)
+        for (topic, index), part in list(manager.partitions.items()):
+            ends[(topic, index)] = part.high_watermark
+            if part.is_leader:
+                latest.add_sample(latest.name, {"topic": topic, "partition": str(index)},
+                                  part.high_watermark)
         yield latest
         offset = Metric("kafka_consumergroup_group_offset",
                         "A group's committed offset of a partition.", "gauge")

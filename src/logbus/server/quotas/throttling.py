@@ -26,7 +26,7 @@ from logbus.server.quotas.entity import QuotaType
 from logbus.server.quotas.manager import ClientQuotas
 
 if TYPE_CHECKING:
-    from logbus.server.broker import Broker
+    from logbus.controller.cluster_metadata import MetadataCache
 
 # Requests between brokers are not limited by the request quota (Kafka exempts
 # ClusterAction APIs), nor are the authentication exchanges.
@@ -150,12 +150,12 @@ class RequestQuota:
     def _mutation_api(self) -> bool:
         return self.api_key in STRICT_SINCE and not self.body.get("validate_only", False)
 
-    def refuse_if_over(self, broker: Broker, now: float) -> dict[str, Any] | None:
+    def refuse_if_over(self, metadata_cache: MetadataCache, now: float) -> dict[str, Any] | None:
         """A strict mutation request while the mutation quota is exceeded: the response
         refusing every topic; None to handle the request."""
         if not self._mutation_api():
             return None
-        topics = broker.metadata_cache.topics
+        topics = metadata_cache.topics
         if self.api_key == ApiKey.CREATE_PARTITIONS:
             for item in self.body.get("topics", []):
                 meta = topics.get(item["name"])
@@ -173,7 +173,7 @@ class RequestQuota:
             return None
         return _refusal(self.api_key, self.body, int(wait * 1000))
 
-    def _mutated(self, broker: Broker, response: dict[str, Any]) -> int:
+    def _mutated(self, default_partitions: int, response: dict[str, Any]) -> int:
         if not self._mutation_api():
             return 0
         count = 0
@@ -183,7 +183,7 @@ class RequestQuota:
                 if item["name"] in ok:
                     n = int(item.get("num_partitions", -1))
                     if n < 0:
-                        n = len(item.get("assignments", [])) or broker.config.num_partitions
+                        n = len(item.get("assignments", [])) or default_partitions
                     count += n
         elif self.api_key == ApiKey.CREATE_PARTITIONS:
             ok = {t["name"] for t in response.get("results", []) if t.get("error_code") == 0}
@@ -199,10 +199,11 @@ class RequestQuota:
     # --- after handling ------------------------------------------------------------------
 
     def throttle_ms(
-        self, broker: Broker, response: dict[str, Any] | None, request_size: int,
+        self, default_partitions: int, response: dict[str, Any] | None, request_size: int,
         loop_seconds: float, now: float,
     ) -> int:
-        """Record what the request cost and return the throttle time it earned (ms)."""
+        """Record what the request cost and return the throttle time it earned (ms);
+        `default_partitions` (num.partitions) counts a created topic that named none."""
         quotas, user, client = self.quotas, self.user, self.client_id
         wait = 0.0
         if self.api_key == ApiKey.PRODUCE:
@@ -211,7 +212,7 @@ class RequestQuota:
             share = loop_seconds * 100  # percent of one event loop
             wait = max(wait, quotas.record(QuotaType.REQUEST, user, client, share, now))
         if response is not None and self.api_key in STRICT_SINCE:
-            mutated = self._mutated(broker, response)
+            mutated = self._mutated(default_partitions, response)
             if mutated:
                 wait = max(
                     wait, quotas.record(QuotaType.CONTROLLER_MUTATION, user, client, mutated, now)
