@@ -121,46 +121,79 @@ _Operation = tuple[str, str, str, Callable[[int], Any], Any]
 
 
 def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    bench = _SparkBench(rows, partitions, runs)
+    try:
+        parquet = bench.time_writes()
+        bench.time_reads(parquet)
+        bench.time_stream_writes()
+    finally:
+        bench.close()
+    return {
+        "scenario": "spark",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "rows": rows,
+        "value_bytes": VALUE_BYTES,
+        "partitions": partitions,
+        "runs": runs,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_1m": os.getloadavg()[0]},
+        "results": bench.results,
+    }
 
-    import logbus.spark
-    from bench.spark_ceiling import CeilingDataSource
 
-    work = Path(tempfile.mkdtemp(prefix="logbus-spark-bench-"))
-    (work / "data").mkdir()
-    port = _free_port()
-    broker = _start_broker(work / "data", port)
-    bootstrap = f"127.0.0.1:{port}"
-    spark = (
-        SparkSession.builder.master("local[2]").appName("logbus-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        # Python workers start slowly on a busy machine; the default wait is 15 s.
-        .config("spark.python.authenticate.socketTimeout", "120s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    logbus.spark.register(spark)
-    spark.dataSource.register(CeilingDataSource)
-    results: list[dict[str, Any]] = []
+class _SparkBench:
+    """One run: a broker and a local SparkSession, the rows recorded so far, and the three
+    phases (batch writes, batch reads, streaming writes), each timed round after round."""
 
-    def record(name: str, system: str, times: list[float], note: str = "") -> None:
+    def __init__(self, rows: int, partitions: int, runs: int) -> None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        from pyspark.sql import SparkSession
+
+        import logbus.spark
+        from bench.spark_ceiling import CeilingDataSource
+
+        self.rows, self.partitions, self.runs = rows, partitions, runs
+        self.work = Path(tempfile.mkdtemp(prefix="logbus-spark-bench-"))
+        (self.work / "data").mkdir()
+        port = _free_port()
+        self.broker = _start_broker(self.work / "data", port)
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.spark = (
+            SparkSession.builder.master("local[2]").appName("logbus-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "2g")
+            # Python workers start slowly on a busy machine; the default wait is 15 s.
+            .config("spark.python.authenticate.socketTimeout", "120s")
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        logbus.spark.register(self.spark)
+        self.spark.dataSource.register(CeilingDataSource)
+        self.results: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        self.spark.stop()
+        self.broker.terminate()
+        self.broker.wait(30)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def record(self, name: str, system: str, times: list[float], note: str = "") -> None:
+        rows = self.rows
         seconds = statistics.median(times)
-        results.append({"name": name, "system": system, "rows": rows, "seconds": seconds,
-                        "rows_per_s": rows / seconds, "runs_s": times, "note": note})
+        self.results.append({"name": name, "system": system, "rows": rows, "seconds": seconds,
+                             "rows_per_s": rows / seconds, "runs_s": times, "note": note})
         print(f"{name:<24} {system:<13} {rows / seconds:,.0f} rows/s (median of "
               f"{', '.join(f'{t:.1f}' for t in times)} s) {note}", flush=True)
 
-    def timed_rounds(operations: list[_Operation]) -> None:
+    def timed_rounds(self, operations: list[_Operation]) -> None:
         """Each operation `runs` times, round after round (so a change in the machine's
         state falls on every row alike); the median is recorded."""
         times: list[list[float]] = [[] for _ in operations]
-        for round_ in range(runs):
+        for round_ in range(self.runs):
             for (name, system, _, operation, expected), spent in zip(
                 operations, times, strict=True
             ):
@@ -168,9 +201,21 @@ def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
                 assert expected is None or got == expected, (name, system, got)
                 spent.append(seconds)
         for (name, system, note, _, _), spent in zip(operations, times, strict=True):
-            record(name, system, spent, note)
+            self.record(name, system, spent, note)
 
-    try:
+    def time_writes(self) -> str:
+        """Batch writes: Parquet and logbus, snappy and uncompressed; returns the Parquet
+        directory the reads read."""
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        bootstrap = self.bootstrap
+        work = self.work
+        rows = self.rows
+        partitions = self.partitions
+        runs = self.runs
+        record = self.record
+        timed_rounds = self.timed_rounds
         source = spark.range(0, rows, numPartitions=partitions).select(
             F.rpad(F.col("id").cast("string"), VALUE_BYTES, "x").cast("binary").alias("value")
         ).cache()
@@ -226,7 +271,18 @@ def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
         seconds, _ = _timed(lambda: write("bench-defaults"))
         record("batch write, default producer settings", "logbus", [seconds], "one run")
         source.unpersist()
+        return parquet
 
+
+    def time_reads(self, parquet: str) -> None:
+        """Batch reads of bench-0 and of Parquet: a count and a full scan."""
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        bootstrap = self.bootstrap
+        rows = self.rows
+        partitions = self.partitions
+        timed_rounds = self.timed_rounds
         def logbus_df() -> Any:
             return (
                 spark.read.format("logbus").option("kafka.bootstrap.servers", bootstrap)
@@ -261,6 +317,15 @@ def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
                               ("ceiling-value", lambda: ceiling_df("value")))
         ])
 
+
+    def time_stream_writes(self) -> None:
+        """bench-0 copied by streaming queries, at-least-once and exactly-once."""
+        spark = self.spark
+        bootstrap = self.bootstrap
+        work = self.work
+        rows = self.rows
+        partitions = self.partitions
+        timed_rounds = self.timed_rounds
         def stream_write(name: str, **settings: str) -> int:
             """bench-0 copied to topic `name` by a streaming query; the rows it wrote."""
             _create_topic(bootstrap, name, partitions)
@@ -292,23 +357,6 @@ def run(rows: int, partitions: int, runs: int) -> dict[str, Any]:
              lambda r: stream_write(f"stream-eos-{r}", transactionalIdPrefix=f"eos-{r}",
                                     **eos), rows),
         ])
-    finally:
-        spark.stop()
-        broker.terminate()
-        broker.wait(30)
-        shutil.rmtree(work, ignore_errors=True)
-    return {
-        "scenario": "spark",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": _commit(),
-        "rows": rows,
-        "value_bytes": VALUE_BYTES,
-        "partitions": partitions,
-        "runs": runs,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_1m": os.getloadavg()[0]},
-        "results": results,
-    }
 
 
 _ROWS = (

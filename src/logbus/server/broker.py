@@ -628,6 +628,9 @@ class Broker:
             self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
 
     async def stop(self) -> None:
+        """Stop the parts in Kafka's order (what start did not get to build is skipped):
+        leaderships handed over, listeners closed, coordinators and replication stopped,
+        background tasks cancelled, then the metadata and the logs closed."""
         services = self.services
         if (
             self.cluster is not None
@@ -636,6 +639,28 @@ class Broker:
         ):
             # Leaderships move away while the listeners still serve (Kafka's order).
             await shut_down_controlled(services, self.config, self.cluster.zookeeper_lost)
+        await self._stop_serving()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._stop_metadata()
+        if self.log_manager is not None:
+            self.log_manager.shutdown(clean=True)
+        if self.store is not None:
+            if self.cluster is not None or self.config.uses_zookeeper:
+                await asyncio.to_thread(self.store.close)
+            else:
+                self.store.close()
+        if self._request_log is not None:
+            close_request_log(self._request_log)
+            self._request_log = None
+        log.info("broker %d stopped", self.broker_id)
+
+    async def _stop_serving(self) -> None:
+        """No more requests: the metrics endpoint and listeners closed, the coordinators,
+        the marker channel and replication stopped."""
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None
@@ -649,11 +674,10 @@ class Broker:
             await self.txn_marker_channel.close()
         if self.replica_manager is not None:
             await self.replica_manager.stop_replication()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+
+    async def _stop_metadata(self) -> None:
+        """Config and ACL change followers stopped, the cluster membership (or the
+        stand-alone controller) ended."""
         if self.dynamic_config is not None:
             self.dynamic_config.stop()
         if self.authorizer is not None:
@@ -666,17 +690,6 @@ class Broker:
                 await self.network_channel.close()
         elif self.controller is not None:
             self.controller.shutdown()
-        if self.log_manager is not None:
-            self.log_manager.shutdown(clean=True)
-        if self.store is not None:
-            if self.cluster is not None or self.config.uses_zookeeper:
-                await asyncio.to_thread(self.store.close)
-            else:
-                self.store.close()
-        if self._request_log is not None:
-            close_request_log(self._request_log)
-            self._request_log = None
-        log.info("broker %d stopped", self.broker_id)
 
     # --- configs --------------------------------------------------------------------------
 

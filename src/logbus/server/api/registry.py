@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from logbus.protocol import ApiKey, codec, schema
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import Frame
-from logbus.server.api import Handlers, RequestContext
+from logbus.server.api import ApiHandler, Handlers, RequestContext
 from logbus.server.api.api_versions import unsupported_version_response
 from logbus.server.metrics.broker_metrics import BrokerMetrics
 from logbus.server.metrics.request_timing import RequestTiming, tracking
@@ -124,29 +124,58 @@ class Apis:
             timing = conn.timing = RequestTiming(
                 self.metrics, header, started, queue_s, len(frame)
             )
-        quotas = services.quotas
-        if not quotas.enabled:  # no quota configured: nothing to count
-            try:
-                if timing is None:
-                    response = await handler.handle(ctx, body)
-                else:
-                    handler_started = time.perf_counter()
-                    timed = TimedCall(handler.handle(ctx, body))
-                    response = await timed
-                    timing.handled(time.perf_counter() - handler_started, timed.elapsed)
-            except CloseConnection:
-                raise
-            except Exception as exc:
-                raise _internal_error(ctx, conn, exc) from exc
-            encoded = None
-            if response is not None:
-                encoded = codec.encode_response(api_key, version, correlation_id, response)
-            if timing is not None:
-                timing.encoded = time.perf_counter()
-            return encoded
-        # client quotas: see logbus.server.quotas.throttling
+        if not services.quotas.enabled:  # no quota configured: nothing to count
+            return await self._serve(ctx, conn, handler, body, timing)
+        return await self._serve_with_quotas(ctx, conn, handler, body, timing, frame, started)
+
+    async def _serve(
+        self,
+        ctx: RequestContext,
+        conn: Connection,
+        handler: ApiHandler[Any, Any],
+        body: Any,
+        timing: RequestTiming | None,
+    ) -> list[Any] | None:
+        """Handle a request and encode its response (no client quota to count)."""
+        header = ctx.header
+        try:
+            if timing is None:
+                response = await handler.handle(ctx, body)
+            else:
+                handler_started = time.perf_counter()
+                timed = TimedCall(handler.handle(ctx, body))
+                response = await timed
+                timing.handled(time.perf_counter() - handler_started, timed.elapsed)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            raise _internal_error(ctx, conn, exc) from exc
+        encoded = None
+        if response is not None:
+            encoded = codec.encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
+            )
+        if timing is not None:
+            timing.encoded = time.perf_counter()
+        return encoded
+
+    async def _serve_with_quotas(
+        self,
+        ctx: RequestContext,
+        conn: Connection,
+        handler: ApiHandler[Any, Any],
+        body: Any,
+        timing: RequestTiming | None,
+        frame: Frame,
+        started: float,
+    ) -> list[Any] | None:
+        """Handle a request under client quotas (see logbus.server.quotas.throttling):
+        refused or answered, then throttled by what it cost."""
+        header = ctx.header
+        api_key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
+        services = ctx.services
         quota = RequestQuota(
-            quotas, conn.principal.name, header.client_id or "", api_key, version, body
+            services.quotas, conn.principal.name, header.client_id or "", api_key, version, body
         )
         quota.cap_fetch()
         loop_time = time.perf_counter() - started
