@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -178,6 +181,18 @@ class LineSplitter:
         return [rest[:-1] if rest.endswith(b"\r") else rest]
 
 
+def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
+    """How the stdin thread reads: straight from the file descriptor when the stream has
+    one. Through the buffered reader the thread would hold its lock while it waits, and
+    an interpreter exiting meanwhile (an error on an earlier line) aborts on that lock
+    ("could not acquire lock ... at interpreter shutdown")."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return getattr(stream, "read1", stream.read)
+    return functools.partial(os.read, fd)
+
+
 def _read_stdin(
     stream: BinaryIO,
     loop: asyncio.AbstractEventLoop,
@@ -188,7 +203,7 @@ def _read_stdin(
     chunk takes one of `room`'s slots (the reader gives it back), so a large file is read
     only as fast as it is sent. No coroutine is made here: one left unscheduled when the
     loop closes would print a "never awaited" warning."""
-    read = getattr(stream, "read1", stream.read)
+    read = _reader(stream)
     try:
         while True:
             try:
