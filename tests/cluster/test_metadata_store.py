@@ -416,7 +416,19 @@ def test_a_call_to_a_paused_server_times_out_and_the_session_lives_on(
     zookeeper_factory: Any,
 ) -> None:
     server: ZooKeeperServer = zookeeper_factory()
-    store = zk_store(server.connect, session_ms=30000, connection_ms=500)
+    # a server just started may take longer than 500 ms to open the first session on a
+    # loaded machine: ask again until one opens; the 500 ms bound is for the call below
+    made: list[ZooKeeperStore] = []
+
+    def opened() -> bool:
+        try:
+            made.append(zk_store(server.connect, session_ms=30000, connection_ms=500))
+        except StoreUnavailable:
+            return False
+        return True
+
+    wait_for(opened, 30, what="a session")
+    (store,) = made
     try:
         store.create("/e", b"", ephemeral=True)
         server.pause()  # SIGSTOP: the connection stays open, nothing answers
@@ -425,7 +437,13 @@ def test_a_call_to_a_paused_server_times_out_and_the_session_lives_on(
         server.resume()
         # the write may have been applied after all (as after ConnectionLoss); the session
         # and its ephemeral node are still there
-        wait_for(lambda: store.get("/e")[0] == b"late")
+        def written() -> bool:
+            try:
+                return store.get("/e")[0] == b"late"
+            except StoreUnavailable:  # the resumed server is still catching up
+                return False
+
+        wait_for(written, what="the late write")
         assert store.stat("/e").ephemeral_owner == store.session_id
     finally:
         store.close()

@@ -97,6 +97,7 @@ class Producer(TransactionalProducer, AsyncService):
             metadata_max_age=c["metadata.max.age.ms"] / 1000,
             compression=codec,
             compression_level=level,
+            max_block=c["max.block.ms"] / 1000,
         )
         self._max_block = c["max.block.ms"] / 1000
         self._topics: set[str] = set()

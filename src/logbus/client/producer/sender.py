@@ -83,6 +83,7 @@ class SenderSettings:
     metadata_max_age: float
     compression: CompressionType
     compression_level: int | None
+    max_block: float = 60.0  # how long start() waits for a producer id
 
 
 class PartitionState:
@@ -156,11 +157,35 @@ class Sender:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         if self.settings.idempotent and self.txn is None:
-            conn = await self.cluster.bootstrap()
-            self.producer = await init_producer_id(conn)
+            self.producer = await self._init_producer_id(
+                NO_PRODUCER, time.monotonic() + self.settings.max_block
+            )
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name="logbus-producer-sender"
         )
+
+    async def _init_producer_id(
+        self, current: ProducerIdAndEpoch, deadline: float
+    ) -> ProducerIdAndEpoch:
+        """InitProducerId, asked again after a backoff while the broker answers a
+        retriable code (COORDINATOR_LOAD_IN_PROGRESS while it cannot reserve ids, say) or
+        the connection breaks, as Kafka's producer does, until `deadline`."""
+        s = self.settings
+        attempt = 0
+        while True:
+            try:
+                conn = await self.cluster.bootstrap()
+                return await init_producer_id(conn, current)
+            except KafkaError as exc:
+                if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
+                    raise
+                last = exc
+            attempt += 1
+            delay = min(s.retry_backoff * 2 ** min(attempt - 1, 10), s.retry_backoff_max)
+            if time.monotonic() + delay > deadline:
+                raise KafkaTimeoutError(f"InitProducerId did not succeed in time ({last})")
+            log.debug("InitProducerId: %s; asking again in %.3f s", last, delay)
+            await asyncio.sleep(delay)
 
     def wakeup(self) -> None:
         """Have the sending task look at the accumulator again (from any thread)."""
@@ -550,8 +575,8 @@ class Sender:
 
     async def _bump_epoch(self) -> None:
         """New epoch, sequences from 0: every batch still to be retried is renumbered."""
-        conn = await self.cluster.bootstrap()
-        self.producer = await init_producer_id(conn, self.producer)
+        deadline = time.monotonic() + self.settings.delivery_timeout
+        self.producer = await self._init_producer_id(self.producer, deadline)
         producer_id, epoch = self.producer
         for state in self.states.values():
             sequence = 0
