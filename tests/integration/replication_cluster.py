@@ -212,9 +212,7 @@ class InProcessCluster:
 
     def link(self, broker_id: int) -> ControllerLink:
         """Where a broker applies the controller's requests (its `ControllerLink`)."""
-        services = self.brokers[broker_id].services
-        assert services is not None
-        return services.controller_link
+        return self.brokers[broker_id].services.controller_link
 
     def tell(self, broker_id: int, topic: str, partition: int) -> None:
         """Deliver the current LeaderAndIsr of a partition to one broker."""

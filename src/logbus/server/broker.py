@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 from logbus.common.config_def import ConfigError
@@ -128,15 +129,32 @@ def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerParts:
+    """What `Broker.start()` built, every part constructed. The Optional ones depend on
+    the configuration, not on how far start-up got: `cluster` and `network_channel` exist
+    in ZooKeeper mode, `authorizer` and `acl_worker` with `authorizer.class.name`, the
+    endpoint with `metrics.listener`."""
+
+    services: BrokerServices
+    credentials: CredentialCache
+    txn_marker_channel: TxnMarkerChannel
+    cluster: ClusterMember | None
+    network_channel: NetworkChannel | None
+    acl_worker: ControllerEventManager | None
+    metrics_endpoint: MetricsEndpoint | None
+
+
 class Broker:
     """The assembly of one broker's parts: `start()` builds and starts them in order and
-    hands the API layer their `BrokerServices` (every part constructed); `stop()` stops
-    them in Kafka's order. Owned by one event loop.
+    hands the API layer their `BrokerServices`; `stop()` stops them in Kafka's order.
+    Owned by one event loop.
 
-    The attributes holding a part `start()` builds are None until it is built: `stop()`
-    also stops a broker whose start failed half-way, as Kafka's `KafkaServer.shutdown`
-    checks each of its parts. Code that runs once the broker has started receives the
-    parts it uses (`BrokerServices`, or as arguments) rather than reading them here."""
+    The parts live in one `BrokerParts`, set once all of them are built: a start that
+    fails half-way stops what it built (in reverse order) and raises, and `stop()` of a
+    broker that never started does nothing. The attributes below read the parts of a
+    started broker (tests and tools use them); code that runs once the broker has
+    started receives the parts it uses (`BrokerServices`, or as arguments)."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -149,32 +167,79 @@ class Broker:
         self.connection_quotas = ConnectionQuotas(config.connection_limits)
         self.apis = Apis(self.started, lambda: self.config)
         self.listeners: list[Listener] = []
+        self.metrics: BrokerMetrics | None = (
+            BrokerMetrics() if config.get("metrics.listener") else None
+        )
+        """What the broker records for `metrics.listener` (None when it is unset)."""
         self._ssl_fingerprints: dict[str, tuple[object, ...]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._request_log: logging.Handler | None = None  # request.log.file's handler
         self._started = asyncio.Event()
-        self.services: BrokerServices | None = None
-        """Every part below, once `start()` has built them all (what handlers use)."""
-        # --- built by start(), in this order; None until then ---
-        self.metrics: BrokerMetrics | None = None
-        """What the broker records for `metrics.listener` (None when it is unset)."""
-        self.store: MetadataStore | None = None
-        self.dynamic_config: DynamicConfigManager | None = None
-        self.log_manager: LogManager | None = None
-        self.credentials: CredentialCache | None = None
-        """SCRAM credentials of every user, kept in step with the metadata store."""
-        self.replica_manager: ReplicaManager | None = None
-        self._request_log: logging.Handler | None = None
-        self.group_coordinator: GroupCoordinatorRuntime | None = None
-        self.txn_marker_channel: TxnMarkerChannel | None = None
-        self.transaction_coordinator: TransactionCoordinator | None = None
-        self.cluster: ClusterMember | None = None
-        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
-        self.network_channel: NetworkChannel | None = None
-        self.controller: Controller | None = None
-        self.authorizer: Authorizer | None = None
+        self._parts: BrokerParts | None = None
+        self._reconfigured_while_starting = False
+        self._stopped = False
+
+    @property
+    def parts(self) -> BrokerParts:
+        """The parts of a started broker."""
+        if self._parts is None:
+            raise RuntimeError(f"broker {self.broker_id} has not started")
+        return self._parts
+
+    @property
+    def services(self) -> BrokerServices:
+        return self.parts.services
+
+    @property
+    def store(self) -> MetadataStore:
+        return self.parts.services.store
+
+    @property
+    def log_manager(self) -> LogManager:
+        return self.parts.services.log_manager
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return self.parts.services.replica_manager
+
+    @property
+    def group_coordinator(self) -> GroupCoordinatorRuntime:
+        return self.parts.services.group_coordinator
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        return self.parts.services.transaction_coordinator
+
+    @property
+    def controller(self) -> Controller:
+        return self.parts.services.controller
+
+    @property
+    def dynamic_config(self) -> DynamicConfigManager:
+        return self.parts.services.dynamic_config
+
+    @property
+    def authorizer(self) -> Authorizer | None:
         """The ACL authorizer (authorizer.class.name set), else None."""
-        self._acl_worker: ControllerEventManager | None = None
-        self.metrics_endpoint: MetricsEndpoint | None = None
+        return self.parts.services.authorizer
+
+    @property
+    def credentials(self) -> CredentialCache:
+        """SCRAM credentials of every user, kept in step with the metadata store."""
+        return self.parts.credentials
+
+    @property
+    def txn_marker_channel(self) -> TxnMarkerChannel:
+        return self.parts.txn_marker_channel
+
+    @property
+    def cluster(self) -> ClusterMember | None:
+        """Cluster mode (`zookeeper.connect`): registration and the controller thread."""
+        return self.parts.cluster
+
+    @property
+    def metrics_endpoint(self) -> MetricsEndpoint | None:
+        return self.parts.metrics_endpoint
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -210,28 +275,53 @@ class Broker:
 
     async def start(self) -> None:
         """Start every part in order, then serve: a request that arrived meanwhile waits
-        for the services (`started`)."""
-        metrics_address = self._metrics_address()
-        store, dynamic_config, cluster_id = await self._open_metadata_store()
+        for the services (`started`). When a part fails to start, those started before
+        it are stopped (in reverse order) and the error is raised."""
+        async with contextlib.AsyncExitStack() as undo:
+            parts = await self._assemble(undo)
+            undo.pop_all()
+        self._parts = parts
+        if self._reconfigured_while_starting:
+            self._reconfigure_parts(parts, self.config)
+        self._started.set()
         cfg = self.config
-        log_manager = await self._start_log_manager(store, cluster_id)
+        if unused := cfg.without_effect():
+            log.info(
+                "settings with no effect on %s (see docs/configuration.md): %s",
+                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
+                ", ".join(unused),
+            )
+        host, port = self.advertised()
+        log.info(
+            "broker %d started, listening on %s:%d (cluster %s)",
+            self.broker_id,
+            host,
+            port,
+            self.metadata_cache.cluster_id,
+        )
+
+    async def _assemble(self, undo: contextlib.AsyncExitStack) -> BrokerParts:
+        """Build and start the parts in order; each pushes onto `undo` how to stop it."""
+        metrics_address = self._metrics_address()
+        store, dynamic_config = await self._open_metadata_store(undo)
+        cfg = self.config
+        log_manager = await self._start_log_manager(store, undo)
         await self._load_client_quotas(store, dynamic_config)
         self.connection_quotas.reconfigure(cfg.connection_limits)
         credentials = await self._load_credentials(store, dynamic_config)
-        await self._open_listeners(credentials)
-        self.replica_manager = replica_manager = ReplicaManager(
-            self.broker_id, log_manager, self._log_config_for
-        )
+        await self._open_listeners(credentials, undo)
+        replica_manager = ReplicaManager(self.broker_id, log_manager, self._log_config_for)
         self._open_request_log()
+        undo.callback(self._close_request_log)
         if self.metrics is not None:
             replica_manager.metrics = self.apis.metrics = self.metrics
-        group_coordinator = self._start_group_coordinator(replica_manager)
+        group_coordinator = self._start_group_coordinator(replica_manager, undo)
         # built before the transaction coordinator, which asks it for new producer ids
         producer_ids = ProducerIdManager(
             store, self.broker_id, threaded=self.config.uses_zookeeper
         )
-        transaction_coordinator = self._start_transaction_coordinator(
-            replica_manager, producer_ids
+        marker_channel, transaction_coordinator = self._start_transaction_coordinator(
+            replica_manager, producer_ids, undo
         )
         link = ControllerLink(
             self.broker_id,
@@ -240,11 +330,11 @@ class Broker:
             group_coordinator,
             transaction_coordinator,
         )
-        controller = await self._start_controller(
-            store, log_manager, dynamic_config, replica_manager, link
+        controller, cluster, network_channel = await self._start_controller(
+            store, log_manager, dynamic_config, replica_manager, link, undo
         )
-        self.authorizer = await self._start_authorizer(store)
-        self.services = BrokerServices(
+        authorizer, acl_worker = await self._start_authorizer(store, undo)
+        services = BrokerServices(
             broker_id=self.broker_id,
             metadata_cache=self.metadata_cache,
             store=store,
@@ -258,32 +348,31 @@ class Broker:
             transaction_coordinator=transaction_coordinator,
             quotas=self.quotas,
             api_handlers=self.apis.handlers,
-            controller_events=self.cluster.events if self.cluster is not None else None,
+            controller_events=cluster.events if cluster is not None else None,
             metrics=self.metrics,
-            authorizer=self.authorizer,
+            authorizer=authorizer,
         )
-        self._started.set()
         replica_manager.start_replication(
             cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
         )
-        if self.cluster is not None:
-            self._spawn(self._leader_isolation_guard(self.cluster, replica_manager).run())
+        undo.push_async_callback(replica_manager.stop_replication)
+        undo.push_async_callback(self._cancel_tasks)
+        if cluster is not None:
+            self._spawn(self._leader_isolation_guard(cluster, replica_manager).run())
         self._schedule_log_tasks(log_manager)
+        endpoint = None
         if metrics_address is not None and self.metrics is not None:
-            await self._start_metrics_endpoint(self.metrics, self.services, *metrics_address)
-        if unused := cfg.without_effect():
-            log.info(
-                "settings with no effect on %s (see docs/configuration.md): %s",
-                "this cluster member" if cfg.uses_zookeeper else "a stand-alone broker",
-                ", ".join(unused),
+            endpoint = await self._start_metrics_endpoint(
+                self.metrics, services, *metrics_address, undo
             )
-        host, port = self.advertised()
-        log.info(
-            "broker %d started, listening on %s:%d (cluster %s)",
-            self.broker_id,
-            host,
-            port,
-            cluster_id,
+        return BrokerParts(
+            services=services,
+            credentials=credentials,
+            txn_marker_channel=marker_channel,
+            cluster=cluster,
+            network_channel=network_channel,
+            acl_worker=acl_worker,
+            metrics_endpoint=endpoint,
         )
 
     def _leader_isolation_guard(
@@ -305,27 +394,36 @@ class Broker:
         listener_setting = self.config.get("metrics.listener")
         if not listener_setting:
             return None
-        address = parse_metrics_listener(str(listener_setting))
-        self.metrics = BrokerMetrics()
-        return address
+        return parse_metrics_listener(str(listener_setting))
 
-    async def _open_metadata_store(self) -> tuple[MetadataStore, DynamicConfigManager, str]:
-        """The metadata store (ZooKeeper in a cluster, else the embedded one), the
-        dynamic config manager over it and the cluster id; `self.config` becomes the
-        broker config with its dynamic layers."""
+    async def _open_metadata_store(
+        self, undo: contextlib.AsyncExitStack
+    ) -> tuple[MetadataStore, DynamicConfigManager]:
+        """The metadata store (ZooKeeper in a cluster, else the embedded one) and the
+        dynamic config manager over it; the cluster id is known, and `self.config` becomes
+        the broker config with its dynamic layers."""
+        store: MetadataStore
         if self.config.uses_zookeeper:
-            self.store = store = await open_zookeeper(self.config)
+            store = await open_zookeeper(self.config)
+            undo.push_async_callback(self._close_store, store)
             cluster_id = await asyncio.to_thread(ensure_cluster_id, store)
             check_cluster_id(self.config.log_dirs, cluster_id)
             self.metadata_cache.cluster_id = cluster_id
-            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            dynamic = self._dynamic_config_manager(store)
             self.config = await asyncio.to_thread(dynamic.load)
         else:
-            self.store = store = EmbeddedStore(self.config.log_dirs[0])
-            cluster_id = ensure_cluster_id(store)
-            self.dynamic_config = dynamic = self._dynamic_config_manager(store)
+            store = EmbeddedStore(self.config.log_dirs[0])
+            undo.push_async_callback(self._close_store, store)
+            self.metadata_cache.cluster_id = ensure_cluster_id(store)
+            dynamic = self._dynamic_config_manager(store)
             self.config = dynamic.load()
-        return store, dynamic, cluster_id
+        return store, dynamic
+
+    async def _close_store(self, store: MetadataStore) -> None:
+        if self.config.uses_zookeeper:
+            await asyncio.to_thread(store.close)
+        else:
+            store.close()
 
     def _dynamic_config_manager(self, store: MetadataStore) -> DynamicConfigManager:
         return DynamicConfigManager(
@@ -336,13 +434,15 @@ class Broker:
             reconfigure=self.reconfigure,
         )
 
-    async def _start_log_manager(self, store: MetadataStore, cluster_id: str) -> LogManager:
+    async def _start_log_manager(
+        self, store: MetadataStore, undo: contextlib.AsyncExitStack
+    ) -> LogManager:
         """Every log recovered (off the loop)."""
         cfg = self.config
-        self.log_manager = log_manager = LogManager(
+        log_manager = LogManager(
             cfg.log_dirs,
             broker_id=self.broker_id,
-            cluster_id=cluster_id,
+            cluster_id=self.metadata_cache.cluster_id,
             default_config=log_config_from(effective_topic_config({}, cfg)),
             # Recovery must validate each log with its own topic's settings (a topic may
             # allow larger batches than the broker default), so read them from the store.
@@ -352,13 +452,14 @@ class Broker:
             recovery_threads=max(IO_THREADS, cfg.num_recovery_threads_per_data_dir),
         )
         await asyncio.to_thread(log_manager.startup)
+        undo.callback(log_manager.shutdown, clean=True)
         return log_manager
 
     async def _load_credentials(
         self, store: MetadataStore, dynamic_config: DynamicConfigManager
     ) -> CredentialCache:
         """Every user's SCRAM credentials, and their changes followed."""
-        self.credentials = credentials = CredentialCache(store)
+        credentials = CredentialCache(store)
         if self.config.uses_zookeeper:
             await asyncio.to_thread(credentials.load)
         else:
@@ -366,7 +467,9 @@ class Broker:
         dynamic_config.add_entity_handler(USERS, credentials.reload_user)
         return credentials
 
-    async def _open_listeners(self, credentials: CredentialCache) -> None:
+    async def _open_listeners(
+        self, credentials: CredentialCache, undo: contextlib.AsyncExitStack
+    ) -> None:
         """One listener per `listeners` entry, each accepting connections at once."""
         cfg = self.config
         queued_bytes = cfg.queued_max_request_bytes
@@ -391,15 +494,16 @@ class Broker:
             )
             self._ssl_fingerprints[listener_cfg.name] = ssl_fingerprint(cfg, listener_cfg.name)
             await listener.start()
+            undo.push_async_callback(listener.stop)
             self.listeners.append(listener)
 
     def _start_group_coordinator(
-        self, replica_manager: ReplicaManager
+        self, replica_manager: ReplicaManager, undo: contextlib.AsyncExitStack
     ) -> GroupCoordinatorRuntime:
         """The group coordinator, writing `__consumer_offsets` through the coordinators'
         partition writer; it learns of completed transactions' offsets."""
         cfg = self.config
-        self.group_coordinator = coordinator = GroupCoordinatorRuntime(
+        coordinator = GroupCoordinatorRuntime(
             CoordinatorPartitionWriter(replica_manager),
             GroupConfig(
                 min_session_timeout_ms=cfg.group_min_session_timeout_ms,
@@ -414,6 +518,7 @@ class Broker:
             commit_timeout_ms=cfg.offsets_commit_timeout_ms,
         )
         coordinator.start()
+        undo.push_async_callback(coordinator.stop)
         replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
         return coordinator
 
@@ -461,40 +566,51 @@ class Broker:
         self._spawn(self._every(1000, manager.remove_deleted))
 
     async def _start_metrics_endpoint(
-        self, metrics: BrokerMetrics, services: BrokerServices, host: str, port: int
-    ) -> None:
+        self,
+        metrics: BrokerMetrics,
+        services: BrokerServices,
+        host: str,
+        port: int,
+        undo: contextlib.AsyncExitStack,
+    ) -> MetricsEndpoint:
         """Serve the metrics at `metrics.listener`."""
         endpoint = MetricsEndpoint(host, port, BrokerCollector(services, metrics))
         await endpoint.start()
-        self.metrics_endpoint = endpoint
+        undo.push_async_callback(endpoint.stop)
         log.info("broker %d serves its metrics at %s", self.broker_id, endpoint.url)
+        return endpoint
 
-    async def _start_authorizer(self, store: MetadataStore) -> Authorizer | None:
+    async def _start_authorizer(
+        self, store: MetadataStore, undo: contextlib.AsyncExitStack
+    ) -> tuple[Authorizer | None, ControllerEventManager | None]:
         """The ACL authorizer when authorizer.class.name names one: every ACL loaded, and
-        change notifications followed (on a thread of their own with ZooKeeper)."""
+        change notifications followed (on a thread of their own with ZooKeeper, returned
+        beside it)."""
         cfg = self.config
         if not cfg.authorizer_class_name:
-            return None
+            return None, None
         authorizer = Authorizer(
             store,
             super_users=parse_super_users(cfg.super_users),
             allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
         )
+        undo.callback(authorizer.stop)
         if not cfg.uses_zookeeper:
             authorizer.start_listening()
             authorizer.load()
-            return authorizer
+            return authorizer, None
         # listen first, then load, on the thread that applies notifications: none is lost
         # between the two, and none is applied before the load
-        self._acl_worker = worker = ControllerEventManager("acl-change-thread")
+        worker = ControllerEventManager("acl-change-thread")
         worker.start()
+        undo.callback(worker.stop)
 
         def start() -> None:
             authorizer.start_listening(run=worker.put)
             authorizer.load()
 
         await worker.call(start)
-        return authorizer
+        return authorizer, worker
 
     async def _load_client_quotas(
         self, store: MetadataStore, dynamic: DynamicConfigManager
@@ -521,27 +637,34 @@ class Broker:
         dynamic_config: DynamicConfigManager,
         replica_manager: ReplicaManager,
         link: ControllerLink,
-    ) -> Controller:
-        """This broker's controller (and registration), then what follows from the
-        metadata it knows: stray logs removed, dynamic configs followed."""
+        undo: contextlib.AsyncExitStack,
+    ) -> tuple[Controller, ClusterMember | None, NetworkChannel | None]:
+        """This broker's controller (and, in a cluster, its membership and the channel the
+        controller sends on), then what follows from the metadata it knows: stray logs
+        removed, dynamic configs followed."""
         host, port = self.advertised()
         if self.config.uses_zookeeper:
-            controller: Controller = await self._start_cluster_member(store, host, port, link)
+            member, channel, controller = await self._start_cluster_member(
+                store, host, port, link, undo
+            )
             # Logs of topics deleted while this broker was down are removed now.
             topic_ids = await asyncio.to_thread(stored_topic_ids, store)
             log_manager.delete_stray_logs(topic_ids)
             dynamic_config.start(controller, replica_manager, threaded=True)
-            return controller
-        controller = self._start_standalone_controller(store, host, port, link)
+            undo.callback(dynamic_config.stop)
+            return controller, member, channel
+        standalone = self._start_standalone_controller(store, host, port, link)
+        undo.callback(standalone.shutdown)
         # Logs of topics deleted while this broker was down, or when a crash interrupted
         # a deletion, are removed now rather than left behind.
         log_manager.delete_stray_logs(
-            {topic.name: topic.topic_id for topic in controller.topics.values()}
+            {topic.name: topic.topic_id for topic in standalone.topics.values()}
         )
-        dynamic_config.start(controller, replica_manager)
-        self.metadata_cache.cluster_id = controller.cluster_id
+        dynamic_config.start(standalone, replica_manager)
+        undo.callback(dynamic_config.stop)
+        self.metadata_cache.cluster_id = standalone.cluster_id
         self.metadata_cache.controller_id = self.broker_id
-        return controller
+        return standalone, None, None
 
     def _start_standalone_controller(
         self, store: MetadataStore, host: str, port: int, link: ControllerLink
@@ -549,7 +672,7 @@ class Broker:
         """A stand-alone broker is its own controller over the embedded store."""
         cfg = self.config
         self.channel.register(self.broker_id, link)
-        self.controller = controller = Controller(
+        controller = Controller(
             store,
             self.channel,
             BrokerInfo(
@@ -572,36 +695,40 @@ class Broker:
         return controller
 
     async def _start_cluster_member(
-        self, store: MetadataStore, host: str, port: int, link: ControllerLink
-    ) -> ClusterController:
+        self,
+        store: MetadataStore,
+        host: str,
+        port: int,
+        link: ControllerLink,
+        undo: contextlib.AsyncExitStack,
+    ) -> tuple[ClusterMember, NetworkChannel, ClusterController]:
         """Cluster mode: register in ZooKeeper and start this broker's controller (on its
-        own thread; one broker's is active)."""
-        self.cluster = ClusterMember(store, self.broker_id, lambda: self.config)
-        self.controller = controller = await self.cluster.start(
-            self._network_channel(),
+        own thread; one broker's is active), with the channel it sends requests on."""
+        member = ClusterMember(store, self.broker_id, lambda: self.config)
+        channel = NetworkChannel(
+            asyncio.get_running_loop(),
+            listener_name=self.config.inter_broker_listener_name,
+            request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
+            security=inter_broker_security(self.config),
+        )
+        undo.push_async_callback(channel.close)
+        undo.push_async_callback(member.stop)  # a start that fails half-way is undone too
+        controller = await member.start(
+            channel,
             host,
             port,
             link,
             self.advertised_endpoints(),
             self.metadata_cache.cluster_id,
         )
-        return controller
-
-    def _network_channel(self) -> NetworkChannel:
-        self.network_channel = NetworkChannel(
-            asyncio.get_running_loop(),
-            listener_name=self.config.inter_broker_listener_name,
-            request_timeout=cast(int, self.config.get("controller.socket.timeout.ms")) / 1000,
-            security=inter_broker_security(self.config),
-        )
-        return self.network_channel
+        return member, channel, controller
 
     async def started(self) -> BrokerServices:
         """The services, once `start()` has built them: a request that arrives while the
         broker starts waits here (Kafka opens request processing at the end of start-up)."""
-        while self.services is None:
+        while self._parts is None:
             await self._started.wait()
-        return self.services
+        return self._parts.services
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
@@ -627,90 +754,96 @@ class Broker:
         if setting and self._request_log is None:
             self._request_log = open_request_log(str(setting), self.config.log_dirs[0])
 
-    async def stop(self) -> None:
-        """Stop the parts in Kafka's order (what start did not get to build is skipped):
-        leaderships handed over, listeners closed, coordinators and replication stopped,
-        background tasks cancelled, then the metadata and the logs closed."""
-        services = self.services
-        if (
-            self.cluster is not None
-            and services is not None
-            and self.config.get("controlled.shutdown.enable")
-        ):
-            # Leaderships move away while the listeners still serve (Kafka's order).
-            await shut_down_controlled(services, self.config, self.cluster.zookeeper_lost)
-        await self._stop_serving()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self._stop_metadata()
-        if self.log_manager is not None:
-            self.log_manager.shutdown(clean=True)
-        if self.store is not None:
-            if self.cluster is not None or self.config.uses_zookeeper:
-                await asyncio.to_thread(self.store.close)
-            else:
-                self.store.close()
+    def _close_request_log(self) -> None:
         if self._request_log is not None:
             close_request_log(self._request_log)
             self._request_log = None
+
+    async def _cancel_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def stop(self) -> None:
+        """Stop the parts in Kafka's order: leaderships handed over, listeners closed,
+        coordinators and replication stopped, background tasks cancelled, then the
+        metadata and the logs closed. A broker that never started has nothing to stop (a
+        start that failed stopped what it had built); a second call does nothing."""
+        parts = self._parts
+        if parts is None or self._stopped:
+            return
+        self._stopped = True
+        services = parts.services
+        if parts.cluster is not None and self.config.get("controlled.shutdown.enable"):
+            # Leaderships move away while the listeners still serve (Kafka's order).
+            await shut_down_controlled(services, self.config, parts.cluster.zookeeper_lost)
+        await self._stop_serving(parts)
+        await self._cancel_tasks()
+        await self._stop_metadata(parts)
+        services.log_manager.shutdown(clean=True)
+        await self._close_store(services.store)
+        self._close_request_log()
         log.info("broker %d stopped", self.broker_id)
 
-    async def _stop_serving(self) -> None:
+    async def _stop_serving(self, parts: BrokerParts) -> None:
         """No more requests: the metrics endpoint and listeners closed, the coordinators,
         the marker channel and replication stopped."""
-        if self.metrics_endpoint is not None:
-            await self.metrics_endpoint.stop()
-            self.metrics_endpoint = None
+        services = parts.services
+        if parts.metrics_endpoint is not None:
+            await parts.metrics_endpoint.stop()
         for listener in self.listeners:
             await listener.stop()
-        if self.group_coordinator is not None:
-            await self.group_coordinator.stop()
-        if self.transaction_coordinator is not None:
-            await self.transaction_coordinator.stop()
-        if self.txn_marker_channel is not None:
-            await self.txn_marker_channel.close()
-        if self.replica_manager is not None:
-            await self.replica_manager.stop_replication()
+        await services.group_coordinator.stop()
+        await services.transaction_coordinator.stop()
+        await parts.txn_marker_channel.close()
+        await services.replica_manager.stop_replication()
 
-    async def _stop_metadata(self) -> None:
+    async def _stop_metadata(self, parts: BrokerParts) -> None:
         """Config and ACL change followers stopped, the cluster membership (or the
         stand-alone controller) ended."""
-        if self.dynamic_config is not None:
-            self.dynamic_config.stop()
-        if self.authorizer is not None:
-            self.authorizer.stop()
-        if self._acl_worker is not None:
-            self._acl_worker.stop()
-        if self.cluster is not None:
-            await self.cluster.stop()
-            if self.network_channel is not None:
-                await self.network_channel.close()
-        elif self.controller is not None:
-            self.controller.shutdown()
+        services = parts.services
+        services.dynamic_config.stop()
+        if services.authorizer is not None:
+            services.authorizer.stop()
+        if parts.acl_worker is not None:
+            parts.acl_worker.stop()
+        if parts.cluster is not None:
+            await parts.cluster.stop()
+            if parts.network_channel is not None:
+                await parts.network_channel.close()
+        else:
+            services.controller.shutdown()
 
     # --- configs --------------------------------------------------------------------------
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Take a new broker config (dynamic broker configs changed): every log without an
-        override of a changed setting gets its new effective config at once."""
+        override of a changed setting gets its new effective config at once (once the
+        parts are built, when the change came while they were)."""
         self.config = config
         self.connection_quotas.reconfigure(config.connection_limits)
         self._reload_listener_ssl(config)
-        controller = self.controller
-        if self.cluster is not None and isinstance(controller, ClusterController):
+        if self._parts is None:
+            self._reconfigured_while_starting = True
+            return
+        self._reconfigure_parts(self._parts, config)
+
+    def _reconfigure_parts(self, parts: BrokerParts, config: BrokerConfig) -> None:
+        services = parts.services
+        controller = services.controller
+        if parts.cluster is not None and isinstance(controller, ClusterController):
             unclean = bool(config.get("unclean.leader.election.enable"))
-            self.cluster.events.put(lambda: controller.on_unclean_default(unclean))
-        if self.log_manager is not None:
-            self.log_manager.default_config = log_config_from(effective_topic_config({}, config))
-            cleaner = self.log_manager.cleaner
-            if cleaner is not None and cleaner.config != cleaner_config_from(config):
-                cleaner.reconfigure(cleaner_config_from(config))
-        if self.replica_manager is not None:
-            for topic in list(self.metadata_cache.topics.values()):
-                self.replica_manager.update_log_config(topic)
+            parts.cluster.events.put(lambda: controller.on_unclean_default(unclean))
+        log_manager = services.log_manager
+        log_manager.default_config = log_config_from(effective_topic_config({}, config))
+        cleaner = log_manager.cleaner
+        if cleaner is not None and cleaner.config != cleaner_config_from(config):
+            cleaner.reconfigure(cleaner_config_from(config))
+        for topic in list(self.metadata_cache.topics.values()):
+            services.replica_manager.update_log_config(topic)
 
     def _reload_listener_ssl(self, new: BrokerConfig) -> None:
         """Listeners whose TLS settings or key and trust files changed take new contexts
@@ -742,20 +875,25 @@ class Broker:
         return log_config_from(effective_topic_config(topic.configs, self.config))
 
     def _start_transaction_coordinator(
-        self, replica_manager: ReplicaManager, producer_ids: ProducerIdManager
-    ) -> TransactionCoordinator:
+        self,
+        replica_manager: ReplicaManager,
+        producer_ids: ProducerIdManager,
+        undo: contextlib.AsyncExitStack,
+    ) -> tuple[TxnMarkerChannel, TransactionCoordinator]:
         """The transaction coordinator, writing `__transaction_state` through the
-        coordinators' partition writer and sending markers over the wire."""
+        coordinators' partition writer and sending markers over the wire (the channel it
+        sends them on, returned beside it)."""
         cfg = self.config
-        self.txn_marker_channel = TxnMarkerChannel(
+        markers = TxnMarkerChannel(
             self.broker_id,
             self.metadata_cache,
             lambda: self.config.inter_broker_listener_name,
             request_timeout_ms=cfg.request_timeout_ms,
             local=own_marker_writer(replica_manager, cfg.request_timeout_ms),
         )
-        self.txn_marker_channel.security = inter_broker_security(cfg)
-        self.transaction_coordinator = coordinator = TransactionCoordinator(
+        markers.security = inter_broker_security(cfg)
+        undo.push_async_callback(markers.close)
+        coordinator = TransactionCoordinator(
             CoordinatorPartitionWriter(replica_manager),
             TxnConfig(
                 max_timeout_ms=cfg.transaction_max_timeout_ms,
@@ -770,12 +908,12 @@ class Broker:
                 load_buffer_bytes=cfg.transaction_state_log_load_buffer_size,
             ),
             num_partitions=self._txn_topic_partitions,
-            markers=self.txn_marker_channel,
+            markers=markers,
             new_producer_id=lambda: _new_producer_id(producer_ids),
         )
         coordinator.start()
-        return coordinator
-
+        undo.push_async_callback(coordinator.stop)
+        return markers, coordinator
 
     def _txn_topic_partitions(self) -> int:
         topic = self.metadata_cache.topics.get(TRANSACTION_STATE_TOPIC)
