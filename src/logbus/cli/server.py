@@ -28,11 +28,7 @@ async def serve(config: BrokerConfig) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await broker.start()
-    except BaseException:
-        await broker.stop()
-        raise
+    await broker.start()  # a start that fails stops what it had built, then raises
     try:
         await stop.wait()
     finally:
