@@ -11,6 +11,7 @@ from typing import Any
 
 from consumer_data import make_topic, poll_until, write
 
+from kafka_wire import wait_for
 from logbus import Consumer, TopicPartition, aio
 
 # Longer than any test may take: a fetch that makes the broker wait this long would
@@ -111,3 +112,67 @@ def test_reads_a_long_topic_across_many_prefetches(broker: Any) -> None:
         assert _offsets(records, p) == list(range(500))
         assert [r.value for r in records if r.partition == p] == [
             b"%d-%d-%d" % (p, b, i) for b in range(20) for i in range(25)]
+
+
+def _write_batches(bootstrap: str, topic: str, batches: int) -> None:
+    """`batches` batches of 4 records, each larger than max.partition.fetch.bytes=100
+    below, so every fetch brings one batch."""
+    for b in range(batches):
+        write(bootstrap, topic, 0, [b"%d-%d" % (b, i) + b"x" * 300 for i in range(4)])
+
+
+def test_fetches_ahead_while_the_application_holds_buffered_records(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    _write_batches(broker.bootstrap, topic, 12)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  max_partition_fetch_bytes=100, max_poll_records=1) as c:
+        c.assign([tp])
+        assert [r.offset for r in poll_until(c.poll, 1)] == [0]
+        # poll() is not called again, yet the partition's next fetches keep going out,
+        # each from where the one before ended, until the whole log is buffered.
+        wait_for(lambda: c.metrics()["fetch-total"] >= 12, what="12 fetches ahead of poll()")
+        assert c.position(tp) == 1
+        records = poll_until(lambda: c.poll(0.2, max_records=50), 47)
+        assert c.position(tp) == 48
+    assert [r.offset for r in records] == list(range(1, 48))
+    assert [r.value[:4] for r in records[:4]] == [b"0-1x", b"0-2x", b"0-3x", b"1-0x"]
+
+
+def test_seek_drops_every_fetch_made_ahead(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    _write_batches(broker.bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  max_partition_fetch_bytes=100, max_poll_records=2) as c:
+        c.assign([tp])
+        assert [r.offset for r in poll_until(c.poll, 2)] == [0, 1]
+        wait_for(lambda: c.metrics()["fetch-total"] >= 10, what="10 fetches ahead of poll()")
+        c.seek(tp, 30)  # forward, into data fetched ahead
+        assert c.position(tp) == 30
+        assert [r.offset for r in poll_until(c.poll, 4)] == [30, 31, 32, 33]
+        c.seek(tp, 5)  # back, before everything buffered
+        assert c.position(tp) == 5
+        first = poll_until(c.poll, 2)
+        c.seek_to_beginning(tp)
+        again = poll_until(lambda: c.poll(0.2, max_records=50), 40)
+    assert [r.offset for r in first] == [5, 6]
+    assert [r.offset for r in again] == list(range(40))
+
+
+def test_paused_partition_is_not_fetched_further_ahead(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    _write_batches(broker.bootstrap, topic, 6)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  max_partition_fetch_bytes=100, max_poll_records=1) as c:
+        c.assign([tp])
+        assert [r.offset for r in poll_until(c.poll, 1)] == [0]
+        wait_for(lambda: c.metrics()["fetch-total"] >= 6, what="6 fetches ahead of poll()")
+        c.pause(tp)
+        assert c.poll(0.2) == []
+        _write_batches(broker.bootstrap, topic, 2)
+        assert c.poll(0.2) == []
+        c.resume(tp)
+        records = poll_until(lambda: c.poll(0.2, max_records=50), 31)
+    assert [r.offset for r in records] == list(range(1, 32))

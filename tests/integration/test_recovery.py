@@ -216,3 +216,60 @@ def test_producer_state_after_truncated_tail(tmp_path: Path) -> None:
     info = log.append_as_leader(batch(2, producer_id=7, base_sequence=8), leader_epoch=0)
     assert info.first_offset == 8 and not info.duplicate
     manager.shutdown()
+
+
+def test_clean_restart_trusts_the_tail_and_a_crash_after_the_start_recovers(
+    tmp_path: Path,
+) -> None:
+    manager = start(tmp_path)
+    log = log_of(manager)
+    for _ in range(10):
+        log.append_as_leader(batch(), leader_epoch=1)
+    log_path = log.active_segment.log_path
+    last_position = list(log.active_segment.iter_headers())[-1][0]
+    manager.shutdown()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    # A bad CRC in the last batch: only re-reading the tail (recovery) would see it.
+    damage_bad_crc(log_path, last_position)
+
+    manager = start(tmp_path)
+    assert manager.had_clean_shutdown[tmp_path.resolve()]
+    assert log_of(manager).log_end_offset == 20  # not recovered: the marker vouched
+    # The marker vouched for that shutdown only: it is gone while the broker runs.
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    log_of(manager).append_as_leader(batch(), leader_epoch=1)
+    manager.shutdown(clean=False)  # a crash after the start
+
+    manager = start(tmp_path)
+    assert not manager.had_clean_shutdown[tmp_path.resolve()]
+    log = log_of(manager)
+    # Re-read from the recovery point: the bad batch and the one after it are cut.
+    assert log.log_end_offset == 18
+    assert all(crc_is_valid(data, h) for h, data in all_batches(log))
+    manager.shutdown()
+
+
+def test_unclean_restart_keeps_producer_snapshots_within_the_log(tmp_path: Path) -> None:
+    manager = start(tmp_path)
+    log = log_of(manager)
+    for seq in range(0, 10, 2):
+        log.append_as_leader(batch(2, producer_id=9, base_sequence=seq), leader_epoch=0)
+    manager.shutdown()  # a producer snapshot at offset 10
+    snapshot = tmp_path / "events-0" / f"{10:020d}.snapshot"
+    assert snapshot.exists()
+
+    manager = start(tmp_path)
+    log = log_of(manager)
+    for seq in range(10, 14, 2):
+        log.append_as_leader(batch(2, producer_id=9, base_sequence=seq), leader_epoch=0)
+    manager.shutdown(clean=False)  # a crash: the tail is re-read from the recovery point
+
+    manager = start(tmp_path)
+    log = log_of(manager)
+    assert log.log_end_offset == 14
+    assert snapshot.exists()  # it still describes the log up to offset 10
+    retry = log.append_as_leader(batch(2, producer_id=9, base_sequence=12), leader_epoch=0)
+    assert retry.duplicate and retry.first_offset == 12
+    info = log.append_as_leader(batch(2, producer_id=9, base_sequence=14), leader_epoch=0)
+    assert info.first_offset == 14 and not info.duplicate
+    manager.shutdown()

@@ -139,3 +139,16 @@ def test_read_committed_skips_an_aborted_transaction_whose_marker_is_not_fetched
     f = fetch(raw, aborted=[(7, 0)])
     assert [r.value for r in f.take(100)] == [b"p1"]
     assert f.next_offset == 3
+
+
+def test_end_offset_is_where_the_partitions_next_fetch_starts() -> None:
+    # Known before any record is taken: the next fetch goes out while these are read.
+    f = fetch(RECORD_SET, offset=4)
+    assert f.end_offset == 10 and f.next_offset == 4
+    f.take(2)
+    assert f.end_offset == 10
+    # A record set cut inside its last batch (a fetch's size limit) ends before it.
+    cut = fetch(RECORD_SET[: len(RECORD_SET) - 5])
+    assert cut.end_offset == 9
+    assert [r.offset for r in cut.take(100)] == [0, 1, 2, 3, 4, 6, 7]
+    assert cut.next_offset == cut.end_offset == 9

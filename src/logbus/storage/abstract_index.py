@@ -61,6 +61,9 @@ class AbstractIndex:
         except FileNotFoundError:
             length = 0
             exists = False
+        # Whether the file was there before this object (a missing index of a non-empty
+        # segment means it must be rebuilt).
+        self.existed = exists
         self._corrupt_length = length % self.ENTRY_SIZE != 0
         self._entries = length // self.ENTRY_SIZE
         self._length = length

@@ -102,7 +102,10 @@ class Log:
         now_ms: int | None = None,
         decompress: Decompressor | None = None,
         on_flush: FlushListener | None = None,
+        names: Sequence[str] | None = None,
     ) -> None:
+        """`names`: the directory's listing, when the caller (loading logs at start-up)
+        already has it; the directory then exists."""
         now = _now_ms() if now_ms is None else now_ms
         self.topic, self.partition = parse_topic_partition(directory)
         self._on_flush = on_flush
@@ -111,7 +114,8 @@ class Log:
         # Only timestamp search and compacted-topic key checks look inside batches.
         self.decompress = decompress if decompress is not None else default_decompressor()
         self._lock = threading.RLock()
-        directory.mkdir(parents=True, exist_ok=True)
+        if names is None:
+            directory.mkdir(parents=True, exist_ok=True)
         self._topic_id = read_partition_metadata(directory)
         if topic_id is not None:
             self.assign_topic_id(topic_id)
@@ -123,6 +127,7 @@ class Log:
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
             now_ms=now,
+            names=names,
         )
         self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
         self._base_offsets: tuple[int, ...] = ()
@@ -143,7 +148,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state(loaded.recovered_from)
+        self._rebuild_producer_state(loaded.recovered_from, loaded.names)
 
     # -- identity and offsets -----------------------------------------------------------
 
@@ -719,13 +724,16 @@ class Log:
 
     # -- producer state -------------------------------------------------------------------
 
-    def _rebuild_producer_state(self, reindex_from: int | None = None) -> None:
+    def _rebuild_producer_state(
+        self, reindex_from: int | None = None, names: Sequence[str] | None = None
+    ) -> None:
         rebuild_producer_state(
             self.producer_state,
             self._segments,
             self.log_start_offset,
             self._log_end_offset,
             reindex_from=reindex_from,
+            names=names,
         )
 
     def take_producer_snapshot(self) -> None:

@@ -9,6 +9,10 @@ After a clean shutdown only segments with broken indexes are rebuilt. After an u
 every segment from the one holding the recovery point onward is re-read: the first
 invalid batch and everything after it (including later segments) is removed, and the
 indexes are rebuilt.
+
+A broker may load tens of thousands of logs at start-up, so a log's directory is listed
+once (by the caller, or here) and that listing serves the leftover check, the segment
+scan and the producer snapshots; it is listed again only when leftovers were removed.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from logbus.types import TopicPartition
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+# Files that an interrupted operation leaves behind.
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -53,6 +59,9 @@ class LoadedSegments:
     # The base offset of the first segment re-read after an unclean shutdown (its and
     # later segments' transaction indexes are rebuilt with the producer state).
     recovered_from: int | None = None
+    # The directory's file names once leftovers were removed (before segments were
+    # recovered, which adds or removes only segment files).
+    names: tuple[str, ...] = ()
 
 
 def new_segment(
@@ -72,51 +81,67 @@ def new_segment(
     return segment
 
 
-def _remove_leftovers(directory: Path) -> dict[int, set[str]]:
+def _remove_leftovers(
+    directory: Path, names: Sequence[str] | None = None
+) -> tuple[dict[int, set[str]], list[str]]:
     """Delete leftover files, complete an interrupted log cleaner swap, and return
-    {base offset: suffixes present}."""
-    _complete_swaps(directory, _remove_temp_files(directory))
+    {base offset: suffixes present} and the directory's file names after that (`names`:
+    its listing, when the caller has one)."""
+    listing = sorted(os.listdir(directory) if names is None else names)
+    swaps, changed = _remove_temp_files(directory, listing)
+    _complete_swaps(directory, swaps)
+    if changed or swaps:
+        listing = sorted(os.listdir(directory))
     found: dict[int, set[str]] = {}
-    for name in sorted(os.listdir(directory)):
+    for name in listing:
         match = _SEGMENT_FILE.match(name)
         if match:
             found.setdefault(int(match.group(1)), set()).add(match.group(2))
-    for base_offset, suffixes in list(found.items()):
-        if LOG_SUFFIX not in suffixes:
-            # An index without its log file is useless.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
-            del found[base_offset]
-    return found
+    orphans = [base for base, suffixes in found.items() if LOG_SUFFIX not in suffixes]
+    for base_offset in orphans:
+        # An index without its log file is useless.
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
+        del found[base_offset]
+    if orphans:
+        listing = sorted(os.listdir(directory))
+    return found, listing
 
 
-def _remove_temp_files(directory: Path) -> list[Path]:
+def _remove_temp_files(directory: Path, names: Sequence[str]) -> tuple[list[Path], bool]:
     """Delete `.deleted`, `.tmp` and `.cleaned` files and the `.swap` files of a swap that
     had not finished renaming its `.cleaned` files (those at or above the lowest `.cleaned`
-    base offset), as Kafka's loader does. Returns the `.swap` files that remain."""
+    base offset), as Kafka's loader does. Returns the `.swap` files that remain, and
+    whether any file was deleted."""
     swaps: list[Path] = []
     min_cleaned: int | None = None
-    for name in sorted(os.listdir(directory)):
+    changed = False
+    for name in names:
+        if not name.endswith(_LEFTOVER_SUFFIXES):
+            continue  # the common case: a segment, index, snapshot or checkpoint file
         path = directory / name
         if name.endswith((DELETED_SUFFIX, ".tmp")):
+            changed = True
             path.unlink(missing_ok=True)
         elif name.endswith(CLEANED_SUFFIX):
             base = _base_offset_of(name)
             if base is not None:
                 min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
             logger.info("deleting unfinished log cleaner output %s", path)
+            changed = True
             path.unlink(missing_ok=True)
-        elif name.endswith(SWAP_SUFFIX):
+        else:
             swaps.append(path)
     valid: list[Path] = []
     for path in swaps:
         base = _base_offset_of(path.name)
         if base is None or (min_cleaned is not None and base >= min_cleaned):
             logger.warning("deleting %s, part of a swap that never completed", path)
+            changed = True
             path.unlink(missing_ok=True)
         else:
             valid.append(path)
-    return valid
+    return valid, changed
 
 
 def _complete_swaps(directory: Path, swaps: list[Path]) -> None:
@@ -176,10 +201,13 @@ def load_segments(
     log_start_offset: int,
     had_clean_shutdown: bool,
     now_ms: int,
+    names: Sequence[str] | None = None,
 ) -> LoadedSegments:
     """Open (and where needed recover) every segment of `directory`; the last one is made
-    ready for appends. An empty directory gets one segment at `log_start_offset`."""
-    base_offsets = sorted(_remove_leftovers(directory))
+    ready for appends. An empty directory gets one segment at `log_start_offset`.
+    `names`: the directory's listing, when the caller already has it."""
+    found, listing = _remove_leftovers(directory, names)
+    base_offsets = sorted(found)
     segments = [new_segment(directory, base, config, now_ms, active=False) for base in base_offsets]
 
     first_to_recover = len(segments)
@@ -223,7 +251,9 @@ def load_segments(
         new_recovery_point = log_end_offset
     else:
         new_recovery_point = min(recovery_point, log_end_offset)
-    return LoadedSegments(kept, log_end_offset, new_recovery_point, truncated, recovered_from)
+    return LoadedSegments(
+        kept, log_end_offset, new_recovery_point, truncated, recovered_from, tuple(listing)
+    )
 
 
 def parse_topic_partition(directory: Path) -> TopicPartition:
@@ -241,17 +271,20 @@ def rebuild_producer_state(
     log_end_offset: int,
     *,
     reindex_from: int | None = None,
+    names: Sequence[str] | None = None,
 ) -> None:
     """Load the newest producer snapshot at or below the log end and replay the batches
     after it (from the log start when there is no snapshot); only headers are read, and
-    whole batches only for transaction markers.
+    whole batches only for transaction markers. `names`: the log directory's current
+    listing, when the caller has one.
 
     With `reindex_from` (recovery after an unclean shutdown), replay starts at or below
     that offset and the aborted transactions whose markers lie at or after it are written
-    again to their segments' transaction indexes (emptied by `load_segments`)."""
-    if reindex_from is not None:
-        state.delete_snapshots_after(reindex_from)
-    snapshot_offset = state.load(log_end_offset)
+    again to their segments' transaction indexes (emptied by `load_segments`). Snapshots
+    above it but within the recovered log are left in place, as Kafka's loader leaves
+    them: the log they describe is still there, and deleting them cost a file-system
+    write per log at every start after a crash."""
+    snapshot_offset = state.load(log_end_offset, names, at_most=reindex_from)
     start = log_start_offset if snapshot_offset is None else snapshot_offset
     if snapshot_offset is None:
         state.reset(start)

@@ -143,7 +143,7 @@ class LogManager:
         recovery_points = log_dir.read(log_dir.recovery_points)
         log_starts = log_dir.read(log_dir.log_start_offsets)
         high_watermarks = log_dir.read(log_dir.high_watermarks)
-        found: list[tuple[TopicPartition, Path]] = []
+        found: list[tuple[TopicPartition, Path, list[str]]] = []
         for entry in sorted(os.scandir(log_dir.path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -157,7 +157,8 @@ class LogManager:
                 tp = parse_topic_partition(path)
             except ValueError:
                 continue
-            if not _holds_only_files(path):
+            names = _file_names(path)
+            if names is None:
                 # A partition's directory holds only files: this one (another broker's log
                 # dir, say ./data/broker-1 beside a broker on ./data) is not a log, and is
                 # neither loaded nor ever deleted as a stray one.
@@ -165,11 +166,11 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise KafkaStorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {path}")
-            found.append((tp, path))
+            found.append((tp, path, names))
 
         configs: dict[str, LogConfig] = {}  # one look-up per topic, not per partition
 
-        def load(tp: TopicPartition, path: Path) -> None:
+        def load(tp: TopicPartition, path: Path, names: list[str]) -> None:
             config = configs.get(tp[0])
             if config is None:
                 config = configs[tp[0]] = self.config_for(tp[0])
@@ -182,6 +183,7 @@ class LogManager:
                 now_ms=now_ms,
                 decompress=self.decompress,
                 on_flush=self._on_flush,
+                names=names,  # the one listing of the directory this start makes
             )
             hw = high_watermarks.get(tp, log.log_start_offset)
             log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
@@ -195,8 +197,8 @@ class LogManager:
         # num.recovery.threads.per.data.dir) shortens the start several times.
         threads = max(1, min(self.recovery_threads, len(found)))
         if threads == 1:
-            for tp, path in found:
-                load(tp, path)
+            for tp, path, names in found:
+                load(tp, path, names)
         else:
             with ThreadPoolExecutor(threads, thread_name_prefix="log-load") as pool:
                 for _ in pool.map(lambda item: load(*item), found):
@@ -471,6 +473,12 @@ class LogManager:
             self._log_dir_of.clear()
 
 
-def _holds_only_files(path: Path) -> bool:
+def _file_names(path: Path) -> list[str] | None:
+    """The names in a directory, or None if it holds a directory."""
+    names = []
     with os.scandir(path) as entries:
-        return not any(entry.is_dir() for entry in entries)
+        for entry in entries:
+            if entry.is_dir():
+                return None
+            names.append(entry.name)
+    return names

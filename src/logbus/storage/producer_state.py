@@ -334,12 +334,15 @@ class ProducerStateManager:
 
     # -- snapshots --------------------------------------------------------------------
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: Iterable[str] | None = None) -> list[int]:
+        """The offsets of the snapshots in the log's directory (`names`: its listing,
+        when the caller has a current one)."""
         out = []
-        try:
-            names = os.listdir(self.log_dir)
-        except FileNotFoundError:
-            return []
+        if names is None:
+            try:
+                names = os.listdir(self.log_dir)
+            except FileNotFoundError:
+                return []
         for name in names:
             match = _SNAPSHOT_NAME.match(name)
             if match:
@@ -353,17 +356,28 @@ class ProducerStateManager:
         write_atomically(path, encode_snapshot(self._producers.values()))
         return path
 
-    def load(self, log_end_offset: int) -> int | None:
-        """Load the newest valid snapshot at or below `log_end_offset`.
+    def load(
+        self,
+        log_end_offset: int,
+        names: Iterable[str] | None = None,
+        *,
+        at_most: int | None = None,
+    ) -> int | None:
+        """Load the newest valid snapshot at or below `log_end_offset` and `at_most`
+        (`names`: the log directory's current listing, when the caller has one).
 
-        Snapshots above it are deleted, as are corrupt ones. Returns the snapshot's offset
-        (the caller replays the log from there), or None when the state starts empty.
+        Snapshots above the log end are deleted, as are corrupt ones; those between
+        `at_most` and the log end stay (they still describe the log up to their offset).
+        Returns the snapshot's offset (the caller replays the log from there), or None
+        when the state starts empty.
         """
         self.reset()
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(self.snapshot_offsets(names)):
             path = snapshot_path(self.log_dir, offset)
             if offset > log_end_offset:
                 path.unlink(missing_ok=True)
+                continue
+            if at_most is not None and offset > at_most:
                 continue
             try:
                 entries = decode_snapshot(path.read_bytes())

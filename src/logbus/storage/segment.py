@@ -151,7 +151,6 @@ class LogSegment:
             self._size = self.log_path.stat().st_size
         index_path = segment_file(directory, base_offset, INDEX_SUFFIX + suffix)
         time_index_path = segment_file(directory, base_offset, TIME_INDEX_SUFFIX + suffix)
-        self._missing_indexes = [p for p in (index_path, time_index_path) if not p.exists()]
         self.offset_index = OffsetIndex(
             index_path,
             base_offset,
@@ -164,6 +163,10 @@ class LogSegment:
             max_index_size,
             writable=active,
         )
+        # Known from the indexes' own look-ups (one stat each), not asked again.
+        self._missing_indexes = [
+            index.path for index in (self.offset_index, self.time_index) if not index.existed
+        ]
         self.txn_index = TransactionIndex(
             segment_file(directory, base_offset, TXN_INDEX_SUFFIX + suffix)
         )

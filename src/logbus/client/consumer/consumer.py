@@ -313,11 +313,14 @@ class Consumer(AsyncService):
             fetcher.data_ready.clear()
             records = fetcher.drain(limit)
             if records:
-                if fetcher.fetches_started:
-                    # Let the fetches drain() just started go out before the application
-                    # gets back to work (they are tasks: they run when this one yields).
-                    fetcher.fetches_started = False
-                    await asyncio.sleep(0)
+                # Yield to the event loop once per poll, as Kafka's consumer does its
+                # network work in every poll: the fetches drain() just started go out,
+                # and responses already in the sockets are read, before the application
+                # gets back to work. Without it an application that always finds records
+                # buffered never lets the loop run, and the fetches made ahead of it sit
+                # unread in the kernel until the buffer runs dry.
+                fetcher.fetches_started = False
+                await asyncio.sleep(0)
                 return records
             left = deadline - time.monotonic()
             if left <= 0:

@@ -9,12 +9,21 @@ leadership and unknown-partition errors refresh metadata and retry, OFFSET_OUT_O
 asks for a reset (or is raised when the policy is "none"), anything else is raised by the
 next `poll()`.
 
-The next fetch of a partition is sent by `drain()` itself, the moment `poll()` takes the
-last of its buffered records (Kafka's consumer, too, sends fetches before `poll()`
-returns), so the broker prepares it while the application works on what it got. A fetch
-that makes the broker wait for new data (fetch.max.wait.ms) is sent only when nothing of
-that leader is buffered or in flight, and it covers every partition fetchable there:
-partitions that become fetchable meanwhile wait for its answer. While some of a
+Fetches are pipelined, as librdkafka's are (`queued.min.messages`): a partition's next
+fetch, from the end of what it has buffered, goes out as soon as its previous one is
+answered, while the application still reads the data buffered before it, until the bytes
+buffered ahead of `poll()` reach fetch.max.bytes (one whole response's worth). Each
+partition has one fetch in flight at most, and its fetched data queue in offset order.
+`drain()` sends the next fetches itself when it frees room (Kafka's consumer, too, sends
+fetches before `poll()` returns), so the broker prepares them while the application works
+on what it got. Every buffered or in-flight fetch is tied to the partition's seek epoch
+and to the offset it was asked at: a seek, a reset, a revocation or a new assignment drops
+what was fetched ahead, and a response is kept only if it continues exactly where the
+partition's buffered data end (or, with nothing buffered, at its position).
+
+A fetch that makes the broker wait for new data (fetch.max.wait.ms) is sent only when
+nothing of that leader is buffered or in flight, and it covers every partition fetchable
+there: partitions that become fetchable meanwhile wait for its answer. While some of a
 leader's partitions are still buffered or in flight, fetches to it do not wait
 (max_wait_ms 0) and may run side by side, and a partition whose last fetch found nothing
 new is only fetched along with one that may have news, so a partition at its log end
@@ -29,6 +38,7 @@ import dataclasses
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
@@ -108,8 +118,9 @@ class CompletedFetch:
     collection generations and make the collector scan them again and again).
 
     `next_offset` is where the partition's position stands once everything taken so far
-    is consumed; the fetch is valid only while the partition's position and seek epoch
-    match what it was fetched for.
+    is consumed, `end_offset` where it stands once the whole fetch is (the offset the
+    partition's next fetch asks for); the fetch is valid only while the partition's
+    position and seek epoch match what it was fetched for.
     """
 
     __slots__ = (
@@ -126,6 +137,7 @@ class CompletedFetch:
         "_record_index",
         "_value",
         "_view",
+        "end_offset",
         "epoch",
         "next_offset",
         "tp",
@@ -148,6 +160,9 @@ class CompletedFetch:
         self.next_offset = fetch_offset
         self._view = records
         self._batches: list[tuple[int, BatchHeader]] = split_batches(records)
+        self.end_offset = (
+            max(fetch_offset, self._batches[-1][1].next_offset) if self._batches else fetch_offset
+        )
         self._batch_index = 0
         self._columns: RecordColumns | None = None
         self._record_count = 0
@@ -323,7 +338,11 @@ class Fetcher:
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.data_ready = asyncio.Event()
-        self._buffered: dict[TopicPartition, CompletedFetch] = {}
+        # Each partition's fetched data not yet handed out, in offset order, and their
+        # bytes in all; fetching ahead stops while these reach one response's bound.
+        self._buffered: dict[TopicPartition, deque[CompletedFetch]] = {}
+        self._buffered_bytes = 0
+        self._prefetch_bytes: int = config["fetch.max.bytes"]
         # Partitions whose last fetch found nothing new, and the offset it was at.
         self._at_end: dict[TopicPartition, int] = {}
         # Fetch tasks started by drain(), not yet run (poll() yields once to send them).
@@ -359,6 +378,7 @@ class Fetcher:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._buffered.clear()
+        self._buffered_bytes = 0
 
     def wake(self) -> None:
         self._wake.set()
@@ -367,10 +387,33 @@ class Fetcher:
         """Drop buffered data (of `partitions`, or all)."""
         if partitions is None:
             self._buffered.clear()
+            self._buffered_bytes = 0
         else:
             for tp in partitions:
-                self._buffered.pop(tp, None)
+                self._drop_buffered(tp)
         self._wake.set()
+
+    def _drop_buffered(self, tp: TopicPartition) -> None:
+        queue = self._buffered.pop(tp, None)
+        if queue:
+            self._buffered_bytes -= sum(fetch.size for fetch in queue)
+
+    def _buffered_for(
+        self, tp: TopicPartition, epoch: int
+    ) -> deque[CompletedFetch] | None:
+        """The partition's buffered data if fetched since its last seek (older data is
+        dropped here)."""
+        queue = self._buffered.get(tp)
+        if queue and queue[0].epoch != epoch:
+            self._drop_buffered(tp)
+            return None
+        return queue
+
+    def _next_fetch_offset(self, tp: TopicPartition, position: int, epoch: int) -> int:
+        """Where the partition's next fetch starts: the end of its buffered data, or its
+        position when nothing is buffered."""
+        queue = self._buffered_for(tp, epoch)
+        return queue[-1].end_offset if queue else position
 
     def retain(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop buffered data of every partition but these."""
@@ -390,10 +433,11 @@ class Fetcher:
         for tp in list(self._buffered):
             if len(out) >= max_records:
                 break
-            fetch = self._buffered[tp]
+            queue = self._buffered[tp]
+            fetch = queue[0]
             state = assignment.get(tp)
             if state is None or state.epoch != fetch.epoch or state.position != fetch.next_offset:
-                del self._buffered[tp]  # fetched for a position since left behind
+                self._drop_buffered(tp)  # fetched for a position since left behind
                 emptied = True
                 continue
             if state.paused:
@@ -419,14 +463,17 @@ class Fetcher:
                     metrics.records_lag.record(end - state.position)
                 if fetch.empty:
                     metrics.bytes_consumed.record(fetch.size)
-            # As Kafka's consumer does, read one partition's fetched data to its end before
-            # the next's: the partitions then run dry one after another, and each is
-            # fetched again while the others are read (taking them in turn would empty
-            # them all at once, with nothing in flight). A fetch is bounded by
-            # max.partition.fetch.bytes and its successor queues last, so no partition
-            # starves the others.
+            # As Kafka's consumer does, read one fetch to its end before the next
+            # partition's: a partition then frees its room one fetch at a time, and is
+            # fetched again while the others are read. A fetch is bounded by
+            # max.partition.fetch.bytes and the partition goes to the back of the queue
+            # once it is read, so no partition starves the others.
             if fetch.empty:
+                queue.popleft()
+                self._buffered_bytes -= fetch.size
                 del self._buffered[tp]
+                if queue:
+                    self._buffered[tp] = queue
                 emptied = True
         if emptied:
             self._prefetch()
@@ -492,9 +539,16 @@ class Fetcher:
                 part = info.partitions.get(tp.partition)
                 if part is not None:
                     leader = part.leader
-            if tp in self._buffered or tp in self._fetching:
+            if tp in self._fetching:
                 plan.busy.add(leader)
                 continue
+            offset = state.position
+            queue = self._buffered_for(tp, state.epoch)
+            if queue:
+                plan.busy.add(leader)
+                if self._buffered_bytes >= self._prefetch_bytes:
+                    continue  # enough fetched ahead: wait for poll() to take some
+                offset = queue[-1].end_offset
             node_retry_at = self._node_retry_at.get(leader, 0.0)
             if state.retry_at > now:
                 plan.wait(state.retry_at - now)
@@ -505,8 +559,8 @@ class Fetcher:
             elif node_retry_at > now:
                 plan.wait(node_retry_at - now)
             else:
-                plan.by_node.setdefault(leader, {})[tp] = (state.position, state.epoch)
-                if self._at_end.get(tp) != state.position:
+                plan.by_node.setdefault(leader, {})[tp] = (offset, state.epoch)
+                if self._at_end.get(tp) != offset:
                     plan.fresh.add(leader)
         return plan
 
@@ -628,7 +682,12 @@ class Fetcher:
         if request is None or state is None:
             return
         offset, epoch = request
-        if state.epoch != epoch or state.position != offset:
+        position = state.position
+        if (
+            state.epoch != epoch
+            or position is None
+            or self._next_fetch_offset(tp, position, epoch) != offset
+        ):
             return  # the application seeked meanwhile
         code = p.error_code
         if code == ErrorCode.NONE:
@@ -653,7 +712,12 @@ class Fetcher:
                 )
                 if not fetch.empty:
                     del self._at_end[tp]
-                    self._buffered[tp] = fetch
+                    queue = self._buffered.get(tp)
+                    if queue is None:
+                        self._buffered[tp] = deque((fetch,))
+                    else:
+                        queue.append(fetch)
+                    self._buffered_bytes += fetch.size
                     self.data_ready.set()
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
