@@ -141,12 +141,14 @@ async def _mirror(args: argparse.Namespace) -> int:
             flush=True,
         )
         with _stop_on_signals(stop):
-            async with _metrics_endpoint(args.metrics_listener, mirror), asyncio.TaskGroup() as tg:
-                reporter = tg.create_task(_report(mirror, args.report_interval_ms / 1000))
+            async with _metrics_endpoint(args.metrics_listener, mirror):
+                reporter = asyncio.create_task(_report(mirror, args.report_interval_ms / 1000))
                 try:
                     await mirror.run(stop)
                 finally:
                     reporter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reporter
     except (MirrorError, ConfigError) as exc:
         raise CommandError(str(exc)) from None
     finally:

@@ -1,7 +1,9 @@
 """The mirror's target topics: a source topic missing on the target is created there with
 the source's partition count and topic configs (those set on the topic, not the broker
-defaults), and its replication factor capped at the target's broker count; each topic's
-partition counts on both sides decide whether records keep their partition.
+defaults) and the target's default replication factor (`default.replication.factor`: the
+target's brokers, not the source's, know how many copies their `min.insync.replicas`
+needs); each topic's partition counts on both sides decide whether records keep their
+partition.
 
 The entry point is `TargetTopics`. As MirrorMaker 2's MirrorSourceConnector creates its
 remote topics (without the rename: the legacy MirrorMaker keeps topic names).
@@ -80,10 +82,10 @@ class TargetTopics:
                 raise
         else:
             return TopicPair(count, len(target.partitions))
-        await self._create(topic, count, source.replication_factor)
+        await self._create(topic, count)
         return TopicPair(count, count)
 
-    async def _create(self, topic: str, partitions: int, replication_factor: int) -> None:
+    async def _create(self, topic: str, partitions: int) -> None:
         resource = ConfigResource(ResourceType.TOPIC, topic)
         described = (await self._source.describe_configs([resource]))[resource]
         configs = {
@@ -91,8 +93,7 @@ class TargetTopics:
             for name, entry in described.items()
             if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and entry.value is not None
         }
-        brokers = len((await self._target.describe_cluster()).nodes)
-        new = NewTopic(topic, partitions, max(1, min(replication_factor, brokers)), configs)
+        new = NewTopic(topic, partitions, config=configs)
         try:
             await self._target.create_topics([new])
         except AdminBatchError as exc:
