@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
 from logbus.server.purgatory import Purgatory
+from logbus.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from logbus.server.replica.alter_partition_manager import AlterPartitionManager
 from logbus.server.replica.partition import (
     AppendResult,
@@ -102,6 +103,8 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Replicas moving between this broker's log dirs (AlterReplicaLogDirs).
+        self.log_dir_mover = ReplicaAlterLogDirsManager(log_manager, self.partitions.get)
         self.purgatory = Purgatory()
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
@@ -164,6 +167,7 @@ class ReplicaManager:
         )
 
     async def stop_replication(self) -> None:
+        await self.log_dir_mover.stop()
         if self._isr_task is not None:
             self._isr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
