@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, cast
 
 from logbus.common.config_def import ConfigError
@@ -23,6 +24,7 @@ from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.controller_events import ControllerEventManager
+from logbus.controller.log_dir_events import notify_log_dir_failure
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
@@ -222,6 +224,7 @@ class Broker:
         self.replica_manager = replica_manager = ReplicaManager(
             self.broker_id, log_manager, self._log_config_for
         )
+        self._watch_log_dirs(log_manager, replica_manager)
         self._open_request_log()
         if self.metrics is not None:
             replica_manager.metrics = self.apis.metrics = self.metrics
@@ -605,6 +608,31 @@ class Broker:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    def _watch_log_dirs(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
+        """Kafka's LogDirFailureChannel: a failed log dir (noticed on any thread) takes its
+        partitions offline on the event loop; in a cluster the controller is told through
+        ZooKeeper (`controller/log_dir_events.py`) and elects other leaders."""
+        loop = asyncio.get_running_loop()
+
+        def on_loop(path: Path) -> None:
+            if path in log_manager.offline_dirs:
+                return
+            replica_manager.handle_log_dir_failure(path)
+            store = self.store
+            if self.config.uses_zookeeper and store is not None:
+                self._spawn(self._notify_log_dir_failure(store))
+
+        def on_any_thread(path: Path) -> None:
+            loop.call_soon_threadsafe(on_loop, path)
+
+        log_manager.on_dir_failure = on_any_thread
+
+    async def _notify_log_dir_failure(self, store: MetadataStore) -> None:
+        try:
+            await asyncio.to_thread(notify_log_dir_failure, store, self.broker_id)
+        except Exception:
+            log.exception("cannot tell the controller of a failed log dir")
 
     async def _every(
         self, interval_ms: int, action: Callable[[], object], *, in_thread: bool = False

@@ -14,6 +14,12 @@ A replica moving to another log dir (AlterReplicaLogDirs) has a future log there
 up; `replace_current_with_future` then renames it into place and the current log away for
 deletion, as Kafka's `LogManager.replaceCurrentWithFutureLog`. A future log found at
 start-up (the broker stopped during a move) is deleted: the move must be asked again.
+
+A log dir whose checkpoints cannot be written (or whose log the broker reports failing,
+`mark_dir_offline`) goes offline, as with Kafka's LogDirFailureChannel: its logs leave the
+map (their files are closed, nothing more is written there), no new log is placed in it,
+and `on_dir_failure(path)` is called (from whatever thread noticed) so the broker can take
+its partitions offline and tell the controller. The other dirs go on.
 """
 
 from __future__ import annotations
@@ -115,6 +121,9 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
         # Future logs of replicas moving between log dirs, and the dir each is in.
         self._future_logs: dict[TopicPartition, tuple[Log, _LogDir]] = {}
+        # Dirs that failed (LogDirFailureChannel); told through `on_dir_failure`.
+        self.offline_dirs: set[Path] = set()
+        self.on_dir_failure: Callable[[Path], None] | None = None
         self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         # Compaction of logs whose cleanup.policy includes "compact" (None: no cleaner).
@@ -418,12 +427,61 @@ class LogManager:
         return stray
 
     def _least_loaded_dir(self) -> _LogDir:
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
-        counts = {id(d): 0 for d in self.log_dirs}
+        online = [d for d in self.log_dirs if d.path not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError("every log dir is offline")
+        if len(online) == 1:
+            return online[0]
+        counts = {id(d): 0 for d in online}
         for log_dir in self._log_dir_of.values():
-            counts[id(log_dir)] += 1
-        return min(self.log_dirs, key=lambda d: counts[id(d)])
+            if id(log_dir) in counts:
+                counts[id(log_dir)] += 1
+        return min(online, key=lambda d: counts[id(d)])
+
+    # -- failed dirs ------------------------------------------------------------------------
+
+    def dir_failed(self, path: Path, error: BaseException) -> None:
+        """Report an I/O failure in log dir `path` (any thread): the first report takes
+        it offline through `on_dir_failure`."""
+        if path in self.offline_dirs:
+            return
+        logger.error("log dir %s failed: %s", path, error)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(path)
+
+    def dir_of_log(self, log: Log) -> Path | None:
+        with self._lock:
+            for tp, held in self._logs.items():
+                if held is log:
+                    return self._log_dir_of[tp].path
+        return None
+
+    def mark_dir_offline(self, path: Path) -> list[TopicPartition]:
+        """Take log dir `path` offline: its logs (and future logs) leave the map, their
+        files closed without a flush. Returns the partitions whose log was there."""
+        with self._lock:
+            if path in self.offline_dirs:
+                return []
+            self.offline_dirs.add(path)
+            gone = [tp for tp, d in self._log_dir_of.items() if d.path == path]
+            logs = [self._logs.pop(tp) for tp in gone]
+            for tp in gone:
+                del self._log_dir_of[tp]
+            futures = [tp for tp, (_, d) in self._future_logs.items() if d.path == path]
+            logs += [self._future_logs.pop(tp)[0] for tp in futures]
+        if self.cleaner is not None:
+            for tp in gone:
+                self.cleaner.manager.abort_cleaning(tp)
+        for log in logs:
+            try:
+                log.close(clean=False)
+            except OSError as exc:
+                logger.debug("closing %s after its dir failed: %s", log.dir, exc)
+        logger.error(
+            "log dir %s is offline: %d partitions with it (%s)",
+            path, len(gone), ", ".join(f"{t}-{p}" for t, p in sorted(gone)[:10]),
+        )  # fmt: skip
+        return gone
 
     def delete_logs(
         self, topic: str, partitions: Iterable[int], *, delay_ms: int | None = None
@@ -488,9 +546,18 @@ class LogManager:
         with self._checkpoint_lock:
             self.checkpoint_log_start_offsets()
             for log_dir in self.log_dirs:
+                if log_dir.path in self.offline_dirs:
+                    continue
                 entries = by_dir[id(log_dir)]
-                log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
-                log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+                try:
+                    log_dir.recovery_points.write(
+                        {tp: log.recovery_point for tp, log in entries}
+                    )
+                    log_dir.high_watermarks.write(
+                        {tp: log.high_watermark for tp, log in entries}
+                    )
+                except OSError as exc:
+                    self.dir_failed(log_dir.path, exc)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write only the log start offset checkpoints (after DeleteRecords, so that a crash
@@ -499,13 +566,19 @@ class LogManager:
             entries = [(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
         with self._checkpoint_lock:
             for log_dir in self.log_dirs:
-                log_dir.log_start_offsets.write(
-                    {
-                        tp: log.log_start_offset
-                        for tp, log, owner in entries
-                        if owner is log_dir and log.log_start_offset > log.segments[0].base_offset
-                    }
-                )
+                if log_dir.path in self.offline_dirs:
+                    continue
+                try:
+                    log_dir.log_start_offsets.write(
+                        {
+                            tp: log.log_start_offset
+                            for tp, log, owner in entries
+                            if owner is log_dir
+                            and log.log_start_offset > log.segments[0].base_offset
+                        }
+                    )
+                except OSError as exc:
+                    self.dir_failed(log_dir.path, exc)
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """flush.ms: fsync logs whose last flush is older than their flush.ms, and the
@@ -582,7 +655,8 @@ class LogManager:
         if clean:
             self.checkpoint_all()
             for log_dir in self.log_dirs:
-                write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
+                if log_dir.path not in self.offline_dirs:
+                    write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
         with self._lock:
             self._logs.clear()
             self._log_dir_of.clear()

@@ -14,7 +14,7 @@ errors (and, as in Kafka, a dir names each topic it holds, with no partitions wh
 was asked for). The whole request needs DESCRIBE on the cluster: refused, it answers no
 dirs and, from v3, CLUSTER_AUTHORIZATION_FAILED. A dir whose volume cannot be read (gone,
 unreadable) is answered KAFKA_STORAGE_ERROR with no partitions, as Kafka answers an
-offline dir.
+offline dir, and so is a dir that failed while the broker ran (LogDirFailureChannel).
 
 AlterReplicaLogDirs needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for every
 partition otherwise). Per partition, as Kafka's ReplicaManager answers: a path that is
@@ -90,6 +90,8 @@ def describe_dir(
     logs: Iterable[tuple[TopicPartition, Log]],
     wanted: set[TopicPartition] | None,
     futures: Iterable[tuple[TopicPartition, Log, Log | None]] = (),
+    *,
+    offline: bool = False,
 ) -> DescribeLogDirsResult:
     """One log dir's answer: its partitions (those in `wanted`, or all) by topic, and
     the future logs of replicas moving to it (with their current logs, for the lag)."""
@@ -101,6 +103,8 @@ def describe_dir(
         "usable_bytes": -1,
     }
     try:
+        if offline:
+            raise OSError(f"{path} is offline (it failed while the broker ran)")
         if not path.is_dir():
             raise FileNotFoundError(f"{path} is not a directory")
         result["total_bytes"], result["usable_bytes"] = _volume(path)
@@ -144,7 +148,13 @@ async def handle_describe_log_dirs(
     manager = ctx.services.log_manager
     futures = manager.future_logs_by_dir()
     results = [
-        describe_dir(path, logs, wanted, _with_current(manager, futures.get(path, [])))
+        describe_dir(
+            path,
+            logs,
+            wanted,
+            _with_current(manager, futures.get(path, [])),
+            offline=path in manager.offline_dirs,
+        )
         for path, logs in manager.logs_by_dir()
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
