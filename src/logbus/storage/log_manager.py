@@ -123,6 +123,7 @@ class LogManager:
         self._future_logs: dict[TopicPartition, tuple[Log, _LogDir]] = {}
         # Dirs that failed (LogDirFailureChannel); told through `on_dir_failure`.
         self.offline_dirs: set[Path] = set()
+        self._failed_dirs: set[Path] = set()  # reported, maybe not offline yet
         self.on_dir_failure: Callable[[Path], None] | None = None
         self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
@@ -443,8 +444,10 @@ class LogManager:
     def dir_failed(self, path: Path, error: BaseException) -> None:
         """Report an I/O failure in log dir `path` (any thread): the first report takes
         it offline through `on_dir_failure`."""
-        if path in self.offline_dirs:
-            return
+        with self._lock:
+            if path in self._failed_dirs:
+                return
+            self._failed_dirs.add(path)
         logger.error("log dir %s failed: %s", path, error)
         if self.on_dir_failure is not None:
             self.on_dir_failure(path)
@@ -463,6 +466,7 @@ class LogManager:
             if path in self.offline_dirs:
                 return []
             self.offline_dirs.add(path)
+            self._failed_dirs.add(path)
             gone = [tp for tp, d in self._log_dir_of.items() if d.path == path]
             logs = [self._logs.pop(tp) for tp in gone]
             for tp in gone:
@@ -546,7 +550,7 @@ class LogManager:
         with self._checkpoint_lock:
             self.checkpoint_log_start_offsets()
             for log_dir in self.log_dirs:
-                if log_dir.path in self.offline_dirs:
+                if log_dir.path in self._failed_dirs:
                     continue
                 entries = by_dir[id(log_dir)]
                 try:
@@ -566,7 +570,7 @@ class LogManager:
             entries = [(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
         with self._checkpoint_lock:
             for log_dir in self.log_dirs:
-                if log_dir.path in self.offline_dirs:
+                if log_dir.path in self._failed_dirs:
                     continue
                 try:
                     log_dir.log_start_offsets.write(
@@ -655,7 +659,7 @@ class LogManager:
         if clean:
             self.checkpoint_all()
             for log_dir in self.log_dirs:
-                if log_dir.path not in self.offline_dirs:
+                if log_dir.path not in self._failed_dirs:
                     write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
         with self._lock:
             self._logs.clear()
