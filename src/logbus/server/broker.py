@@ -224,7 +224,6 @@ class Broker:
         self.replica_manager = replica_manager = ReplicaManager(
             self.broker_id, log_manager, self._log_config_for
         )
-        self._watch_log_dirs(log_manager, replica_manager)
         self._open_request_log()
         if self.metrics is not None:
             replica_manager.metrics = self.apis.metrics = self.metrics
@@ -243,6 +242,7 @@ class Broker:
             group_coordinator,
             transaction_coordinator,
         )
+        self._watch_log_dirs(log_manager, replica_manager, link)
         controller = await self._start_controller(
             store, log_manager, dynamic_config, replica_manager, link
         )
@@ -609,7 +609,9 @@ class Broker:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
-    def _watch_log_dirs(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
+    def _watch_log_dirs(
+        self, log_manager: LogManager, replica_manager: ReplicaManager, link: ControllerLink
+    ) -> None:
         """Kafka's LogDirFailureChannel: a failed log dir (noticed on any thread) takes its
         partitions offline on the event loop; in a cluster the controller is told through
         ZooKeeper (`controller/log_dir_events.py`) and elects other leaders."""
@@ -618,7 +620,7 @@ class Broker:
         def on_loop(path: Path) -> None:
             if path in log_manager.offline_dirs:
                 return
-            replica_manager.handle_log_dir_failure(path)
+            link.unload_offline(replica_manager.handle_log_dir_failure(path))
             store = self.store
             if self.config.uses_zookeeper and store is not None:
                 self._spawn(self._notify_log_dir_failure(store))
