@@ -80,6 +80,9 @@ def _definitions() -> list[Target]:
                "L2|1 KiB rf=3 acks=all|logbus x3|p99_ms", "L1|1 KiB acks=all|logbus|p99_ms",
                3.0, higher_is_better=False),
     ]
+    # issue 26: the mirror between two local clusters against the single broker
+    targets.append(Target("MM1 mirror MB/s >= 0.5x single-broker P1",
+                          "MM1|1 KiB to rf=3 acks=all|logbus mirror|mb_s", p1, 0.5))
     failover = "F1|kill -9 of a leader|logbus x3|"
     targets += [
         Target(f"F1 {q} failover <= zookeeper.session.timeout.ms + 1 s", failover + f"{q}_ms",

@@ -447,6 +447,15 @@ CASES: dict[str, Case] = {
         [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
         version=4,
     ),
+    # a path that is no log dir: once allowed, LOG_DIR_NOT_FOUND and nothing moves
+    "alter_replica_log_dirs": Case(
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
+        {"dirs": [{"path": "/no-such-log-dir", "topics": [{"name": "ard", "partitions": [0]}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
+        version=2,
+    ),
     "elect_leaders": Case(
         ApiKey.ELECT_LEADERS,
         {"election_type": 0, "topic_partitions": None, "timeout_ms": 5000},

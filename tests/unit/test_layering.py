@@ -39,8 +39,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "aio": CLIENT_SIDE,
     "console": CLIENT_SIDE | {"logbus", "aio"},
     "spark": CLIENT_SIDE | {"logbus", "aio"},
+    "mirror": CLIENT_SIDE,
     "cli": frozenset(
-        {"storage", "coordinator", "controller", "server", "logbus", "aio", "console"}
+        {"storage", "coordinator", "controller", "server", "logbus", "aio", "console", "mirror"}
     )
     | CLIENT_SIDE,
 }

@@ -17,6 +17,7 @@ logbus perf {produce,consume,end-to-end-latency} ...
 logbus log-dirs --describe [--broker-list 0,1] [--topic-list a,b]
 logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions | --topic T ...)
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
+logbus mirror --consumer.config F --producer.config F (--include REGEX | --whitelist REGEX) ...
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
 """
@@ -41,6 +42,7 @@ from logbus.cli import (
     groups,
     leader_election,
     log_dirs,
+    mirror,
     perf,
     produce,
     tool_syntax,
@@ -105,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     get_offsets.register(subparsers)
     log_dirs.register(subparsers)
     leader_election.register(subparsers)
+    mirror.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
     return parser

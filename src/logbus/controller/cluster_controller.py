@@ -10,7 +10,8 @@ fail; it then resigns.
 All of it runs on the controller event thread (`ControllerEventManager`): watch and
 session callbacks only enqueue events; the broker's event loop submits its requests and
 awaits them. The active controller watches `/brokers/ids` (broker failure and start),
-`/brokers/topics` (topics written by any broker) and `/admin/delete_topics`.
+`/brokers/topics` (topics written by any broker), `/admin/delete_topics` and
+`/log_dir_event_notification` (a broker's failed log dir: `log_dir_events.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
+from logbus.client.requests.controller import ControlResult
 from logbus.controller.assignment import ControllerError, assign_replicas
 from logbus.controller.broker_registration import BrokerRegistration, registered_brokers
 from logbus.controller.cluster_metadata import BrokerInfo, PartitionState, TopicMetadata
@@ -35,6 +37,7 @@ from logbus.controller.controller import (
 )
 from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.election import NO_LEADER, on_brokers_lost
+from logbus.controller.log_dir_events import offline_replica_state, take_log_dir_events
 from logbus.controller.metadata_store import (
     BadVersion,
     CheckVersion,
@@ -48,7 +51,8 @@ from logbus.controller.metadata_store import (
     SetData,
 )
 from logbus.controller.topic_validation import INTERNAL_TOPICS
-from logbus.protocol import ErrorCode
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,9 @@ class ClusterController(Controller):
         self.epoch_zk_version = -1
         self.brokers: dict[int, tuple[BrokerInfo, int]] = {}
         self._expired = False
+        if hasattr(channel, "on_response"):
+            # The broker's answers to LeaderAndIsr tell which replicas are on a failed dir.
+            channel.on_response = self._on_control_response
 
     # --- election -------------------------------------------------------------------------
 
@@ -347,6 +354,7 @@ class ClusterController(Controller):
                     topic.partitions[p] = self._write_state(topic.name, p, new, create=False)
             self._elect_leaders(topic, list(topic.partitions))
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
+        self._on_log_dir_events()
 
     def _topic_names(self) -> list[str]:
         try:
@@ -373,6 +381,67 @@ class ClusterController(Controller):
 
     def _deletions_watch(self, _path: str) -> None:
         self.events.put(self._on_topic_deletion, "TopicDeletion")
+
+    def _log_dir_events_watch(self, _path: str) -> None:
+        self.events.put(self._on_log_dir_events, "LogDirEventNotification")
+
+    def _on_log_dir_events(self) -> None:
+        """Brokers whose log dirs failed get LeaderAndIsr for every replica they hold;
+        their KAFKA_STORAGE_ERROR answers name the replicas to take offline."""
+        if not self.active:
+            return
+        for broker_id in sorted(take_log_dir_events(self.store, self._log_dir_events_watch)):
+            if broker_id not in self.brokers:
+                continue
+            log.info("controller: a log dir of broker %d failed", broker_id)
+            for topic in self.topics.values():
+                hosted = [p for p, s in topic.partitions.items() if broker_id in s.replicas]
+                if hosted:
+                    self.channel.send_leader_and_isr(broker_id, topic, hosted)
+
+    def _on_control_response(
+        self, broker_id: int, api_key: ApiKey, result: ControlResult
+    ) -> None:
+        """The channel's listener (event loop): storage errors go to the controller."""
+        offline = [
+            tp for tp, code in result.failed().items() if code == ErrorCode.KAFKA_STORAGE_ERROR
+        ]
+        if api_key == ApiKey.LEADER_AND_ISR and offline:
+            self.events.put(
+                lambda: self._on_offline_replicas(broker_id, offline), "OfflineReplicas"
+            )
+
+    def _on_offline_replicas(self, broker_id: int, offline: list[TopicPartition]) -> None:
+        """Kafka's OfflineReplica transition: out of the ISR, other leaders elected."""
+        if not self.active:
+            return
+        live = set(self.brokers) - self.shutting_down
+        by_topic: dict[str, list[int]] = {}
+        for tp in offline:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        for name, partitions in by_topic.items():
+            topic = self.topics.get(name)
+            if topic is None:
+                continue
+            unclean = self.unclean_enabled(topic)
+            changed: dict[int, list[int]] = {}
+            for p in partitions:
+                state = topic.partitions.get(p)
+                new = None if state is None else offline_replica_state(
+                    state, broker_id, live, unclean, self.epoch
+                )
+                if state is None or new is None:
+                    continue
+                self.count_election(state, new)
+                topic.partitions[p] = new = self._write_state(name, p, new, create=False)
+                log.info("controller: replica %d of %s-%d is offline; leader %d, isr %s",
+                         broker_id, name, p, new.leader, list(new.isr))  # fmt: skip
+                for replica in new.replicas:
+                    if replica in live and replica != broker_id:
+                        changed.setdefault(replica, []).append(p)
+            for replica, parts in changed.items():
+                self.channel.send_leader_and_isr(replica, topic, parts)
+        self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
 
     def _on_broker_change(self) -> None:
         if not self.active:

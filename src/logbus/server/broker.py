@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from logbus.common.config_def import ConfigError
@@ -24,6 +25,7 @@ from logbus.controller.cluster_controller import ClusterController
 from logbus.controller.cluster_metadata import BrokerInfo, EndPoint, MetadataCache, TopicMetadata
 from logbus.controller.controller import Controller, ensure_cluster_id, stored_topic_configs
 from logbus.controller.controller_events import ControllerEventManager
+from logbus.controller.log_dir_events import notify_log_dir_failure
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
@@ -330,6 +332,7 @@ class Broker:
             group_coordinator,
             transaction_coordinator,
         )
+        self._watch_log_dirs(store, log_manager, replica_manager, link)
         controller, cluster, network_channel = await self._start_controller(
             store, log_manager, dynamic_config, replica_manager, link, undo
         )
@@ -732,6 +735,36 @@ class Broker:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    def _watch_log_dirs(
+        self,
+        store: MetadataStore,
+        log_manager: LogManager,
+        replica_manager: ReplicaManager,
+        link: ControllerLink,
+    ) -> None:
+        """Kafka's LogDirFailureChannel: a failed log dir (noticed on any thread) takes its
+        partitions offline on the event loop; in a cluster the controller is told through
+        ZooKeeper (`controller/log_dir_events.py`) and elects other leaders."""
+        loop = asyncio.get_running_loop()
+
+        def on_loop(path: Path) -> None:
+            if path in log_manager.offline_dirs:
+                return
+            link.unload_offline(replica_manager.handle_log_dir_failure(path))
+            if self.config.uses_zookeeper:
+                self._spawn(self._notify_log_dir_failure(store))
+
+        def on_any_thread(path: Path) -> None:
+            loop.call_soon_threadsafe(on_loop, path)
+
+        log_manager.on_dir_failure = on_any_thread
+
+    async def _notify_log_dir_failure(self, store: MetadataStore) -> None:
+        try:
+            await asyncio.to_thread(notify_log_dir_failure, store, self.broker_id)
+        except Exception:
+            log.exception("cannot tell the controller of a failed log dir")
 
     async def _every(
         self, interval_ms: int, action: Callable[[], object], *, in_thread: bool = False

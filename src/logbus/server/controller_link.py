@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from logbus.client.requests.controller import UNKNOWN_BROKER_EPOCH
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from logbus.protocol import ErrorCode
+from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
     from logbus.controller.cluster_metadata import BrokerInfo, MetadataCache, TopicMetadata
@@ -135,6 +137,15 @@ class ControllerLink:
                 self.replica_manager.update_log_config(topic)
         for name in deleted:
             cache.remove_topic(name)
+
+    def unload_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions whose log dir failed: the coordinators they hold stop here, as
+        Kafka's handleLogDirFailure resigns them (their new leaders load them)."""
+        for tp in partitions:
+            if tp.topic == OFFSETS_TOPIC:
+                self.group_coordinator.unload(tp.partition)
+            elif tp.topic == TRANSACTION_STATE_TOPIC:
+                self.transaction_coordinator.unload(tp.partition)
 
     def apply_stop_replica(self, topic: str, partitions: list[int], delete: bool) -> None:
         if topic == OFFSETS_TOPIC:

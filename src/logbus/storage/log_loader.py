@@ -256,9 +256,18 @@ def load_segments(
     )
 
 
+_RENAMED = re.compile(r"(.+)\.[0-9a-f]{32}-(?:delete|future|stray)")
+
+
 def parse_topic_partition(directory: Path) -> TopicPartition:
-    """`<topic>-<partition>` (the topic may itself contain '-')."""
-    topic, sep, partition = directory.name.rpartition("-")
+    """`<topic>-<partition>` (the topic may itself contain '-'), also under the names of a
+    log being deleted, a future log (AlterReplicaLogDirs) or a stray one:
+    `<topic>-<partition>.<uuid hex>-delete|-future|-stray`."""
+    name = directory.name
+    renamed = _RENAMED.fullmatch(name)
+    if renamed is not None:
+        name = renamed.group(1)
+    topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
     return TopicPartition(topic, int(partition))

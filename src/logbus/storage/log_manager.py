@@ -8,6 +8,18 @@ partition. Deleted partitions are renamed to `<topic>-<partition>.<uuid hex>-del
 removed after `file.delete.delay.ms`; a `-delete` directory found at start-up (a crash
 came before or during its removal) is removed by the first `remove_deleted` after it, as
 is the log of a partition whose topic the cluster no longer has (`delete_stray_logs`).
+
+A replica moving to another log dir (AlterReplicaLogDirs) has a future log there,
+`<topic>-<partition>.<uuid hex>-future`, filled by the broker's copier until it has caught
+up; `replace_current_with_future` then renames it into place and the current log away for
+deletion, as Kafka's `LogManager.replaceCurrentWithFutureLog`. A future log found at
+start-up (the broker stopped during a move) is deleted: the move must be asked again.
+
+A log dir whose checkpoints cannot be written (or whose log the broker reports failing,
+`mark_dir_offline`) goes offline, as with Kafka's LogDirFailureChannel: its logs leave the
+map (their files are closed, nothing more is written there), no new log is placed in it,
+and `on_dir_failure(path)` is called (from whatever thread noticed) so the broker can take
+its partitions offline and tell the controller. The other dirs go on.
 """
 
 from __future__ import annotations
@@ -107,6 +119,12 @@ class LogManager:
         self._checkpoint_lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, _LogDir] = {}
+        # Future logs of replicas moving between log dirs, and the dir each is in.
+        self._future_logs: dict[TopicPartition, tuple[Log, _LogDir]] = {}
+        # Dirs that failed (LogDirFailureChannel); told through `on_dir_failure`.
+        self.offline_dirs: set[Path] = set()
+        self._failed_dirs: set[Path] = set()  # reported, maybe not offline yet
+        self.on_dir_failure: Callable[[Path], None] | None = None
         self._dirs_to_delete: list[tuple[int, Path, Log | None]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         # Compaction of logs whose cleanup.policy includes "compact" (None: no cleaner).
@@ -151,7 +169,11 @@ class LogManager:
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 self._dirs_to_delete.append((now_ms, path, None))
                 continue
-            if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+            if entry.name.endswith(FUTURE_DIR_SUFFIX):
+                # A move the broker's stop interrupted: the current log is intact.
+                self._dirs_to_delete.append((now_ms, path, None))
+                continue
+            if entry.name.endswith(STRAY_DIR_SUFFIX):
                 continue
             try:
                 tp = parse_topic_partition(path)
@@ -225,6 +247,107 @@ class LogManager:
             for tp, log in self._logs.items():
                 held[id(self._log_dir_of[tp])].append((tp, log))
             return [(d.path, held[id(d)]) for d in self.log_dirs]
+
+    def future_logs_by_dir(self) -> dict[Path, list[tuple[TopicPartition, Log]]]:
+        """The future logs (replicas moving to another dir) by the dir they are in."""
+        with self._lock:
+            found: dict[Path, list[tuple[TopicPartition, Log]]] = {}
+            for tp, (log, log_dir) in self._future_logs.items():
+                found.setdefault(log_dir.path, []).append((tp, log))
+            return found
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding the partition's current log (None without one)."""
+        log_dir = self._log_dir_of.get(TopicPartition(topic, partition))
+        return None if log_dir is None else log_dir.path
+
+    def has_log_dir(self, path: str | Path) -> bool:
+        return self._dir_named(path) is not None
+
+    def _dir_named(self, path: str | Path) -> _LogDir | None:
+        wanted = Path(path).resolve()
+        return next((d for d in self.log_dirs if d.path == wanted), None)
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        entry = self._future_logs.get(TopicPartition(topic, partition))
+        return None if entry is None else entry[0]
+
+    def create_future_log(self, topic: str, partition: int, path: str | Path) -> Log:
+        """A new empty future log of the partition in log dir `path`, starting at the
+        current log's start offset (an existing one for that dir is returned; one for
+        another dir is deleted first). KeyError for a path not in `log.dirs`."""
+        tp = TopicPartition(topic, partition)
+        log_dir = self._dir_named(path)
+        if log_dir is None:
+            raise KeyError(str(path))
+        with self._lock:
+            current = self._logs[tp]
+            existing = self._future_logs.get(tp)
+            if existing is not None:
+                if existing[1] is log_dir:
+                    return existing[0]
+                self.abort_future_log(topic, partition)
+            name = f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            try:
+                future = Log(
+                    log_dir.path / name,
+                    current.config,
+                    topic_id=current.topic_id,
+                    decompress=self.decompress,
+                    on_flush=self._on_flush,
+                )
+            except OSError as exc:
+                shutil.rmtree(log_dir.path / name, ignore_errors=True)
+                raise KafkaStorageError(
+                    f"cannot create a future log in {log_dir.path}: {exc}"
+                ) from exc
+            if current.log_start_offset > 0:
+                future.truncate_fully_and_start_at(current.log_start_offset)
+            self._future_logs[tp] = (future, log_dir)
+            return future
+
+    def abort_future_log(self, topic: str, partition: int) -> bool:
+        """Drop the partition's future log (a move cancelled); whether there was one."""
+        with self._lock:
+            entry = self._future_logs.pop(TopicPartition(topic, partition), None)
+        if entry is None:
+            return False
+        entry[0].delete()
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """The move's last step, once the future log holds what the current one holds:
+        the future log takes the partition's name in its dir, the current one is renamed
+        for deletion, and the checkpoints are written. Returns the partition's log now."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            future, log_dir = self._future_logs.pop(tp)
+            current = self._logs[tp]
+            future.high_watermark = current.high_watermark
+            future.log_start_offset = max(future.log_start_offset, current.log_start_offset)
+            try:
+                future.rename_dir(log_dir.path / f"{topic}-{partition}")
+            except OSError as exc:
+                self._future_logs[tp] = (future, log_dir)
+                raise KafkaStorageError(f"cannot rename {future.dir}: {exc}") from exc
+            old_dir = self._log_dir_of[tp]
+            self._logs[tp] = future
+            self._log_dir_of[tp] = log_dir
+        if self.cleaner is not None:
+            self.cleaner.manager.abort_cleaning(tp)
+            self.cleaner.manager.update_checkpoint(old_dir.path, tp, None)
+        target = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            current.rename_dir(target)
+        except OSError as exc:
+            logger.warning("cannot rename %s for deletion after its move: %s", current.dir, exc)
+        else:
+            with self._lock:
+                self._dirs_to_delete.append(
+                    (_now_ms() + current.config.file_delete_delay_ms, target, current)
+                )
+        self.checkpoint_all()
+        return future
 
     def _logs_with_dirs(self) -> list[tuple[TopicPartition, Log, Path]]:
         with self._lock:
@@ -307,12 +430,64 @@ class LogManager:
         return stray
 
     def _least_loaded_dir(self) -> _LogDir:
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
-        counts = {id(d): 0 for d in self.log_dirs}
+        online = [d for d in self.log_dirs if d.path not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError("every log dir is offline")
+        if len(online) == 1:
+            return online[0]
+        counts = {id(d): 0 for d in online}
         for log_dir in self._log_dir_of.values():
-            counts[id(log_dir)] += 1
-        return min(self.log_dirs, key=lambda d: counts[id(d)])
+            if id(log_dir) in counts:
+                counts[id(log_dir)] += 1
+        return min(online, key=lambda d: counts[id(d)])
+
+    # -- failed dirs ------------------------------------------------------------------------
+
+    def dir_failed(self, path: Path, error: BaseException) -> None:
+        """Report an I/O failure in log dir `path` (any thread): the first report takes
+        it offline through `on_dir_failure`."""
+        with self._lock:
+            if path in self._failed_dirs:
+                return
+            self._failed_dirs.add(path)
+        logger.error("log dir %s failed: %s", path, error)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(path)
+
+    def dir_of_log(self, log: Log) -> Path | None:
+        with self._lock:
+            for tp, held in self._logs.items():
+                if held is log:
+                    return self._log_dir_of[tp].path
+        return None
+
+    def mark_dir_offline(self, path: Path) -> list[TopicPartition]:
+        """Take log dir `path` offline: its logs (and future logs) leave the map, their
+        files closed without a flush. Returns the partitions whose log was there."""
+        with self._lock:
+            if path in self.offline_dirs:
+                return []
+            self.offline_dirs.add(path)
+            self._failed_dirs.add(path)
+            gone = [tp for tp, d in self._log_dir_of.items() if d.path == path]
+            logs = [self._logs.pop(tp) for tp in gone]
+            for tp in gone:
+                del self._log_dir_of[tp]
+            futures = [tp for tp, (_, d) in self._future_logs.items() if d.path == path]
+            logs += [self._future_logs.pop(tp)[0] for tp in futures]
+        if self.cleaner is not None:
+            for tp in gone:
+                self.cleaner.manager.abort_cleaning(tp)
+        for log in logs:
+            try:
+                log.close(clean=False)
+            except OSError as exc:
+                logger.debug("closing %s after its dir failed: %s", log.dir, exc)
+        logger.error(
+            "log dir %s is offline: %d partitions with it (%s)",
+            path, len(gone), ", ".join(f"{t}-{p}" for t, p in sorted(gone)[:10]),
+        )  # fmt: skip
+        return gone
 
     def delete_logs(
         self, topic: str, partitions: Iterable[int], *, delay_ms: int | None = None
@@ -341,6 +516,7 @@ class LogManager:
         the log existed."""
         now = _now_ms() if now_ms is None else now_ms
         tp = TopicPartition(topic, partition)
+        self.abort_future_log(topic, partition)
         with self._lock:
             log = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
@@ -376,9 +552,18 @@ class LogManager:
         with self._checkpoint_lock:
             self.checkpoint_log_start_offsets()
             for log_dir in self.log_dirs:
+                if log_dir.path in self._failed_dirs:
+                    continue
                 entries = by_dir[id(log_dir)]
-                log_dir.recovery_points.write({tp: log.recovery_point for tp, log in entries})
-                log_dir.high_watermarks.write({tp: log.high_watermark for tp, log in entries})
+                try:
+                    log_dir.recovery_points.write(
+                        {tp: log.recovery_point for tp, log in entries}
+                    )
+                    log_dir.high_watermarks.write(
+                        {tp: log.high_watermark for tp, log in entries}
+                    )
+                except OSError as exc:
+                    self.dir_failed(log_dir.path, exc)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write only the log start offset checkpoints (after DeleteRecords, so that a crash
@@ -387,13 +572,19 @@ class LogManager:
             entries = [(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
         with self._checkpoint_lock:
             for log_dir in self.log_dirs:
-                log_dir.log_start_offsets.write(
-                    {
-                        tp: log.log_start_offset
-                        for tp, log, owner in entries
-                        if owner is log_dir and log.log_start_offset > log.segments[0].base_offset
-                    }
-                )
+                if log_dir.path in self._failed_dirs:
+                    continue
+                try:
+                    log_dir.log_start_offsets.write(
+                        {
+                            tp: log.log_start_offset
+                            for tp, log, owner in entries
+                            if owner is log_dir
+                            and log.log_start_offset > log.segments[0].base_offset
+                        }
+                    )
+                except OSError as exc:
+                    self.dir_failed(log_dir.path, exc)
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """flush.ms: fsync logs whose last flush is older than their flush.ms, and the
@@ -447,7 +638,10 @@ class LogManager:
         handles, leaving the disk as a crash would (used by tests)."""
         if self.cleaner is not None:
             self.cleaner.shutdown()
-        logs = self.all_logs()
+        with self._lock:
+            futures = [log for log, _ in self._future_logs.values()]
+            self._future_logs.clear()
+        logs = self.all_logs() + futures
         # Each clean close fsyncs the log's tail and writes a producer snapshot: with many
         # partitions those waits add up, so they overlap in a few threads.
         with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="log-close") as pool:
@@ -467,7 +661,8 @@ class LogManager:
         if clean:
             self.checkpoint_all()
             for log_dir in self.log_dirs:
-                write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
+                if log_dir.path not in self._failed_dirs:
+                    write_atomically(log_dir.path / CLEAN_SHUTDOWN_FILE, b"")
         with self._lock:
             self._logs.clear()
             self._log_dir_of.clear()

@@ -38,6 +38,7 @@ from logbus.client.admin.transactions import (
     producers_of,
 )
 from logbus.client.admin.types import (
+    AdminBatchError,
     AlterConfigOp,
     AlterConfigOpType,
     ClusterDescription,
@@ -74,7 +75,11 @@ from logbus.client.requests.list_offsets import (
     ListedOffset,
     list_offsets_info,
 )
-from logbus.client.requests.log_dirs import LogDirDescription, describe_log_dirs
+from logbus.client.requests.log_dirs import (
+    LogDirDescription,
+    alter_replica_log_dirs,
+    describe_log_dirs,
+)
 from logbus.client.requests.topics import (
     CreatedTopic,
     create_partitions_many,
@@ -413,6 +418,45 @@ class Admin(AsyncService):
             return await describe_log_dirs(conn, partitions)
 
         return await self.calls.on_each_broker(brokers, describe, timeout_ms)
+
+    async def alter_replica_log_dirs(
+        self,
+        moves: Mapping[tuple[str, int, int], str],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Move replicas between their brokers' log dirs (AlterReplicaLogDirs): (topic,
+        partition, broker id) -> the absolute path of one of that broker's `log.dirs`.
+        Each broker copies the replica into a future log there while it keeps serving,
+        then swaps them (watch `describe_log_dirs`: the replica shows as a future one in
+        its new dir until then). Failures (LOG_DIR_NOT_FOUND for a path that is not a log
+        dir, REPLICA_NOT_AVAILABLE for a replica the broker does not hold,
+        KAFKA_STORAGE_ERROR) raise AdminBatchError naming each (topic, partition, broker)."""
+        by_broker: dict[int, dict[TopicPartition, str]] = {}
+        for (topic, partition, broker), path in moves.items():
+            by_broker.setdefault(broker, {})[TopicPartition(topic, partition)] = path
+
+        async def attempt(
+            batch: list[int], _: int
+        ) -> dict[int, dict[TopicPartition, KafkaError | None] | KafkaError]:
+            out: dict[int, dict[TopicPartition, KafkaError | None] | KafkaError] = {}
+            for broker in batch:
+                try:
+                    conn = await self.cluster.node(broker)
+                    out[broker] = await alter_replica_log_dirs(conn, by_broker[broker])
+                except KafkaError as exc:
+                    out[broker] = exc
+            return out
+
+        answers = await self.calls.each(by_broker, attempt, timeout_ms)
+        errors = {
+            (tp.topic, tp.partition, broker): error
+            for broker, found in answers.items()
+            for tp, error in found.items()
+            if error is not None
+        }
+        if errors:
+            raise AdminBatchError(errors, {})
 
     async def elect_leaders(
         self,

@@ -213,6 +213,13 @@ class Admin(BlockingClient[client.Admin]):
             self._aio.describe_log_dirs(brokers, partitions=partitions, timeout_ms=timeout_ms)
         )
 
+    def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Move replicas between their brokers' log dirs; see
+        `logbus.aio.Admin.alter_replica_log_dirs`."""
+        self._run(self._aio.alter_replica_log_dirs(moves, timeout_ms=timeout_ms))
+
     def elect_leaders(
         self,
         election_type: ElectionType | str | int,

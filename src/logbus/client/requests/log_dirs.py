@@ -1,5 +1,6 @@
 """DescribeLogDirs v0-4: one broker's log dirs with the size, offset lag and future flag
-of each partition replica they hold, and (v4) their volume's total and usable bytes."""
+of each partition replica they hold, and (v4) their volume's total and usable bytes.
+AlterReplicaLogDirs v0-2: move replicas of one broker to other log dirs of it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from logbus.client.errors import KafkaError, check
 from logbus.client.requests.common import by_topic, send
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.messages import apis
+from logbus.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from logbus.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from logbus.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from logbus.types import TopicPartition
@@ -83,3 +85,35 @@ async def describe_log_dirs(
     body = build_describe_log_dirs(version, partitions)
     response = await send(conn, apis.DESCRIBE_LOG_DIRS, body, version)
     return read_describe_log_dirs(response)
+
+
+def build_alter_replica_log_dirs(moves: dict[TopicPartition, str]) -> AlterReplicaLogDirsRequest:
+    """Each partition's replica to the log dir (absolute path) it maps to."""
+    by_path: dict[str, dict[str, list[int]]] = {}
+    for tp, path in moves.items():
+        by_path.setdefault(path, {}).setdefault(tp.topic, []).append(tp.partition)
+    return {
+        "dirs": [
+            {"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            for path, topics in by_path.items()
+        ]
+    }
+
+
+async def alter_replica_log_dirs(
+    conn: Connection, moves: dict[TopicPartition, str]
+) -> dict[TopicPartition, KafkaError | None]:
+    """Ask `conn`'s broker to move its replicas: each partition's error (None: moving, or
+    there already)."""
+    version = conn.choose_version(ApiKey.ALTER_REPLICA_LOG_DIRS)
+    response = await send(
+        conn, apis.ALTER_REPLICA_LOG_DIRS, build_alter_replica_log_dirs(moves), version
+    )
+    out: dict[TopicPartition, KafkaError | None] = {}
+    for topic in response["results"]:
+        for p in topic["partitions"]:
+            tp = TopicPartition(topic["topic_name"], p["partition_index"])
+            code = p["error_code"]
+            where = f"{tp.topic}-{tp.partition}"
+            out[tp] = None if code == ErrorCode.NONE else KafkaError(code, where)
+    return out

@@ -62,6 +62,7 @@ from logbus.protocol.messages.update_metadata_response import UpdateMetadataResp
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.storage.errors import InconsistentTopicIdError, StorageError
+from logbus.types import TopicPartition
 
 if TYPE_CHECKING:
     from logbus.controller.metadata_store import MetadataStore
@@ -149,6 +150,9 @@ def _check_partition(
     index = state["partition_index"]
     if index < 0:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if TopicPartition(topic, index) in services.replica_manager.offline_partitions:
+        # Its log dir failed: the controller takes this replica offline on this answer.
+        return ErrorCode.KAFKA_STORAGE_ERROR
     current_epoch = -1
     part = services.replica_manager.partition(topic, index)
     existing = services.log_manager.get_log(topic, index)

@@ -1,19 +1,28 @@
-"""DescribeLogDirs v0-4: each entry of this broker's `log.dirs` with the partitions it
-holds (kafka-log-dirs.sh, the admin's `describe_log_dirs`).
+"""DescribeLogDirs v0-4 and AlterReplicaLogDirs v0-2: each entry of this broker's
+`log.dirs` with the partitions it holds (kafka-log-dirs.sh, the admin's
+`describe_log_dirs`), and moving a replica between them (KIP-113,
+`kafka-reassign-partitions` with log dirs, the admin's `alter_replica_log_dirs`).
 
-As Kafka answers: a partition's size is the bytes of all its segments (the segments'
-sizes kept in memory, so nothing here walks a directory or blocks the loop); its offset
-lag is how far its log end is behind its high watermark (never negative, so 0 for a
-leader and a follower alike: Kafka's non-zero lags are those of future logs, which
-AlterReplicaLogDirs creates and logbus does not serve); `is_future_key` is false. v4
-adds the volume's total and usable bytes (`os.statvfs`). Null topics means every
-partition; partitions this broker holds no log of are left out, not errors (and, as in
-Kafka, a dir names each topic it holds, with no partitions when none was asked for). The whole
-request needs DESCRIBE on the cluster: refused, it answers no dirs and, from v3,
-CLUSTER_AUTHORIZATION_FAILED. A dir whose volume cannot be read (gone, unreadable) is
-answered KAFKA_STORAGE_ERROR with no partitions, as Kafka answers an offline dir.
+DescribeLogDirs, as Kafka answers: a partition's size is the bytes of all its segments
+(the segments' sizes kept in memory, so nothing here walks a directory or blocks the
+loop); a current replica's offset lag is how far its log end is behind its high watermark
+(never negative, so 0 for a leader and a follower alike); a replica moving to this dir is
+listed there too with `is_future_key` true and, as its lag, how far its future log is
+behind the current one. v4 adds the volume's total and usable bytes (`os.statvfs`). Null
+topics means every partition; partitions this broker holds no log of are left out, not
+errors (and, as in Kafka, a dir names each topic it holds, with no partitions when none
+was asked for). The whole request needs DESCRIBE on the cluster: refused, it answers no
+dirs and, from v3, CLUSTER_AUTHORIZATION_FAILED. A dir whose volume cannot be read (gone,
+unreadable) is answered KAFKA_STORAGE_ERROR with no partitions, as Kafka answers an
+offline dir, and so is a dir that failed while the broker ran (LogDirFailureChannel).
+
+AlterReplicaLogDirs needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for every
+partition otherwise). Per partition, as Kafka's ReplicaManager answers: a path that is
+not one of `log.dirs` LOG_DIR_NOT_FOUND; a partition this broker holds no replica of
+REPLICA_NOT_AVAILABLE; a future log that cannot be created KAFKA_STORAGE_ERROR; otherwise
+NONE and the move starts (`replica/alter_log_dirs.py`), or nothing happens when the
+replica is in that dir already.
 """
-
 from __future__ import annotations
 
 import logging
@@ -22,6 +31,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
+from logbus.protocol.messages.alter_replica_log_dirs_response import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirsResponse,
+)
 from logbus.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from logbus.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
@@ -31,7 +45,9 @@ from logbus.protocol.messages.describe_log_dirs_response import (
 )
 from logbus.server.api import ApiHandler, RequestContext
 from logbus.server.security.acl import AclOperation, ResourceType
+from logbus.storage.errors import KafkaStorageError
 from logbus.storage.log import Log
+from logbus.storage.log_manager import LogManager
 from logbus.types import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -57,12 +73,28 @@ def _partition(tp: TopicPartition, log: Log) -> DescribeLogDirsPartition:
     }
 
 
+def _future_partition(
+    tp: TopicPartition, future: Log, current: Log | None
+) -> DescribeLogDirsPartition:
+    behind = 0 if current is None else current.log_end_offset - future.log_end_offset
+    return {
+        "partition_index": tp.partition,
+        "partition_size": future.size_in_bytes,
+        "offset_lag": max(behind, 0),
+        "is_future_key": True,
+    }
+
+
 def describe_dir(
     path: Path,
     logs: Iterable[tuple[TopicPartition, Log]],
     wanted: set[TopicPartition] | None,
+    futures: Iterable[tuple[TopicPartition, Log, Log | None]] = (),
+    *,
+    offline: bool = False,
 ) -> DescribeLogDirsResult:
-    """One log dir's answer: its partitions (those in `wanted`, or all) by topic."""
+    """One log dir's answer: its partitions (those in `wanted`, or all) by topic, and
+    the future logs of replicas moving to it (with their current logs, for the lag)."""
     result: DescribeLogDirsResult = {
         "error_code": ErrorCode.NONE,
         "log_dir": str(path),
@@ -71,6 +103,8 @@ def describe_dir(
         "usable_bytes": -1,
     }
     try:
+        if offline:
+            raise OSError(f"{path} is offline (it failed while the broker ran)")
         if not path.is_dir():
             raise FileNotFoundError(f"{path} is not a directory")
         result["total_bytes"], result["usable_bytes"] = _volume(path)
@@ -85,6 +119,10 @@ def describe_dir(
         partitions = topics.setdefault(tp.topic, [])
         if wanted is None or tp in wanted:
             partitions.append(_partition(tp, log))
+    for tp, future, current in sorted(futures, key=lambda entry: entry[0]):
+        partitions = topics.setdefault(tp.topic, [])
+        if wanted is None or tp in wanted:
+            partitions.append(_future_partition(tp, future, current))
     result["topics"] = [
         DescribeLogDirsTopic(name=name, partitions=partitions)
         for name, partitions in topics.items()
@@ -107,11 +145,66 @@ async def handle_describe_log_dirs(
         if topics is None
         else {TopicPartition(t["topic"], p) for t in topics for p in t["partitions"]}
     )
+    manager = ctx.services.log_manager
+    futures = manager.future_logs_by_dir()
     results = [
-        describe_dir(path, logs, wanted)
-        for path, logs in ctx.services.log_manager.logs_by_dir()
+        describe_dir(
+            path,
+            logs,
+            wanted,
+            _with_current(manager, futures.get(path, [])),
+            offline=path in manager.offline_dirs,
+        )
+        for path, logs in manager.logs_by_dir()
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
-HANDLERS = [ApiHandler(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, handle_describe_log_dirs)]
+def _with_current(
+    manager: LogManager, futures: list[tuple[TopicPartition, Log]]
+) -> list[tuple[TopicPartition, Log, Log | None]]:
+    return [(tp, future, manager.get_log(tp.topic, tp.partition)) for tp, future in futures]
+
+
+async def handle_alter_replica_log_dirs(
+    ctx: RequestContext, request: AlterReplicaLogDirsRequest
+) -> AlterReplicaLogDirsResponse:
+    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER)
+    results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
+    for entry in request.get("dirs") or []:
+        for topic in entry.get("topics") or []:
+            for partition in topic.get("partitions") or []:
+                code = (
+                    _alter_one(ctx, TopicPartition(topic["name"], partition), entry["path"])
+                    if allowed
+                    else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                )
+                results.setdefault(topic["name"], []).append(
+                    {"partition_index": partition, "error_code": code}
+                )
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"topic_name": name, "partitions": partitions} for name, partitions in results.items()
+        ],
+    }
+
+
+def _alter_one(ctx: RequestContext, tp: TopicPartition, path: str) -> ErrorCode:
+    replicas = ctx.services.replica_manager
+    if not ctx.services.log_manager.has_log_dir(path):
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    if replicas.partition(tp.topic, tp.partition) is None:
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    try:
+        replicas.log_dir_mover.move(tp, path)
+    except KafkaStorageError as exc:
+        logger.warning("cannot move %s-%d to %s: %s", tp.topic, tp.partition, path, exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE
+
+
+HANDLERS = [
+    ApiHandler(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, handle_describe_log_dirs),
+    ApiHandler(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, handle_alter_replica_log_dirs),
+]

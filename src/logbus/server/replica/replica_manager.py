@@ -18,11 +18,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
 from logbus.server.purgatory import Purgatory
+from logbus.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from logbus.server.replica.alter_partition_manager import AlterPartitionManager
 from logbus.server.replica.partition import (
     AppendResult,
@@ -31,7 +33,7 @@ from logbus.server.replica.partition import (
     ReplicaState,
 )
 from logbus.server.replica.replica_fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
-from logbus.storage.errors import OffsetOutOfRangeError, StorageError
+from logbus.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from logbus.storage.file_slice import FileSlice
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import LogManager
@@ -102,6 +104,13 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Replicas moving between this broker's log dirs (AlterReplicaLogDirs).
+        self.log_dir_mover = ReplicaAlterLogDirsManager(log_manager, self.partitions.get)
+        # Partitions whose log dir failed (Kafka's HostedPartition.Offline): answered
+        # KAFKA_STORAGE_ERROR until the broker restarts without that dir.
+        self.offline_partitions: set[TopicPartition] = set()
+        # Told (on the event loop) of each dir that went offline, after its partitions.
+        self.log_dir_failure_listeners: list[Callable[[Path], None]] = []
         self.purgatory = Purgatory()
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
@@ -164,6 +173,7 @@ class ReplicaManager:
         )
 
     async def stop_replication(self) -> None:
+        await self.log_dir_mover.stop()
         if self._isr_task is not None:
             self._isr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -268,6 +278,27 @@ class ReplicaManager:
             if self.metrics is not None and not any(t == topic for t, _p in self.partitions):
                 self.metrics.topics.remove(topic)  # a deleted topic's series go, as Kafka's
 
+    def handle_log_dir_failure(self, path: Path) -> list[TopicPartition]:
+        """Kafka's `handleLogDirFailure`: the failed dir's partitions stop being served
+        here (fetchers stopped, requests parked on them answered), the listeners are told
+        (the broker's notice to the controller). Call on the event loop."""
+        gone = self.log_manager.mark_dir_offline(path)
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(gone)
+        for tp in gone:
+            self.partitions.pop(tp, None)
+            self.offline_partitions.add(tp)
+            self.purgatory.notify((tp.topic, tp.partition))
+        for listener in self.log_dir_failure_listeners:
+            listener(path)
+        return gone
+
+    def _storage_failure(self, part: Partition, exc: Exception) -> None:
+        """An I/O error on a partition's log: its dir is failing."""
+        path = self.log_manager.dir_of_log(part.log)
+        if path is not None:
+            self.log_manager.dir_failed(path, exc)
+
     def step_aside(self, part: Partition) -> None:
         """Stop leading `part` (see `Partition.step_aside`); the requests parked on it
         complete now with NOT_LEADER_OR_FOLLOWER."""
@@ -345,6 +376,8 @@ class ReplicaManager:
         appended when it succeeded (None, None otherwise)."""
         part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
+            if TopicPartition(topic, index) in self.offline_partitions:
+                return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR), None, None
             error = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known_partition(topic, index)
                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return ProduceResult(error), None, None
@@ -354,7 +387,10 @@ class ReplicaManager:
             appended = part.append_as_leader(records, acks, now_ms, from_client=from_client)
         except PartitionError as exc:
             return ProduceResult(exc.error, message=str(exc)), None, None
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
+            if isinstance(exc, OSError | KafkaStorageError):
+                self._storage_failure(part, exc)
+                return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc)), None, None
             return ProduceResult(
                 ErrorCode(exc.error_code),
                 message=str(exc),
@@ -427,8 +463,11 @@ class ReplicaManager:
         """One partition of a fetch. Consumers (replica_id < 0) read below the high
         watermark; a follower reads up to the log end, and its fetch offset is recorded
         as its log end offset (which may move the high watermark and grow the ISR)."""
-        part = self.partitions.get(TopicPartition(request.topic, request.partition))
+        tp = TopicPartition(request.topic, request.partition)
+        part = self.partitions.get(tp)
         if part is None:
+            if tp in self.offline_partitions:
+                return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             part.ensure_leader()

@@ -1,0 +1,309 @@
+"""The mirror loop: consumers in one group read the source cluster's topics that match a
+pattern, one producer writes every record to the target cluster, and the source offsets
+are committed only once the target has acknowledged everything read before them.
+
+Theory of operation (Kafka's legacy MirrorMaker, `kafka.tools.MirrorMaker`): each of the
+`streams` consumers polls, hands what it read to the shared producer and remembers, per
+partition, the offset after the last record it handed over. Every commit interval, and
+before a rebalance takes partitions away, a stream flushes the producer (every record
+handed over so far is then acknowledged, or has failed) and commits those offsets. A
+record that fails stops the mirror before anything after it is committed. So a mirror
+killed at any point restarts from offsets whose records are all on the target: nothing
+is lost, and what was copied after the last commit is copied again (duplicates, as in
+Kafka). Keys, values, headers and timestamps are kept; a record keeps its partition when
+the topic has as many partitions on both sides, otherwise the target's partitioner picks
+one from the key.
+
+The entry point is `MirrorMaker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from logbus.client.admin import Admin
+from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.consumer import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+)
+from logbus.client.consumer.config import CONSUMER_CONFIG
+from logbus.client.metrics import Metrics
+from logbus.client.producer import Producer, ProducerRecord
+from logbus.client.producer.config import parse_producer_config
+from logbus.client.types import TopicPartition
+from logbus.mirror.topics import TargetTopics
+
+log = logging.getLogger(__name__)
+
+# Serializer settings of a Kafka MirrorMaker config file: the mirror copies bytes, so
+# they are dropped (Kafka's MirrorMaker hard-codes its byte-array ones).
+_SERDE_SETTINGS = ("key.deserializer", "value.deserializer", "key.serializer", "value.serializer")
+_POLL_MS = 200
+
+
+class MirrorError(Exception):
+    """A mirror that cannot start or go on (same cluster at both ends, a record the
+    target refused); the message names the problem."""
+
+
+@dataclass(frozen=True)
+class MirrorSettings:
+    """What to copy and how: the source consumer's and the target producer's settings
+    (Kafka's names), the topics (a pattern matched against whole names), the number of
+    consumers and how often they commit."""
+
+    consumer: Mapping[str, Any]
+    producer: Mapping[str, Any]
+    include: re.Pattern[str]
+    streams: int = 1
+    commit_interval_ms: int = 60000
+
+
+class MirrorMetrics:
+    """The mirror's metrics by MirrorMaker 2's names (`record-count`, `record-rate`,
+    `byte-rate`, `replication-latency-ms-avg`, ...) plus the consumers' lag and the
+    commits made. Recorded once per polled batch; safe to read from any thread."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        s = metrics.sensor
+        self.records = s()
+        self.bytes = s()
+        self.record_age = s()
+        self.replication_latency = s()
+        self.commits = s()
+        self.lag: dict[int, float] = {}
+        add = metrics.add
+        add("record-count", lambda: self.records.cumulative)
+        add("record-rate", self.records.rate)
+        add("byte-count", lambda: self.bytes.cumulative)
+        add("byte-rate", self.bytes.rate)
+        add("record-age-ms-avg", self.record_age.avg)
+        add("record-age-ms-max", self.record_age.max)
+        add("replication-latency-ms-avg", self.replication_latency.avg)
+        add("replication-latency-ms-max", self.replication_latency.max)
+        add("offset-commit-count", lambda: self.commits.cumulative)
+        add("records-lag", lambda: float(sum(self.lag.values())))
+
+
+def _copy_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if k not in _SERDE_SETTINGS}
+
+
+def consumer_settings(settings: Mapping[str, Any], stream: int) -> dict[str, Any]:
+    """A stream's consumer settings: the file's, with auto-commit off (offsets are only
+    committed after the target acknowledged), earliest as the default reset (as
+    MirrorMaker 2: a new mirror copies what the topics hold) and a client id per stream."""
+    config = _copy_settings(settings)
+    if "group.id" not in config:
+        raise MirrorError("the consumer config must set group.id (the mirror's consumer group)")
+    config["enable.auto.commit"] = "false"
+    config.setdefault("auto.offset.reset", "earliest")
+    config["client.id"] = f"{config.get('client.id') or config['group.id']}-{stream}"
+    return config
+
+
+def admin_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection and security settings of a consumer or producer config."""
+    return {k: v for k, v in settings.items() if k in ADMIN_CONFIG.settings}
+
+
+class MirrorMaker:
+    """Owns the target producer, the two admin clients and the streams' consumers, from
+    `start()` to `close()`; `run(stop)` copies until `stop` is set or a stream fails.
+    Use from one event loop; `metrics()` and `progress()` may be read from any thread."""
+
+    def __init__(self, settings: MirrorSettings) -> None:
+        if settings.streams < 1:
+            raise MirrorError(f"--num.streams must be at least 1, got {settings.streams}")
+        self.settings = settings
+        self.consumer_configs = [
+            consumer_settings(settings.consumer, i) for i in range(settings.streams)
+        ]
+        self._producer_config = _copy_settings(settings.producer)
+        # Bad settings are reported before anything connects (ConfigError).
+        CONSUMER_CONFIG.parse(self.consumer_configs[0])
+        parse_producer_config(self._producer_config, {})
+        self._source = Admin(admin_settings(settings.consumer), client_id="logbus-mirror")
+        self._target = Admin(admin_settings(self._producer_config), client_id="logbus-mirror")
+        self._producer: Producer | None = None
+        self.topics = TargetTopics(self._source, self._target)
+        self.stats = MirrorMetrics(Metrics())
+        self.failure: BaseException | None = None
+        self.source_cluster: str | None = None
+        self.target_cluster: str | None = None
+
+    async def start(self) -> None:
+        """Connect to both clusters; MirrorError when they are one cluster."""
+        await self._source.start()
+        await self._target.start()
+        self.source_cluster = (await self._source.describe_cluster()).cluster_id
+        self.target_cluster = (await self._target.describe_cluster()).cluster_id
+        if self.source_cluster is not None and self.source_cluster == self.target_cluster:
+            raise MirrorError(
+                f"the source and the target are the same cluster (cluster id "
+                f"{self.source_cluster}): mirroring it onto itself would copy every record "
+                "forever"
+            )
+        self._producer = Producer(self._producer_config)
+        await self._producer.start()
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.close()
+        await self._source.close()
+        await self._target.close()
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise RuntimeError("the mirror is not started")
+        return self._producer
+
+    def metrics(self) -> dict[str, float]:
+        return self.stats.metrics.snapshot()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Copy until `stop` is set (then flush and commit what was copied) or a stream
+        fails (MirrorError, or the client's error)."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for i, config in enumerate(self.consumer_configs):
+                    group.create_task(_Stream(self, i, config).run(stop))
+        except BaseExceptionGroup as failed:
+            # One stream's failure is the mirror's: report it, not the group around it.
+            first: BaseException = failed
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+
+    def delivered(self, oldest_timestamp: int) -> Any:
+        """The callback of one handed-over batch's acknowledgement future."""
+
+        def done(future: asyncio.Future[Any]) -> None:
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is not None:
+                if self.failure is None:
+                    self.failure = error
+                return
+            self.stats.replication_latency.record(max(0, time.time() * 1000 - oldest_timestamp))
+
+        return done
+
+    async def flush(self) -> None:
+        """Wait until everything handed to the producer is acknowledged; MirrorError if a
+        record failed (its offsets must never be committed)."""
+        await self.producer.flush()
+        if self.failure is not None:
+            raise MirrorError(
+                f"a record could not be written to the target: {self.failure}; the offsets "
+                "after the last commit were not committed"
+            ) from self.failure
+
+
+class _Stream(ConsumerRebalanceListener):
+    """One consumer of the mirror's group and the offsets it has handed over since its
+    last commit."""
+
+    def __init__(self, mirror: MirrorMaker, index: int, config: dict[str, Any]) -> None:
+        self.mirror = mirror
+        self.index = index
+        self.consumer = Consumer(config)
+        self.pending: dict[TopicPartition, int] = {}
+        self.positions: dict[TopicPartition, int] = {}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        mirror = self.mirror
+        interval = mirror.settings.commit_interval_ms / 1000
+        async with self.consumer:
+            self.consumer.subscribe(pattern=mirror.settings.include, listener=self)
+            next_commit = time.monotonic() + interval
+            try:
+                while not stop.is_set():
+                    records = await self.consumer.poll(_POLL_MS)
+                    if records:
+                        await self.copy(records)
+                    self.update_lag()
+                    if mirror.failure is not None:
+                        await mirror.flush()  # raises: the failure ends the mirror
+                    if time.monotonic() >= next_commit:
+                        await self.commit(list(self.pending))
+                        next_commit = time.monotonic() + interval
+                await self.commit(list(self.pending))
+            finally:
+                mirror.stats.lag.pop(self.index, None)
+
+    async def copy(self, records: Sequence[ConsumerRecord]) -> None:
+        topics = self.mirror.topics
+        out = []
+        size = 0
+        oldest = records[0].timestamp
+        now = time.time() * 1000
+        for r in records:
+            pair = topics.known(r.topic, r.partition) or await topics.pair(r.topic, r.partition)
+            partition = r.partition if pair.same_partitions else None
+            out.append(
+                ProducerRecord(r.topic, r.value, r.key, partition, r.timestamp, r.headers)
+            )
+            size += len(r.value or b"") + len(r.key or b"")
+            oldest = min(oldest, r.timestamp)
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            self.pending[tp] = self.positions[tp] = r.offset + 1
+        stats = self.mirror.stats
+        stats.records.record(len(out))
+        stats.bytes.record(size)
+        stats.record_age.record(max(0.0, now - oldest))
+        future = await self.mirror.producer.send_many(out, metadata=False)
+        future.add_done_callback(self.mirror.delivered(oldest))
+
+    async def commit(self, partitions: Sequence[TopicPartition]) -> None:
+        """Flush the producer, then commit these partitions' handed-over offsets."""
+        offsets = {tp: self.pending[tp] for tp in partitions if tp in self.pending}
+        if not offsets:
+            return
+        await self.mirror.flush()
+        try:
+            await self.consumer.commit(offsets)
+        except CommitFailedError as exc:
+            # The group moved them on: their new owner starts at the last commit, so
+            # what was copied since is copied again, never lost.
+            log.warning("mirror stream %d: commit refused (%s)", self.index, exc)
+        else:
+            self.mirror.stats.commits.record()
+        for tp in offsets:
+            self.pending.pop(tp, None)
+
+    def update_lag(self) -> None:
+        lag = 0
+        for tp in self.consumer.assignment():
+            hw = self.consumer.highwater(tp)
+            position = self.positions.get(tp)
+            if hw is not None and position is not None:
+                lag += max(0, hw - position)
+        self.mirror.stats.lag[self.index] = lag
+
+    # --- the rebalance listener -------------------------------------------------------
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        await self.commit(list(revoked))
+        for tp in revoked:
+            self.positions.pop(tp, None)
+
+    async def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
+        # Already someone else's: nothing may be committed for them any more.
+        for tp in lost:
+            self.pending.pop(tp, None)
+            self.positions.pop(tp, None)
