@@ -150,9 +150,7 @@ def test_format_refuses_a_bad_cluster_id(tmp_path: Path) -> None:
         format_directories([str(tmp_path)], str(tmp_path), cluster_id="nope", node_id=1)
 
 
-def test_storage_cli_format_then_info(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_storage_cli_format_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log_dir, meta_dir = tmp_path / "logs", tmp_path / "meta"
     props = write_config(
         tmp_path / "server.properties",

@@ -54,9 +54,7 @@ def parse_voters(entries: Iterable[str]) -> dict[int, VoterAddress]:
             ) from None
         host = match["host"].strip("[]")
         if not host:
-            raise ConfigError(
-                QUORUM_VOTERS, f"Failed to parse host name from entry {entry}", raw
-            )
+            raise ConfigError(QUORUM_VOTERS, f"Failed to parse host name from entry {entry}", raw)
         try:
             port = int(match["port"])
         except ValueError:

@@ -104,9 +104,7 @@ def kraft_settings(
 def _refuse_kraft_settings_without_roles(is_set: Callable[[str], bool]) -> None:
     for name in ("node.id", QUORUM_VOTERS, CONTROLLER_LISTENER_NAMES):
         if is_set(name):
-            raise ConfigError(
-                name, f"Is a KRaft setting; set {PROCESS_ROLES} to run in KRaft mode"
-            )
+            raise ConfigError(name, f"Is a KRaft setting; set {PROCESS_ROLES} to run in KRaft mode")
 
 
 def _node_id(get: Callable[[str], ConfigValue], is_set: Callable[[str], bool]) -> int:
