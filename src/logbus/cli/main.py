@@ -19,6 +19,7 @@ logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
+logbus metadata-quorum --bootstrap-controller B describe {--status,--replication}
 logbus storage {random-uuid,format -t ID -c FILE [--ignore-formatted],info -c FILE}
 """
 
@@ -42,6 +43,7 @@ from logbus.cli import (
     groups,
     leader_election,
     log_dirs,
+    metadata_quorum,
     perf,
     produce,
     storage,
@@ -110,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     acls.register(subparsers)
     console.register(subparsers)
     storage.register(subparsers)
+    metadata_quorum.register(subparsers)
     return parser
 
 

@@ -152,6 +152,10 @@ _define("controller.quorum.fetch.timeout.ms", _INT, 2000, _at_least(1), _HIGH,
         "long (times 1.5) resigns.")
 _define("controller.quorum.request.timeout.ms", _INT, 2000, _at_least(1), _MEDIUM,
         "How long a voter waits for the answer to one Raft request.")
+_define("metadata.max.idle.interval.ms", _INT, 500, _at_least(0), _LOW,
+        "How often the active controller appends a NoOpRecord to the metadata log when "
+        "nothing else is written (KIP-835), so followers see the high watermark move; 0 "
+        "turns it off.")
 _define("broker.heartbeat.interval.ms", _INT, 2000, _at_least(1), _MEDIUM,
         "Time between a broker's heartbeats to the active controller.")
 _define("broker.session.timeout.ms", _INT, 9000, _at_least(1), _MEDIUM,
