@@ -75,7 +75,9 @@ class ReplicatedLog:
         return self.log.high_watermark
 
     def set_high_watermark(self, offset: int) -> None:
-        self.log.high_watermark = min(offset, self.end_offset)
+        """Move the high watermark forward (never back: a new leader may not know yet
+        how far its predecessor committed), capped at the log end."""
+        self.log.high_watermark = max(self.log.high_watermark, min(offset, self.end_offset))
 
     @property
     def last_fetched_epoch(self) -> int:

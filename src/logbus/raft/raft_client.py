@@ -546,6 +546,8 @@ class RaftClient:
 
     def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
         """A voter fetched from this leader at `fetch_offset`: it has everything below."""
+        if replica_id < 0:
+            return  # an anonymous fetcher: nothing to track
         progress = self.progress.get(replica_id)
         if progress is None:
             progress = self.progress[replica_id] = ReplicaProgress()
