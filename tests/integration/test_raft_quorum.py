@@ -11,7 +11,7 @@ from pathlib import Path
 from raft_quorum import CLUSTER_ID, RaftQuorum
 
 from logbus.client.connection import Connection
-from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol import ApiKey, ErrorCode, codec
 from logbus.raft import raft_messages as msg
 from logbus.raft.quorum_state import Role
 
@@ -207,6 +207,31 @@ def test_requests_from_outside_the_quorum_or_with_stale_epochs_change_nothing(
                 assert (part["leader_id"], part["leader_epoch"]) == (leader.node_id, epoch)
                 assert part["high_watermark"] == leader.high_watermark
                 assert [v["replica_id"] for v in part["current_voters"]] == [1, 2, 3]
+            finally:
+                await conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_the_controller_listener_does_not_serve_closes_only_that_connection(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path) as quorum:
+            leader = await quorum.wait_for_leader()
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", quorum.ports[leader.node_id]
+            )
+            header = codec.RequestHeader(ApiKey.METADATA, 12, 7, "stranger")
+            writer.write(codec.encode_request(header, {"topics": None}))
+            await writer.drain()
+            assert await reader.read() == b""  # closed, no answer
+            writer.close()
+            conn = await Connection.connect("127.0.0.1", quorum.ports[leader.node_id])
+            try:
+                answer = await conn.request(ApiKey.DESCRIBE_QUORUM, msg.describe_quorum_request())
+                part = msg.only_partition(answer)
+                assert part is not None and part["leader_id"] == leader.node_id
             finally:
                 await conn.close()
 

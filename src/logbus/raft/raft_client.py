@@ -28,7 +28,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -501,11 +501,8 @@ class RaftClient:
 
     # --- peers ----------------------------------------------------------------------
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        async def run() -> None:
-            await coro
-
-        task = asyncio.get_running_loop().create_task(run())
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -524,6 +521,9 @@ class RaftClient:
                     address.host, address.port, client_id=f"raft-{self.node_id}",
                     connect_timeout=timeout, request_timeout=timeout,
                 )  # fmt: skip
+                if self._closed:  # closed while connecting
+                    await conn.close()
+                    return None
                 self._peers[node_id] = conn
             return await conn.request(
                 api_key, body, max_version=msg.RAFT_API_VERSIONS[api_key][1],

@@ -121,7 +121,14 @@ class RaftServer:
     ) -> None:
         try:
             while (pending := await answers.get()) is not None:
-                writer.write(await pending)
+                try:
+                    response = await pending
+                except (ProtocolError, ValueError, KeyError, TypeError) as exc:
+                    # A request we cannot answer: the stream is out of step, close it.
+                    logger.warning("closing a controller connection: bad request: %s", exc)
+                    writer.close()
+                    return
+                writer.write(response)
                 await writer.drain()
         finally:
             while not answers.empty():
