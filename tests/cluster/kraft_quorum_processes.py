@@ -82,7 +82,7 @@ class ControllerQuorum:
         controller); None when none of them is the leader."""
         addresses = ",".join(self.nodes[n].address for n in nodes) if nodes else self.bootstrap
         try:
-            return asyncio.run(describe_quorum(addresses))
+            return asyncio.run(describe_quorum(addresses))[1]
         except CommandError:
             return None
 

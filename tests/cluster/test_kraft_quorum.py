@@ -12,10 +12,10 @@ from pathlib import Path
 from kraft_quorum_processes import ControllerQuorum
 
 
-def metadata_quorum(quorum: ControllerQuorum, *args: str) -> str:
+def metadata_quorum(quorum: ControllerQuorum, *args: str, bootstrap: str = "") -> str:
     result = subprocess.run(
         [sys.executable, "-m", "logbus.cli.main", "metadata-quorum",
-         "--bootstrap-controller", quorum.bootstrap, "describe", *args],
+         "--bootstrap-controller", bootstrap or quorum.bootstrap, "describe", *args],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -28,6 +28,7 @@ def test_kill_9_of_the_leader_loses_no_committed_record(tmp_path: Path) -> None:
         old_leader, old_epoch = before["leader_id"], before["leader_epoch"]
         committed = before["high_watermark"]
         status = metadata_quorum(quorum, "--status")
+        assert status.startswith("ClusterId:              q1Yl9sGSSLCuOUJ6dqbGdA\n")
         assert f"LeaderId:               {old_leader}\n" in status
         assert "CurrentVoters:          [1,2,3]\n" in status
         replication = metadata_quorum(quorum, "--replication").splitlines()
@@ -38,6 +39,10 @@ def test_kill_9_of_the_leader_loses_no_committed_record(tmp_path: Path) -> None:
         assert replication[1].split()[0] == str(old_leader)
         assert replication[1].split()[-1] == "Leader"
         assert sorted(line.split()[-1] for line in replication[2:]) == ["Follower"] * 2
+        # One follower is enough to find the leader (DescribeCluster names it).
+        follower = next(n for n in quorum.ids if n != old_leader)
+        status = metadata_quorum(quorum, "--status", bootstrap=quorum.nodes[follower].address)
+        assert f"LeaderId:               {old_leader}\n" in status
         quorum.kill(old_leader)
         survivors = [n for n in quorum.ids if n != old_leader]
         after = quorum.wait_for_leader(

@@ -4,8 +4,8 @@
     logbus metadata-quorum --bootstrap-controller HOST:PORT[,...] describe --status
     logbus metadata-quorum --bootstrap-controller HOST:PORT[,...] describe --replication
 
-DescribeQuorum is answered by the leader of the quorum: every controller given is asked
-in turn until the leader answers.
+DescribeQuorum is answered by the leader of the quorum: the controllers given are asked
+(DescribeCluster) which one is active, then that one answers.
 """
 
 from __future__ import annotations
@@ -39,33 +39,66 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.set_defaults(func=lambda args: run(_describe(args)))
 
 
-async def describe_quorum(bootstrap: str) -> dict[str, Any]:
-    """The leader's DescribeQuorum partition; CommandError when no controller given is
-    the leader or none answers."""
+CONTROLLER_ENDPOINTS = 2  # DescribeCluster's endpoint type of controllers (KIP-919)
+CONNECT_TIMEOUT = 5.0
+
+
+async def _ask(host: str, port: int, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+    conn = await Connection.connect(
+        host, port, client_id="logbus-metadata-quorum", connect_timeout=CONNECT_TIMEOUT,
+        request_timeout=CONNECT_TIMEOUT,
+    )  # fmt: skip
+    try:
+        return await conn.request(api_key, body)
+    finally:
+        await conn.close()
+
+
+async def _leader_address(host: str, port: int) -> tuple[str, tuple[str, int] | None]:
+    """(cluster id, the active controller's address if this controller knows it)."""
+    cluster = await _ask(
+        host, port, ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": CONTROLLER_ENDPOINTS}
+    )
+    leader = cluster.get("controller_id", -1)
+    for node in cluster.get("brokers") or ():
+        if node["broker_id"] == leader:
+            return cluster.get("cluster_id", ""), (node["host"], node["port"])
+    return cluster.get("cluster_id", ""), None
+
+
+async def describe_quorum(bootstrap: str) -> tuple[str, dict[str, Any]]:
+    """(cluster id, the leader's DescribeQuorum partition): each controller given is
+    asked which one is active (DescribeCluster), and that one is asked; CommandError when
+    no leader answers."""
     problems = []
     for host, port in parse_bootstrap(bootstrap):
+        cluster_id = ""
+        targets = [(host, port)]
         try:
-            conn = await Connection.connect(host, port, client_id="logbus-metadata-quorum")
+            cluster_id, leader = await _leader_address(host, port)
+            if leader is not None and leader != (host, port):
+                targets.insert(0, leader)
         except KafkaError as exc:
             problems.append(str(exc))
             continue
-        try:
-            response = await conn.request(ApiKey.DESCRIBE_QUORUM, msg.describe_quorum_request())
-        except KafkaError as exc:
-            problems.append(str(exc))
-            continue
-        finally:
-            await conn.close()
-        part = msg.only_partition(response)
-        error = ErrorCode(response.get("error_code") or (part or {}).get("error_code", 0))
-        if part is not None and error == ErrorCode.NONE:
-            return part
-        leader = -1 if part is None else part.get("leader_id", -1)
-        problems.append(f"{host}:{port} answered {error.name} (leader {leader})")
+        for target in targets:
+            try:
+                response = await _ask(
+                    *target, ApiKey.DESCRIBE_QUORUM, msg.describe_quorum_request()
+                )
+            except KafkaError as exc:
+                problems.append(str(exc))
+                continue
+            part = msg.only_partition(response)
+            error = ErrorCode(response.get("error_code") or (part or {}).get("error_code", 0))
+            if part is not None and error == ErrorCode.NONE:
+                return cluster_id, part
+            leader_id = -1 if part is None else part.get("leader_id", -1)
+            problems.append(f"{target[0]}:{target[1]} answered {error.name} (leader {leader_id})")
     raise CommandError("no controller given is the quorum's leader: " + "; ".join(problems))
 
 
-def status_lines(part: dict[str, Any]) -> list[str]:
+def status_lines(cluster_id: str, part: dict[str, Any]) -> list[str]:
     voters = part.get("current_voters") or []
     observers = part.get("observers") or []
     leader_id = part["leader_id"]
@@ -80,6 +113,7 @@ def status_lines(part: dict[str, Any]) -> list[str]:
         else -1
     )
     rows = [
+        ("ClusterId:", cluster_id),
         ("LeaderId:", leader_id),
         ("LeaderEpoch:", part["leader_epoch"]),
         ("HighWatermark:", part["high_watermark"]),
@@ -128,8 +162,8 @@ def replication_lines(part: dict[str, Any]) -> list[str]:
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    part = await describe_quorum(args.bootstrap_controller)
-    lines = status_lines(part) if args.status else replication_lines(part)
+    cluster_id, part = await describe_quorum(args.bootstrap_controller)
+    lines = status_lines(cluster_id, part) if args.status else replication_lines(part)
     for line in lines:
         print(line)
     return 0

@@ -258,7 +258,35 @@ async def handle_describe_quorum(client: RaftClient, body: dict[str, Any]) -> di
     }
 
 
+CONTROLLER_ENDPOINTS = 2  # DescribeCluster's endpoint type of controllers (KIP-919)
+
+
+async def handle_describe_cluster(client: RaftClient, body: dict[str, Any]) -> dict[str, Any]:
+    """The controllers (the voters, at the addresses this voter knows) and the active
+    one, as Kafka's controllers answer an admin client given --bootstrap-controller."""
+    answer: dict[str, Any] = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": CONTROLLER_ENDPOINTS,
+        "cluster_id": client.config.cluster_id,
+        "controller_id": client.leader_id,
+        "brokers": [
+            {"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None}
+            for v in client.config.voters.values()
+        ],
+    }
+    if body.get("endpoint_type", CONTROLLER_ENDPOINTS) != CONTROLLER_ENDPOINTS:
+        answer.update(
+            error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+            error_message="The request was sent to a controller endpoint, not a broker's",
+            brokers=[],
+        )
+    return answer
+
+
 HANDLERS: dict[int, Handler] = {
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.VOTE: handle_vote,
     ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
     ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,

@@ -31,6 +31,7 @@ RAFT_API_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.FETCH: (12, 13),
     ApiKey.FETCH_SNAPSHOT: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (1, 1),
 }
 
 
