@@ -42,6 +42,7 @@ from logbus.raft.quorum_state import NO_ID, ElectionState, QuorumStateFile, Role
 from logbus.raft.snapshots import SnapshotId
 from logbus.records.batch import iter_batches
 from logbus.records.reader import decode_batch
+from logbus.storage.errors import CorruptSnapshotError
 
 __all__ = ["NotLeaderError", "RaftClient", "ReplicaProgress"]
 
@@ -225,8 +226,21 @@ class RaftClient:
             Role.FOLLOWER: self._follow,
         }[role]
         self._role_task = asyncio.get_running_loop().create_task(
-            runner(self._generation), name=f"raft-{self.node_id}-{role.value}"
+            self._guarded(runner, self._generation), name=f"raft-{self.node_id}-{role.value}"
         )
+
+    async def _guarded(
+        self, runner: Callable[[int], Coroutine[Any, Any, None]], generation: int
+    ) -> None:
+        """Run a role; an unexpected error (a bad answer from a peer, a storage error) is
+        logged and the role starts again, so the voter never stops taking part."""
+        try:
+            await runner(generation)
+        except Exception:
+            logger.exception("raft node %d: %s failed", self.node_id, self.state.role.value)
+            await asyncio.sleep(0.1)
+            if self._alive(generation):
+                self._start_role()
 
     def observe_epoch(self, epoch: int, leader_id: int) -> bool:
         """A peer spoke of `epoch` (and maybe its leader): move to it if it is newer, or
@@ -473,7 +487,13 @@ class RaftClient:
             logger.info(
                 "raft node %d installs snapshot %s from the leader", self.node_id, snapshot_id
             )
-            self.metadata_log.install_snapshot(snapshot_id, b"".join(chunks))
+            try:
+                self.metadata_log.install_snapshot(snapshot_id, b"".join(chunks))
+            except CorruptSnapshotError as exc:
+                logger.warning(
+                    "raft node %d refuses snapshot %s: %s", self.node_id, snapshot_id, exc
+                )
+                return
             self._notify()
 
     # --- the high watermark -----------------------------------------------------------

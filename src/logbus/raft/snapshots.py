@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from logbus.protocol import schema
-from logbus.records.batch import iter_batches
+from logbus.records.batch import InvalidBatch, iter_batches
 from logbus.records.builder import build_batch
 from logbus.records.reader import decode_batch
 from logbus.storage.checkpoint import write_atomically
@@ -143,7 +143,10 @@ def check_snapshot(data: bytes) -> list[bytes]:
     """The values of a snapshot's data records; CorruptSnapshotError unless it opens with
     a header and closes with a footer control record and every CRC holds."""
     values: list[bytes] = []
-    batches = iter_batches(data)
+    try:
+        batches = iter_batches(data)
+    except InvalidBatch as exc:
+        raise CorruptSnapshotError(f"unreadable snapshot: {exc}") from exc
     if not batches:
         raise CorruptSnapshotError("empty snapshot")
     view = memoryview(data)
@@ -151,7 +154,7 @@ def check_snapshot(data: bytes) -> list[bytes]:
     for position, header in batches:
         try:
             _, records = decode_batch(view[position : position + header.size])
-        except ValueError as exc:
+        except (InvalidBatch, ValueError) as exc:
             raise CorruptSnapshotError(f"unreadable snapshot batch: {exc}") from exc
         if header.is_control:
             kinds += [_control_type(r.key) for r in records]
