@@ -5,15 +5,20 @@ off in a minority truncated once the link heals, and snapshots loaded and fetche
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from raft_quorum import CLUSTER_ID, RaftQuorum
 
 from logbus.client.connection import Connection
 from logbus.protocol import ApiKey, ErrorCode, codec
 from logbus.raft import raft_messages as msg
+from logbus.raft.quorum_config import VoterAddress
 from logbus.raft.quorum_state import Role
+from logbus.raft.raft_client import RaftClient
 
 
 def values(prefix: str, count: int) -> list[bytes]:
@@ -234,5 +239,42 @@ def test_a_request_the_controller_listener_does_not_serve_closes_only_that_conne
                 assert part is not None and part["leader_id"] == leader.node_id
             finally:
                 await conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_voter_with_another_voter_list_changes_nothing_and_is_told_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path) as quorum:
+            leader = await quorum.wait_for_leader()
+            await quorum.commit(leader, values("v", 2))
+            epochs = {n: c.epoch for n, c in quorum.nodes.items()}
+            # Node 4 believes the voters are 1, 2 and itself.
+            config = quorum.config(1)
+            voters = {
+                1: VoterAddress(1, "127.0.0.1", quorum.ports[1]),
+                2: VoterAddress(2, "127.0.0.1", quorum.ports[2]),
+                4: VoterAddress(4, "127.0.0.1", 9),
+            }
+            stranger = RaftClient(
+                dataclasses.replace(
+                    config, node_id=4, voters=voters, metadata_log_dir=tmp_path / "node-4"
+                )
+            )
+            with caplog.at_level(logging.ERROR, logger="logbus.raft.raft_client"):
+                await stranger.start()
+                try:
+                    await quorum.wait_for(
+                        lambda: "answered INCONSISTENT_VOTER_SET" in caplog.text,
+                        "the stranger is told its voter set differs",
+                    )
+                    assert stranger.epoch >= 1 and not stranger.is_leader
+                finally:
+                    await stranger.close()
+            assert "check controller.quorum.voters on every controller" in caplog.text
+            assert {n: c.epoch for n, c in quorum.nodes.items()} == epochs
+            assert leader.is_leader
 
     asyncio.run(scenario())

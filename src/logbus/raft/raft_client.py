@@ -87,6 +87,7 @@ class RaftClient:
         self._closed = False
         self._fetch_deadline = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._warned: set[tuple[int, ErrorCode]] = set()
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -545,15 +546,33 @@ class RaftClient:
                     await conn.close()
                     return None
                 self._peers[node_id] = conn
-            return await conn.request(
+            response = await conn.request(
                 api_key, body, max_version=msg.RAFT_API_VERSIONS[api_key][1],
                 response_timeout=timeout,
             )  # fmt: skip
+            self._warn_if_inconsistent(node_id, response)
+            return response
         except (KafkaError, OSError) as exc:
             logger.debug(
                 "raft node %d: %s to %d failed: %s", self.node_id, api_key.name, node_id, exc
             )
             return None
+
+    def _warn_if_inconsistent(self, node_id: int, response: dict[str, Any]) -> None:
+        """A peer of another cluster, or with another voter set, is a configuration
+        mistake that elections cannot fix: say so (once per peer and error)."""
+        part = msg.only_partition(response, "responses" if "responses" in response else "topics")
+        codes = {response.get("error_code", 0), (part or {}).get("error_code", 0)}
+        for code, setting in (
+            (ErrorCode.INCONSISTENT_CLUSTER_ID, "its cluster.id (meta.properties)"),
+            (ErrorCode.INCONSISTENT_VOTER_SET, "controller.quorum.voters"),
+        ):
+            if code in codes and (node_id, code) not in self._warned:
+                self._warned.add((node_id, code))
+                logger.error(
+                    "raft node %d: voter %d answered %s: check %s on every controller",
+                    self.node_id, node_id, code.name, setting,
+                )  # fmt: skip
 
     # --- requests from peers (raft_handlers.py) ------------------------------------
 
