@@ -23,7 +23,8 @@ def metadata_quorum(quorum: ControllerQuorum, *args: str, bootstrap: str = "") -
 
 
 def test_kill_9_of_the_leader_loses_no_committed_record(tmp_path: Path) -> None:
-    with ControllerQuorum(tmp_path) as quorum:
+    snapshots_every = {"metadata.log.max.record.bytes.between.snapshots": "3000"}
+    with ControllerQuorum(tmp_path, **snapshots_every) as quorum:
         before = quorum.wait_for_leader(high_watermark_above=20)
         old_leader, old_epoch = before["leader_id"], before["leader_epoch"]
         committed = before["high_watermark"]
@@ -49,6 +50,12 @@ def test_kill_9_of_the_leader_loses_no_committed_record(tmp_path: Path) -> None:
             *survivors, above_epoch=old_epoch, high_watermark_above=committed
         )
         assert after["leader_id"] in survivors
+        # Every voter writes a snapshot once its log grew by 3000 bytes.
+        for node in survivors:
+            directory = quorum.nodes[node].data_dir / "__cluster_metadata-0"
+            quorum.wait_for(
+                lambda d=directory: list(d.glob("*.checkpoint")), f"a snapshot on {node}"
+            )
         for node in survivors:
             quorum.stop(node)
         reference = quorum.batches(old_leader, committed)

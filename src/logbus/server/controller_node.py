@@ -4,8 +4,9 @@
 What runs today is the quorum itself: elections, the replicated `__cluster_metadata`
 log, snapshots, DescribeQuorum. The active controller appends a NoOpRecord every
 `metadata.max.idle.interval.ms` (KIP-835) so the log and its high watermark move while
-nothing else is written. The controller's decisions on the metadata log, and brokers
-replaying it, are the next steps (docs/kraft.md).
+nothing else is written, and every voter writes a snapshot once its log has grown by
+`metadata.log.max.record.bytes.between.snapshots`. The controller's decisions on the
+metadata log, and brokers replaying it, are the next steps (docs/kraft.md).
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
 configuration.
@@ -78,6 +79,7 @@ class ControllerNode:
         self.client: RaftClient | None = None
         self.server: RaftServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self._size_at_snapshot = 0
 
     async def start(self) -> None:
         kraft = self.kraft
@@ -104,22 +106,38 @@ class ControllerNode:
         self.server = RaftServer(self.client, listener.host or "0.0.0.0", listener.port)
         await self.server.start()
         interval = cast(int, self.config.get("metadata.max.idle.interval.ms"))
-        if interval > 0:
-            self._idle_task = asyncio.get_running_loop().create_task(self._write_no_ops(interval))
+        self._idle_task = asyncio.get_running_loop().create_task(self._tick(interval))
         logger.info(
             "logbus controller %d started: cluster %s, %s on port %d, voters %s",
             kraft.node_id, meta.cluster_id, listener.name, self.server.port,
             ",".join(str(v) for v in kraft.voters.values()),
         )  # fmt: skip
 
-    async def _write_no_ops(self, interval_ms: int) -> None:
+    async def _tick(self, no_op_interval_ms: int) -> None:
+        """NoOpRecords while idle (the leader), and snapshots by size (every voter)."""
         client = self.client
         assert client is not None
         while True:
-            await asyncio.sleep(interval_ms / 1000)
-            if client.is_leader:
+            await asyncio.sleep((no_op_interval_ms or 500) / 1000)
+            if no_op_interval_ms > 0 and client.is_leader:
                 with contextlib.suppress(NotLeaderError):
                     client.append([NO_OP_RECORD])
+            self._maybe_snapshot(client)
+
+    def _maybe_snapshot(self, client: RaftClient) -> None:
+        """A snapshot at the high watermark once the log has grown by
+        metadata.log.max.record.bytes.between.snapshots since the last one. The image of a
+        controller that writes only NoOpRecords is empty, so is its snapshot."""
+        log = client.metadata_log
+        size = log.log.size_in_bytes
+        if size - self._size_at_snapshot < self.kraft.max_bytes_between_snapshots:
+            return
+        end = log.high_watermark
+        if end <= (log.snapshot_id.end_offset if log.snapshot_id is not None else 0):
+            return
+        snapshot = client.create_snapshot(end, [])
+        self._size_at_snapshot = log.log.size_in_bytes
+        logger.info("controller %d wrote snapshot %s", self.kraft.node_id, snapshot)
 
     async def stop(self) -> None:
         if self._idle_task is not None:
