@@ -34,14 +34,27 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "coordinator": BOTTOM,
     "client": CLIENT_SIDE,
     "controller": CLIENT_SIDE,
-    "server": CLIENT_SIDE | {"storage", "coordinator", "controller"},
+    # KRaft's quorum: a replicated log on storage/, its peers reached with the client's
+    # connections; below the broker, which runs it on the controller listener.
+    "raft": CLIENT_SIDE | {"storage"},
+    "server": CLIENT_SIDE | {"storage", "coordinator", "controller", "raft"},
     "logbus": CLIENT_SIDE,
     "aio": CLIENT_SIDE,
     "console": CLIENT_SIDE | {"logbus", "aio"},
     "spark": CLIENT_SIDE | {"logbus", "aio"},
     "mirror": CLIENT_SIDE,
     "cli": frozenset(
-        {"storage", "coordinator", "controller", "server", "logbus", "aio", "console", "mirror"}
+        {
+            "storage",
+            "coordinator",
+            "controller",
+            "raft",
+            "server",
+            "logbus",
+            "aio",
+            "console",
+            "mirror",
+        }
     )
     | CLIENT_SIDE,
 }

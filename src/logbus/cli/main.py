@@ -20,6 +20,8 @@ logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus mirror --consumer.config F --producer.config F (--include REGEX | --whitelist REGEX) ...
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
+logbus metadata-quorum --bootstrap-controller B describe {--status,--replication}
+logbus storage {random-uuid,format -t ID -c FILE [--ignore-formatted],info -c FILE}
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from logbus.cli import (
     groups,
     leader_election,
     log_dirs,
+    metadata_quorum,
     mirror,
     perf,
     produce,
+    storage,
     tool_syntax,
     topics,
     transactions,
@@ -110,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
+    storage.register(subparsers)
+    metadata_quorum.register(subparsers)
     return parser
 
 

@@ -22,8 +22,18 @@ def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
 
 async def serve(config: BrokerConfig) -> None:
     from logbus.server.broker import Broker
+    from logbus.server.controller_node import ControllerNode
 
-    broker = Broker(config)
+    broker: Broker | ControllerNode
+    if config.kraft is not None and config.kraft.is_broker:
+        from logbus.server.cluster_member import BrokerStartupError
+
+        raise BrokerStartupError(
+            "process.roles with the broker role is not available yet: a KRaft quorum of "
+            "controller-only nodes runs today (process.roles=controller), brokers run in "
+            "ZooKeeper mode or stand-alone (docs/kraft.md)"
+        )
+    broker = ControllerNode(config) if config.kraft is not None else Broker(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

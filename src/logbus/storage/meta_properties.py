@@ -1,7 +1,9 @@
-"""`meta.properties` of a log dir, in the ZooKeeper-era format (version 0).
+"""`meta.properties` of a log dir: the ZooKeeper-era format (version 0) and KRaft's
+(version 1, written by `logbus storage format`).
 
-A Java properties file: "version=0", "broker.id=<id>" and, once known, "cluster.id=<id>".
-Comment lines start with '#' or '!'.
+A Java properties file. Version 0: "version=0", "broker.id=<id>" and, once known,
+"cluster.id=<id>". Version 1: "version=1", "cluster.id", "node.id" and "directory.id" (a
+Kafka Uuid naming this directory). Comment lines start with '#' or '!'.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ META_PROPERTIES_FILE = "meta.properties"
 
 @dataclass(frozen=True, slots=True)
 class MetaProperties:
+    """One log dir's identity; `broker_id` is the node.id of a version 1 file."""
+
     broker_id: int
     cluster_id: str | None = None
     version: int = 0
+    directory_id: str | None = None
 
 
 def read_meta_properties(log_dir: Path) -> MetaProperties | None:
@@ -40,23 +45,30 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
         props[key.strip()] = value.strip()
     try:
         version = int(props.get("version", "0"))
-        broker_id = int(props["broker.id"])
+        if version not in (0, 1):
+            raise KafkaStorageError(f"{path} has version {version}; versions 0 and 1 are known")
+        broker_id = int(props["broker.id" if version == 0 else "node.id"])
     except (KeyError, ValueError) as exc:
-        raise KafkaStorageError(f"malformed {path}: {exc}") from exc
-    if version != 0:
-        raise KafkaStorageError(f"{path} has version {version}; only version 0 is supported")
-    return MetaProperties(broker_id, props.get("cluster.id") or None, version)
+        raise KafkaStorageError(f"malformed {path}: missing or bad {exc}") from exc
+    if version == 1 and not props.get("cluster.id"):
+        raise KafkaStorageError(f"malformed {path}: version 1 needs a cluster.id")
+    return MetaProperties(
+        broker_id, props.get("cluster.id") or None, version, props.get("directory.id") or None
+    )
 
 
 def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
-    lines = [
-        "#",
-        "#logbus broker metadata",
-        f"version={meta.version}",
-        f"broker.id={meta.broker_id}",
-    ]
-    if meta.cluster_id is not None:
-        lines.append(f"cluster.id={meta.cluster_id}")
+    lines = ["#", "#logbus broker metadata", f"version={meta.version}"]
+    if meta.version == 0:
+        lines.append(f"broker.id={meta.broker_id}")
+        if meta.cluster_id is not None:
+            lines.append(f"cluster.id={meta.cluster_id}")
+    else:
+        lines += [
+            f"cluster.id={meta.cluster_id}",
+            f"directory.id={meta.directory_id}",
+            f"node.id={meta.broker_id}",
+        ]
     write_atomically(log_dir / META_PROPERTIES_FILE, ("\n".join(lines) + "\n").encode())
 
 

@@ -25,6 +25,7 @@ from logbus.server.config.broker_config_def import (
     NO_EFFECT,
     ONLY_DEFAULT,
 )
+from logbus.server.config.kraft import KRaftSettings, controller_listener_names, kraft_settings
 from logbus.server.config.listeners import (
     KNOWN_SECURITY_PROTOCOLS,
     SASL_MECHANISMS,
@@ -133,14 +134,18 @@ class BrokerConfig:
         self.listener_security_protocol_map: dict[str, str] = parse_security_protocol_map(
             self._str("listener.security.protocol.map"), "listener.security.protocol.map"
         )
+        self._map_controller_listeners()
         self.listeners: list[Listener] = self._parse_listeners("listeners")
         self.advertised_listeners: list[Listener] = (
             self.listeners
             if self.get("advertised.listeners") is None
             else self._parse_listeners("advertised.listeners")
         )
-        self.inter_broker_listener_name: str = self._inter_broker_listener_name()
         self.log_dirs: list[str] = self._log_dirs()
+        self.kraft: KRaftSettings | None = kraft_settings(
+            self.get, self.is_set, self.listeners, self.log_dirs
+        )
+        self.inter_broker_listener_name: str = self._inter_broker_listener_name()
         self._check_retention()
         self._check_relations()
         self._check_supported()
@@ -320,6 +325,11 @@ class BrokerConfig:
         )
 
     @property
+    def node_id(self) -> int:
+        """KRaft's node.id, else broker.id."""
+        return self.kraft.node_id if self.kraft is not None else self.broker_id
+
+    @property
     def uses_zookeeper(self) -> bool:
         """False: cluster metadata lives in the embedded store."""
         return self.zookeeper_connect is not None
@@ -487,7 +497,24 @@ class BrokerConfig:
                 )
         return listeners
 
+    def _map_controller_listeners(self) -> None:
+        """In KRaft mode a controller listener missing from an unset
+        listener.security.protocol.map is PLAINTEXT, as in Kafka."""
+        if not self.get("process.roles") or self.is_set("listener.security.protocol.map"):
+            return
+        for name in controller_listener_names(
+            cast("str | None", self.get("controller.listener.names"))
+        ):
+            self.listener_security_protocol_map.setdefault(name, "PLAINTEXT")
+
     def _inter_broker_listener_name(self) -> str:
+        if cast(list[str], self._values["process.roles"]) == ["controller"]:
+            # A controller-only node has no inter-broker listener: its peers are
+            # reached on the controller listener.
+            names = controller_listener_names(
+                cast("str | None", self.get("controller.listener.names"))
+            )
+            return names[0] if names else self.listeners[0].name
         named = cast("str | None", self._values["inter.broker.listener.name"])
         if named is not None:
             if self.is_set("security.inter.broker.protocol"):

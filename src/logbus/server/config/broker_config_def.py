@@ -127,6 +127,44 @@ _define("zookeeper.connection.timeout.ms", _INT, None, None, _HIGH,
         "How long to wait to connect to ZooKeeper; defaults to the session timeout.")
 _define("zookeeper.max.in.flight.requests", _INT, 10, _at_least(1), _HIGH,
         "Unacknowledged ZooKeeper requests allowed before the client blocks.")
+# --- KRaft mode (KIP-500, KIP-595, KIP-631): a node that sets process.roles ---
+_define("process.roles", _LIST, [], ListOf(("broker", "controller")), _HIGH,
+        "The roles of this node in KRaft mode: broker, controller, or both. Empty: "
+        "ZooKeeper mode (or a stand-alone broker).")
+_define("node.id", _INT, -1, None, _HIGH,
+        "This node's id in KRaft mode, shared by its broker and controller roles; "
+        "required when process.roles is set.")
+_define("controller.quorum.voters", _LIST, [], None, _HIGH,
+        "The static quorum of controllers: id@host:port entries, comma-separated.")
+_define("controller.listener.names", _STR, None, None, _HIGH,
+        "Comma-separated names of the listeners the controllers use; the first is the "
+        "one brokers and other controllers connect to.")
+_define("metadata.log.dir", _STR, None, None, _HIGH,
+        "Directory of the __cluster_metadata log; defaults to the first log directory.")
+_define("controller.quorum.election.timeout.ms", _INT, 1000, _at_least(1), _HIGH,
+        "How long a voter waits without hearing from a leader before it starts an "
+        "election; each wait is randomized between this and twice this.")
+_define("controller.quorum.election.backoff.max.ms", _INT, 1000, _at_least(0), _HIGH,
+        "Longest random pause before a candidate whose election failed tries again.")
+_define("controller.quorum.fetch.timeout.ms", _INT, 2000, _at_least(1), _HIGH,
+        "How long a follower goes without a successful fetch from the leader before it "
+        "starts an election; a leader that hears from no majority of voters for this "
+        "long (times 1.5) resigns.")
+_define("controller.quorum.request.timeout.ms", _INT, 2000, _at_least(1), _MEDIUM,
+        "How long a voter waits for the answer to one Raft request.")
+_define("metadata.max.idle.interval.ms", _INT, 500, _at_least(0), _LOW,
+        "How often the active controller appends a NoOpRecord to the metadata log when "
+        "nothing else is written (KIP-835), so followers see the high watermark move; 0 "
+        "turns it off.")
+_define("broker.heartbeat.interval.ms", _INT, 2000, _at_least(1), _MEDIUM,
+        "Time between a broker's heartbeats to the active controller.")
+_define("broker.session.timeout.ms", _INT, 9000, _at_least(1), _MEDIUM,
+        "How long the active controller waits without a heartbeat before it fences a "
+        "broker.")
+_define("metadata.log.max.record.bytes.between.snapshots", _LONG, 20 * 1024 * 1024,
+        _at_least(1), _HIGH,
+        "Bytes appended to the metadata log after the latest snapshot before a new "
+        "snapshot is written.")
 _define("controlled.shutdown.enable", _BOOL, True, None, _MEDIUM,
         "Move leadership away from this broker before it shuts down.")
 _define("controlled.shutdown.max.retries", _INT, 3, None, _MEDIUM,
