@@ -39,8 +39,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "aio": CLIENT_SIDE,
     "console": CLIENT_SIDE | {"logbus", "aio"},
     "spark": CLIENT_SIDE | {"logbus", "aio"},
+    "registry": CLIENT_SIDE | {"logbus", "aio"},
     "cli": frozenset(
-        {"storage", "coordinator", "controller", "server", "logbus", "aio", "console"}
+        {
+            "storage", "coordinator", "controller", "server", "logbus", "aio", "console",
+            "registry",
+        }
     )
     | CLIENT_SIDE,
 }

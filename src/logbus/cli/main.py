@@ -19,6 +19,7 @@ logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
+logbus schema-registry start [schema-registry.properties] [--override k=v] [--bootstrap-server B]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from logbus.cli import (
     log_dirs,
     perf,
     produce,
+    schema_registry,
     tool_syntax,
     topics,
     transactions,
@@ -107,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     leader_election.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
+    schema_registry.register(subparsers)
     return parser
 
 

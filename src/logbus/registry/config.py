@@ -1,0 +1,90 @@
+"""The registry's settings, by Confluent Schema Registry's names (a
+schema-registry.properties file works as it is): `listeners`,
+`kafkastore.bootstrap.servers`, `kafkastore.topic`, `kafkastore.topic.replication.factor`,
+`kafkastore.timeout.ms`, `schema.compatibility.level`, and the store clients' security
+settings as `kafkastore.security.protocol`, `kafkastore.ssl.*`, `kafkastore.sasl.*`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from logbus.common.config_def import ConfigError
+from logbus.registry.compatibility import DEFAULT_LEVEL, LEVELS
+
+DEFAULT_LISTENER = "http://0.0.0.0:8081"
+_STORE_PREFIX = "kafkastore."
+# kafkastore.* settings of the registry itself, not of its clients
+_STORE_OWN = {"bootstrap.servers", "topic", "topic.replication.factor", "timeout.ms"}
+
+
+@dataclass(frozen=True)
+class Listener:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    listeners: list[Listener]
+    bootstrap_servers: str
+    topic: str = "_schemas"
+    replication_factor: int = 3
+    timeout_ms: int = 10_000
+    compatibility_level: str = DEFAULT_LEVEL
+    client_settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> RegistryConfig:
+        bootstrap = props.get("kafkastore.bootstrap.servers", "").strip()
+        if not bootstrap:
+            raise ConfigError("kafkastore.bootstrap.servers is required")
+        level = props.get("schema.compatibility.level", DEFAULT_LEVEL).strip().upper()
+        if level not in LEVELS:
+            raise ConfigError(
+                f"schema.compatibility.level: {level!r} is not one of {', '.join(LEVELS)}"
+            )
+        clients = {
+            name.removeprefix(_STORE_PREFIX): value
+            for name, value in props.items()
+            if name.startswith(_STORE_PREFIX) and name.removeprefix(_STORE_PREFIX) not in _STORE_OWN
+        }
+        return cls(
+            listeners=[parse_listener(item) for item in _items(
+                props.get("listeners", DEFAULT_LISTENER)
+            )],
+            bootstrap_servers=",".join(_host_port(item) for item in _items(bootstrap)),
+            topic=props.get("kafkastore.topic", "_schemas").strip() or "_schemas",
+            replication_factor=_int(props, "kafkastore.topic.replication.factor", 3),
+            timeout_ms=_int(props, "kafkastore.timeout.ms", 10_000),
+            compatibility_level=level,
+            client_settings={**clients, "bootstrap.servers": ",".join(
+                _host_port(item) for item in _items(bootstrap)
+            )},
+        )
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _host_port(item: str) -> str:
+    """HOST:PORT of a bootstrap server given as HOST:PORT or PROTOCOL://HOST:PORT."""
+    return item.split("://", 1)[-1]
+
+
+def _int(props: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        return int(props.get(name, default))
+    except ValueError:
+        raise ConfigError(f"{name}: expected a whole number, got {props[name]!r}") from None
+
+
+def parse_listener(text: str) -> Listener:
+    """A listener URL, http://HOST:PORT (https is not served)."""
+    url = urlsplit(text)
+    if url.scheme != "http" or url.port is None or url.hostname is None:
+        raise ConfigError(f"listeners: expected http://HOST:PORT, got {text!r}")
+    return Listener(url.hostname, url.port)
