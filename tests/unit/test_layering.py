@@ -40,10 +40,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "console": CLIENT_SIDE | {"logbus", "aio"},
     "spark": CLIENT_SIDE | {"logbus", "aio"},
     "registry": CLIENT_SIDE | {"logbus", "aio"},
+    "restproxy": CLIENT_SIDE | {"logbus", "aio", "registry"},
     "cli": frozenset(
         {
             "storage", "coordinator", "controller", "server", "logbus", "aio", "console",
-            "registry",
+            "registry", "restproxy",
         }
     )
     | CLIENT_SIDE,

@@ -20,6 +20,7 @@ logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
 logbus schema-registry start [schema-registry.properties] [--override k=v] [--bootstrap-server B]
+logbus rest-proxy start [kafka-rest.properties] [--override k=v] [--bootstrap-server B]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from logbus.cli import (
     log_dirs,
     perf,
     produce,
+    rest_proxy,
     schema_registry,
     tool_syntax,
     topics,
@@ -110,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     acls.register(subparsers)
     console.register(subparsers)
     schema_registry.register(subparsers)
+    rest_proxy.register(subparsers)
     return parser
 
 
