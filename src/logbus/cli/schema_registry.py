@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         default_level=config.compatibility_level,
         replication_factor=config.replication_factor,
         timeout_ms=config.timeout_ms,
+        advertised_url=config.advertised_url,
+        group_id=config.group_id,
     )
     uv_config = uvicorn.Config(
         app, host=listener.host, port=listener.port, log_level="warning", loop="asyncio",

@@ -8,8 +8,11 @@ The entry point is `create_app`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +25,7 @@ from starlette.routing import Route
 
 from logbus.registry import errors
 from logbus.registry.compatibility import DEFAULT_LEVEL
+from logbus.registry.election import PrimaryElection
 from logbus.registry.errors import RegistryError
 from logbus.registry.schema_types import SCHEMA_TYPES
 from logbus.registry.service import SchemaRegistry
@@ -281,6 +285,51 @@ def _json(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     return endpoint
 
 
+def _send(method: str, url: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        url, data=body or None, method=method,
+        headers={"Content-Type": content_type, "Accept": MEDIA_TYPE},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _write(handler: Handler) -> Handler:
+    """A change: done here on the primary, else forwarded to it (as Confluent's
+    registries forward), its answer passed back once this registry has read the store
+    up to what the primary wrote."""
+
+    async def endpoint(request: Request) -> Any:
+        election: PrimaryElection | None = request.app.state.election
+        if election is None or election.is_primary:
+            return await handler(request)
+        primary = await election.wait_for_primary(_registry(request).store.timeout)
+        if primary is None:
+            raise RegistryError(500, 50004, "Unknown primary: no registry is elected yet")
+        if primary == election.url:
+            return await handler(request)
+        target = primary.rstrip("/") + request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        body = await request.body()
+        content_type = request.headers.get("content-type", MEDIA_TYPE)
+        try:
+            status, content = await asyncio.to_thread(
+                _send, request.method, target, body, content_type
+            )
+        except OSError as exc:
+            raise RegistryError(
+                500, 50003, f"Error while forwarding the request to the primary: {exc}"
+            ) from None
+        await _registry(request).store.catch_up()
+        return Response(content, status_code=status, media_type=MEDIA_TYPE)
+
+    return endpoint
+
+
 _ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/", root, ["GET"]),
     ("/contexts", contexts, ["GET"]),
@@ -292,11 +341,11 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/schemas/ids/{id}/versions", versions_of_id, ["GET"]),
     ("/subjects", list_subjects, ["GET"]),
     ("/subjects/{subject}", lookup, ["POST"]),
-    ("/subjects/{subject}", delete_subject, ["DELETE"]),
+    ("/subjects/{subject}", _write(delete_subject), ["DELETE"]),
     ("/subjects/{subject}/versions", list_versions, ["GET"]),
-    ("/subjects/{subject}/versions", register, ["POST"]),
+    ("/subjects/{subject}/versions", _write(register), ["POST"]),
     ("/subjects/{subject}/versions/{version}", get_version, ["GET"]),
-    ("/subjects/{subject}/versions/{version}", delete_version, ["DELETE"]),
+    ("/subjects/{subject}/versions/{version}", _write(delete_version), ["DELETE"]),
     ("/subjects/{subject}/versions/{version}/schema", get_version_schema, ["GET"]),
     ("/subjects/{subject}/versions/{version}/referencedby", referenced_by, ["GET"]),
     ("/compatibility/subjects/{subject}/versions", compatibility_with_subject, ["POST"]),
@@ -306,16 +355,16 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
         ["POST"],
     ),
     ("/config", get_config, ["GET"]),
-    ("/config", put_config, ["PUT"]),
-    ("/config", delete_config, ["DELETE"]),
+    ("/config", _write(put_config), ["PUT"]),
+    ("/config", _write(delete_config), ["DELETE"]),
     ("/config/{subject}", get_config, ["GET"]),
-    ("/config/{subject}", put_config, ["PUT"]),
-    ("/config/{subject}", delete_config, ["DELETE"]),
+    ("/config/{subject}", _write(put_config), ["PUT"]),
+    ("/config/{subject}", _write(delete_config), ["DELETE"]),
     ("/mode", get_mode, ["GET"]),
-    ("/mode", put_mode, ["PUT"]),
+    ("/mode", _write(put_mode), ["PUT"]),
     ("/mode/{subject}", get_mode, ["GET"]),
-    ("/mode/{subject}", put_mode, ["PUT"]),
-    ("/mode/{subject}", delete_mode, ["DELETE"]),
+    ("/mode/{subject}", _write(put_mode), ["PUT"]),
+    ("/mode/{subject}", _write(delete_mode), ["DELETE"]),
 ]
 
 
@@ -348,9 +397,13 @@ def create_app(
     default_level: str = DEFAULT_LEVEL,
     replication_factor: int = 3,
     timeout_ms: int = 10_000,
+    advertised_url: str | None = None,
+    group_id: str = "schema-registry",
 ) -> Starlette:
     """The registry for the cluster `client_settings` names (`bootstrap.servers` and the
-    security settings of the store's clients), keeping its schemas in `topic`."""
+    security settings of the store's clients), keeping its schemas in `topic`. With
+    `advertised_url` it joins the registries' group (`group_id`) and writes only when
+    elected primary, forwarding writes to the primary otherwise; without, it writes."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -363,9 +416,19 @@ def create_app(
             await store.close()
             raise
         app.state.registry = SchemaRegistry(store, default_level)
+        election = None
+        if advertised_url is not None:
+            election = PrimaryElection(
+                client_settings, topic, advertised_url, group_id, on_primary=store.sync
+            )
+        app.state.election = election
         try:
+            if election is not None:
+                await election.start()
             yield
         finally:
+            if election is not None:
+                await election.close()
             await store.close()
 
     routes = [

@@ -1,11 +1,14 @@
 """The registry's settings, by Confluent Schema Registry's names (a
 schema-registry.properties file works as it is): `listeners`,
 `kafkastore.bootstrap.servers`, `kafkastore.topic`, `kafkastore.topic.replication.factor`,
-`kafkastore.timeout.ms`, `schema.compatibility.level`, and the store clients' security
+`kafkastore.timeout.ms`, `schema.compatibility.level`, `host.name` and
+`schema.registry.group.id` (how the other registries reach this one, and their group),
+and the store clients' security
 settings as `kafkastore.security.protocol`, `kafkastore.ssl.*`, `kafkastore.sasl.*`."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +38,9 @@ class RegistryConfig:
     timeout_ms: int = 10_000
     compatibility_level: str = DEFAULT_LEVEL
     client_settings: dict[str, Any] = field(default_factory=dict)
+    # the URL the other registries forward writes to (host.name and the first listener)
+    advertised_url: str = ""
+    group_id: str = "schema-registry"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> RegistryConfig:
@@ -51,10 +57,16 @@ class RegistryConfig:
             for name, value in props.items()
             if name.startswith(_STORE_PREFIX) and name.removeprefix(_STORE_PREFIX) not in _STORE_OWN
         }
+        listeners = [parse_listener(item) for item in _items(
+            props.get("listeners", DEFAULT_LISTENER)
+        )]
+        host = props.get("host.name", "").strip() or listeners[0].host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.getfqdn()
         return cls(
-            listeners=[parse_listener(item) for item in _items(
-                props.get("listeners", DEFAULT_LISTENER)
-            )],
+            listeners=listeners,
+            advertised_url=f"http://{host}:{listeners[0].port}",
+            group_id=props.get("schema.registry.group.id", "schema-registry"),
             bootstrap_servers=",".join(_host_port(item) for item in _items(bootstrap)),
             topic=props.get("kafkastore.topic", "_schemas").strip() or "_schemas",
             replication_factor=_int(props, "kafkastore.topic.replication.factor", 3),

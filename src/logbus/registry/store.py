@@ -154,6 +154,15 @@ class KafkaStore:
             raise store_error(str(exc)) from None
         await self._wait_for(last + 1)
 
+    async def catch_up(self) -> None:
+        """Read the topic up to its end offset of now (what another registry wrote)."""
+        assert self._consumer is not None
+        try:
+            end = (await self._consumer.end_offsets([self._partition]))[self._partition]
+        except KafkaError as exc:
+            raise store_error(str(exc)) from None
+        await self._wait_for(end)
+
     async def sync(self) -> None:
         """Read the topic to its end (after a NOOP record of our own), so that what other
         registries wrote before now is in the state."""
