@@ -1,5 +1,5 @@
 """The schema registry with confluent-kafka's own registry client and serializers:
-Avro and JSON records produced and consumed through a real broker, schema evolution and
+Avro, JSON and Protobuf records produced and consumed through a real broker, schema evolution and
 its 409, the client's calls (versions, lookups, configs, modes, deletes) and their
 Confluent error codes, and the registry's restart reading its `_schemas` topic back."""
 
@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
     RegistryServer,
@@ -269,6 +270,37 @@ def test_json_schema_serializer_round_trip(
     assert client.get_latest_version(f"{topic}-value").schema.schema_type == "JSON"
     deserializer = JSONDeserializer(None, schema_registry_client=client)
     assert deserializer(payload, context) == {"id": 7, "item": "book"}
+
+
+def test_protobuf_serializer_round_trip(
+    shared_registry: RegistryServer, sr_clients: Any
+) -> None:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    # a message class built from its descriptor (what protoc would generate)
+    field_type = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="ping.proto", package="ex", syntax="proto3")
+    ping = proto.message_type.add(name="Ping")
+    ping.field.add(name="at", number=1, type=field_type.TYPE_INT64,
+                   label=field_type.LABEL_OPTIONAL)
+    ping.field.add(name="who", number=2, type=field_type.TYPE_STRING,
+                   label=field_type.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    ping_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("ex.Ping"))
+
+    client = sr_clients(shared_registry)
+    topic = unique("pings")
+    context = SerializationContext(topic, MessageField.VALUE)
+    serializer = ProtobufSerializer(ping_class, client, {"use.deprecated.format": False})
+    payload = serializer(ping_class(at=5, who="me"), context)
+    assert payload is not None
+    registered = client.get_latest_version(f"{topic}-value")
+    assert registered.schema.schema_type == "PROTOBUF"
+    assert struct.unpack(">bI", payload[:5]) == (0, registered.schema_id)
+    deserializer = ProtobufDeserializer(ping_class, {"use.deprecated.format": False}, client)
+    decoded = deserializer(payload, context)
+    assert (decoded.at, decoded.who) == (5, "me")
 
 
 def test_a_record_whose_schema_id_does_not_resolve_is_refused(

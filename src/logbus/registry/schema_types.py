@@ -1,7 +1,8 @@
 """The schema languages the registry keeps: AVRO (parsed and checked with Apache Avro's
-library), JSON (JSON Schema, checked against its meta-schema) and PROTOBUF (kept as
-text). Each turns a schema string, with the schemas its references resolve to, into a
-`ParsedSchema`: the form stored and compared, and the checker its compatibility rules use.
+library), JSON (JSON Schema, checked against its meta-schema) and PROTOBUF (a .proto
+text, or a base64 FileDescriptorProto read with protobuf's library). Each turns a schema
+string, with the schemas its references resolve to, into a `ParsedSchema`: the form
+stored and compared, and the checker its compatibility rules use.
 
 Avro's compatibility is Avro's schema resolution (`avro.compatibility`, the port of the
 Java `SchemaCompatibility` Confluent's registry uses): "new can read old" is BACKWARD.
@@ -9,6 +10,8 @@ Java `SchemaCompatibility` Confluent's registry uses): "new can read old" is BAC
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +24,8 @@ import avro.schema
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 
 from logbus.registry.errors import RegistryError, invalid_schema
 
@@ -130,6 +135,27 @@ def _json_can_read(reader: Any, writer: Any) -> list[str]:
 
 
 def _parse_protobuf(text: str) -> ParsedSchema:
+    """A .proto file's text, or (as confluent-kafka's ProtobufSerializer sends it) a
+    base64 FileDescriptorProto, read with protobuf's own library. Kept as given."""
+    descriptor = _file_descriptor(text)
+    if descriptor is not None:
+        if not descriptor.message_type and not descriptor.enum_type:
+            raise invalid_schema(f"{{schema={text}}}, details: no message or enum definition")
+        return ParsedSchema(PROTOBUF, text, descriptor)
     if not text.strip() or ("message" not in text and "enum" not in text):
         raise invalid_schema(f"{{schema={text}}}, details: no message or enum definition")
     return ParsedSchema(PROTOBUF, text, text)
+
+
+def _file_descriptor(text: str) -> Any:
+    """The FileDescriptorProto a base64 schema holds (None for other text)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    descriptor = descriptor_pb2.FileDescriptorProto()
+    try:
+        descriptor.ParseFromString(raw)
+    except DecodeError:
+        return None
+    return descriptor
