@@ -68,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
         request_timeout_ms=config.request_timeout_ms,
     )
     uv_config = uvicorn.Config(
-        app, host=listener.host, port=listener.port, log_level="warning", loop="asyncio",
-        lifespan="on",
+        app, host=listener.host, port=listener.port, log_level="warning",
+        # uvloop and httptools (C event loop, C HTTP parser) when installed: the lookups
+        # and produce requests are many and small, and parsing them in Python costs
+        loop="auto", http="auto", lifespan="on",
     )
     print(
         f"logbus REST proxy for {config.bootstrap_servers}: "

@@ -8,6 +8,7 @@ The entry point is `create_app`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -49,6 +50,22 @@ async def topic_info(request: Request, topic: str) -> TopicInfo:
     except KafkaError as exc:
         raise errors.kafka_error(str(exc)) from None
     return found[topic]
+
+
+# How long produce requests reuse a topic's partitions before asking again: a request of
+# a hundred records should not pay a metadata round trip of its own.
+TOPIC_CACHE_SECONDS = 5.0
+
+
+async def cached_topic_info(request: Request, topic: str) -> TopicInfo:
+    cache: dict[str, tuple[float, TopicInfo]] = request.app.state.topic_cache
+    now = time.monotonic()
+    found = cache.get(topic)
+    if found is not None and now - found[0] < TOPIC_CACHE_SECONDS:
+        return found[1]
+    info = await topic_info(request, topic)
+    cache[topic] = (now, info)
+    return info
 
 
 def partition_json(info: PartitionInfo) -> dict[str, Any]:
@@ -110,7 +127,7 @@ async def _produce(request: Request, with_partition: bool) -> Any:
         raise ProxyError(415, 415, "HTTP 415 Unsupported Media Type")
     body = await read_json(request)
     topic = request.path_params["topic"]
-    info = await topic_info(request, topic)
+    info = await cached_topic_info(request, topic)
     partition = _partition_param(request, info) if with_partition else None
     producer: Producer = request.app.state.producer
     return await produce(
@@ -201,6 +218,7 @@ def create_app(
             app.state.producer = producer
             app.state.consumers = consumers
             app.state.schemas = SchemaRegistryClient(schema_registry_url)
+            app.state.topic_cache = {}
             yield
         finally:
             await consumers.close()

@@ -49,6 +49,44 @@ async def produce(
             (encoder.encode("key", record.get("key")), encoder.encode("value", record.get("value")),
              target)
         )
+    if all(target is None for _, _, target in encoded):
+        offsets = await _send_together(producer, topic, encoded)
+    else:
+        offsets = await _send_each(producer, topic, encoded)
+    return {
+        "key_schema_id": encoder.schema_id("key"),
+        "value_schema_id": encoder.schema_id("value"),
+        "offsets": offsets,
+    }
+
+
+Encoded = list[tuple[bytes | None, bytes | None, int | None]]
+
+
+def _offset(
+    partition: int | None, offset: int | None, error: BaseException | None
+) -> dict[str, Any]:
+    if error is not None:
+        return {"partition": None, "offset": None, "error_code": 50002, "error": str(error)}
+    return {"partition": partition, "offset": offset, "error_code": None, "error": None}
+
+
+async def _send_together(producer: Producer, topic: str, encoded: Encoded) -> list[dict[str, Any]]:
+    """Records the partitioner places: handed to the producer as one group (its bulk
+    path, one future for all)."""
+    try:
+        future = await producer.send_many(
+            topic=topic, values=[value for _, value, _ in encoded],
+            keys=[key for key, _, _ in encoded],
+        )
+        sent = await future
+    except KafkaError as exc:
+        return [_offset(None, None, exc) for _ in encoded]
+    return [_offset(m.partition, m.offset, None) for m in sent]
+
+
+async def _send_each(producer: Producer, topic: str, encoded: Encoded) -> list[dict[str, Any]]:
+    """Records naming their partitions: one send each."""
     futures = []
     try:
         for key, value, target in encoded:
@@ -56,16 +94,8 @@ async def produce(
     except KafkaError as exc:
         raise errors.kafka_error(str(exc)) from None
     results = await asyncio.gather(*futures, return_exceptions=True)
-    offsets = []
-    for result in results:
-        if isinstance(result, BaseException):
-            offsets.append({"partition": None, "offset": None, "error_code": 50002,
-                            "error": str(result)})
-        else:
-            offsets.append({"partition": result.partition, "offset": result.offset,
-                            "error_code": None, "error": None})
-    return {
-        "key_schema_id": encoder.schema_id("key"),
-        "value_schema_id": encoder.schema_id("value"),
-        "offsets": offsets,
-    }
+    return [
+        _offset(None, None, r) if isinstance(r, BaseException) else
+        _offset(r.partition, r.offset, None)
+        for r in results
+    ]
