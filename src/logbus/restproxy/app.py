@@ -202,7 +202,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         admin = Admin({**client_settings, "client.id": "logbus-rest-proxy"})
         producer = Producer(
-            {"linger.ms": 5, "client.id": "logbus-rest-proxy", **client_settings,
+            # a request's records are a batch already: no lingering for more
+            {"linger.ms": 0, "batch.size": 1_048_576, "client.id": "logbus-rest-proxy",
+             **client_settings,
              **(producer_settings or {})}
         )
         consumers = ConsumerManager(

@@ -14,7 +14,15 @@ from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
 from logbus.restproxy import errors
 from logbus.restproxy.consumers import ConsumerInstance, ConsumerManager
-from logbus.restproxy.formats import decode, embedded_format, media_type
+from logbus.restproxy.formats import (
+    BINARY,
+    JSON,
+    decode,
+    decode_plain,
+    embedded_format,
+    media_type,
+)
+from logbus.restproxy.schemas import SchemaRegistryClient
 from logbus.restproxy.web import V2Response, check_v2_body, read_json
 
 NO_CONTENT = 204
@@ -180,25 +188,34 @@ async def records(request: Request) -> Any:
             polled = await instance.consumer.poll(timeout_ms=max(timeout, 0))
         except KafkaError as exc:
             raise errors.kafka_error(str(exc)) from None
-        shown: list[dict[str, Any]] = []
-        size = 0
-        for index, record in enumerate(polled):
-            size += len(record.key or b"") + len(record.value or b"")
-            if shown and size > max_bytes:
-                _rewind(instance, polled[index:])
-                break
-            shown.append({
-                "topic": record.topic,
-                "key": await decode(instance.embedded, request.app.state.schemas, record.key),
-                "value": await decode(
-                    instance.embedded, request.app.state.schemas, record.value
-                ),
-                "partition": record.partition,
-                "offset": record.offset,
-            })
+        shown = await _shown(instance, request.app.state.schemas, polled, max_bytes)
     response = V2Response(shown)
     response.headers["content-type"] = media_type(instance.embedded)
     return response
+
+
+async def _shown(
+    instance: ConsumerInstance, schemas: SchemaRegistryClient, polled: list[Any], max_bytes: int
+) -> list[dict[str, Any]]:
+    """The polled records as the response shows them, up to `max_bytes` of keys and
+    values (at least one); the consumer seeks back to the first record left out."""
+    embedded = instance.embedded
+    shown: list[dict[str, Any]] = []
+    size = 0
+    for index, record in enumerate(polled):
+        size += len(record.key or b"") + len(record.value or b"")
+        if shown and size > max_bytes:
+            _rewind(instance, polled[index:])
+            break
+        if embedded in (BINARY, JSON):
+            key = decode_plain(embedded, record.key)
+            value = decode_plain(embedded, record.value)
+        else:
+            key = await decode(embedded, schemas, record.key)
+            value = await decode(embedded, schemas, record.value)
+        shown.append({"topic": record.topic, "key": key, "value": value,
+                      "partition": record.partition, "offset": record.offset})
+    return shown
 
 
 def _rewind(instance: ConsumerInstance, left: list[Any]) -> None:

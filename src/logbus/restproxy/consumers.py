@@ -86,6 +86,9 @@ class ConsumerManager:
         if (group, name) in self.instances:
             raise errors.consumer_already_exists()
         settings = {
+            # a records request answers with what one poll returns: many records a poll
+            # spare requests (max_bytes still bounds the answer)
+            "max.poll.records": 10_000,
             **self.client_settings,
             "group.id": group,
             "client.id": f"rest-proxy-{name}",

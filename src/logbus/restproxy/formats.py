@@ -127,17 +127,22 @@ class Encoder:
         return frame(choice.schema_id, json.dumps(value, separators=(",", ":")).encode())
 
 
-async def decode(embedded: str, registry: SchemaRegistryClient, data: bytes | None) -> Any:
-    """A consumed key or value as the consumer's embedded format shows it."""
+def decode_plain(embedded: str, data: bytes | None) -> Any:
+    """A consumed key or value in the binary or JSON format (no registry involved)."""
     if data is None:
         return None
     if embedded == BINARY:
         return base64.b64encode(data).decode()
-    if embedded == JSON:
-        try:
-            return json.loads(data)
-        except ValueError as exc:
-            raise errors.ProxyError(500, 50002, f"A record is not JSON: {exc}") from None
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise errors.ProxyError(500, 50002, f"A record is not JSON: {exc}") from None
+
+
+async def decode(embedded: str, registry: SchemaRegistryClient, data: bytes | None) -> Any:
+    """A consumed key or value as the consumer's embedded format shows it."""
+    if data is None or embedded in (BINARY, JSON):
+        return decode_plain(embedded, data)
     schema_id, payload = unframe(data)
     schema_type, parsed = await registry.schema(schema_id)
     if embedded == AVRO and schema_type == "AVRO":
