@@ -19,9 +19,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from logbus.registry import errors
 from logbus.registry.compatibility import DEFAULT_LEVEL
@@ -368,6 +370,29 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
 ]
 
 
+class IdLookups:
+    """`GET /schemas/ids/{id}` answered before routing: the serializers' hot path (each
+    new id a consumer meets is looked up), served without the router's walk over every
+    route. Anything else, and an id not found, goes on to the routes."""
+
+    _PREFIX = "/schemas/ids/"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
+            path: str = scope["path"]
+            if path.startswith(self._PREFIX) and path[len(self._PREFIX):].isdigit():
+                registry: SchemaRegistry = scope["app"].state.registry
+                found = registry.state.schema_by_id(int(path[len(self._PREFIX):]))
+                if found is not None:
+                    body = registry.id_body(found.schema_id)
+                    await RegistryResponse(body)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
 async def _registry_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RegistryError)
     return RegistryResponse(exc.body(), status_code=exc.status)
@@ -437,6 +462,7 @@ def create_app(
     return Starlette(
         debug=False,
         routes=routes,
+        middleware=[Middleware(IdLookups)],
         lifespan=lifespan,
         exception_handlers={
             RegistryError: _registry_error,
