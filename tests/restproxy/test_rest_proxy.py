@@ -240,11 +240,29 @@ def test_consumer_instance_errors(http: httpx.Client) -> None:
     assert error_of(http.get(f"{base}/records", headers={"Accept": embedded("json")})) == (
         409, 40903,
     )
+    # subscribed, then assigned: refused
+    post(http, f"{base}/subscription", {"topics": ["t"]})
+    assign = post(http, f"{base}/assignments", {"partitions": [{"topic": "t", "partition": 0}]})
+    assert error_of(assign) == (409, 40903)
     assert error_of(http.get("/consumers/g5/instances/nobody/assignments")) == (404, 40403)
     assert error_of(post(http, f"{base}/subscription", {"topics": ["t"]}, "text/xml")) == (
         415, 415,
     )
     assert error_of(http.get("/no/such/path")) == (404, 404)
+
+
+def test_a_pattern_subscription_reads_the_topics_it_matches(
+    fast_broker: RunningBroker, http: httpx.Client
+) -> None:
+    create_topic(fast_broker.bootstrap, "logs-a")
+    create_topic(fast_broker.bootstrap, "logs-b")
+    for topic in ("logs-a", "logs-b"):
+        post(http, f"/topics/{topic}", {"records": [{"value": topic}]}, embedded("json"))
+    post(http, "/consumers/g7", {"name": "p", "format": "json", "auto.offset.reset": "earliest"})
+    base = "/consumers/g7/instances/p"
+    assert post(http, f"{base}/subscription", {"topic_pattern": "logs-.*"}).status_code == 204
+    got = read_records(http, base, 2, embedded("json"))
+    assert sorted(r["value"] for r in got) == ["logs-a", "logs-b"]
 
 
 def test_idle_consumer_instances_expire(

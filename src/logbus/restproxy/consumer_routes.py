@@ -4,12 +4,14 @@ offsets, positions, delete). Each request to an instance holds its lock."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from logbus.client.consumer import OffsetAndMetadata
+from logbus.client.consumer.records import IllegalStateError
 from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
 from logbus.restproxy import errors
@@ -85,8 +87,6 @@ async def subscribe(request: Request) -> Any:
         raise errors.unprocessable("The request body must be a JSON object")
     topics, pattern = body.get("topics"), body.get("topic_pattern")
     async with instance.lock:
-        if instance.consumer.assignment() and not instance.consumer.subscription():
-            raise errors.illegal_state("the consumer has manually assigned partitions")
         try:
             if pattern is not None:
                 instance.consumer.subscribe(pattern=str(pattern))
@@ -94,7 +94,9 @@ async def subscribe(request: Request) -> Any:
                 instance.consumer.subscribe([str(t) for t in topics])
             else:
                 raise errors.unprocessable('The request needs "topics" or "topic_pattern"')
-        except ValueError as exc:
+        except IllegalStateError:
+            raise errors.illegal_state("the consumer has manually assigned partitions") from None
+        except (ValueError, re.error) as exc:
             raise errors.unprocessable(str(exc)) from None
     return Response(status_code=NO_CONTENT)
 
@@ -115,9 +117,10 @@ async def assign(request: Request) -> Any:
     partitions = _partitions(await read_json(request))
     instance = _instance(request)
     async with instance.lock:
-        if instance.consumer.subscription():
-            raise errors.illegal_state("the consumer is subscribed to topics")
-        instance.consumer.assign(partitions)
+        try:
+            instance.consumer.assign(partitions)
+        except IllegalStateError:
+            raise errors.illegal_state("the consumer is subscribed to topics") from None
     return Response(status_code=NO_CONTENT)
 
 
@@ -182,10 +185,10 @@ async def records(request: Request) -> Any:
     timeout = _query_int(request, "timeout", instance.request_timeout_ms)
     max_bytes = _query_int(request, "max_bytes", 64 * 1024 * 1024)
     async with instance.lock:
-        if not instance.consumer.assignment() and not instance.consumer.subscription():
-            raise errors.illegal_state("the consumer is not subscribed to any topics")
         try:
             polled = await instance.consumer.poll(timeout_ms=max(timeout, 0))
+        except IllegalStateError:
+            raise errors.illegal_state("the consumer is not subscribed to any topics") from None
         except KafkaError as exc:
             raise errors.kafka_error(str(exc)) from None
         shown = await _shown(instance, request.app.state.schemas, polled, max_bytes)
