@@ -8,14 +8,20 @@ settings as `kafkastore.security.protocol`, `kafkastore.ssl.*`, `kafkastore.sasl
 
 from __future__ import annotations
 
+import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from logbus.client.admin.config import ADMIN_CONFIG
+from logbus.client.consumer.config import CONSUMER_CONFIG
+from logbus.client.producer.config import PRODUCER_CONFIG
 from logbus.common.config_def import ConfigError
 from logbus.registry.compatibility import DEFAULT_LEVEL, LEVELS
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LISTENER = "http://0.0.0.0:8081"
 _STORE_PREFIX = "kafkastore."
@@ -52,11 +58,16 @@ class RegistryConfig:
             raise ConfigError(
                 f"schema.compatibility.level: {level!r} is not one of {', '.join(LEVELS)}"
             )
-        clients = {
-            name.removeprefix(_STORE_PREFIX): value
-            for name, value in props.items()
-            if name.startswith(_STORE_PREFIX) and name.removeprefix(_STORE_PREFIX) not in _STORE_OWN
-        }
+        clients = known_to(
+            STORE_CLIENTS,
+            {
+                name.removeprefix(_STORE_PREFIX): value
+                for name, value in props.items()
+                if name.startswith(_STORE_PREFIX)
+                and name.removeprefix(_STORE_PREFIX) not in _STORE_OWN
+            },
+            _STORE_PREFIX,
+        )
         listeners = [parse_listener(item) for item in _items(
             props.get("listeners", DEFAULT_LISTENER)
         )]
@@ -76,6 +87,22 @@ class RegistryConfig:
                 _host_port(item) for item in _items(bootstrap)
             )},
         )
+
+
+# what every client of the store (admin, producer, consumer) takes: the connection and
+# security settings
+STORE_CLIENTS = (
+    ADMIN_CONFIG.settings.keys() & PRODUCER_CONFIG.settings.keys() & CONSUMER_CONFIG.settings.keys()
+)
+
+
+def known_to(names: Set[str], settings: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """The settings a client takes; the others (Confluent's settings of their Java
+    clients or services that logbus's clients do not have) are logged and left out."""
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        log.warning("ignoring %s", ", ".join(prefix + name for name in unknown))
+    return {name: value for name, value in settings.items() if name in names}
 
 
 def _items(text: str) -> list[str]:

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from logbus.client.consumer.config import CONSUMER_CONFIG
+from logbus.client.producer.config import PRODUCER_CONFIG
 from logbus.common.config_def import ConfigError
-from logbus.registry.config import Listener, parse_listener
+from logbus.registry.config import STORE_CLIENTS, Listener, known_to, parse_listener
 
 DEFAULT_LISTENER = "http://0.0.0.0:8082"
 _SECURITY_PREFIXES = ("security.protocol", "ssl.", "sasl.")
@@ -41,6 +43,7 @@ class RestProxyConfig:
             raise ConfigError("bootstrap.servers is required")
         client = {k: v for k, v in props.items() if k.startswith(_SECURITY_PREFIXES)}
         client.update(_prefixed(props, "client."))
+        client = known_to(STORE_CLIENTS, client, "client.")
         return cls(
             listeners=[
                 parse_listener(item.strip())
@@ -52,11 +55,17 @@ class RestProxyConfig:
             instance_timeout_ms=_int(props, "consumer.instance.timeout.ms", 300_000),
             request_timeout_ms=_int(props, "consumer.request.timeout.ms", 1000),
             client_settings={**client, "bootstrap.servers": bootstrap},
-            producer_settings=_prefixed(props, "producer."),
-            consumer_settings={
-                k: v for k, v in _prefixed(props, "consumer.").items()
-                if f"consumer.{k}" not in _OWN_CONSUMER
-            },
+            producer_settings=known_to(
+                PRODUCER_CONFIG.settings.keys(), _prefixed(props, "producer."), "producer."
+            ),
+            consumer_settings=known_to(
+                CONSUMER_CONFIG.settings.keys(),
+                {
+                    k: v for k, v in _prefixed(props, "consumer.").items()
+                    if f"consumer.{k}" not in _OWN_CONSUMER
+                },
+                "consumer.",
+            ),
         )
 
 
