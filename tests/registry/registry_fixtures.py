@@ -37,9 +37,14 @@ class RegistryServer:
         self.thread.join(30)
 
 
-def start_registry(bootstrap: str, **options: Any) -> RegistryServer:
+def start_registry(
+    bootstrap: str, settings: dict[str, Any] | None = None, **options: Any
+) -> RegistryServer:
+    """A registry over `bootstrap` (with `settings`, the store clients' other settings)."""
     port = free_port()
-    app = create_app({"bootstrap.servers": bootstrap}, replication_factor=1, **options)
+    app = create_app(
+        {"bootstrap.servers": bootstrap, **(settings or {})}, replication_factor=1, **options
+    )
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
     )
@@ -58,8 +63,10 @@ def start_registry(bootstrap: str, **options: Any) -> RegistryServer:
 def registry_factory_fixture() -> Iterator[Callable[..., RegistryServer]]:
     started: list[RegistryServer] = []
 
-    def make(bootstrap: str, **options: Any) -> RegistryServer:
-        started.append(start_registry(bootstrap, **options))
+    def make(
+        bootstrap: str, settings: dict[str, Any] | None = None, **options: Any
+    ) -> RegistryServer:
+        started.append(start_registry(bootstrap, settings, **options))
         return started[-1]
 
     yield make
