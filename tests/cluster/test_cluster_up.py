@@ -3,6 +3,7 @@ package) and N `logbus server start` processes, then stops them in order on Ctrl
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -348,3 +349,41 @@ def test_a_broker_that_dies_is_reported_and_the_last_one_ends_the_cluster(
     assert status == 1
     assert "every broker has exited" in run.lines
     wait_closed(zk_port)
+
+
+def test_up_starts_the_schema_registry_and_the_rest_proxy_beside_the_brokers(
+    cluster_up: Any,
+) -> None:
+    import httpx
+
+    args, base, _ = ports_args(3)
+    registry_port, proxy_port = free_port(), free_port()
+    run = cluster_up(
+        *args, "--schema-registry", "--schema-registry-port", str(registry_port),
+        "--rest-proxy", "--rest-proxy-port", str(proxy_port),
+    )
+    run.wait_for_line("Cluster up.")
+    assert run.wait_for_line("schema registry: ").startswith(
+        f"schema registry: http://localhost:{registry_port}"
+    )
+    registry, proxy = f"http://127.0.0.1:{registry_port}", f"http://127.0.0.1:{proxy_port}"
+    schema = json.dumps({"type": "record", "name": "P",
+                         "fields": [{"name": "n", "type": "int"}]})
+    # the proxy registers the schema in the registry and produces to a replicated topic
+    with logbus.Admin(bootstrap_servers=f"localhost:{base}") as admin:
+        admin.create_topics([logbus.NewTopic("points", 1, 3)])
+    response = httpx.post(
+        f"{proxy}/topics/points",
+        content=json.dumps({"value_schema": schema, "records": [{"value": {"n": 7}}]}),
+        headers={"Content-Type": "application/vnd.kafka.avro.v2+json"}, timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    schema_id = response.json()["value_schema_id"]
+    assert httpx.get(f"{registry}/subjects/points-value/versions/1").json()["id"] == schema_id
+    with logbus.Admin(bootstrap_servers=f"localhost:{base}") as admin:
+        store = admin.describe_topics(["_schemas"])["_schemas"]
+        assert store.replication_factor == 3
+    run.proc.send_signal(signal.SIGINT)
+    status, _ = run.finish()
+    assert status == 0
+    assert not listening(registry_port) and not listening(proxy_port)

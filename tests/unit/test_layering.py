@@ -43,6 +43,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "console": CLIENT_SIDE | {"logbus", "aio"},
     "spark": CLIENT_SIDE | {"logbus", "aio"},
     "mirror": CLIENT_SIDE,
+    "registry": CLIENT_SIDE | {"logbus", "aio"},
+    "restproxy": CLIENT_SIDE | {"logbus", "aio", "registry"},
     "cli": frozenset(
         {
             "storage",
@@ -54,6 +56,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "aio",
             "console",
             "mirror",
+            "registry",
+            "restproxy",
         }
     )
     | CLIENT_SIDE,

@@ -6,9 +6,11 @@ first (data, `zoo.cfg` and its log under `<data-dir>/zookeeper`). Then each brok
 `listeners=PLAINTEXT://localhost:<base-port + N>`, `log.dirs=<data-dir>/broker-N`,
 `zookeeper.connect`, `metrics.listener=http://localhost:<metrics-base-port + N>`) and
 runs as a `logbus server start` process; its output goes to
-`<data-dir>/broker-N.log` and, prefixed with `[broker-N]`, to our stdout. Ctrl-C or
-SIGTERM stops the brokers with SIGTERM (a clean shutdown; SIGKILL after
-`--shutdown-timeout`), then ZooKeeper. A second Ctrl-C kills what is left at once.
+`<data-dir>/broker-N.log` and, prefixed with `[broker-N]`, to our stdout. With
+`--schema-registry` and `--rest-proxy`, those services start once the brokers listen
+(cluster_services.py) and stop first. Ctrl-C or SIGTERM stops the brokers with SIGTERM
+(a clean shutdown; SIGKILL after `--shutdown-timeout`), then ZooKeeper. A second Ctrl-C
+kills what is left at once.
 
 Every child runs in its own session, so the terminal's Ctrl-C reaches only this process,
 which stops them in order; each child also gets SIGTERM if this process dies
@@ -28,8 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO
 
+from logbus.cli import cluster_services
+from logbus.cli.cluster_services import ServiceRun, pump_output
 from logbus.cli.common import key_value, positive_int, whole_number
 from logbus.cli.zookeeper_process import (
     ZooKeeperError,
@@ -127,6 +130,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how long a broker may take to stop before it is killed (default: 30)",
     )
+    cluster_services.add_arguments(up, _port)
     up.set_defaults(func=run_up)
 
 
@@ -225,7 +229,7 @@ class BrokerRun:
         )
         assert self.proc.stdout is not None
         self.pump = threading.Thread(
-            target=_pump,
+            target=pump_output,
             args=(self.proc.stdout, self.log_file, f"[broker-{self.broker_id}] ", echo),
             name=f"broker-{self.broker_id}-output",
             daemon=True,
@@ -266,21 +270,6 @@ class BrokerRun:
         return lines[-count:]
 
 
-def _pump(
-    source: IO[bytes], log_file: Path, prefix: str, echo: Callable[[str], None] | None
-) -> None:
-    """Copy a child's output to its log file and, prefixed, to `echo`, line by line."""
-    with log_file.open("ab") as log:
-        for line in iter(source.readline, b""):
-            log.write(line)
-            log.flush()
-            if echo is not None:
-                try:
-                    echo(prefix + line.decode("utf-8", errors="replace").rstrip("\n"))
-                except (OSError, ValueError):
-                    echo = None  # our stdout is gone (`| head`): keep the log file going
-
-
 # --- the cluster -------------------------------------------------------------------------
 
 
@@ -293,6 +282,7 @@ class Cluster:
     zookeeper: ZooKeeperProcess | None
     zookeeper_connect: str
     echo: Callable[[str], None] | None
+    services: list[ServiceRun] = field(default_factory=list)
 
     def start(self, start_timeout: float, stopping: threading.Event) -> None:
         """Start ZooKeeper (if ours) and every broker, and wait until each listens (or
@@ -303,6 +293,7 @@ class Cluster:
             for b in self.brokers
             if b.metrics_port
         ]
+        ports += [(s.name, s.port) for s in self.services]
         if self.zookeeper is not None:
             ports.insert(0, ("ZooKeeper", self.zookeeper.port))
         taken = [f"{port} ({who})" for who, port in ports if not port_is_free(port)]
@@ -337,6 +328,27 @@ class Cluster:
                     f"file{'s' if len(waiting) > 1 else ''} in {self.data_dir}"
                 )
             time.sleep(_POLL_INTERVAL)
+        self._start_services(deadline, stopping)
+
+    def _start_services(self, deadline: float, stopping: threading.Event) -> None:
+        """Start the services once the brokers listen, and wait until each listens."""
+        for service in self.services:
+            if not stopping.is_set():
+                service.start(self.echo)
+        waiting = list(self.services)
+        while waiting and not stopping.is_set():
+            for service in list(waiting):
+                if not service.running:
+                    raise ClusterError(
+                        f"the {service.name} exited while starting; see {service.log_file}"
+                    )
+                if service.listening():
+                    waiting.remove(service)
+            if waiting and time.monotonic() > deadline:
+                raise ClusterError(
+                    f"the {waiting[0].name} did not listen in time; see {waiting[0].log_file}"
+                )
+            time.sleep(_POLL_INTERVAL)
 
     def describe(self) -> list[str]:
         lines = [
@@ -345,6 +357,7 @@ class Cluster:
             + (f", metrics http://localhost:{b.metrics_port}/metrics" if b.metrics_port else "")
             for b in self.brokers
         ]
+        lines += [f"{s.name}: {s.url} (log {s.log_file})" for s in self.services]
         bootstrap = ",".join(f"localhost:{b.port}" for b in self.brokers)
         lines.append(f"zookeeper.connect={self.zookeeper_connect}")
         lines.append(f"Cluster up. Bootstrap servers: {bootstrap}. Ctrl-C stops it.")
@@ -354,10 +367,15 @@ class Cluster:
         """Until `stopping` is set: report children that exit. 1 if ZooKeeper or every
         broker has gone, 0 when asked to stop."""
         reported: set[int] = set()
+        exited_services: set[str] = set()
         while not stopping.wait(_POLL_INTERVAL * 2):
             if self.zookeeper is not None and not self.zookeeper.running:
                 say(f"ZooKeeper exited; see {self.zookeeper.log_file}. Stopping the brokers.")
                 return 1
+            for service in self.services:
+                if service.slug not in exited_services and not service.running:
+                    exited_services.add(service.slug)
+                    say(f"the {service.name} exited unexpectedly; see {service.log_file}")
             for broker in self.brokers:
                 if broker.broker_id not in reported and not broker.running:
                     reported.add(broker.broker_id)
@@ -367,11 +385,14 @@ class Cluster:
                 return 1
         return 0
 
+    def _stop_services(self, timeout: float, killing: threading.Event) -> bool:
+        return _stop_services_of(self.services, timeout, killing)
+
     def stop(self, timeout: float, killing: threading.Event) -> bool:
         """SIGTERM every broker, SIGKILL those still running after `timeout` (or at once
         when `killing` is set), then stop ZooKeeper. True if every broker stopped by
         itself."""
-        clean = True
+        clean = self._stop_services(timeout, killing)
         for broker in self.brokers:
             broker.signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -389,6 +410,29 @@ class Cluster:
         if self.zookeeper is not None:
             self.zookeeper.stop(0.1 if killing.is_set() else 10)
         return clean
+
+
+def _stop_services_of(
+    services: list[ServiceRun], timeout: float, killing: threading.Event
+) -> bool:
+    """SIGTERM each service, SIGKILL those still running after `timeout`; True if every
+    one stopped by itself."""
+    clean = True
+    for service in services:
+        service.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(s.running for s in services):
+        if killing.is_set() or time.monotonic() > deadline:
+            for service in services:
+                if service.running:
+                    say(f"the {service.name} did not stop in time: killing it")
+                    clean = False
+                    service.signal(signal.SIGKILL)
+            break
+        time.sleep(_POLL_INTERVAL)
+    for service in services:
+        service.close()
+    return clean
 
 
 def _exit_message(broker: BrokerRun, when: str) -> str:
@@ -448,7 +492,9 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
             BrokerRun(broker_id, port, config_file, log_dir, log_file, metrics_port)
         )
     echo = None if args.quiet else say
-    return Cluster(data_dir, brokers, zookeeper, connect, echo)
+    bootstrap = ",".join(f"localhost:{b.port}" for b in brokers)
+    services = cluster_services.service_runs(args, bootstrap, data_dir)
+    return Cluster(data_dir, brokers, zookeeper, connect, echo, services)
 
 
 def run_up(args: argparse.Namespace) -> int:

@@ -22,6 +22,8 @@ logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--top
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
 logbus metadata-quorum --bootstrap-controller B describe {--status,--replication}
 logbus storage {random-uuid,format -t ID -c FILE [--ignore-formatted],info -c FILE}
+logbus schema-registry start [schema-registry.properties] [--override k=v] [--bootstrap-server B]
+logbus rest-proxy start [kafka-rest.properties] [--override k=v] [--bootstrap-server B]
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from logbus.cli import (
     mirror,
     perf,
     produce,
+    rest_proxy,
+    schema_registry,
     storage,
     tool_syntax,
     topics,
@@ -116,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     console.register(subparsers)
     storage.register(subparsers)
     metadata_quorum.register(subparsers)
+    schema_registry.register(subparsers)
+    rest_proxy.register(subparsers)
     return parser
 
 

@@ -1,0 +1,101 @@
+"""Producing through the v2 API: `POST /topics/{topic}` and
+`POST /topics/{topic}/partitions/{partition}` with a batch of records in one embedded
+format. Every key and value is encoded before the first record is sent, so a request
+that cannot be encoded stores nothing; the records then go out together through one
+shared producer, and the answer lists each record's partition and offset (or error)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from logbus.client.errors import KafkaError
+from logbus.client.producer import Producer
+from logbus.restproxy import errors
+from logbus.restproxy.formats import Encoder
+from logbus.restproxy.schemas import SchemaRegistryClient
+
+
+def records_of(body: Any) -> list[dict[str, Any]]:
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise errors.unprocessable("The request needs a \"records\" list")
+    records: list[dict[str, Any]] = body["records"]
+    if not all(isinstance(r, dict) for r in records):
+        raise errors.unprocessable("Each record is a JSON object")
+    return records
+
+
+async def produce(
+    producer: Producer,
+    registry: SchemaRegistryClient,
+    topic: str,
+    partition_count: int,
+    embedded: str,
+    body: Any,
+    partition: int | None = None,
+) -> dict[str, Any]:
+    """Encode and send the records of `body`; the v2 produce response."""
+    records = records_of(body)
+    encoder = Encoder(embedded, registry, topic)
+    await encoder.prepare(body, records)
+    encoded = []
+    for record in records:
+        target = partition if partition is not None else record.get("partition")
+        if target is not None and (
+            not isinstance(target, int) or not 0 <= target < partition_count
+        ):
+            raise errors.partition_not_found(topic, target)
+        encoded.append(
+            (encoder.encode("key", record.get("key")), encoder.encode("value", record.get("value")),
+             target)
+        )
+    if all(target is None for _, _, target in encoded):
+        offsets = await _send_together(producer, topic, encoded)
+    else:
+        offsets = await _send_each(producer, topic, encoded)
+    return {
+        "key_schema_id": encoder.schema_id("key"),
+        "value_schema_id": encoder.schema_id("value"),
+        "offsets": offsets,
+    }
+
+
+Encoded = list[tuple[bytes | None, bytes | None, int | None]]
+
+
+def _offset(
+    partition: int | None, offset: int | None, error: BaseException | None
+) -> dict[str, Any]:
+    if error is not None:
+        return {"partition": None, "offset": None, "error_code": 50002, "error": str(error)}
+    return {"partition": partition, "offset": offset, "error_code": None, "error": None}
+
+
+async def _send_together(producer: Producer, topic: str, encoded: Encoded) -> list[dict[str, Any]]:
+    """Records the partitioner places: handed to the producer as one group (its bulk
+    path, one future for all)."""
+    try:
+        future = await producer.send_many(
+            topic=topic, values=[value for _, value, _ in encoded],
+            keys=[key for key, _, _ in encoded],
+        )
+        sent = await future
+    except KafkaError as exc:
+        return [_offset(None, None, exc) for _ in encoded]
+    return [_offset(m.partition, m.offset, None) for m in sent]
+
+
+async def _send_each(producer: Producer, topic: str, encoded: Encoded) -> list[dict[str, Any]]:
+    """Records naming their partitions: one send each."""
+    futures = []
+    try:
+        for key, value, target in encoded:
+            futures.append(await producer.send(topic, value, key, partition=target))
+    except KafkaError as exc:
+        raise errors.kafka_error(str(exc)) from None
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    return [
+        _offset(None, None, r) if isinstance(r, BaseException) else
+        _offset(r.partition, r.offset, None)
+        for r in results
+    ]

@@ -1,0 +1,123 @@
+"""The proxy's side of the schema registry (`schema.registry.url`): registering the
+schemas a produce request carries, fetching schemas by id, and Confluent's framing (a
+zero byte, the 4-byte schema id, then the encoding) for the AVRO and JSONSCHEMA embedded
+formats. Avro is encoded and decoded with Apache Avro's library; the registry is called
+over HTTP (urllib, in a worker thread, so the event loop never waits on it)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import struct
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import avro.errors
+import avro.io
+import avro.schema
+
+from logbus.restproxy import errors
+
+_FRAME = struct.Struct(">bI")
+_REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class SchemaRegistryClient:
+    """Registers and fetches schemas; caches what it fetched. Shared by the proxy's
+    tasks (the caches are plain dicts touched only on the event loop)."""
+
+    def __init__(self, url: str | None, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/") if url else None
+        self.timeout = timeout
+        self._by_id: dict[int, tuple[str, Any]] = {}
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        assert self.url is not None
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method,
+            headers={"Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = json.loads(exc.read()).get("message", str(exc))
+            except ValueError:
+                detail = str(exc)
+            if exc.code == 409 or exc.code == 422:
+                raise errors.invalid_schema(detail) from None
+            if exc.code == 404:
+                raise errors.ProxyError(404, 40403, f"Schema not found: {detail}") from None
+            raise errors.ProxyError(500, 50002, f"Schema registry error: {detail}") from None
+        except (OSError, ValueError) as exc:
+            raise errors.ProxyError(500, 50002, f"Schema registry error: {exc}") from None
+
+    def _check_configured(self) -> None:
+        if self.url is None:
+            raise errors.unprocessable(
+                "This embedded format needs a schema registry (schema.registry.url)"
+            )
+
+    async def register(self, subject: str, schema: str, schema_type: str) -> int:
+        self._check_configured()
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        result = await asyncio.to_thread(
+            self._call, "POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions",
+            body,
+        )
+        return int(result["id"])
+
+    async def schema(self, schema_id: int) -> tuple[str, Any]:
+        """(schema type, parsed schema: an Avro schema or a JSON Schema document)."""
+        self._check_configured()
+        found = self._by_id.get(schema_id)
+        if found is None:
+            result = await asyncio.to_thread(self._call, "GET", f"/schemas/ids/{schema_id}")
+            schema_type = result.get("schemaType", "AVRO")
+            text = result["schema"]
+            parsed = avro.schema.parse(text) if schema_type == "AVRO" else json.loads(text)
+            found = self._by_id[schema_id] = (schema_type, parsed)
+        return found
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    return _FRAME.pack(0, schema_id) + payload
+
+
+def unframe(data: bytes) -> tuple[int, bytes]:
+    if len(data) < _FRAME.size or data[0] != 0:
+        raise errors.ProxyError(
+            500, 50002, "Unknown magic byte: the record was not written with a schema id"
+        )
+    _, schema_id = _FRAME.unpack_from(data)
+    return schema_id, data[_FRAME.size :]
+
+
+def avro_encode(schema: avro.schema.Schema, value: Any) -> bytes:
+    buffer = io.BytesIO()
+    try:
+        avro.io.DatumWriter(schema).write(value, avro.io.BinaryEncoder(buffer))
+    except (avro.errors.AvroException, TypeError, ValueError) as exc:
+        raise errors.conversion_failed(str(exc)) from None
+    return buffer.getvalue()
+
+
+def avro_decode(schema: avro.schema.Schema, data: bytes) -> Any:
+    try:
+        return avro.io.DatumReader(schema).read(avro.io.BinaryDecoder(io.BytesIO(data)))
+    except (avro.errors.AvroException, TypeError, ValueError, struct.error) as exc:
+        raise errors.ProxyError(500, 50002, f"Cannot decode an Avro record: {exc}") from None
+
+
+def parse_avro(text: str) -> avro.schema.Schema:
+    try:
+        return avro.schema.parse(text)
+    except (avro.errors.AvroException, ValueError, TypeError) as exc:
+        raise errors.invalid_schema(str(exc)) from None

@@ -1,0 +1,106 @@
+"""Two `logbus schema-registry start` processes sharing one store topic: one is elected
+primary through their group, the other forwards writes to it; with the primary killed
+(SIGKILL: no goodbye, its group session times out) the other takes over, having read the
+store to its end, and ids go on without a repeat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from brokers import RunningBroker, free_port
+from kafka_wire import wait_for
+
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+
+
+class RegistryProcess:
+    def __init__(self, bootstrap: str, log_path: Path) -> None:
+        self.log_path = log_path
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        with log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "logbus.cli.main", "schema-registry", "start",
+                    "--bootstrap-server", bootstrap, "--listeners", self.url,
+                    "--override", "kafkastore.topic.replication.factor=1",
+                ],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def answers(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/subjects", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+
+
+@pytest.fixture(name="two_registries")
+def two_registries_fixture(
+    fast_broker: RunningBroker, tmp_path: Path
+) -> Iterator[list[RegistryProcess]]:
+    registries = [
+        RegistryProcess(fast_broker.bootstrap, tmp_path / f"registry-{i}.log") for i in (0, 1)
+    ]
+    try:
+        for registry in registries:
+            wait_for(registry.answers, 60, what="a registry to answer")
+        yield registries
+    finally:
+        for registry in registries:
+            registry.stop()
+
+
+def register(url: str, subject: str, schema: object) -> httpx.Response:
+    return httpx.post(
+        f"{url}/subjects/{subject}/versions", json={"schema": json.dumps(schema)}, timeout=30
+    )
+
+
+def registered(url: str, subject: str, schema: object) -> int | None:
+    response = register(url, subject, schema)
+    return response.json()["id"] if response.status_code == 200 else None
+
+
+def test_writes_go_through_the_primary_and_survive_its_death(
+    two_registries: list[RegistryProcess],
+) -> None:
+    first, second = two_registries
+    # once a primary is elected, a write through either registry lands once
+    id_a = wait_for(lambda: registered(first.url, "a", SCHEMA), 60, what="a primary")
+    assert registered(second.url, "b", {"type": "string"}) == id_a + 1
+    assert registered(second.url, "a", SCHEMA) == id_a  # already there: no new version
+    for registry in (first, second):
+        assert httpx.get(f"{registry.url}/subjects").json() == ["a", "b"]
+        assert httpx.get(f"{registry.url}/subjects/a/versions").json() == [1]
+
+    # the primary says so in its log; kill it, the survivor must take over
+    primary = wait_for(
+        lambda: next((r for r in two_registries if "elected the primary" in r.log_text()), None),
+        30, what="a registry to log its election",
+    )
+    survivor = second if primary is first else first
+    primary.proc.kill()
+    primary.proc.wait(30)
+    id_c = wait_for(
+        lambda: registered(survivor.url, "c", {"type": "long"}), 90,
+        what="the survivor to write",
+    )
+    assert id_c == id_a + 2
+    assert httpx.get(f"{survivor.url}/subjects").json() == ["a", "b", "c"]
+    assert "elected the primary" in survivor.log_text()
