@@ -1,0 +1,336 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka against a real
+broker: every record consumed, 3 -> 6 -> 2 members under load with no partition owned twice
+and no partition taken from a member that keeps it, classic groups of kafka-python beside
+them, Kafka's error codes for bad heartbeats, and a group that resumes after a restart."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from compat_clients import new_topic
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+from group_members import Member, new_group, produce_values, wait_all_received
+
+from kafka_wire import WireClient, create_topic, wait_for
+from logbus.protocol import ApiKey, ErrorCode
+
+pytestmark = pytest.mark.timeout(180)
+
+E = ErrorCode
+BROKER = {"group.consumer.heartbeat.interval.ms": "300"}
+
+
+class Ownership:
+    """Every member's assign and revoke callbacks in one ordered log: a partition handed
+    to a member while another still holds it is recorded as a violation."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: dict[int, str] = {}
+        self.violations: list[str] = []
+        self.phase = 0
+        self.revoked_in_phase: dict[tuple[int, str], set[int]] = {}
+        self.taken_back: dict[tuple[int, str], set[int]] = {}
+        """Partitions revoked from a member and given back to it within one change: a
+        member that keeps a partition must never have stopped consuming it."""
+
+    def assigned(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                holder = self.owner.get(p)
+                if holder is not None and holder != member:
+                    self.violations.append(f"p{p} given to {member} while {holder} owns it")
+                self.owner[p] = member
+                if p in self.revoked_in_phase.get((self.phase, member), set()):
+                    self.taken_back.setdefault((self.phase, member), set()).add(p)
+
+    def revoked(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owner.get(p) == member:
+                    del self.owner[p]
+            self.revoked_in_phase.setdefault((self.phase, member), set()).update(partitions)
+
+    def next_phase(self) -> None:
+        with self.lock:
+            self.phase += 1
+
+
+class ConsumerProtocolMember(Member):
+    """A confluent-kafka consumer with group.protocol=consumer, polled in its thread."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, ownership: Ownership | None = None,
+        **config: Any,
+    ) -> None:
+        self.member_name = f"member-{uuid.uuid4().hex[:6]}"
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 200,
+                "client.id": self.member_name,
+                **config,
+            }
+        )
+        self._owned: frozenset[int] = frozenset()
+        log = ownership
+
+        def on_assign(_c: Any, partitions: list[Any]) -> None:
+            if log is not None:
+                log.assigned(self.member_name, [p.partition for p in partitions])
+
+        def on_revoke(_c: Any, partitions: list[Any]) -> None:
+            if log is not None:
+                log.revoked(self.member_name, [p.partition for p in partitions])
+
+        self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
+                                on_lost=on_revoke)
+        super().__init__(self._poll_values, self.consumer.close)
+        self.start()
+
+    def _poll_values(self) -> list[bytes]:
+        msg = self.consumer.poll(0.1)
+        self._owned = frozenset(p.partition for p in self.consumer.assignment())
+        if msg is None:
+            return []
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return []
+            raise AssertionError(msg.error())
+        return [msg.value()]
+
+    @property
+    def assignment(self) -> set[int]:
+        return set(self._owned)
+
+
+class LoadProducer(threading.Thread):
+    """Produces numbered values round-robin over the partitions until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.topic, self.partitions = topic, partitions
+        self.sent: list[bytes] = []
+        self._stop_requested = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self._stop_requested.wait(0.01):
+            value = f"load-{i}".encode()
+            self.producer.produce(self.topic, value, partition=i % self.partitions)
+            self.sent.append(value)
+            self.producer.poll(0)
+            i += 1
+
+    def stop(self) -> list[bytes]:
+        self._stop_requested.set()
+        self.join(10)
+        assert self.producer.flush(20) == 0
+        return list(self.sent)
+
+
+def describe(bootstrap: str, group: str) -> dict[str, Any]:
+    with WireClient(bootstrap) as client:
+        body = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [group], "include_authorized_operations": False,
+        })
+    return dict(body["groups"][0])
+
+
+def heartbeat(client: WireClient, version: int = 1, **fields: Any) -> dict[str, Any]:
+    body = {
+        "group_id": "g", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+        "server_assignor": None, "topic_partitions": [], **fields,
+    }
+    return client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, body)
+
+
+def stable_with(bootstrap: str, group: str, members: list[ConsumerProtocolMember],
+                partitions: int) -> bool:
+    described = describe(bootstrap, group)
+    if described["group_state"] != "Stable" or len(described["members"]) != len(members):
+        return False
+    owned = [p for m in members for p in m.assignment]
+    sizes = [len(m.assignment) for m in members]
+    return sorted(owned) == list(range(partitions)) and max(sizes) - min(sizes) <= 1
+
+
+def test_consumer_protocol_members_consume_every_record(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER)
+    topic, group = new_topic(), new_group()
+    create_topic(broker.bootstrap, topic, 4)
+    values = [f"v{i}".encode() for i in range(30)]
+    produce_values(broker.bootstrap, topic, values, 4)
+    members = [ConsumerProtocolMember(broker.bootstrap, topic, group) for _ in range(2)]
+    try:
+        wait_all_received(members, values)
+        assert sorted(v for m in members for v in m.received()) == sorted(values)
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 4), 30)
+        described = describe(broker.bootstrap, group)
+        assert described["assignor_name"] == "uniform"
+        epochs = {m["member_epoch"] for m in described["members"]}
+        assert epochs == {described["assignment_epoch"]}
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = admin.list_consumer_groups().result(20)
+        types = {g.group_id: g.type.name for g in listed.valid}
+        assert types[group] == "CONSUMER"
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_three_six_two_members_under_load(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER)
+    topic, group = new_topic(), new_group()
+    create_topic(broker.bootstrap, topic, 12)
+    ownership = Ownership()
+    load = LoadProducer(broker.bootstrap, topic, 12)
+    load.start()
+    members = [ConsumerProtocolMember(broker.bootstrap, topic, group, ownership)
+               for _ in range(3)]
+    everyone = list(members)
+    try:
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 12), 60)
+        ownership.next_phase()
+        joining = [ConsumerProtocolMember(broker.bootstrap, topic, group, ownership)
+                   for _ in range(3)]
+        members += joining
+        everyone += joining
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 12), 60)
+        ownership.next_phase()
+        for m in members[2:]:
+            m.stop()
+        members = members[:2]
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 12), 60)
+        sent = load.stop()
+        wait_all_received(everyone, sent, 60)
+    finally:
+        if load.is_alive():
+            load.stop()
+        for m in everyone:
+            if m.is_alive():
+                m.stop()
+    assert ownership.violations == []
+    assert ownership.taken_back == {}
+
+
+def test_classic_groups_beside_consumer_groups(broker_factory: Any) -> None:
+    from kafka import KafkaConsumer
+
+    broker = broker_factory(**BROKER, **{"group.initial.rebalance.delay.ms": "0"})
+    topic, group, classic_group = new_topic(), new_group(), new_group()
+    create_topic(broker.bootstrap, topic, 3)
+    values = [f"v{i}".encode() for i in range(30)]
+    produce_values(broker.bootstrap, topic, values, 3)
+    modern = ConsumerProtocolMember(broker.bootstrap, topic, group)
+    classic = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=classic_group,
+        auto_offset_reset="earliest", consumer_timeout_ms=500,
+    )
+    got: list[bytes] = []
+    try:
+        wait_all_received([modern], values)
+
+        def classic_done() -> bool:
+            got.extend(record.value for record in classic)
+            return set(got) >= set(values)
+
+        wait_for(classic_done, 60)
+        with WireClient(broker.bootstrap) as client:
+            join = client.request(ApiKey.JOIN_GROUP, 5, {
+                "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            })
+            assert join["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+            listed = client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
+                                                            "types_filter": []})
+        types = {g["group_id"]: g["group_type"] for g in listed["groups"]}
+        assert types[group] == "consumer" and types[classic_group] == "classic"
+    finally:
+        classic.close()
+        modern.stop()
+
+
+def test_bad_heartbeats_get_kafkas_error_codes(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER)
+    create_topic(broker.bootstrap, "t", 2)
+    with WireClient(broker.bootstrap) as client:
+
+        def coordinator_ready() -> bool:
+            found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            return found["error_code"] == E.NONE and heartbeat(client, group_id="probe")[
+                "error_code"] == E.NONE
+
+        wait_for(coordinator_ready, 30)
+        joined = heartbeat(client, instance_id="static-1")
+        assert joined["error_code"] == E.NONE and joined["member_epoch"] == 1
+        member = joined["member_id"]
+        owned = joined["assignment"]["topic_partitions"]
+        codes = {
+            "fenced": heartbeat(client, member_id=member, member_epoch=7, instance_id=None,
+                                topic_partitions=owned),
+            "unknown": heartbeat(client, member_epoch=1, topic_partitions=owned),
+            "assignor": heartbeat(client, server_assignor="sticky"),
+            "regex": heartbeat(client, subscribed_topic_names=None, subscribed_topic_regex="t["),
+            "instance": heartbeat(client, instance_id="static-1"),
+            "no member id": heartbeat(client, member_id=""),
+        }
+        assert {k: v["error_code"] for k, v in codes.items()} == {
+            "fenced": E.FENCED_MEMBER_EPOCH,
+            "unknown": E.UNKNOWN_MEMBER_ID,
+            "assignor": E.UNSUPPORTED_ASSIGNOR,
+            "regex": E.INVALID_REGULAR_EXPRESSION,
+            "instance": E.UNRELEASED_INSTANCE_ID,
+            "no member id": E.INVALID_REQUEST,
+        }
+        commit = client.request(ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": "g", "generation_id_or_member_epoch": 5, "member_id": member,
+            "group_instance_id": None, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                              "committed_leader_epoch": -1,
+                                              "committed_metadata": ""}]}],
+        })
+        assert commit["topics"][0]["partitions"][0]["error_code"] == E.STALE_MEMBER_EPOCH
+        still = heartbeat(client, member_id=member, member_epoch=1, instance_id=None,
+                          subscribed_topic_names=None, rebalance_timeout_ms=-1,
+                          topic_partitions=owned)
+        assert still["error_code"] == E.NONE and still["member_epoch"] == 1
+    missing = describe(broker.bootstrap, "no-such-group")
+    assert missing["error_code"] == E.GROUP_ID_NOT_FOUND
+
+
+def test_group_resumes_after_a_broker_restart(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER)
+    topic, group = new_topic(), new_group()
+    create_topic(broker.bootstrap, topic, 4)
+    first = [f"a{i}".encode() for i in range(20)]
+    produce_values(broker.bootstrap, topic, first, 4)
+    members = [ConsumerProtocolMember(broker.bootstrap, topic, group) for _ in range(2)]
+    try:
+        wait_all_received(members, first)
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 4), 30)
+        before = describe(broker.bootstrap, group)
+        broker.restart()
+        after = wait_for(lambda: (d := describe(broker.bootstrap, group))["error_code"] == 0
+                         and d, 30)
+        assert after["group_epoch"] == before["group_epoch"]
+        assert {m["member_id"]: m["member_epoch"] for m in after["members"]} == {
+            m["member_id"]: m["member_epoch"] for m in before["members"]
+        }
+        second = [f"b{i}".encode() for i in range(20)]
+        produce_values(broker.bootstrap, topic, second, 4)
+        wait_all_received(members, first + second)
+    finally:
+        for m in members:
+            m.stop()
