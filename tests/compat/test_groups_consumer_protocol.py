@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from compat_clients import new_topic
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from group_members import Member, new_group, produce_values, wait_all_received
+from group_members import new_group, produce_values, wait_all_received
 
+from consumer_protocol_members import ConsumerProtocolMember, Ownership
 from kafka_wire import WireClient, create_topic, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 
@@ -22,93 +23,6 @@ pytestmark = pytest.mark.timeout(180)
 
 E = ErrorCode
 BROKER = {"group.consumer.heartbeat.interval.ms": "300"}
-
-
-class Ownership:
-    """Every member's assign and revoke callbacks in one ordered log: a partition handed
-    to a member while another still holds it is recorded as a violation."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.owner: dict[int, str] = {}
-        self.violations: list[str] = []
-        self.phase = 0
-        self.revoked_in_phase: dict[tuple[int, str], set[int]] = {}
-        self.taken_back: dict[tuple[int, str], set[int]] = {}
-        """Partitions revoked from a member and given back to it within one change: a
-        member that keeps a partition must never have stopped consuming it."""
-
-    def assigned(self, member: str, partitions: list[int]) -> None:
-        with self.lock:
-            for p in partitions:
-                holder = self.owner.get(p)
-                if holder is not None and holder != member:
-                    self.violations.append(f"p{p} given to {member} while {holder} owns it")
-                self.owner[p] = member
-                if p in self.revoked_in_phase.get((self.phase, member), set()):
-                    self.taken_back.setdefault((self.phase, member), set()).add(p)
-
-    def revoked(self, member: str, partitions: list[int]) -> None:
-        with self.lock:
-            for p in partitions:
-                if self.owner.get(p) == member:
-                    del self.owner[p]
-            self.revoked_in_phase.setdefault((self.phase, member), set()).update(partitions)
-
-    def next_phase(self) -> None:
-        with self.lock:
-            self.phase += 1
-
-
-class ConsumerProtocolMember(Member):
-    """A confluent-kafka consumer with group.protocol=consumer, polled in its thread."""
-
-    def __init__(
-        self, bootstrap: str, topic: str, group: str, ownership: Ownership | None = None,
-        **config: Any,
-    ) -> None:
-        self.member_name = f"member-{uuid.uuid4().hex[:6]}"
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "group.protocol": "consumer",
-                "auto.offset.reset": "earliest",
-                "auto.commit.interval.ms": 200,
-                "client.id": self.member_name,
-                **config,
-            }
-        )
-        self._owned: frozenset[int] = frozenset()
-        log = ownership
-
-        def on_assign(_c: Any, partitions: list[Any]) -> None:
-            if log is not None:
-                log.assigned(self.member_name, [p.partition for p in partitions])
-
-        def on_revoke(_c: Any, partitions: list[Any]) -> None:
-            if log is not None:
-                log.revoked(self.member_name, [p.partition for p in partitions])
-
-        self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
-                                on_lost=on_revoke)
-        super().__init__(self._poll_values, self.consumer.close)
-        self.start()
-
-    def _poll_values(self) -> list[bytes]:
-        msg = self.consumer.poll(0.1)
-        self._owned = frozenset(p.partition for p in self.consumer.assignment())
-        if msg is None:
-            return []
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                return []
-            raise AssertionError(msg.error())
-        return [msg.value()]
-
-    @property
-    def assignment(self) -> set[int]:
-        return set(self._owned)
 
 
 class LoadProducer(threading.Thread):
