@@ -1,7 +1,8 @@
 """KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka against a real
 broker: every record consumed, 3 -> 6 -> 2 members under load with no partition owned twice
 and no partition taken from a member that keeps it, classic groups of kafka-python beside
-them, Kafka's error codes for bad heartbeats, and a group that resumes after a restart."""
+them, Kafka's error codes for bad heartbeats, a group that resumes after a restart, and a
+classic group upgraded member by member to the consumer protocol."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from compat_clients import new_topic
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from group_members import new_group, produce_values, wait_all_received
+from group_members import committed_offsets, new_group, produce_values, wait_all_received
 
 from consumer_protocol_members import ConsumerProtocolMember, Ownership
 from kafka_wire import WireClient, create_topic, wait_for
@@ -248,3 +249,48 @@ def test_group_resumes_after_a_broker_restart(broker_factory: Any) -> None:
     finally:
         for m in members:
             m.stop()
+
+
+def test_classic_group_upgraded_member_by_member(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER, **{"group.initial.rebalance.delay.ms": "0",
+                                         "group.min.session.timeout.ms": "1000"})
+    topic, group = new_topic(), new_group()
+    create_topic(broker.bootstrap, topic, 4)
+    ownership = Ownership()
+    classic = {"group.protocol": "classic", "session.timeout.ms": 6000,
+               "heartbeat.interval.ms": 500}
+
+    def member(**config: Any) -> ConsumerProtocolMember:
+        return ConsumerProtocolMember(broker.bootstrap, topic, group, ownership, **config)
+
+    batches = [[f"{name}{i}".encode() for i in range(40)] for name in "abc"]
+    first, second = member(**classic), member(**classic)
+    everyone = [first, second]
+    try:
+        produce_values(broker.bootstrap, topic, batches[0], 4)
+        wait_all_received(everyone, batches[0])
+        wait_for(lambda: sum(committed_offsets(broker.bootstrap, group, topic, 4)) == 40, 30)
+        first.stop()
+        wait_for(lambda: second.assignment == {0, 1, 2, 3}, 30)
+        upgraded = member()
+        everyone.append(upgraded)
+        wait_for(lambda: len(second.assignment) == 2 and len(upgraded.assignment) == 2, 60)
+        assert describe(broker.bootstrap, group)["group_state"] == "Stable"
+        produce_values(broker.bootstrap, topic, batches[1], 4)
+        wait_all_received(everyone, batches[0] + batches[1])
+        second.stop()
+        last = member()
+        everyone.append(last)
+        wait_for(lambda: stable_with(broker.bootstrap, group, [upgraded, last], 4), 60)
+        produce_values(broker.bootstrap, topic, batches[2], 4)
+        wait_all_received(everyone, [v for batch in batches for v in batch])
+        wait_for(lambda: sum(committed_offsets(broker.bootstrap, group, topic, 4)) == 120, 30)
+        described = describe(broker.bootstrap, group)
+        assert {m["client_id"] for m in described["members"]} == {
+            upgraded.member_name, last.member_name
+        }
+    finally:
+        for m in everyone:
+            if m.is_alive():
+                m.stop()
+    assert ownership.violations == []

@@ -88,6 +88,10 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     uses_classic_protocol: bool = False
+    """A member of a classic group upgraded to this one, or a classic member joining it
+    (JoinGroup / SyncGroup / Heartbeat, `migration.py`)."""
+    classic_session_timeout_ms: int = 0
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
 
     def owned(self) -> Iterable[tuple[UUID, int]]:
         for source in (self.assigned, self.pending_revocation):
@@ -113,6 +117,8 @@ class ConsumerGroup:
     a change (new partitions, a topic created or deleted) bumps it again."""
     resolved_regex: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Each subscribed regular expression -> the topics it matched at the last bump."""
+    topic_names: dict[UUID, str] = field(default_factory=dict)
+    """Names of the topic ids the group was assigned, for classic members' assignments."""
 
     def state(self) -> ConsumerGroupState:
         if not self.members:

@@ -77,7 +77,7 @@ def handle_heartbeat(
 ) -> Result:
     r = Result()
     try:
-        _validate(e, cfg)
+        validate(e, cfg)
         if e.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             body = _leave(state, e, cfg, r)
         else:
@@ -99,7 +99,7 @@ def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGrou
     }
 
 
-def _validate(e: ev.ConsumerGroupHeartbeat, cfg: GroupConfig) -> None:
+def validate(e: ev.ConsumerGroupHeartbeat, cfg: GroupConfig) -> None:
     """Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`."""
     if not e.group_id:
         raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
@@ -155,11 +155,11 @@ def _heartbeat(
     if is_new:
         group.add(member)
     bump = is_new or _subscription_of(member) != _subscription_of(before)
-    if _refresh_subscriptions(group, e.topics) or bump:
+    if refresh_subscriptions(group, e.topics) or bump:
         group.group_epoch += 1
         r.records.append(cr.group_epoch_record(group))
     if group.group_epoch > group.assignment_epoch:
-        _compute_target(group, e.topics, cfg, r)
+        compute_target(group, e.topics, cfg, r)
     owners = group.owners()
     updated = next_member(
         member,
@@ -224,7 +224,7 @@ def _member_for(
             return _replace_static(group, previous_id, member_id, e, r), True
     if member_id in group.members:
         # Rejoining with epoch 0 under its own id: it has let its partitions go.
-        _remove_member(group, member_id, r)
+        remove_member(group, member_id, r)
     if len(group.members) >= cfg.consumer_max_size:
         raise HeartbeatError(
             E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity "
@@ -266,7 +266,7 @@ def _replace_static(
             f"Static member {previous_id} with instance id {e.instance_id} is not released.",
         )
     target = group.target.get(previous_id)
-    _remove_member(group, previous_id, r)
+    remove_member(group, previous_id, r)
     r.timers.append(Cancel(session_key(group.group_id, previous_id)))
     member = ConsumerMember(
         member_id,
@@ -323,7 +323,7 @@ def _current_of(m: ConsumerMember) -> tuple[object, ...]:
     return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
 
 
-def _refresh_subscriptions(group: ConsumerGroup, topics: TopicsImage) -> bool:
+def refresh_subscriptions(group: ConsumerGroup, topics: TopicsImage) -> bool:
     """Resolve the members' regular expressions and compare the subscribed topics'
     partition counts with those of the last group epoch: True when they changed."""
     patterns = {m.subscribed_topic_regex for m in group.members.values()}
@@ -332,14 +332,16 @@ def _refresh_subscriptions(group: ConsumerGroup, topics: TopicsImage) -> bool:
         for p in patterns
         if p is not None
     }
-    image = tuple(sorted((t, topics[t].partitions) for t in group.subscribed_topics(topics)))
+    subscribed = group.subscribed_topics(topics)
+    group.topic_names.update((topics[t].topic_id, t) for t in subscribed)
+    image = tuple(sorted((t, topics[t].partitions) for t in subscribed))
     if image == group.subscription_image:
         return False
     group.subscription_image = image
     return True
 
 
-def _compute_target(
+def compute_target(
     group: ConsumerGroup, topics: TopicsImage, cfg: GroupConfig, r: Result
 ) -> None:
     assignor = ASSIGNORS[group_assignor(group, cfg)]
@@ -391,12 +393,15 @@ def _schedule_timers(
 
 
 def schedule_consumer_session(
-    group_id: str, member_id: str, now_ms: int, cfg: GroupConfig, r: Result
+    group_id: str, member_id: str, now_ms: int, cfg: GroupConfig, r: Result,
+    timeout_ms: int | None = None,
 ) -> None:
+    """(Re)start a member's session: group.consumer.session.timeout.ms, or a classic
+    member's own session timeout."""
     r.timers.append(
         Schedule(
             session_key(group_id, member_id),
-            now_ms + cfg.consumer_session_timeout_ms,
+            now_ms + (cfg.consumer_session_timeout_ms if timeout_ms is None else timeout_ms),
             ev.ConsumerSessionTimeout(group_id, member_id),
         )
     )
@@ -441,7 +446,7 @@ def _leave(
     }
 
 
-def _remove_member(group: ConsumerGroup, member_id: str, r: Result) -> None:
+def remove_member(group: ConsumerGroup, member_id: str, r: Result) -> None:
     group.remove(member_id)
     r.records.extend(cr.member_tombstones(group.group_id, member_id))
 
@@ -449,7 +454,7 @@ def _remove_member(group: ConsumerGroup, member_id: str, r: Result) -> None:
 def fence_member(group: ConsumerGroup, member_id: str, r: Result) -> None:
     """Remove a member (it left, timed out or was fenced) and bump the group epoch; the
     next heartbeat computes the new target assignment."""
-    _remove_member(group, member_id, r)
+    remove_member(group, member_id, r)
     r.timers.append(Cancel(session_key(group.group_id, member_id)))
     r.timers.append(Cancel(revocation_key(group.group_id, member_id)))
     group.group_epoch += 1

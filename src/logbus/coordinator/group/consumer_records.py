@@ -92,7 +92,17 @@ def member_metadata_record(group_id: str, member: ConsumerMember) -> KeyValue:
         "subscribed_topic_regex": member.subscribed_topic_regex,
         "rebalance_timeout_ms": member.rebalance_timeout_ms,
         "server_assignor": member.server_assignor,
-        "classic_member_metadata": None,
+        "classic_member_metadata": (
+            {
+                "session_timeout_ms": member.classic_session_timeout_ms,
+                "supported_protocols": [
+                    {"name": name, "metadata": metadata}
+                    for name, metadata in member.classic_protocols
+                ],
+            }
+            if member.uses_classic_protocol
+            else None
+        ),
     }
     return _key(MEMBER_METADATA, group_id, member.member_id), _value(MEMBER_METADATA, body)
 
@@ -190,6 +200,13 @@ def _replay_member_metadata(group: ConsumerGroup, member_id: str, v: dict[str, A
     member.subscribed_topic_regex = v["subscribed_topic_regex"]
     member.rebalance_timeout_ms = v["rebalance_timeout_ms"]
     member.server_assignor = v["server_assignor"]
+    classic = v.get("classic_member_metadata")
+    member.uses_classic_protocol = classic is not None
+    if classic is not None:
+        member.classic_session_timeout_ms = classic["session_timeout_ms"]
+        member.classic_protocols = tuple(
+            (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]
+        )
     group.add(member)
 
 

@@ -65,6 +65,8 @@ class JoinGroup(Answered[JoinGroupResponse]):
     """Random part of a new member id (`<client id or instance id>-<uuid>`), drawn by the
     runtime so that `apply` stays deterministic."""
     reason: str | None = None
+    topics: TopicsImage | None = None
+    """The cluster's topics, for a classic member joining a consumer group."""
 
 
 @dataclass(frozen=True, slots=True)

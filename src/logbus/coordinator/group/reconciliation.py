@@ -35,18 +35,20 @@ def next_member(
         ):
             return member  # still revoking: wait (its rebalance timeout runs)
         member = replace(member, pending_revocation={}, state=MemberState.STABLE)
-        return _compute(member, target_epoch, target, owned_elsewhere)
+        return compute_next(member, target_epoch, target, owned_elsewhere)
     if member.state is MemberState.UNRELEASED_PARTITIONS or member.member_epoch != target_epoch:
-        return _compute(member, target_epoch, target, owned_elsewhere)
+        return compute_next(member, target_epoch, target, owned_elsewhere)
     return member
 
 
-def _compute(
+def compute_next(
     member: ConsumerMember,
     target_epoch: int,
     target: Assignment,
     owned_elsewhere: OwnedElsewhere,
 ) -> ConsumerMember:
+    """The step from what the member has now: revoke first, else take the new epoch and
+    the free partitions of the target."""
     current = pairs_of(member.assigned)
     wanted = pairs_of(target)
     keep = current & wanted

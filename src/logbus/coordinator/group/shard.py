@@ -11,6 +11,7 @@ from logbus.coordinator.group import (
     consumer_heartbeat,
     consumer_records,
     membership,
+    migration,
     offsets,
     rebalance,
     records,
@@ -47,7 +48,7 @@ HANDLERS: dict[type, Handler] = {
     ev.DescribeGroup: offsets.handle_describe_group,
     ev.ListGroups: offsets.handle_list_groups,
     ev.ExpireOffsets: offsets.handle_expire_offsets,
-    ev.ConsumerGroupHeartbeat: consumer_heartbeat.handle_heartbeat,
+    ev.ConsumerGroupHeartbeat: migration.handle_consumer_heartbeat,
     ev.ConsumerGroupDescribe: consumer_heartbeat.handle_describe,
     ev.ConsumerSessionTimeout: consumer_heartbeat.handle_session_timeout,
     ev.ConsumerRevocationTimeout: consumer_heartbeat.handle_revocation_timeout,
@@ -60,6 +61,9 @@ def apply(state: GroupsState, event: ev.Event, config: GroupConfig) -> Result:
     Deterministic: the same state and event always give the same result. The runtime
     must call it for one partition at a time (no concurrent calls on one state).
     """
+    if migration.handles(state, event):  # a classic member of a consumer group
+        handler: Handler = migration.HANDLERS[type(event)]
+        return handler(state, event, config)
     return HANDLERS[type(event)](state, event, config)
 
 
@@ -146,8 +150,10 @@ def load_complete(state: GroupsState, now_ms: int, config: GroupConfig) -> Resul
         if group.is_(STABLE) and len(group.members) > config.max_size:
             rebalance.prepare_rebalance(group, now_ms, config, r)
     for consumer_group in state.consumer_groups.values():
-        for member_id in consumer_group.members:
+        for member_id, consumer_member in consumer_group.members.items():
+            classic = consumer_member.uses_classic_protocol
             consumer_heartbeat.schedule_consumer_session(
-                consumer_group.group_id, member_id, now_ms, config, r
+                consumer_group.group_id, member_id, now_ms, config, r,
+                consumer_member.classic_session_timeout_ms if classic else None,
             )
     return r

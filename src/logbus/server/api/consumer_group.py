@@ -10,7 +10,7 @@ coordinator resolves subscriptions and computes assignments against them).
 from __future__ import annotations
 
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group.consumer_group import TopicInfo, TopicsImage, as_assignment
+from logbus.coordinator.group.consumer_group import as_assignment
 from logbus.coordinator.group.consumer_heartbeat import error_response
 from logbus.coordinator.group.runtime import CoordinatorError, new_member_uuid
 from logbus.coordinator.group.state import Token
@@ -35,17 +35,9 @@ from logbus.server.api.group_membership import (
     client_host,
     require_group,
     runtime,
+    topics_image,
 )
 from logbus.server.security.acl import AclOperation, ResourceType
-
-
-def topics_image(ctx: RequestContext) -> TopicsImage:
-    """The cluster's topics a consumer group may subscribe to (internal ones left out)."""
-    return {
-        name: TopicInfo(name, meta.topic_id, len(meta.partitions))
-        for name, meta in ctx.services.metadata_cache.topics.items()
-        if not meta.is_internal and not name.startswith("__")
-    }
 
 
 async def handle_consumer_group_heartbeat(
