@@ -6,6 +6,8 @@ classic group upgraded member by member to the consumer protocol."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import uuid
 from typing import Any
@@ -294,3 +296,42 @@ def test_classic_group_upgraded_member_by_member(broker_factory: Any) -> None:
             if m.is_alive():
                 m.stop()
     assert ownership.violations == []
+
+
+def logbus_cli(bootstrap: str, *args: str) -> list[list[str]]:
+    """A `logbus` command's table output, as rows of cells (the header first)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "logbus.cli.main", *args, "--bootstrap-server", bootstrap],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_groups_cli_shows_the_type_epochs_and_target_assignment(broker_factory: Any) -> None:
+    broker = broker_factory(**BROKER)
+    topic, group = new_topic(), new_group()
+    create_topic(broker.bootstrap, topic, 4)
+    members = [ConsumerProtocolMember(broker.bootstrap, topic, group) for _ in range(2)]
+    try:
+        wait_for(lambda: stable_with(broker.bootstrap, group, members, 4), 30)
+        listed = logbus_cli(broker.bootstrap, "groups", "list", "--state", "--type")
+        assert listed[0] == ["GROUP", "STATE", "TYPE"]
+        assert [group, "Stable", "Consumer"] in listed
+        state = logbus_cli(broker.bootstrap, "groups", "describe", group, "--state")
+        assert state[0][-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert state[1][-1] == "2" and state[1][-2] == state[1][-3] == "2"
+        rows = logbus_cli(broker.bootstrap, "groups", "describe", group, "--members",
+                          "--verbose")
+        header = rows[0]
+        assert header[-3:] == ["MEMBER-EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"]
+        for row in rows[1:]:
+            cells = dict(zip(header, row, strict=True))
+            assert cells["MEMBER-EPOCH"] == "2"
+            assert cells["ASSIGNMENT"] == cells["TARGET-ASSIGNMENT"]
+            assert cells["#PARTITIONS"] == "2"
+        only_classic = logbus_cli(broker.bootstrap, "groups", "list", "--type", "classic")
+        assert only_classic == [["GROUP", "TYPE"]]
+    finally:
+        for m in members:
+            m.stop()
