@@ -1,9 +1,12 @@
-"""KIP-848 consumer groups, on the group's coordinator: ConsumerGroupDescribe v0 (what a
-consumer-protocol group's members own and are meant to own, with their epochs)."""
+"""KIP-848 consumer groups, on the group's coordinator: ConsumerGroupHeartbeat v0-1 (a
+member's subscription and owned partitions in, its epoch and assignment out) and
+ConsumerGroupDescribe v0 (what a group's members own and are meant to own, with their
+epochs)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 from logbus.client.connection import Connection
@@ -18,6 +21,12 @@ from logbus.protocol.messages.consumer_group_describe_request import (
 from logbus.protocol.messages.consumer_group_describe_response import (
     ConsumerGroupDescribeResponse,
     TopicPartitions,
+)
+from logbus.protocol.messages.consumer_group_heartbeat_request import (
+    ConsumerGroupHeartbeatRequest,
+)
+from logbus.protocol.messages.consumer_group_heartbeat_response import (
+    ConsumerGroupHeartbeatResponse,
 )
 
 CONSUMER_GROUP_TYPE = "consumer"
@@ -85,3 +94,68 @@ async def consumer_group_describe(
     body = build_consumer_group_describe(group_ids)
     response = await send(conn, apis.CONSUMER_GROUP_DESCRIBE, body, version)
     return read_consumer_group_describe(response, names)
+
+
+# --- ConsumerGroupHeartbeat --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """A ConsumerGroupHeartbeat's answer: `assignment` (topic id -> partitions) is None
+    when the coordinator did not send one (unchanged)."""
+
+    error_code: int
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: dict[UUID, list[int]] | None
+
+
+def build_consumer_group_heartbeat(
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    *,
+    instance_id: str | None = None,
+    rack_id: str | None = None,
+    rebalance_timeout_ms: int = -1,
+    topics: Sequence[str] | None = None,
+    server_assignor: str | None = None,
+    owned: Mapping[UUID, Sequence[int]] | None = None,
+) -> ConsumerGroupHeartbeatRequest:
+    """A heartbeat; None fields are "unchanged since the last heartbeat"."""
+    return {
+        "group_id": group_id,
+        "member_id": member_id,
+        "member_epoch": member_epoch,
+        "instance_id": instance_id,
+        "rack_id": rack_id,
+        "rebalance_timeout_ms": rebalance_timeout_ms,
+        "subscribed_topic_names": None if topics is None else sorted(topics),
+        "subscribed_topic_regex": None,
+        "server_assignor": server_assignor,
+        "topic_partitions": None if owned is None else [
+            {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(owned.items())
+        ],
+    }
+
+
+def read_consumer_group_heartbeat(response: ConsumerGroupHeartbeatResponse) -> HeartbeatAnswer:
+    assignment = response.get("assignment")
+    return HeartbeatAnswer(
+        error_code=response["error_code"],
+        member_id=response.get("member_id"),
+        member_epoch=response["member_epoch"],
+        heartbeat_interval_ms=response["heartbeat_interval_ms"],
+        assignment=None if assignment is None else {
+            t["topic_id"]: sorted(t["partitions"]) for t in assignment["topic_partitions"]
+        },
+    )
+
+
+async def consumer_group_heartbeat(
+    conn: Connection, body: ConsumerGroupHeartbeatRequest
+) -> HeartbeatAnswer:
+    version = conn.choose_version(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    response = await send(conn, apis.CONSUMER_GROUP_HEARTBEAT, body, version)
+    return read_consumer_group_heartbeat(response)
