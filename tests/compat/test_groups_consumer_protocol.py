@@ -166,9 +166,11 @@ def test_classic_groups_beside_consumer_groups(broker_factory: Any) -> None:
         with WireClient(broker.bootstrap) as client:
             join = client.request(ApiKey.JOIN_GROUP, 5, {
                 "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}],
+                "member_id": "", "group_instance_id": None, "protocol_type": "connect",
+                "protocols": [{"name": "default", "metadata": b""}],
             })
+            # Classic members of the consumer protocol type may join (an upgrade in
+            # progress); other protocol types may not.
             assert join["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
             listed = client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
                                                             "types_filter": []})
