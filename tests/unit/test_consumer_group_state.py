@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logbus.coordinator.group import GroupConfig, GroupsState, apply, replay
+from logbus.coordinator.group import GroupConfig, GroupsState, apply, migration, replay
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.assignors import range_, uniform
 from logbus.coordinator.group.consumer_group import (
@@ -23,7 +23,7 @@ from logbus.coordinator.group.consumer_group import (
     pairs_of,
 )
 from logbus.coordinator.group.records import KeyValue
-from logbus.protocol import ErrorCode
+from logbus.protocol import ErrorCode, schema
 
 E = ErrorCode
 CFG = GroupConfig()
@@ -292,3 +292,52 @@ def test_assignors_respect_subscriptions(assignor: Any) -> None:
     assert {t for t, _ in pairs_of(result["c"])} <= {T2.topic_id}
     every = [tp for a in result.values() for tp in pairs_of(a)]
     assert len(every) == len(set(every)) == 15
+
+
+def _subscription(*topics: str) -> bytes:
+    return b"\x00\x00" + schema.message("ConsumerProtocolSubscription").encode(
+        {"topics": list(topics), "user_data": None}, 0
+    )
+
+
+def test_classic_group_upgraded_when_a_consumer_protocol_member_joins() -> None:
+    c = Coordinator(GroupConfig(initial_rebalance_delay_ms=0))
+    join = ev.JoinGroup(1, 0, "g", "", "consumer", (("range", _subscription("t1")),), 10_000,
+                        10_000, api_version=3, new_member_uuid="u1", client_id="classic",
+                        topics=TOPICS)
+    joined = apply(c.state, join, c.cfg)
+    c.log.extend(joined.records)
+    (answer,) = [body for _t, body in joined.responses]
+    classic_id, generation = answer["member_id"], answer["generation_id"]
+    everything = migration.encode_assignment(
+        {T1.topic_id: frozenset(range(12))}, {T1.topic_id: "t1"}
+    )
+    synced = apply(c.state, ev.SyncGroup(2, 0, "g", generation, classic_id,
+                                         assignments=((classic_id, everything),)), c.cfg)
+    c.log.extend(synced.records)
+    assert synced.responses[0][1]["error_code"] == E.NONE
+
+    modern = Client(c)  # the first consumer-protocol member: the group is upgraded
+    group = c.state.consumer_groups["g"]
+    assert set(group.members) == {classic_id, modern.member_id}
+    assert group.members[classic_id].uses_classic_protocol
+    assert pairs_of(modern.owned) == set()  # all still owned by the classic member
+    beat = apply(c.state, ev.Heartbeat(3, 0, "g", generation, classic_id), c.cfg)
+    assert beat.responses[0][1]["error_code"] == E.REBALANCE_IN_PROGRESS
+    # The eager classic member revokes everything and rejoins: it gets its half.
+    rejoin = apply(c.state, ev.JoinGroup(4, 0, "g", classic_id, "consumer",
+                                         (("range", _subscription("t1")),), 10_000, 10_000,
+                                         api_version=3, topics=TOPICS), c.cfg)
+    c.log.extend(rejoin.records)
+    new_generation = rejoin.responses[0][1]["generation_id"]
+    resynced = apply(c.state, ev.SyncGroup(5, 0, "g", new_generation, classic_id), c.cfg)
+    classic_owned = migration.assignment_of(resynced.responses[0][1]["assignment"], TOPICS)
+    assert len(pairs_of(classic_owned)) == 6
+    modern.beat()
+    assert len(pairs_of(modern.owned)) == 6
+    assert not pairs_of(modern.owned) & pairs_of(classic_owned)
+    reloaded = GroupsState()
+    for key, value in c.log:
+        replay(reloaded, key, value)
+    assert reloaded.consumer_groups["g"].members[classic_id].uses_classic_protocol
+    assert "g" not in reloaded.groups  # the classic metadata is gone (no offsets either)
