@@ -341,3 +341,22 @@ def test_classic_group_upgraded_when_a_consumer_protocol_member_joins() -> None:
         replay(reloaded, key, value)
     assert reloaded.consumer_groups["g"].members[classic_id].uses_classic_protocol
     assert "g" not in reloaded.groups  # the classic metadata is gone (no offsets either)
+
+
+def test_migration_policy_disabled_keeps_the_protocols_apart() -> None:
+    c = Coordinator(GroupConfig(initial_rebalance_delay_ms=0, consumer_migration_policy="disabled"))
+    join = ev.JoinGroup(1, 0, "classic", "", "consumer", (("range", _subscription("t1")),),
+                        10_000, 10_000, api_version=3, new_member_uuid="u1", topics=TOPICS)
+    classic_id = apply(c.state, join, c.cfg).responses[0][1]["member_id"]
+    apply(c.state, ev.SyncGroup(2, 0, "classic", 1, classic_id), c.cfg)
+    refused = c.heartbeat(group_id="classic", member_id="", member_epoch=0,
+                          rebalance_timeout_ms=1000, subscribed_topic_names=("t1",), owned={},
+                          api_version=0)
+    assert refused["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert "classic" not in c.state.consumer_groups
+    Client(c, group="modern")
+    classic_join = ev.JoinGroup(3, 0, "modern", "", "consumer",
+                                (("range", _subscription("t1")),), 10_000, 10_000,
+                                api_version=3, new_member_uuid="u2", topics=TOPICS)
+    answer = apply(c.state, classic_join, c.cfg).responses[0][1]
+    assert answer["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL

@@ -205,13 +205,19 @@ def handle_consumer_heartbeat(
 # --- classic members of a consumer group --------------------------------------------------
 
 
-def handles(state: GroupsState, event: object) -> bool:
+def handles(state: GroupsState, event: object, cfg: GroupConfig) -> bool:
     """Whether a classic membership request goes to a consumer group (else the classic
-    coordinator answers it)."""
+    coordinator answers it). A classic member may join a consumer group only while the
+    migration policy allows upgrades (else the classic coordinator refuses it with
+    INCONSISTENT_GROUP_PROTOCOL)."""
     if not isinstance(event, ev.JoinGroup | ev.SyncGroup | ev.Heartbeat | ev.LeaveGroup):
         return False
     group = state.consumer_groups.get(event.group_id)
-    return group is not None and bool(group.members)
+    if group is None or not group.members:
+        return False
+    return not isinstance(event, ev.JoinGroup) or (
+        cfg.consumer_migration_policy in UPGRADE_POLICIES
+    )
 
 
 def handle_join(state: GroupsState, e: ev.JoinGroup, cfg: GroupConfig) -> Result:

@@ -61,7 +61,7 @@ def apply(state: GroupsState, event: ev.Event, config: GroupConfig) -> Result:
     Deterministic: the same state and event always give the same result. The runtime
     must call it for one partition at a time (no concurrent calls on one state).
     """
-    if migration.handles(state, event):  # a classic member of a consumer group
+    if migration.handles(state, event, config):  # a classic member of a consumer group
         handler: Handler = migration.HANDLERS[type(event)]
         return handler(state, event, config)
     return HANDLERS[type(event)](state, event, config)
