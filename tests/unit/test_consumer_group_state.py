@@ -258,6 +258,13 @@ def test_describe_and_list_show_the_consumer_group() -> None:
     assert described["group_state"] == "Stable" and described["assignor_name"] == "uniform"
     assert {m["member_epoch"] for m in described["members"]} == {2}
     assert c.describe("missing")["error_code"] == E.GROUP_ID_NOT_FOUND
+    classic = apply(c.state, ev.DescribeGroup(2, 0, "g"), CFG).responses[0][1]
+    assert (classic["group_state"], classic["protocol_type"], classic["protocol_data"]) == (
+        "Stable", "consumer", "uniform"
+    )
+    owned = {m["member_id"]: migration.assignment_of(m["member_assignment"], TOPICS)
+             for m in classic["members"]}
+    assert owned == {m.member_id: m.owned for m in members}
     result = apply(c.state, ev.ListGroups(1, 0, types_filter=("consumer",)), CFG)
     listed = result.responses[0][1]["groups"]
     assert [(g["group_id"], g["group_type"]) for g in listed] == [("g", "consumer")]

@@ -24,6 +24,7 @@ from logbus.coordinator.group import records
 from logbus.coordinator.group.consumer_group import (
     Assignment,
     ConsumerGroup,
+    ConsumerGroupState,
     ConsumerMember,
     MemberState,
     TopicsImage,
@@ -35,6 +36,7 @@ from logbus.coordinator.group.consumer_heartbeat import (
     compute_target,
     error_response,
     fence_member,
+    group_assignor,
     refresh_subscriptions,
     remove_member,
     schedule_consumer_session,
@@ -58,6 +60,7 @@ from logbus.coordinator.group.state import (
 )
 from logbus.protocol import ErrorCode, schema
 from logbus.protocol.errors import ProtocolError
+from logbus.protocol.messages.describe_groups_response import DescribedGroup
 
 E = ErrorCode
 UPGRADE_POLICIES = ("upgrade", "bidirectional")
@@ -388,3 +391,45 @@ HANDLERS: dict[type, Callable[[GroupsState, Any, GroupConfig], Result]] = {
 }
 
 __all__ = ["HANDLERS", "handles", "may_upgrade", "remove_member", "upgrade"]
+
+
+# --- DescribeGroups of a consumer group ---------------------------------------------------
+
+_CLASSIC_STATES = {
+    ConsumerGroupState.EMPTY: "Empty",
+    ConsumerGroupState.ASSIGNING: "PreparingRebalance",
+    ConsumerGroupState.RECONCILING: "PreparingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+}
+
+
+def describe_as_classic(
+    state: GroupsState, group_id: str, cfg: GroupConfig
+) -> DescribedGroup | None:
+    """DescribeGroups of a consumer group, in the classic shape as Kafka answers it: its
+    state mapped to a classic one, each member's subscription and current assignment as
+    consumer-protocol payloads. None when `group_id` is no consumer group."""
+    group = state.consumer_groups.get(group_id)
+    if group is None:
+        return None
+    stable = group.state() is ConsumerGroupState.STABLE
+    return {
+        "error_code": E.NONE,
+        "group_id": group_id,
+        "group_state": _CLASSIC_STATES.get(group.state(), "Dead"),
+        "protocol_type": CONSUMER_PROTOCOL_TYPE,
+        "protocol_data": group_assignor(group, cfg) if stable else "",
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": _VERSION.pack(0) + schema.message(
+                    "ConsumerProtocolSubscription"
+                ).encode({"topics": list(m.subscribed_topic_names), "user_data": None}, 0),
+                "member_assignment": encode_assignment(m.assigned, group.topic_names),
+            }
+            for m in group.members.values()
+        ],
+    }

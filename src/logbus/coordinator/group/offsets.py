@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from logbus.coordinator.group import consumer_heartbeat, records
+from logbus.coordinator.group import consumer_heartbeat, migration, records
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.rebalance import schedule_session
 from logbus.coordinator.group.state import (
@@ -423,6 +423,10 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
 
 def handle_describe_group(state: GroupsState, e: ev.DescribeGroup, cfg: GroupConfig) -> Result:
     r = Result()
+    consumer_group = migration.describe_as_classic(state, e.group_id, cfg)
+    if consumer_group is not None:  # KIP-848: described in the classic shape
+        r.respond(e.token, consumer_group)
+        return r
     group = state.groups.get(e.group_id)
     if group is None or group.is_(DEAD):
         r.respond(
