@@ -145,6 +145,11 @@ def _definitions() -> list[Target]:
         Target("S1 10,000 partitions: resident memory <= 500 MB", hosted + "serving_rss_mb",
                hosted + "rss_budget_mb", 1.0, higher_is_better=False),
     ]
+    # issue 22: a KIP-848 group scaling without stopping the members that keep partitions
+    g1 = "G1|10 -> 11 members, KIP-848 (uniform)|logbus|"
+    targets.append(Target("G1 KIP-848 10 -> 11 members: longest pause of a kept partition "
+                          "<= 0.2 s", g1 + "max_pause_s", g1 + "pause_budget_s", 1.0,
+                          higher_is_better=False))
     return targets
 
 

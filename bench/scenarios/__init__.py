@@ -13,6 +13,7 @@ from bench.scenarios.clients import CL
 from bench.scenarios.cluster import F1, L2, P3
 from bench.scenarios.consume import C1
 from bench.scenarios.defaults import D1, D3
+from bench.scenarios.groups import G1
 from bench.scenarios.growth import S1
 from bench.scenarios.isolation import F2
 from bench.scenarios.latency import L1
@@ -23,7 +24,7 @@ from bench.scenarios.security import SCRAM, TLS
 from bench.scenarios.transactions import TX1, TX2
 
 SCENARIOS: list[Scenario] = [CEIL, P1, P2, C1, L1, R1, CL, P3, L2, F1, F2, TX1, TX2, TLS,
-                             SCRAM, D1, D3, S1, MM1]
+                             SCRAM, D1, D3, S1, MM1, G1]
 
 
 def by_name(name: str) -> Scenario:

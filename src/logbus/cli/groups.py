@@ -24,7 +24,11 @@ from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
 
-STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Empty", "Dead")
+STATES = (
+    "PreparingRebalance", "CompletingRebalance", "Stable", "Empty", "Dead",
+    "Assigning", "Reconciling",
+)  # fmt: skip
+GROUP_TYPES = ("classic", "consumer")
 SYNTAX = ToolSyntax(
     "groups",
     {
@@ -53,6 +57,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         const="",
         metavar="STATE[,STATE]",
         help="show each group's state; with states given, only groups in those states",
+    )
+    listing.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        metavar="TYPE[,TYPE]",
+        help="show each group's type (classic, consumer); with types given, only those",
     )
     listing.set_defaults(func=command(_list))
 
@@ -111,12 +122,39 @@ async def _list(admin: Admin, args: argparse.Namespace) -> int:
                 raise CommandError(f"unknown group state {name!r} (known: {', '.join(STATES)})")
             states.append(state)
     listed = await admin.list_consumer_groups(states=states)
-    if args.state is None:
+    if args.type:
+        types = {t.strip().lower() for t in args.type.split(",")}
+        unknown = types - set(GROUP_TYPES)
+        if unknown:
+            raise CommandError(
+                f"unknown group type {sorted(unknown)[0]!r} (known: {', '.join(GROUP_TYPES)})"
+            )
+        listed = [g for g in listed if _group_type(g.group_type) in types]
+    if args.state is None and args.type is None:
         for group in listed:
             print(group.group_id)
-    else:
-        print(table(["GROUP", "STATE"], [[g.group_id, g.state] for g in listed]))
+        return 0
+    header = ["GROUP"]
+    with_state, with_type = args.state is not None, args.type is not None
+    if with_state:
+        header.append("STATE")
+    if with_type:
+        header.append("TYPE")
+    rows = [
+        [
+            g.group_id,
+            *([g.state] if with_state else []),
+            *([_group_type(g.group_type).capitalize()] if with_type else []),
+        ]
+        for g in listed
+    ]
+    print(table(header, rows))
     return 0
+
+
+def _group_type(listed_type: str) -> str:
+    """A group's type as ListGroups v5 gives it; older brokers only have classic groups."""
+    return listed_type.lower() or "classic"
 
 
 # --- describe -------------------------------------------------------------------------
@@ -154,24 +192,17 @@ async def _describe_one(
             "-" if node is None else f"{format_address(node.host, node.port)} ({node.node_id})"
         )
         row = [group_id, coordinator, described.partition_assignor or "-", described.state]
-        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-        return table(header, [[*row, str(len(described.members))]])
+        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+        if described.group_type == "consumer":  # KIP-848: its epochs too
+            header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+            row += [str(described.group_epoch), str(described.assignment_epoch)]
+        return table([*header, "#MEMBERS"], [[*row, str(len(described.members))]])
     if not described.members:
         print(f"Consumer group '{group_id}' has no active members.", file=sys.stderr)
     elif described.state in ("PreparingRebalance", "CompletingRebalance"):
         print(f"Warning: Consumer group '{group_id}' is rebalancing.", file=sys.stderr)
     if args.members:
-        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-        if args.verbose:
-            header.append("ASSIGNMENT")
-        rows = []
-        for m in sorted(described.members, key=lambda m: m.member_id):
-            row = [group_id, m.member_id, m.client_host, m.client_id]
-            row.append(str(sum(len(ps) for ps in m.assignment.values())))
-            if args.verbose:
-                row.append(_assignment_text(m.assignment))
-            rows.append(row)
-        return table(header, rows) if rows else ""
+        return _members_table(described, args.verbose)
     committed = await admin.list_consumer_group_offsets(group_id)
     owner: dict[TopicPartition, GroupMemberInfo] = {}
     for m in described.members:
@@ -205,6 +236,31 @@ async def _describe_one(
         "CONSUMER-ID", "HOST", "CLIENT-ID",
     ]  # fmt: skip
     return table(header, rows)
+
+
+def _members_table(described: ConsumerGroupDescription, verbose: bool) -> str:
+    """`describe --members`: for a KIP-848 group also each member's epoch and, verbose,
+    its target assignment beside its current one."""
+    consumer = described.group_type == "consumer"
+    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    if consumer:
+        header.append("MEMBER-EPOCH")
+    if verbose:
+        header.append("ASSIGNMENT")
+        if consumer:
+            header.append("TARGET-ASSIGNMENT")
+    rows = []
+    for m in sorted(described.members, key=lambda m: m.member_id):
+        row = [described.group_id, m.member_id, m.client_host, m.client_id]
+        row.append(str(sum(len(ps) for ps in m.assignment.values())))
+        if consumer:
+            row.append(str(m.member_epoch))
+        if verbose:
+            row.append(_assignment_text(m.assignment))
+            if consumer:
+                row.append(_assignment_text(m.target_assignment or {}))
+        rows.append(row)
+    return table(header, rows) if rows else ""
 
 
 def _assignment_text(assignment: Mapping[str, Sequence[int]]) -> str:

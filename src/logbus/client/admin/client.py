@@ -64,8 +64,14 @@ from logbus.client.requests.alter_configs import alter_configs, incremental_alte
 from logbus.client.requests.client_quotas import alter_client_quotas, describe_client_quotas
 from logbus.client.requests.cluster import describe_cluster
 from logbus.client.requests.configs import ConfigInfo, DescribeConfigsRequest, describe_configs
+from logbus.client.requests.consumer_group import consumer_group_describe
 from logbus.client.requests.delete_records import delete_records
-from logbus.client.requests.group_membership import delete_groups, describe_groups, list_groups
+from logbus.client.requests.group_membership import (
+    GroupDescription,
+    delete_groups,
+    describe_groups,
+    list_groups,
+)
 from logbus.client.requests.group_offsets import commit_offsets_each, delete_offsets, fetch_offsets
 from logbus.client.requests.leader_elections import ElectionType
 from logbus.client.requests.list_offsets import (
@@ -89,7 +95,7 @@ from logbus.client.requests.topics import (
 )
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
-from logbus.protocol import ErrorCode
+from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import MATCH_ALL, AclBinding, AclBindingFilter
 from logbus.protocol.messages.create_topics_request import CreatableTopic
 
@@ -544,7 +550,7 @@ class Admin(AsyncService):
         async def on_coordinator(
             conn: Connection, node_id: int, batch: list[str]
         ) -> dict[str, ConsumerGroupDescription | KafkaError]:
-            found = await describe_groups(conn, batch)
+            found = await self._describe_either(conn, batch)
             md = self.cluster.metadata
             coordinator = md.brokers.get(node_id) if md is not None else None
             out: dict[str, ConsumerGroupDescription | KafkaError] = {}
@@ -556,7 +562,8 @@ class Admin(AsyncService):
                     out[group_id] = _no_group(group_id)
                 else:
                     out[group_id] = ConsumerGroupDescription(
-                        d.group_id, d.state, d.protocol_type, d.protocol, d.members, coordinator
+                        d.group_id, d.state, d.protocol_type, d.protocol, d.members, coordinator,
+                        d.group_type, d.group_epoch, d.assignment_epoch,
                     )
             return out
 
@@ -566,6 +573,24 @@ class Admin(AsyncService):
             return await self.calls.on_coordinators(batch, on_coordinator)
 
         return await self.calls.each(group_ids, attempt, timeout_ms)
+
+    async def _describe_either(
+        self, conn: Connection, group_ids: list[str]
+    ) -> dict[str, GroupDescription | KafkaError]:
+        """ConsumerGroupDescribe first (KIP-848 groups), DescribeGroups for the groups it
+        does not know (classic ones), as Kafka's Admin does."""
+        if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.api_versions:
+            return await describe_groups(conn, group_ids)
+        md = self.cluster.metadata
+        names = {t.topic_id: name for name, t in md.topics.items()} if md is not None else {}
+        found = await consumer_group_describe(conn, group_ids, names)
+        classic = [
+            g for g, d in found.items()
+            if isinstance(d, KafkaError) and d.code == ErrorCode.GROUP_ID_NOT_FOUND
+        ]
+        if classic:
+            found.update(await describe_groups(conn, classic))
+        return found
 
     async def delete_consumer_groups(
         self, group_ids: Sequence[str], *, timeout_ms: int | None = None

@@ -183,6 +183,12 @@ class ConsumerGroupDescription:
     partition_assignor: str
     members: list[GroupMemberInfo]
     coordinator: BrokerInfo | None
+    group_type: str = "classic"
+    """"consumer" for a KIP-848 group: then `state` is Empty, Assigning, Reconciling or
+    Stable, `partition_assignor` the server-side assignor, and each member has its
+    `member_epoch` and `target_assignment`."""
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def is_simple_consumer_group(self) -> bool:

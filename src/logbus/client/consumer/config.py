@@ -29,6 +29,11 @@ def _strategy(value: Any) -> str | None:
 CONSUMER_SETTINGS = (
     Setting("group.id", str, None, "the consumer group; needed for subscribe() and commits"),
     Setting("group.instance.id", str, None, "a static member's id (KIP-345)"),
+    Setting("group.protocol", str, "classic",
+            "classic (JoinGroup/SyncGroup) or consumer (KIP-848: the broker assigns)",
+            choices=("classic", "consumer")),
+    Setting("group.remote.assignor", str, None,
+            "with group.protocol=consumer: the server-side assignor to ask for"),
     Setting("key.deserializer", object, "bytes", "bytes, str, json or a callable",
             validator=_deserializer),
     Setting("value.deserializer", object, "bytes", "bytes, str, json or a callable",

@@ -29,6 +29,7 @@ from logbus.client.consumer.records import (
     OffsetAndMetadata,
 )
 from logbus.client.consumer.subscription_state import SubscriptionState
+from logbus.client.consumer_group_member import ConsumerProtocolMember
 from logbus.client.coordinator_lookup import COORDINATOR_ERRORS
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.group_member import GroupMember
@@ -84,18 +85,31 @@ class ConsumerCoordinator:
         self.subscriptions = subscriptions
         self.fetcher = fetcher
         self.group_id: str = config["group.id"]
-        assignors = make_assignors(config["partition.assignment.strategy"])
-        self.protocol = rebalance_protocol(assignors)
-        self.member = GroupMember(
-            cluster,
-            self.group_id,
-            [],
-            assignors=assignors,
-            session_timeout_ms=config["session.timeout.ms"],
-            rebalance_timeout_ms=config["max.poll.interval.ms"],
-            heartbeat_interval_ms=config["heartbeat.interval.ms"],
-            group_instance_id=config["group.instance.id"],
-        )
+        self.member: GroupMember
+        if config["group.protocol"] == "consumer":
+            # KIP-848: the coordinator assigns, and hands partitions over incrementally.
+            self.protocol = RebalanceProtocol.COOPERATIVE
+            self.member = ConsumerProtocolMember(
+                cluster,
+                self.group_id,
+                rebalance_timeout_ms=config["max.poll.interval.ms"],
+                group_instance_id=config["group.instance.id"],
+                server_assignor=config["group.remote.assignor"],
+                rack_id=config["client.rack"],
+            )
+        else:
+            assignors = make_assignors(config["partition.assignment.strategy"])
+            self.protocol = rebalance_protocol(assignors)
+            self.member = GroupMember(
+                cluster,
+                self.group_id,
+                [],
+                assignors=assignors,
+                session_timeout_ms=config["session.timeout.ms"],
+                rebalance_timeout_ms=config["max.poll.interval.ms"],
+                heartbeat_interval_ms=config["heartbeat.interval.ms"],
+                group_instance_id=config["group.instance.id"],
+            )
         # KIP-447: a read_committed consumer starts from committed offsets only once no
         # open transaction holds offsets of its partitions pending.
         self.member.require_stable = config["isolation.level"] == "read_committed"

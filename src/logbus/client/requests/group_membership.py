@@ -230,6 +230,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = ""
+    """"classic" or "consumer" (KIP-848) from ListGroups v5 (KIP-1043), else ""."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +241,10 @@ class GroupMemberInfo:
     client_id: str
     client_host: str
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    member_epoch: int | None = None
+    """A consumer-protocol member's epoch (None for a classic member)."""
+    target_assignment: dict[str, list[int]] | None = None
+    """What the coordinator means the member to own once it has reconciled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +254,9 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[GroupMemberInfo]
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -266,7 +275,9 @@ def build_list_groups(version: int, states: Sequence[str] = ()) -> ListGroupsReq
 def read_list_groups(response: ListGroupsResponse) -> list[ListedGroup]:
     check(response["error_code"], "ListGroups")
     return [
-        ListedGroup(g["group_id"], g["protocol_type"], g.get("group_state") or "")
+        ListedGroup(
+            g["group_id"], g["protocol_type"], g.get("group_state") or "", g.get("group_type", "")
+        )
         for g in response["groups"]
     ]
 

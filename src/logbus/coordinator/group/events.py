@@ -11,11 +11,20 @@ that the runtime's `submit` returns the type its handler builds on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Generic, Self, TypeVar
+from uuid import UUID
 
+from logbus.coordinator.group.consumer_group import Assignment, TopicsImage
 from logbus.coordinator.group.state import Token
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.consumer_group_describe_response import (
+    DescribedGroup as DescribedConsumerGroup,
+)
+from logbus.protocol.messages.consumer_group_heartbeat_response import (
+    ConsumerGroupHeartbeatResponse,
+)
 from logbus.protocol.messages.delete_groups_response import DeletableGroupResult
 from logbus.protocol.messages.describe_groups_response import DescribedGroup
 from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
@@ -56,6 +65,8 @@ class JoinGroup(Answered[JoinGroupResponse]):
     """Random part of a new member id (`<client id or instance id>-<uuid>`), drawn by the
     runtime so that `apply` stays deterministic."""
     reason: str | None = None
+    topics: TopicsImage | None = None
+    """The cluster's topics, for a classic member joining a consumer group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +172,8 @@ class OffsetFetch(Answered[OffsetFetchResponseGroup]):
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
     require_stable: bool = False
+    member_id: str | None = None  # v9: a consumer-protocol member's id and epoch
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +249,78 @@ class InitialRebalanceDelayExpired:
         return replace(self, now_ms=now_ms)
 
 
-TimerEvent = SessionTimeout | RebalanceTimeout | InitialRebalanceDelayExpired
+# --- KIP-848 consumer groups -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeat(Answered[ConsumerGroupHeartbeatResponse]):
+    """ConsumerGroupHeartbeat v0-1. Null request fields ("unchanged since the last
+    heartbeat") are None; `owned` is the member's owned partitions (None: not sent);
+    `topics` is the cluster's topics as the request found them."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    topics: TopicsImage
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+    new_member_uuid: str = ""
+    """A member id for a member joining without one (v0), drawn by the runtime."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribe(Answered[DescribedConsumerGroup]):
+    """ConsumerGroupDescribe for one group; `topic_names` names the topic ids."""
+
+    token: Token
+    now_ms: int
+    group_id: str
+    topic_names: Mapping[UUID, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSessionTimeout:
+    """A consumer-protocol member sent no heartbeat for group.consumer.session.timeout.ms."""
+
+    group_id: str
+    member_id: str
+    now_ms: int = 0
+
+    def at(self, now_ms: int) -> Self:
+        return replace(self, now_ms=now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRevocationTimeout:
+    """A member asked to revoke partitions at `member_epoch` did not within its rebalance
+    timeout: it is fenced, so that the partitions can move on."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    now_ms: int = 0
+
+    def at(self, now_ms: int) -> Self:
+        return replace(self, now_ms=now_ms)
+
+
+TimerEvent = (
+    SessionTimeout
+    | RebalanceTimeout
+    | InitialRebalanceDelayExpired
+    | ConsumerSessionTimeout
+    | ConsumerRevocationTimeout
+)
 Event = (
     JoinGroup
     | SyncGroup
@@ -251,5 +335,7 @@ Event = (
     | DeleteGroup
     | OffsetDelete
     | ExpireOffsets
+    | ConsumerGroupHeartbeat
+    | ConsumerGroupDescribe
     | TimerEvent
 )

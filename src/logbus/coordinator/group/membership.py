@@ -7,8 +7,8 @@ which error wins; the states and the legal moves between them are in `state.py`.
 
 from __future__ import annotations
 
+from logbus.coordinator.group import consumer_heartbeat, records
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group import records
 from logbus.coordinator.group.rebalance import (
     cancel_session,
     join_response,
@@ -55,6 +55,11 @@ def handle_join(state: GroupsState, e: ev.JoinGroup, cfg: GroupConfig) -> Result
         r.respond(e.token, join_response(e.member_id, E.INVALID_SESSION_TIMEOUT))
         return r
     is_unknown_member = e.member_id == ""
+    if consumer_heartbeat.is_active_consumer_group(state, e.group_id):
+        # A KIP-848 group with members: its members heartbeat, they do not join.
+        r.respond(e.token, join_response(e.member_id, E.INCONSISTENT_GROUP_PROTOCOL))
+        return r
+    consumer_heartbeat.delete_consumer_group(state, e.group_id, r)  # an empty one goes
     group = state.groups.get(e.group_id)
     if group is None:
         if not is_unknown_member:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from logbus.coordinator.group import consumer_heartbeat, migration, records
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group import records
 from logbus.coordinator.group.rebalance import schedule_session
 from logbus.coordinator.group.state import (
     COMMIT_ERROR,
@@ -30,6 +30,7 @@ from logbus.types import TopicPartition
 
 E = ErrorCode
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 # --- OffsetCommit ----------------------------------------------------------------------
 
@@ -37,14 +38,22 @@ GROUP_TYPE_CLASSIC = "classic"
 def handle_offset_commit(state: GroupsState, e: ev.OffsetCommit, cfg: GroupConfig) -> Result:
     r = Result()
     group = state.groups.get(e.group_id)
-    if group is None:
+    consumer_error = consumer_heartbeat.validate_offset_commit(
+        state, e.group_id, e.member_id, e.generation_id
+    )
+    if consumer_error is not None:  # KIP-848: the member epoch, not a generation
+        group = group or Group(e.group_id)
+        error = consumer_error
+    elif group is None:
         if e.generation_id >= 0:
             # Not a group we know: a commit from a stale generation of a deleted group.
             r.respond(e.token, _commit_response(e, lambda _tp: E.ILLEGAL_GENERATION))
             return r
         # A "simple" consumer (assign(), no group management) only stores offsets.
         group = Group(e.group_id)
-    error = _validate_commit(group, e)
+        error = _validate_commit(group, e)
+    else:
+        error = _validate_commit(group, e)
     if error is E.NONE:
         error = COMMIT_ERROR[group.state]
     if error is not E.NONE:
@@ -200,6 +209,13 @@ def has_pending_txn_offset(group: Group, tp: tuple[str, int]) -> bool:
 
 def handle_offset_fetch(state: GroupsState, e: ev.OffsetFetch, cfg: GroupConfig) -> Result:
     r = Result()
+    if e.member_id is not None or e.member_epoch >= 0:
+        error = consumer_heartbeat.validate_offset_commit(
+            state, e.group_id, e.member_id, e.member_epoch
+        )
+        if error is not None and error is not E.NONE:
+            r.respond(e.token, {"group_id": e.group_id, "error_code": error, "topics": []})
+            return r
     group = state.groups.get(e.group_id)
     offsets = {} if group is None or group.is_(DEAD) else group.offsets
     if e.topics is None:
@@ -328,7 +344,10 @@ def _retire(state: GroupsState, group: Group, r: Result) -> None:
 def handle_delete_group(state: GroupsState, e: ev.DeleteGroup, cfg: GroupConfig) -> Result:
     r = Result()
     group = state.groups.get(e.group_id)
-    if group is None or group.is_(DEAD):
+    consumer_error = consumer_heartbeat.delete_consumer_group(state, e.group_id, r)
+    if consumer_error is not None and (consumer_error is not E.NONE or group is None):
+        error = consumer_error
+    elif group is None or group.is_(DEAD):
         error = E.GROUP_ID_NOT_FOUND
     elif not group.is_(EMPTY):
         error = E.NON_EMPTY_GROUP
@@ -356,6 +375,8 @@ def _expire_timestamp(e: ev.OffsetCommit) -> int | None:
 def handle_expire_offsets(state: GroupsState, e: ev.ExpireOffsets, cfg: GroupConfig) -> Result:
     r = Result()
     for group in list(state.groups.values()):
+        if consumer_heartbeat.is_active_consumer_group(state, group.group_id):
+            continue  # its members commit: offsets of a live group do not expire
         _remove_offsets(state, group, expired_offsets(group, e.now_ms, cfg.offsets_retention_ms), r)
     return r
 
@@ -402,6 +423,10 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
 
 def handle_describe_group(state: GroupsState, e: ev.DescribeGroup, cfg: GroupConfig) -> Result:
     r = Result()
+    consumer_group = migration.describe_as_classic(state, e.group_id, cfg)
+    if consumer_group is not None:  # KIP-848: described in the classic shape
+        r.respond(e.token, consumer_group)
+        return r
     group = state.groups.get(e.group_id)
     if group is None or group.is_(DEAD):
         r.respond(
@@ -455,6 +480,8 @@ def handle_list_groups(state: GroupsState, e: ev.ListGroups, cfg: GroupConfig) -
         for group in state.groups.values():
             if group.is_(DEAD) or (states and group.state.value.lower() not in states):
                 continue
+            if group.group_id in state.consumer_groups:
+                continue  # the offsets of a consumer group, listed below
             listed.append(
                 {
                     "group_id": group.group_id,
@@ -463,5 +490,15 @@ def handle_list_groups(state: GroupsState, e: ev.ListGroups, cfg: GroupConfig) -
                     "group_type": GROUP_TYPE_CLASSIC,
                 }
             )
+    if not types or GROUP_TYPE_CONSUMER in types:
+        listed.extend(
+            {
+                "group_id": group_id,
+                "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                "group_state": group_state,
+                "group_type": GROUP_TYPE_CONSUMER,
+            }
+            for group_id, group_state in consumer_heartbeat.listed_consumer_groups(state, states)
+        )
     r.respond(e.token, {"error_code": E.NONE, "groups": listed})
     return r

@@ -268,6 +268,10 @@ class GroupCoordinatorRuntime:
         """apply + append, synchronously; the wait for replication runs in a task."""
         group = shard.state.groups.get(group_id) if group_id is not None else None
         snapshot = _snapshot(group) if group is not None else None
+        consumer_group = (
+            shard.state.consumer_groups.get(group_id) if group_id is not None else None
+        )
+        consumer_snapshot = copy.deepcopy(consumer_group) if consumer_group is not None else None
         result = apply(shard.state, event, self.config)
         if not self._handle_result(shard, result) and group_id is not None:
             # Kafka reverts the group on a failed write; restore the copy taken before.
@@ -275,6 +279,10 @@ class GroupCoordinatorRuntime:
                 shard.state.groups[group_id] = snapshot
             else:
                 shard.state.groups.pop(group_id, None)
+            if consumer_snapshot is not None:
+                shard.state.consumer_groups[group_id] = consumer_snapshot
+            else:
+                shard.state.consumer_groups.pop(group_id, None)
         elif group_id is not None:
             _log_transition(group_id, snapshot, shard.state.groups.get(group_id), event)
 

@@ -7,8 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from logbus.coordinator.group import (
+    consumer_heartbeat,
+    consumer_records,
+    membership,
+    migration,
+    offsets,
+    rebalance,
+    records,
+)
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group import membership, offsets, rebalance, records
 from logbus.coordinator.group.rebalance import compute_subscribed_topics, schedule_session
 from logbus.coordinator.group.state import (
     EMPTY,
@@ -40,6 +48,10 @@ HANDLERS: dict[type, Handler] = {
     ev.DescribeGroup: offsets.handle_describe_group,
     ev.ListGroups: offsets.handle_list_groups,
     ev.ExpireOffsets: offsets.handle_expire_offsets,
+    ev.ConsumerGroupHeartbeat: migration.handle_consumer_heartbeat,
+    ev.ConsumerGroupDescribe: consumer_heartbeat.handle_describe,
+    ev.ConsumerSessionTimeout: consumer_heartbeat.handle_session_timeout,
+    ev.ConsumerRevocationTimeout: consumer_heartbeat.handle_revocation_timeout,
 }
 
 
@@ -49,6 +61,9 @@ def apply(state: GroupsState, event: ev.Event, config: GroupConfig) -> Result:
     Deterministic: the same state and event always give the same result. The runtime
     must call it for one partition at a time (no concurrent calls on one state).
     """
+    if migration.handles(state, event, config):  # a classic member of a consumer group
+        handler: Handler = migration.HANDLERS[type(event)]
+        return handler(state, event, config)
     return HANDLERS[type(event)](state, event, config)
 
 
@@ -57,6 +72,9 @@ def replay(state: GroupsState, key: bytes, value: bytes | None) -> None:
 
     Raises `records.InvalidRecord` for a record that does not decode.
     """
+    if len(key) >= 2 and int.from_bytes(key[:2], "big") in consumer_records.KEY_VERSIONS:
+        consumer_records.replay(state.consumer_groups, key, value)
+        return
     record = records.decode_record(key, value)
     if isinstance(record, records.OffsetCommit):
         group = state.groups.setdefault(record.group, Group(record.group))
@@ -131,4 +149,11 @@ def load_complete(state: GroupsState, now_ms: int, config: GroupConfig) -> Resul
             schedule_session(group, member, now_ms, r)
         if group.is_(STABLE) and len(group.members) > config.max_size:
             rebalance.prepare_rebalance(group, now_ms, config, r)
+    for consumer_group in state.consumer_groups.values():
+        for member_id, consumer_member in consumer_group.members.items():
+            classic = consumer_member.uses_classic_protocol
+            consumer_heartbeat.schedule_consumer_session(
+                consumer_group.group_id, member_id, now_ms, config, r,
+                consumer_member.classic_session_timeout_ms if classic else None,
+            )
     return r

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from logbus.coordinator.group import records
+from logbus.coordinator.group.consumer_group import ConsumerGroup
 from logbus.protocol import ErrorCode
+from logbus.protocol.messages.consumer_group_describe_response import (
+    DescribedGroup as DescribedConsumerGroup,
+)
+from logbus.protocol.messages.consumer_group_heartbeat_response import (
+    ConsumerGroupHeartbeatResponse,
+)
 from logbus.protocol.messages.delete_groups_response import DeletableGroupResult
 from logbus.protocol.messages.describe_groups_response import DescribedGroup
 from logbus.protocol.messages.heartbeat_response import HeartbeatResponse
@@ -56,6 +63,8 @@ ResponseBody = (
     | DescribedGroup
     | ListGroupsResponse
     | DeletableGroupResult
+    | ConsumerGroupHeartbeatResponse
+    | DescribedConsumerGroup
 )
 """What `apply` answers a request event with: its response (or, for DescribeGroups,
 OffsetFetch and DeleteGroups, its group's entry), as the generated message types."""
@@ -134,6 +143,12 @@ class GroupConfig:
     max_size: int = 2**31 - 1  # group.max.size
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    # KIP-848 consumer groups
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 @dataclass(slots=True)
@@ -352,6 +367,8 @@ class GroupsState:
     """Every group whose coordinator is one `__consumer_offsets` partition."""
 
     groups: dict[str, Group] = field(default_factory=dict)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    """KIP-848 groups; their committed offsets stay in `groups` (an offsets-only Group)."""
 
 
 @dataclass(frozen=True, slots=True)

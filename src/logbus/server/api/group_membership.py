@@ -10,6 +10,7 @@ it to the broker's `GroupCoordinatorRuntime`, and shapes the answer for its vers
 from __future__ import annotations
 
 from logbus.coordinator.group import events as ev
+from logbus.coordinator.group.consumer_group import TopicInfo, TopicsImage
 from logbus.coordinator.group.runtime import (
     CoordinatorError,
     GroupCoordinatorRuntime,
@@ -61,6 +62,16 @@ def require_group(ctx: RequestContext, operation: AclOperation, group_id: str) -
         raise CoordinatorError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
+def topics_image(ctx: RequestContext) -> TopicsImage:
+    """The cluster's topics a consumer group may subscribe to (internal ones left out),
+    for the KIP-848 coordinator's assignments."""
+    return {
+        name: TopicInfo(name, meta.topic_id, len(meta.partitions))
+        for name, meta in ctx.services.metadata_cache.topics.items()
+        if not meta.is_internal and not name.startswith("__")
+    }
+
+
 def _bytes(value: bytes | None) -> bytes:
     return b"" if value is None else bytes(value)
 
@@ -89,6 +100,7 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
             api_version=version,
             new_member_uuid=member_uuid,
             reason=request.get("reason") if version >= 8 else None,
+            topics=topics_image(ctx),
         )
 
     try:

@@ -208,6 +208,7 @@ async def _fetch_group(
     group_id: str,
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None,
     require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> OffsetFetchResponseGroup:
     """One group's answer in the v8 shape (group_id, error_code, topics)."""
 
@@ -218,6 +219,8 @@ async def _fetch_group(
             group_id=group_id,
             topics=topics,
             require_stable=require_stable,
+            member_id=member[0],
+            member_epoch=member[1],
         )
 
     try:
@@ -265,7 +268,13 @@ async def handle_offset_fetch(
     require_stable = bool(request.get("require_stable")) if version >= 7 else False
     if version >= 8:
         groups = [
-            await _fetch_group(ctx, g["group_id"], _requested_topics(g["topics"]), require_stable)
+            await _fetch_group(
+                ctx,
+                g["group_id"],
+                _requested_topics(g["topics"]),
+                require_stable,
+                (g.get("member_id"), g.get("member_epoch", -1)) if version >= 9 else (None, -1),
+            )
             for g in request["groups"]
         ]
         return {"throttle_time_ms": 0, "groups": groups}

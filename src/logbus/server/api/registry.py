@@ -50,6 +50,7 @@ MODULES = (
     "find_coordinator",
     "group_membership",
     "group_offsets",
+    "consumer_group",
     "alter_configs",
     "delete_records",
     "controller_requests",

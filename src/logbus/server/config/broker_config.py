@@ -434,6 +434,11 @@ class BrokerConfig:
     group_min_session_timeout_ms = _Setting[int]()
     group_max_session_timeout_ms = _Setting[int]()
     group_max_size = _Setting[int]()
+    group_consumer_session_timeout_ms = _Setting[int]()
+    group_consumer_heartbeat_interval_ms = _Setting[int]()
+    group_consumer_max_size = _Setting[int]()
+    group_consumer_assignors = _Setting[list[str]]()
+    group_consumer_migration_policy = _Setting[str]()
 
     transaction_state_log_num_partitions = _Setting[int]()
     transaction_state_log_replication_factor = _Setting[int]()

@@ -463,6 +463,19 @@ _define("group.min.session.timeout.ms", _INT, 6000, None, _MEDIUM,
 _define("group.max.session.timeout.ms", _INT, 1800000, None, _MEDIUM,
         "Longest session timeout a group member may ask for.")
 _define("group.max.size", _INT, INT_MAX, _at_least(1), _MEDIUM, "Most members in one group.")
+_define("group.consumer.session.timeout.ms", _INT, 45000, _at_least(1), _MEDIUM,
+        "How long a consumer-protocol (KIP-848) member may go without a heartbeat.")
+_define("group.consumer.heartbeat.interval.ms", _INT, 5000, _at_least(1), _MEDIUM,
+        "How often consumer-protocol members heartbeat (told to them in each answer).")
+_define("group.consumer.max.size", _INT, INT_MAX, _at_least(1), _MEDIUM,
+        "Most members in one consumer-protocol group.")
+_define("group.consumer.assignors", _LIST, ["uniform", "range"],
+        ListOf(("uniform", "range")), _MEDIUM,
+        "Server-side assignors of consumer-protocol groups; the first is the default.")
+_define("group.consumer.migration.policy", _STR, "bidirectional",
+        OneOf(("disabled", "downgrade", "upgrade", "bidirectional")), _MEDIUM,
+        "Whether a classic group may become a consumer-protocol group (upgrade) and back "
+        "(downgrade) while it has members.")
 
 # --- transaction coordinator, producer ids and __transaction_state ---
 _define("transaction.state.log.num.partitions", _INT, 50, _at_least(1), _HIGH,
