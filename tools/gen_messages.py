@@ -6,6 +6,11 @@ writes `src/logbus/protocol/messages/`: one module per message holding the facts
 (names, types, version ranges, tags, defaults) as plain tuples, plus an index module.
 Prose (`about`) and comments are left behind. Run it with `make gen`.
 
+`tools/message_versions/<Name>.json` holds the project's own definition of a message whose
+current clients speak a version newer than the reference (KIP-932's share-group APIs at
+version 1, as librdkafka 2.16 and Kafka 4.1+ send them): facts only, in the same schema
+language; when present it is read instead of the reference's file of that name.
+
 Each module also declares the body's types for mypy: one `TypedDict` per struct, named as
 Kafka names it (the message itself, e.g. `FetchRequest`, and its structs, e.g. `FetchTopic`),
 with snake_case keys. They are `total=False`: decoding fills every key, and encoding takes
@@ -40,6 +45,7 @@ from typing import Any
 
 OPEN = 32767
 ROOT = Path(__file__).resolve().parent.parent
+NEWER_VERSIONS = ROOT / "tools" / "message_versions"
 OUT = ROOT / "src" / "logbus" / "protocol" / "messages"
 PRIMITIVES = {
     "bool",
@@ -232,6 +238,7 @@ def generate(proto_dir: Path, out: Path = OUT) -> int:
         (proto_dir / "internal-records").glob("*.json")
     )
     for path in sources:
+        path = NEWER_VERSIONS / path.name if (NEWER_VERSIONS / path.name).exists() else path
         spec = json.loads(strip_comments(path.read_text()))
         name = spec["name"]
         structs = collect_structs(spec)
