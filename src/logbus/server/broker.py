@@ -28,6 +28,7 @@ from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.coordinator.share.coordinator import ShareGroupCoordinator, ShareGroupSettings
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.runtime import TxnConfig
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
@@ -69,6 +70,8 @@ from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
+from logbus.server.share.group_configs import AUTO_OFFSET_RESET, read_group_configs
+from logbus.server.share.share_partition_manager import SharePartitionManager, ShareSettings
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage.log_cleaner import CleanerConfig
@@ -244,6 +247,7 @@ class Broker:
             store, log_manager, dynamic_config, replica_manager, link
         )
         self.authorizer = await self._start_authorizer(store)
+        share_groups, share_partitions = self._start_share_groups(store, replica_manager)
         self.services = BrokerServices(
             broker_id=self.broker_id,
             metadata_cache=self.metadata_cache,
@@ -261,6 +265,8 @@ class Broker:
             controller_events=self.cluster.events if self.cluster is not None else None,
             metrics=self.metrics,
             authorizer=self.authorizer,
+            share_groups=share_groups,
+            share_partitions=share_partitions,
         )
         self._started.set()
         replica_manager.start_replication(
@@ -416,6 +422,42 @@ class Broker:
         coordinator.start()
         replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
         return coordinator
+
+    def _start_share_groups(
+        self, store: MetadataStore, replica_manager: ReplicaManager
+    ) -> tuple[ShareGroupCoordinator, SharePartitionManager]:
+        """Share groups (KIP-932): the membership of the groups coordinated here and the
+        delivery state of the partitions led here; a member that leaves releases its
+        records."""
+
+        def setting(name: str) -> int:
+            return cast(int, self.config.get(name))
+
+        coordinator = ShareGroupCoordinator(
+            ShareGroupSettings(
+                heartbeat_interval_ms=setting("group.share.heartbeat.interval.ms"),
+                session_timeout_ms=setting("group.share.session.timeout.ms"),
+                max_size=setting("group.share.max.size"),
+            )
+        )
+
+        def share_settings() -> ShareSettings:
+            return ShareSettings(
+                record_lock_duration_ms=setting("group.share.record.lock.duration.ms"),
+                delivery_count_limit=setting("group.share.delivery.count.limit"),
+                max_in_flight=setting("group.share.partition.max.record.locks"),
+            )
+
+        async def auto_offset_reset(group_id: str) -> str:
+            assert self.services is not None  # asked by requests, once the broker started
+            configs = await self.services.on_controller(
+                lambda: read_group_configs(store, group_id)
+            )
+            return configs.get(AUTO_OFFSET_RESET, "latest")
+
+        manager = SharePartitionManager(replica_manager, share_settings, auto_offset_reset)
+        coordinator.listeners.append(manager.member_left)
+        return coordinator, manager
 
     def _schedule_log_tasks(self, manager: LogManager) -> None:
         """The logs' periodic work: checkpoints, flushes, retention, producer expiry."""

@@ -64,6 +64,8 @@ MODULES = (
     "client_quotas",
     "log_dirs",
     "leader_elections",
+    "share_groups",
+    "share_fetch",
 )
 
 
