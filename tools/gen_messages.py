@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate logbus's message tables from Apache Kafka's message definitions.
 
-Reads `<kafka-protocol>/message/*.json` and `<kafka-protocol>/internal-records/*.json` and
+Reads `<kafka-protocol>/message/*.json`, `<kafka-protocol>/internal-records/*.json` and the
+share coordinator's `share-records/ShareSnapshot*.json` (`__share_group_state`) and
 writes `src/logbus/protocol/messages/`: one module per message holding the facts only
 (names, types, version ranges, tags, defaults) as plain tuples, plus an index module.
 Prose (`about`) and comments are left behind. Run it with `make gen`.
@@ -234,8 +235,10 @@ def generate(proto_dir: Path, out: Path = OUT) -> int:
     for old in out.glob("*.py"):
         old.unlink()
     index: list[tuple[str, str, int | None, str]] = []
-    sources = sorted((proto_dir / "message").glob("*.json")) + sorted(
-        (proto_dir / "internal-records").glob("*.json")
+    sources = (
+        sorted((proto_dir / "message").glob("*.json"))
+        + sorted((proto_dir / "internal-records").glob("*.json"))
+        + sorted((proto_dir / "share-records").glob("ShareSnapshot*.json"))
     )
     for path in sources:
         path = NEWER_VERSIONS / path.name if (NEWER_VERSIONS / path.name).exists() else path

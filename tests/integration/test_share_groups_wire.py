@@ -224,3 +224,32 @@ def test_delivery_count_limit_archives(share_setup: Any) -> None:
     # delivered 5 times (the default group.share.delivery.count.limit), then archived
     assert deliveries[:5] == [[(0, 9, n)] for n in range(1, 6)]
     assert deliveries[5:] == [[], []]
+
+
+def join(client: WireClient, group: str, member: str, topic: str) -> dict[str, Any]:
+    """Join `member` once the group's coordinator answers (after a start, it loads)."""
+    return wait_for(  # type: ignore[no-any-return]
+        lambda: (r := heartbeat(client, group, member, 0, [topic]))["error_code"] == 0 and r,
+        what="the share group's coordinator",
+    )
+
+
+def test_delivery_state_survives_a_restart(broker_factory: Any) -> None:
+    """Kept in __share_group_state: accepted records are never delivered again, records in
+    flight are delivered again with their delivery count."""
+    broker = broker_factory()
+    topic = create_topic(broker.bootstrap, f"share-{uuid.uuid4().hex[:8]}")
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as client:
+        _, _, topic_id, _ = share_group(client, topic, group)
+        assert acquired(share_fetch(client, group, "member-a", 0, topic_id)) == [(0, 9, 1)]
+        accepted = share_ack(client, group, "member-a", 1, topic_id, [(0, 4, [ACCEPT])])
+        assert partition_answer(accepted)["error_code"] == ErrorCode.NONE
+    broker.restart()
+    with WireClient(broker.bootstrap) as client:
+        join(client, group, "member-b", topic)
+        again = wait_for(
+            lambda: acquired(share_fetch(client, group, "member-b", 0, topic_id)),
+            what="the share partition's state read back",
+        )
+    assert again == [(5, 9, 2)]

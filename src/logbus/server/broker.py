@@ -29,6 +29,8 @@ from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
 from logbus.coordinator.share.coordinator import ShareGroupCoordinator, ShareGroupSettings
+from logbus.coordinator.share.state_coordinator import ShareCoordinator
+from logbus.coordinator.share.state_records import SHARE_STATE_TOPIC
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.runtime import TxnConfig
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
@@ -72,6 +74,7 @@ from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
 from logbus.server.share.group_configs import AUTO_OFFSET_RESET, read_group_configs
 from logbus.server.share.share_partition_manager import SharePartitionManager, ShareSettings
+from logbus.server.share.state_store import CoordinatorStateStore
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage.log_cleaner import CleanerConfig
@@ -168,6 +171,8 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self._request_log: logging.Handler | None = None
         self.group_coordinator: GroupCoordinatorRuntime | None = None
+        self.share_state: ShareCoordinator | None = None
+        self.share_state_store: CoordinatorStateStore | None = None
         self.txn_marker_channel: TxnMarkerChannel | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.cluster: ClusterMember | None = None
@@ -243,11 +248,15 @@ class Broker:
             group_coordinator,
             transaction_coordinator,
         )
+        # before the controller: its first LeaderAndIsr loads `__share_group_state`
+        share_state = self._start_share_coordinator(replica_manager, link)
         controller = await self._start_controller(
             store, log_manager, dynamic_config, replica_manager, link
         )
         self.authorizer = await self._start_authorizer(store)
-        share_groups, share_partitions = self._start_share_groups(store, replica_manager)
+        share_groups, share_partitions = self._start_share_groups(
+            store, replica_manager, share_state
+        )
         self.services = BrokerServices(
             broker_id=self.broker_id,
             metadata_cache=self.metadata_cache,
@@ -267,6 +276,7 @@ class Broker:
             authorizer=self.authorizer,
             share_groups=share_groups,
             share_partitions=share_partitions,
+            share_state=share_state,
         )
         self._started.set()
         replica_manager.start_replication(
@@ -423,8 +433,27 @@ class Broker:
         replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
         return coordinator
 
+    def _start_share_coordinator(
+        self, replica_manager: ReplicaManager, link: ControllerLink
+    ) -> ShareCoordinator:
+        """The share coordinator: `__share_group_state` partitions led here, loaded on
+        leadership (the controller link tells it)."""
+
+        def partitions() -> int:
+            meta = self.metadata_cache.topics.get(SHARE_STATE_TOPIC)
+            if meta is not None and meta.partitions:
+                return len(meta.partitions)
+            return cast(int, self.config.get("share.coordinator.state.topic.num.partitions"))
+
+        self.share_state = coordinator = ShareCoordinator(
+            CoordinatorPartitionWriter(replica_manager), partitions,
+            commit_timeout_ms=self.config.offsets_commit_timeout_ms,
+        )
+        link.share_state = coordinator
+        return coordinator
+
     def _start_share_groups(
-        self, store: MetadataStore, replica_manager: ReplicaManager
+        self, store: MetadataStore, replica_manager: ReplicaManager, state: ShareCoordinator
     ) -> tuple[ShareGroupCoordinator, SharePartitionManager]:
         """Share groups (KIP-932): the membership of the groups coordinated here and the
         delivery state of the partitions led here; a member that leaves releases its
@@ -455,7 +484,14 @@ class Broker:
             )
             return configs.get(AUTO_OFFSET_RESET, "latest")
 
-        manager = SharePartitionManager(replica_manager, share_settings, auto_offset_reset)
+        self.share_state_store = persister = CoordinatorStateStore(
+            self.broker_id, self.metadata_cache, state,
+            lambda: self.config.inter_broker_listener_name, self.config.request_timeout_ms,
+        )
+        persister.security = inter_broker_security(self.config)
+        manager = SharePartitionManager(
+            replica_manager, share_settings, auto_offset_reset, persister
+        )
         coordinator.listeners.append(manager.member_left)
         return coordinator, manager
 
@@ -712,6 +748,10 @@ class Broker:
             await self.group_coordinator.stop()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.stop()
+        if self.share_state is not None:
+            await self.share_state.stop()
+        if self.share_state_store is not None:
+            await self.share_state_store.close()
         if self.txn_marker_channel is not None:
             await self.txn_marker_channel.close()
         if self.replica_manager is not None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from logbus.controller.metadata_store import MetadataStore
     from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
     from logbus.coordinator.share.coordinator import ShareGroupCoordinator
+    from logbus.coordinator.share.state_coordinator import ShareCoordinator
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
@@ -62,6 +63,8 @@ class BrokerServices:
     # share groups (KIP-932): the groups coordinated here, the share partitions led here
     share_groups: ShareGroupCoordinator | None = None
     share_partitions: SharePartitionManager | None = None
+    share_state: ShareCoordinator | None = None
+    """The share coordinator: the `__share_group_state` partitions led here."""
 
     @property
     def in_cluster(self) -> bool:

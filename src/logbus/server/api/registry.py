@@ -66,6 +66,7 @@ MODULES = (
     "leader_elections",
     "share_groups",
     "share_fetch",
+    "share_state",
 )
 
 

@@ -20,6 +20,7 @@ from logbus.protocol.messages.share_fetch_request import ShareFetchRequest
 from logbus.protocol.messages.share_fetch_response import ShareFetchResponse
 from logbus.server.api import ApiHandler, Body, RequestContext
 from logbus.server.api.share_groups import coordinator_error, share_groups
+from logbus.server.api.share_state import ensure_share_state_topic
 from logbus.server.security.acl import AclOperation, ResourceType
 from logbus.server.share.share_partition_manager import (
     PartitionFetch,
@@ -150,6 +151,8 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if (code := _top_level_error(ctx, group_id, member_id, epoch)) != ErrorCode.NONE:
         return error(code)
     assert group_id is not None and member_id is not None
+    if (code := await ensure_share_state_topic(ctx)) != ErrorCode.NONE:
+        return error(code)
     topics = request["topics"]
     has_acks = any(p["acknowledgement_batches"] for t in topics for p in t["partitions"])
     if epoch == 0 and has_acks:
@@ -234,6 +237,8 @@ async def handle_share_acknowledge(
     if (code := _top_level_error(ctx, group_id, member_id, epoch)) != ErrorCode.NONE:
         return error(code)
     assert group_id is not None and member_id is not None
+    if (code := await ensure_share_state_topic(ctx)) != ErrorCode.NONE:
+        return error(code)
     if epoch == 0:
         return error(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
     try:

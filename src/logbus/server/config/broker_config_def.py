@@ -463,6 +463,14 @@ _define("group.share.session.timeout.ms", _INT, 45000, _at_least(1), _MEDIUM,
         "A share-group member whose heartbeats stop for this long is removed.")
 _define("group.share.max.size", _INT, 200, _at_least(1), _MEDIUM,
         "Most members in one share group.")
+_define("share.coordinator.state.topic.num.partitions", _INT, 50, _at_least(1), _HIGH,
+        "Partitions of __share_group_state (never change it after deployment).")
+_define("share.coordinator.state.topic.replication.factor", _SHORT, 1, _at_least(1), _HIGH,
+        "Replication factor of __share_group_state. Kafka's default is 3; logbus defaults to 1.")
+_define("share.coordinator.state.topic.min.isr", _SHORT, 1, _at_least(1), _HIGH,
+        "min.insync.replicas of __share_group_state. Kafka's default is 2; logbus defaults to 1.")
+_define("share.coordinator.state.topic.segment.bytes", _INT, 104857600, _at_least(1), _HIGH,
+        "Segment size of __share_group_state.")
 
 # --- authorization (server/security/authorizer.py) ---
 _define("authorizer.class.name", _STR, "",

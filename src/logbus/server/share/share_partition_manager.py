@@ -28,8 +28,9 @@ from logbus.coordinator.share.share_partition import (
     AcknowledgementBatch,
     AcquiredRange,
     SharePartition,
-    StateBatch,
 )
+from logbus.coordinator.share.state_coordinator import ShareStateError
+from logbus.coordinator.share.state_records import SavedState
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch, split_batches
 from logbus.server.replica.partition import PartitionError
@@ -48,12 +49,6 @@ class SessionError(Exception):
     def __init__(self, error: ErrorCode) -> None:
         super().__init__(error.name)
         self.error = error
-
-
-class SavedState(NamedTuple):
-    start_offset: int
-    state_epoch: int
-    batches: list[StateBatch]
 
 
 class ShareStateStore(Protocol):
@@ -180,8 +175,9 @@ class SharePartitionManager:
         led.partition.expire_locks(now_ms())
         error = led.partition.acknowledge(member_id, batches)
         if error == ErrorCode.NONE:
-            await self._save(key, led)
             self._changed(key)
+            if not await self._save(key, led):
+                return ErrorCode.REQUEST_TIMED_OUT
         return error
 
     # --- fetches ----------------------------------------------------------------------------
@@ -296,7 +292,11 @@ class SharePartitionManager:
         if led is not None and led.leader_epoch == part.leader_epoch:
             return key, led
         settings = self.settings()
-        saved = await self.store.read(key) if self.store is not None else None
+        try:
+            saved = await self.store.read(key) if self.store is not None else None
+        except ShareStateError as exc:
+            log.warning("no share state for %s: %s", key, exc)
+            raise PartitionError(ErrorCode.REQUEST_TIMED_OUT) from exc
         if saved is None:
             reset = await self.auto_offset_reset(group_id)
             start = part.log.log_start_offset if reset == "earliest" else part.high_watermark
@@ -326,13 +326,19 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
 
-    async def _save(self, key: SharePartitionKey, led: _Led) -> None:
+    async def _save(self, key: SharePartitionKey, led: _Led) -> bool:
+        """Give the share coordinator the partition's state; False if it could not be kept."""
         if self.store is None:
-            return
+            return True
         share = led.partition
-        await self.store.write(
-            key, SavedState(share.start_offset, share.state_epoch, share.state_batches())
-        )
+        try:
+            await self.store.write(key, SavedState(
+                share.start_offset, share.state_epoch, share.state_batches(), led.leader_epoch
+            ))
+        except ShareStateError as exc:
+            log.warning("share state of %s not kept: %s", key, exc)
+            return False
+        return True
 
     def _changed(self, key: SharePartitionKey) -> None:
         self.replica_manager.purgatory.notify(("share", *key))
