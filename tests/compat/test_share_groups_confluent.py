@@ -56,6 +56,9 @@ class ShareMember(threading.Thread):
         super().__init__(daemon=True)
         self.consumer = share_consumer(bootstrap, group, topic)
         self.values: list[bytes] = []
+        # offsets whose acknowledgement the broker confirmed (the commit callback)
+        self.confirmed: set[int] = set()
+        self.consumer.set_acknowledgement_commit_callback(self._acknowledged)
         self.stopping = threading.Event()
         self.start()
 
@@ -66,6 +69,11 @@ class ShareMember(threading.Thread):
                     self.values.append(message.value())
                     time.sleep(0.002)  # a little work per record, so members interleave
         self.consumer.close()  # the last acknowledgements leave with it
+
+    def _acknowledged(self, offsets: dict[Any, set[int]], error: object) -> None:
+        if error is None:
+            for found in offsets.values():
+                self.confirmed |= found
 
     def stop(self) -> None:
         self.stopping.set()
@@ -96,7 +104,8 @@ def test_four_members_on_one_partition_accept_every_record_once(broker: Any) -> 
         )
     finally:
         for member in members:
-            member.stop()
+            member.stop()  # closing sends the last acknowledgements
+    assert set().union(*(m.confirmed for m in members)) == set(range(len(values)))
     delivered = [v for m in members for v in m.values]
     assert sorted(delivered) == sorted(values)  # each once: none lost, none twice
     assert sum(1 for m in members if m.values) >= 2  # the partition was shared

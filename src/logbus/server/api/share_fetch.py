@@ -52,12 +52,13 @@ class _Partitions:
         return self.names[topic_id]
 
     def answer(self, topic_id: UUID, index: int, **fields: object) -> Body:
+        # records empty, never null: librdkafka reads a null record set as malformed
         body = self.answers.setdefault(
             (topic_id, index),
             {
                 "partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
                 "acknowledge_error_code": ErrorCode.NONE, "acknowledge_error_message": None,
-                "current_leader": self.leader(topic_id, index), "records": None,
+                "current_leader": self.leader(topic_id, index), "records": b"",
                 "acquired_records": [],
             },
         )
