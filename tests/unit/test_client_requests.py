@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from share_request_bodies import SHARE_BUILDERS
 from txn_request_bodies import TXN_BUILDERS
 
 from logbus.client.errors import KafkaError
@@ -270,6 +271,7 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
 
 # The transaction APIs' builders live with their own tests; those the broker serves count.
 BUILDERS.update({k: b for k, b in TXN_BUILDERS.items() if k in SERVED})
+BUILDERS.update(SHARE_BUILDERS)
 
 
 def served_versions() -> Iterator[tuple[int, int]]:

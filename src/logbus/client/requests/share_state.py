@@ -1,6 +1,7 @@
-"""ReadShareGroupState v0 and WriteShareGroupState v0 (KIP-932): a share partition's leader
-asks the share coordinator for the state it keeps, and gives it the new state after each
-change. Used by the broker's share-state store (`server/share/state_store.py`)."""
+"""ReadShareGroupState v0, WriteShareGroupState v0 and InitializeShareGroupState v0
+(KIP-932): a share partition's leader asks the share coordinator for the state it keeps,
+and gives it the new state after each change. Used by the broker's share-state store
+(`server/share/state_store.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from logbus.client.connection import Connection
 from logbus.client.requests.common import send
 from logbus.protocol import ErrorCode
 from logbus.protocol.messages import apis
+from logbus.protocol.messages.initialize_share_group_state_request import (
+    InitializeShareGroupStateRequest,
+)
 from logbus.protocol.messages.read_share_group_state_request import (
     ReadShareGroupStateRequest,
 )
@@ -91,3 +95,14 @@ async def write_share_group_state(
         0,
     )
     return read_write_share_group_state(response)
+
+
+def build_initialize_share_group_state(
+    group_id: str, topic_id: UUID, partition: int, state_epoch: int, start_offset: int
+) -> InitializeShareGroupStateRequest:
+    return {
+        "group_id": group_id,
+        "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition": partition, "state_epoch": state_epoch, "start_offset": start_offset}
+        ]}],
+    }
