@@ -258,3 +258,26 @@ def test_delivery_state_survives_a_restart(broker_factory: Any) -> None:
             what="the share partition's state read back",
         )
     assert again == [(5, 9, 2)]
+
+
+def test_list_and_delete_share_groups(share_setup: Any) -> None:
+    client, group, topic_id, _ = share_setup
+    listed = client.request(
+        ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}
+    )["groups"]
+    assert {"group_id": group, "protocol_type": "share", "group_state": "Stable",
+            "group_type": "share"} in listed
+    assert client.request(
+        ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]}
+    )["groups"] == []
+    delete = {"groups_names": [group]}
+    busy = client.request(ApiKey.DELETE_GROUPS, 2, delete)["results"][0]
+    assert busy["error_code"] == ErrorCode.NON_EMPTY_GROUP
+    share_fetch(client, group, "member-a", 0, topic_id)
+    heartbeat(client, group, "member-a", -1, None)  # the last member leaves
+    share_fetch(client, group, "member-a", -1, topic_id)
+    done = client.request(ApiKey.DELETE_GROUPS, 2, delete)["results"][0]
+    assert done["error_code"] == ErrorCode.NONE
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    described = client.request(ApiKey.SHARE_GROUP_DESCRIBE, V, body)["groups"][0]
+    assert described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND

@@ -179,10 +179,23 @@ class ShareCoordinator:
         if not committed:
             raise ShareStateError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
-    def delete_group(self, group_id: str) -> None:
-        for shard in self.shards.values():
-            for key in [k for k in shard.states if k.group_id == group_id]:
-                del shard.states[key]
+    async def delete_group(self, group_id: str) -> None:
+        """Tombstones for every state of `group_id` kept here (a deleted share group)."""
+        for shard in list(self.shards.values()):
+            keys = [k for k in shard.states if k.group_id == group_id]
+            if not keys or shard.loading:
+                continue
+            timestamp = int(time.time() * 1000)
+            records = [NewRecord(*encode_snapshot(k, None), (), timestamp) for k in keys]
+            tp = TopicPartition(SHARE_STATE_TOPIC, shard.partition)
+            try:
+                last_offset = self.writer.append(tp, build_batch(records), timestamp)
+                await self.writer.wait_committed(tp, last_offset, self.commit_timeout_ms)
+            except PartitionWriteError as exc:
+                log.warning("deleting the share state of %s: %s", group_id, exc)
+                continue
+            for key in keys:
+                shard.states.pop(key, None)
 
 
 def _bytes(value: Any) -> bytes | None:

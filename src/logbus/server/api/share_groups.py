@@ -12,6 +12,8 @@ import time
 from logbus.coordinator.share.coordinator import ShareGroupCoordinator
 from logbus.coordinator.share.share_group import ShareGroup, ShareGroupError, ShareMember
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.delete_groups_response import DeletableGroupResult
+from logbus.protocol.messages.list_groups_response import ListedGroup
 from logbus.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from logbus.protocol.messages.share_group_describe_response import (
     DescribedGroup,
@@ -193,3 +195,44 @@ HANDLERS = [
     ApiHandler(ApiKey.SHARE_GROUP_HEARTBEAT, 0, 1, handle_share_group_heartbeat),
     ApiHandler(ApiKey.SHARE_GROUP_DESCRIBE, 0, 1, handle_share_group_describe),
 ]
+
+
+# --- ListGroups and DeleteGroups: the share groups among the others -----------------------
+
+
+def listed_share_groups(
+    ctx: RequestContext, states: tuple[str, ...], types: tuple[str, ...]
+) -> list[ListedGroup]:
+    """ListGroups' entries for the share groups coordinated here (group type "share",
+    KIP-1043), filtered by state and type as Kafka filters (case-insensitively)."""
+    if types and "share" not in {t.lower() for t in types}:
+        return []
+    wanted = {s.lower() for s in states}
+    runtime = ctx.services.group_coordinator
+    found: list[ListedGroup] = []
+    for group in share_groups(ctx).groups.values():
+        if runtime.partition_for(group.group_id) not in runtime.shards:
+            continue
+        if wanted and group.state.lower() not in wanted:
+            continue
+        found.append({
+            "group_id": group.group_id, "protocol_type": "share",
+            "group_state": group.state, "group_type": "share",
+        })
+    return found
+
+
+async def delete_share_group(ctx: RequestContext, group_id: str) -> DeletableGroupResult | None:
+    """DeleteGroups of a share group coordinated here (None when `group_id` is not one):
+    NON_EMPTY_GROUP while it has members; else its membership is dropped and the delivery
+    state this broker keeps for it (as leader and as share coordinator) is deleted."""
+    coordinator = share_groups(ctx)
+    if group_id not in coordinator.groups or coordinator_error(ctx, group_id) != ErrorCode.NONE:
+        return None
+    if not coordinator.delete(group_id):
+        return {"group_id": group_id, "error_code": ErrorCode.NON_EMPTY_GROUP}
+    if ctx.services.share_partitions is not None:
+        ctx.services.share_partitions.forget_group(group_id)
+    if ctx.services.share_state is not None:
+        await ctx.services.share_state.delete_group(group_id)
+    return {"group_id": group_id, "error_code": ErrorCode.NONE}
