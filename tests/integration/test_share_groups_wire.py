@@ -8,73 +8,25 @@ import uuid
 from typing import Any
 
 import pytest
+from share_wire import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    V,
+    acquired,
+    heartbeat,
+    join,
+    partition_answer,
+    share_ack,
+    share_fetch,
+    share_group,
+    topic_name,
+)
 
 from kafka_wire import WireClient, create_topic, wait_for
 from logbus.protocol import ApiKey, ErrorCode
-from logbus.records.builder import build_plain_batch
-
-V = 1
-ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def heartbeat(
-    client: WireClient, group: str, member: str, epoch: int, topics: list[str] | None
-) -> dict[str, Any]:
-    body = {
-        "group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
-        "subscribed_topic_names": topics,
-    }
-    return client.request(ApiKey.SHARE_GROUP_HEARTBEAT, V, body)
-
-
-def share_fetch(
-    client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
-    acks: list[tuple[int, int, list[int]]] | None = None, max_wait_ms: int = 0,
-) -> dict[str, Any]:
-    body = {
-        "group_id": group, "member_id": member, "share_session_epoch": epoch,
-        "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500,
-        "batch_size": 500,
-        "topics": [{"topic_id": topic_id, "partitions": [{
-            "partition_index": 0,
-            "acknowledgement_batches": [
-                {"first_offset": f, "last_offset": last, "acknowledge_types": types}
-                for f, last, types in acks or []
-            ],
-        }]}],
-        "forgotten_topics_data": [],
-    }
-    return client.request(ApiKey.SHARE_FETCH, V, body)
-
-
-def share_ack(
-    client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
-    acks: list[tuple[int, int, list[int]]],
-) -> dict[str, Any]:
-    body = {
-        "group_id": group, "member_id": member, "share_session_epoch": epoch,
-        "topics": [{"topic_id": topic_id, "partitions": [{
-            "partition_index": 0,
-            "acknowledgement_batches": [
-                {"first_offset": f, "last_offset": last, "acknowledge_types": types}
-                for f, last, types in acks
-            ],
-        }]}],
-    }
-    return client.request(ApiKey.SHARE_ACKNOWLEDGE, V, body)
-
-
-def acquired(response: dict[str, Any]) -> list[tuple[int, int, int]]:
-    return [
-        (r["first_offset"], r["last_offset"], r["delivery_count"])
-        for t in response["responses"] for p in t["partitions"] for r in p["acquired_records"]
-    ]
-
-
-def partition_answer(response: dict[str, Any]) -> dict[str, Any]:
-    return response["responses"][0]["partitions"][0]  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -86,28 +38,6 @@ def share_setup(broker_factory: Any) -> Any:
     group = f"sg-{uuid.uuid4().hex[:8]}"
     with WireClient(broker.bootstrap) as client:
         yield share_group(client, topic, group)
-
-
-def share_group(client: WireClient, topic: str, group: str) -> Any:
-    values = [b"v%d" % i for i in range(10)]
-    client.produce(topic, 0, build_plain_batch(values, timestamp=1_700_000_000_000))
-    altered = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
-        "resources": [{"resource_type": 32, "resource_name": group, "configs": [
-            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"},
-        ]}],
-        "validate_only": False,
-    })
-    assert altered["responses"][0]["error_code"] == ErrorCode.NONE
-    topic_id = next(
-        t["topic_id"] for t in client.metadata([topic])["topics"] if t["name"] == topic
-    )
-    # FindCoordinator creates __consumer_offsets; the group's partition then loads
-    client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
-    joined = wait_for(
-        lambda: (r := heartbeat(client, group, "member-a", 0, [topic]))["error_code"] == 0 and r,
-        what="the share group's coordinator",
-    )
-    return client, group, topic_id, joined
 
 
 def test_heartbeat_assigns_the_partition_and_fences_stale_epochs(share_setup: Any) -> None:
@@ -132,12 +62,6 @@ def test_heartbeat_assigns_the_partition_and_fences_stale_epochs(share_setup: An
     assert described[0]["error_code"] == ErrorCode.NONE
     assert sorted(m["member_id"] for m in described[0]["members"]) == ["member-a", "member-b"]
     assert described[1]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
-
-
-def topic_name(client: WireClient, topic_id: uuid.UUID) -> str:
-    return next(  # type: ignore[no-any-return]
-        t["name"] for t in client.metadata(None)["topics"] if t["topic_id"] == topic_id
-    )
 
 
 def test_acquire_acknowledge_and_redeliver(share_setup: Any) -> None:
@@ -229,14 +153,6 @@ def test_delivery_count_limit_archives(share_setup: Any) -> None:
     # delivered 5 times (the default group.share.delivery.count.limit), then archived
     assert deliveries[:5] == [[(0, 9, n)] for n in range(1, 6)]
     assert deliveries[5:] == [[], []]
-
-
-def join(client: WireClient, group: str, member: str, topic: str) -> dict[str, Any]:
-    """Join `member` once the group's coordinator answers (after a start, it loads)."""
-    return wait_for(  # type: ignore[no-any-return]
-        lambda: (r := heartbeat(client, group, member, 0, [topic]))["error_code"] == 0 and r,
-        what="the share group's coordinator",
-    )
 
 
 def test_delivery_state_survives_a_restart(broker_factory: Any) -> None:

@@ -169,15 +169,36 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if epoch == -1:
         share.close_session(session)
         return {**error(ErrorCode.NONE), "responses": parts.responses()}  # type: ignore[typeddict-item]
+    ids = _update_session(ctx, parts, session, request)
+    wanted = sorted(p for p in session.partitions if p[0] in ids)
+    if epoch == 0:
+        await share.refresh(group_id, wanted)
+    max_records = request.get("max_records", DEFAULT_MAX_RECORDS) if ctx.version >= 1 else (
+        DEFAULT_MAX_RECORDS
+    )
+    results = await share.fetch(
+        group_id, member_id, wanted, max_records, request["max_bytes"],
+        0 if has_acks else request["max_wait_ms"],
+    )
+    for (name, index), result in results.items():
+        _answer_fetch(parts, ids[name], index, result)
+    return {**error(ErrorCode.NONE), "responses": parts.responses()}  # type: ignore[typeddict-item]
+
+
+def _update_session(
+    ctx: RequestContext, parts: _Partitions, session: ShareSession, request: ShareFetchRequest
+) -> dict[str, UUID]:
+    """Add the request's partitions to the session and remove its forgotten ones; the topic
+    ids of the session's topics (by name)."""
     forgotten = [
         (name, index)
         for t in request["forgotten_topics_data"]
         if (name := parts.name(t["topic_id"])) is not None
         for index in t["partitions"]
     ]
-    share.forget(session, forgotten)
+    manager(ctx).forget(session, forgotten)
     ids: dict[str, UUID] = {}
-    for topic in topics:
+    for topic in request["topics"]:
         for partition in topic["partitions"]:
             index = partition["partition_index"]
             name = parts.check(topic["topic_id"], index)
@@ -189,17 +210,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
             meta = ctx.services.metadata_cache.topics.get(name)
             if meta is not None:
                 ids[name] = meta.topic_id
-    wanted = sorted(p for p in session.partitions if p[0] in ids)
-    max_records = request.get("max_records", DEFAULT_MAX_RECORDS) if ctx.version >= 1 else (
-        DEFAULT_MAX_RECORDS
-    )
-    results = await share.fetch(
-        group_id, member_id, wanted, max_records, request["max_bytes"],
-        0 if has_acks else request["max_wait_ms"],
-    )
-    for (name, index), result in results.items():
-        _answer_fetch(parts, ids[name], index, result)
-    return {**error(ErrorCode.NONE), "responses": parts.responses()}  # type: ignore[typeddict-item]
+    return ids
 
 
 def _answer_fetch(parts: _Partitions, topic_id: UUID, index: int, result: PartitionFetch) -> None:

@@ -318,6 +318,24 @@ class SharePartitionManager:
         await self._save(key, led)
         return key, led
 
+    async def refresh(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """A member opened a share session: drop a kept share partition whose state the
+        share coordinator has from a newer state epoch (its start offset was reset while
+        the group was empty), so that it is read again."""
+        if self.store is None:
+            return
+        for topic, index in partitions:
+            key = (group_id, topic, index)
+            led = self.partitions.get(key)
+            if led is None or led.partition.next_lock_deadline() is not None:
+                continue
+            try:
+                saved = await self.store.read(key)
+            except ShareStateError:
+                continue
+            if saved is not None and saved.state_epoch > led.partition.state_epoch:
+                self.partitions.pop(key, None)
+
     def start_offset(self, group_id: str, topic: str, index: int) -> int | None:
         led = self.partitions.get((group_id, topic, index))
         return None if led is None else led.partition.start_offset
