@@ -274,8 +274,8 @@ class SharePartitionManager:
                 max_records -= sum(r.last_offset - r.first_offset + 1 for r in taken)
             if max_records <= 0:
                 break
-        if acquired:
-            await self._save(key, led)
+        # Acquisitions are not written (as in Kafka): a new leader finds the records
+        # available again; their delivery counts are written with the next change.
         return PartitionFetch(ErrorCode.NONE, b"".join(chunks), acquired, led.leader_epoch)
 
     # --- the partitions led here ------------------------------------------------------------
