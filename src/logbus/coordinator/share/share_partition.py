@@ -122,7 +122,7 @@ class SharePartition:
     ) -> list[AcquiredRange]:
         """Acquire the available offsets of `first`..`last` (a batch read from the log) for
         `member_id`, at most `max_records`; returns the ranges acquired."""
-        acquired: list[AcquiredRange] = []
+        runs: list[list[int]] = []  # [first, last, delivery count]
         deadline = now_ms + self.record_lock_duration_ms
         count = 0
         for offset in range(max(first, self.start_offset), last + 1):
@@ -141,8 +141,12 @@ class SharePartition:
             record.member_id = member_id
             record.lock_deadline_ms = deadline
             count += 1
-            _extend(acquired, offset, record.delivery_count)
-        return acquired
+            run = runs[-1] if runs else None
+            if run is not None and run[1] + 1 == offset and run[2] == record.delivery_count:
+                run[1] = offset
+            else:
+                runs.append([offset, offset, record.delivery_count])
+        return [AcquiredRange(*run) for run in runs]
 
     # --- acknowledgements -------------------------------------------------------------------
 
@@ -247,21 +251,21 @@ class SharePartition:
     def state_batches(self) -> list[StateBatch]:
         """The in-flight offsets as runs (what `__share_group_state` keeps): an ACQUIRED
         offset is written as AVAILABLE, since its lock does not survive a new leader."""
-        batches: list[StateBatch] = []
+        runs: list[list[int]] = []  # [first, last, state, delivery count]
         for offset in sorted(self.in_flight):
             record = self.in_flight[offset]
             state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
-            last = batches[-1] if batches else None
+            last = runs[-1] if runs else None
             if (
                 last is not None
-                and last.last_offset + 1 == offset
-                and last.state == state
-                and last.delivery_count == record.delivery_count
+                and last[1] + 1 == offset
+                and last[2] == state
+                and last[3] == record.delivery_count
             ):
-                batches[-1] = last._replace(last_offset=offset)
+                last[1] = offset
             else:
-                batches.append(StateBatch(offset, offset, state, record.delivery_count))
-        return batches
+                runs.append([offset, offset, state, record.delivery_count])
+        return [StateBatch(a, b, RecordState(s), n) for a, b, s, n in runs]
 
     def restore(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
         """Take the state a share coordinator kept (a new leader, or a restart)."""
@@ -287,16 +291,6 @@ class SharePartition:
         for record in self.in_flight.values():
             counts[record.state] += 1
         return counts
-
-
-def _extend(ranges: list[AcquiredRange], offset: int, delivery_count: int) -> None:
-    last = ranges[-1] if ranges else None
-    if last is not None and last.last_offset + 1 == offset and last.delivery_count == (
-        delivery_count
-    ):
-        ranges[-1] = last._replace(last_offset=offset)
-    else:
-        ranges.append(AcquiredRange(offset, offset, delivery_count))
 
 
 def _check_batch(batch: AcknowledgementBatch, previous_last: int) -> ErrorCode:
