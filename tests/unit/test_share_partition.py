@@ -71,6 +71,8 @@ def test_bad_acknowledgements_change_nothing() -> None:
     assert share.acknowledge("a", [ack(0, 0, 7)]) == ErrorCode.INVALID_REQUEST
     assert share.acknowledge("a", [ack(4, 3, ACCEPT)]) == ErrorCode.INVALID_REQUEST
     assert share.acknowledge("b", [ack(0, 0, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
+    # a range of 10**15 offsets is refused without walking it
+    assert share.acknowledge("a", [ack(0, 10**15, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
     assert share.state_batches() == before
     assert share.counts()[RecordState.ACQUIRED] == 5
 

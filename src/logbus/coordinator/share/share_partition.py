@@ -159,7 +159,10 @@ class SharePartition:
             if error != ErrorCode.NONE:
                 return error
             previous_last = batch.last_offset
-            for offset, kind in _expand(batch):
+            if batch.last_offset >= self.next_fetch_offset:
+                # never delivered (and a range as long as the request says is never walked)
+                return ErrorCode.INVALID_RECORD_STATE
+            for offset, kind in _expand(batch, self.start_offset):
                 record = self.in_flight.get(offset)
                 if kind == AcknowledgeType.GAP and (record is None and offset < self.start_offset):
                     continue
@@ -306,10 +309,18 @@ def _check_batch(batch: AcknowledgementBatch, previous_last: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _expand(batch: AcknowledgementBatch) -> Iterator[tuple[int, AcknowledgeType]]:
+def _expand(
+    batch: AcknowledgementBatch, start_offset: int
+) -> Iterator[tuple[int, AcknowledgeType]]:
+    """Each offset's type; with one type for the batch, the offsets below `start_offset`
+    (finished) come as one: a GAP there is fine, anything else refuses the batch."""
     if len(batch.types) == 1:
         kind = AcknowledgeType(batch.types[0])
-        for offset in range(batch.first_offset, batch.last_offset + 1):
+        first = batch.first_offset
+        if first < start_offset:
+            yield first, kind
+            first = start_offset
+        for offset in range(first, batch.last_offset + 1):
             yield offset, kind
         return
     for offset, raw in zip(

@@ -189,6 +189,7 @@ class SharePartitionManager:
         """Acquire records for `member_id` on `partitions`, waiting up to `max_wait_ms` for
         any when there are none."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        max_bytes = max(1, max_bytes)  # at least one batch, as any fetch
         while True:
             results = await self._fetch_once(
                 group_id, member_id, partitions, max_records, max_bytes
