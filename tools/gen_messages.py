@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """Generate logbus's message tables from Apache Kafka's message definitions.
 
-Reads `<kafka-protocol>/message/*.json` and `<kafka-protocol>/internal-records/*.json` and
+Reads `<kafka-protocol>/message/*.json`, `<kafka-protocol>/internal-records/*.json` and the
+share coordinator's `share-records/ShareSnapshot*.json` (`__share_group_state`) and
 writes `src/logbus/protocol/messages/`: one module per message holding the facts only
 (names, types, version ranges, tags, defaults) as plain tuples, plus an index module.
 Prose (`about`) and comments are left behind. Run it with `make gen`.
+
+`tools/message_versions/<Name>.json` holds the project's own definition of a message whose
+current clients speak a version newer than the reference (KIP-932's share-group APIs at
+version 1, as librdkafka 2.16 and Kafka 4.1+ send them): facts only, in the same schema
+language; when present it is read instead of the reference's file of that name.
 
 Each module also declares the body's types for mypy: one `TypedDict` per struct, named as
 Kafka names it (the message itself, e.g. `FetchRequest`, and its structs, e.g. `FetchTopic`),
@@ -40,6 +46,7 @@ from typing import Any
 
 OPEN = 32767
 ROOT = Path(__file__).resolve().parent.parent
+NEWER_VERSIONS = ROOT / "tools" / "message_versions"
 OUT = ROOT / "src" / "logbus" / "protocol" / "messages"
 PRIMITIVES = {
     "bool",
@@ -228,10 +235,13 @@ def generate(proto_dir: Path, out: Path = OUT) -> int:
     for old in out.glob("*.py"):
         old.unlink()
     index: list[tuple[str, str, int | None, str]] = []
-    sources = sorted((proto_dir / "message").glob("*.json")) + sorted(
-        (proto_dir / "internal-records").glob("*.json")
+    sources = (
+        sorted((proto_dir / "message").glob("*.json"))
+        + sorted((proto_dir / "internal-records").glob("*.json"))
+        + sorted((proto_dir / "share-records").glob("ShareSnapshot*.json"))
     )
     for path in sources:
+        path = NEWER_VERSIONS / path.name if (NEWER_VERSIONS / path.name).exists() else path
         spec = json.loads(strip_comments(path.read_text()))
         name = spec["name"]
         structs = collect_structs(spec)

@@ -11,6 +11,7 @@ SASL is merged; the cases are the same over SASL/PLAIN.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -810,6 +811,82 @@ CASES: dict[str, Case] = {
         [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
         setup=topics_setup("wm"),
         state=log_end("wm"),
+    ),
+    # consumer groups (KIP-848): READ on the group to heartbeat, DESCRIBE to describe
+    "consumer_group_heartbeat": Case(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        {"group_id": "cgh", "member_id": "", "member_epoch": 0, "instance_id": None,
+         "rack_id": None, "rebalance_timeout_ms": 30000,
+         "subscribed_topic_names": ["cgh-t"], "server_assignor": None,
+         "topic_partitions": []},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "cgh", Op.READ)],
+    ),
+    "consumer_group_describe": Case(
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        {"group_ids": ["cgd"], "include_authorized_operations": False},
+        lambda r: [g["error_code"] for g in r["groups"]],
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "cgd", Op.DESCRIBE)],
+    ),
+    # share groups (KIP-932): READ on the group to join, fetch and acknowledge, DESCRIBE
+    # to describe; the share coordinator's APIs are broker-to-broker (ClusterAction)
+    "share_group_heartbeat": Case(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        {"group_id": "sh", "member_id": "m", "member_epoch": 0, "rack_id": None,
+         "subscribed_topic_names": ["sh-t"]},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "sh", Op.READ)],
+    ),
+    "share_group_describe": Case(
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        {"group_ids": ["sd"], "include_authorized_operations": False},
+        lambda r: [g["error_code"] for g in r["groups"]],
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "sd", Op.DESCRIBE)],
+    ),
+    "share_fetch": Case(
+        ApiKey.SHARE_FETCH,
+        {"group_id": "sf", "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
+         "min_bytes": 1, "max_bytes": 1024, "max_records": 10, "batch_size": 10,
+         "topics": [], "forgotten_topics_data": []},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "sf", Op.READ)],
+    ),
+    "share_acknowledge": Case(
+        ApiKey.SHARE_ACKNOWLEDGE,
+        {"group_id": "sa", "member_id": "m", "share_session_epoch": 1, "topics": []},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "sa", Op.READ)],
+    ),
+    "read_share_group_state": Case(
+        ApiKey.READ_SHARE_GROUP_STATE,
+        {"group_id": "rs", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "leader_epoch": 0}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+    ),
+    "write_share_group_state": Case(
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        {"group_id": "ws", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "state_epoch": 1, "leader_epoch": 0, "start_offset": 0,
+             "state_batches": []}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+    ),
+    "initialize_share_group_state": Case(
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        {"group_id": "is", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "state_epoch": 1, "start_offset": 0}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
     ),
     "follower_fetch": Case(
         ApiKey.FETCH,

@@ -500,7 +500,13 @@ BAD_INCREMENTAL = [
         ErrorCode.INVALID_REQUEST,
         "Broker id must not be empty",
     ),
-    ((32, "g", [("x", SET, "1")]), ErrorCode.INVALID_REQUEST, "resource type is GROUP"),
+    # GROUP configs (KIP-932's share.auto.offset.reset): unknown names and values refused
+    ((32, "g", [("x", SET, "1")]), ErrorCode.INVALID_CONFIG, "unknown group config x"),
+    (
+        (32, "g", [("share.auto.offset.reset", SET, "sometimes")]),
+        ErrorCode.INVALID_CONFIG,
+        "invalid value",
+    ),
     ((99, "x", [("x", SET, "1")]), ErrorCode.INVALID_REQUEST, "resource type is UNKNOWN"),
 ]
 

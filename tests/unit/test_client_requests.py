@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from share_request_bodies import SHARE_BUILDERS
 from txn_request_bodies import TXN_BUILDERS
 
 from logbus.client.errors import KafkaError
@@ -26,6 +27,7 @@ from logbus.client.requests import (
     client_quotas,
     cluster,
     configs,
+    consumer_group,
     consumer_protocol,
     controller,
     delete_records,
@@ -266,10 +268,28 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
         },
         validate_only=True,
     ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda v: consumer_group.build_consumer_group_heartbeat(
+        "g",
+        "m-1",
+        3,
+        instance_id="i",
+        rack_id="r",
+        rebalance_timeout_ms=30000,
+        topics=["b", "a"],
+        server_assignor="uniform",
+        owned={UUID(int=7): [2, 0]},
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: lambda v: consumer_group.build_consumer_group_describe(
+        ["g", "h"]
+    ),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: lambda v: log_dirs.build_alter_replica_log_dirs(
+        {TopicPartition("a", 0): "/data/1", TopicPartition("b", 1): "/data/2"}
+    ),
 }
 
 # The transaction APIs' builders live with their own tests; those the broker serves count.
 BUILDERS.update({k: b for k, b in TXN_BUILDERS.items() if k in SERVED})
+BUILDERS.update(SHARE_BUILDERS)
 
 
 def served_versions() -> Iterator[tuple[int, int]]:

@@ -8,6 +8,7 @@ logbus produce TOPIC [options] < lines
 logbus consume TOPIC [--group GROUP] [options]
 logbus groups {list,describe,delete,reset-offsets,delete-offsets} ...
 logbus groups {--list,--describe,--delete,--reset-offsets,--delete-offsets} [--group G] ...
+logbus share-groups {--list,--describe,--delete,--reset-offsets} [--group G] ...
 logbus configs {describe,alter} ...
 logbus configs --entity-type users|clients ... {--describe,--alter}
 logbus delete-records --topic T --partition P --before OFFSET
@@ -52,6 +53,7 @@ from logbus.cli import (
     produce,
     rest_proxy,
     schema_registry,
+    share_groups,
     storage,
     tool_syntax,
     topics,
@@ -107,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(subparsers)
     consume.register(subparsers)
     groups.register(subparsers)
+    share_groups.register(subparsers)
     configs.register(subparsers)
     delete_records.register(subparsers)
     dump_log.register(subparsers)
@@ -129,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         words, kafka_style = tool_syntax.translate(
-            sys.argv[1:] if argv is None else argv, [topics.SYNTAX, groups.SYNTAX]
+            sys.argv[1:] if argv is None else argv,
+            [topics.SYNTAX, groups.SYNTAX, share_groups.SYNTAX],
         )
     except tool_syntax.ToolSyntaxError as exc:
         return fail(str(exc))

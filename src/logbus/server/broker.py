@@ -31,6 +31,9 @@ from logbus.controller.network_channel import NetworkChannel
 from logbus.coordinator.group import GroupConfig
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+from logbus.coordinator.share.coordinator import ShareGroupCoordinator, ShareGroupSettings
+from logbus.coordinator.share.state_coordinator import ShareCoordinator
+from logbus.coordinator.share.state_records import SHARE_STATE_TOPIC
 from logbus.coordinator.transaction.coordinator import TransactionCoordinator
 from logbus.coordinator.transaction.runtime import TxnConfig
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
@@ -72,6 +75,9 @@ from logbus.server.replica.replica_manager import ReplicaManager
 from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import USERS, CredentialCache
 from logbus.server.services import BrokerServices
+from logbus.server.share.group_configs import AUTO_OFFSET_RESET, read_group_configs
+from logbus.server.share.share_partition_manager import SharePartitionManager, ShareSettings
+from logbus.server.share.state_store import CoordinatorStateStore
 from logbus.server.txn_marker_channel import TxnMarkerChannel
 from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage.log_cleaner import CleanerConfig
@@ -141,6 +147,7 @@ class BrokerParts:
     services: BrokerServices
     credentials: CredentialCache
     txn_marker_channel: TxnMarkerChannel
+    share_state_store: CoordinatorStateStore
     cluster: ClusterMember | None
     network_channel: NetworkChannel | None
     acl_worker: ControllerEventManager | None
@@ -333,10 +340,15 @@ class Broker:
             transaction_coordinator,
         )
         self._watch_log_dirs(store, log_manager, replica_manager, link)
+        # before the controller: its first LeaderAndIsr loads `__share_group_state`
+        share_state = self._start_share_coordinator(replica_manager, link, undo)
         controller, cluster, network_channel = await self._start_controller(
             store, log_manager, dynamic_config, replica_manager, link, undo
         )
         authorizer, acl_worker = await self._start_authorizer(store, undo)
+        share_groups, share_partitions, share_state_store = self._start_share_groups(
+            store, replica_manager, share_state, undo
+        )
         services = BrokerServices(
             broker_id=self.broker_id,
             metadata_cache=self.metadata_cache,
@@ -354,6 +366,9 @@ class Broker:
             controller_events=cluster.events if cluster is not None else None,
             metrics=self.metrics,
             authorizer=authorizer,
+            share_groups=share_groups,
+            share_partitions=share_partitions,
+            share_state=share_state,
         )
         replica_manager.start_replication(
             cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
@@ -372,6 +387,7 @@ class Broker:
             services=services,
             credentials=credentials,
             txn_marker_channel=marker_channel,
+            share_state_store=share_state_store,
             cluster=cluster,
             network_channel=network_channel,
             acl_worker=acl_worker,
@@ -529,6 +545,81 @@ class Broker:
         undo.push_async_callback(coordinator.stop)
         replica_manager.txn_completion_listeners.append(coordinator.on_txn_completion)
         return coordinator
+
+    def _start_share_coordinator(
+        self,
+        replica_manager: ReplicaManager,
+        link: ControllerLink,
+        undo: contextlib.AsyncExitStack,
+    ) -> ShareCoordinator:
+        """The share coordinator: `__share_group_state` partitions led here, loaded on
+        leadership (the controller link tells it)."""
+
+        def partitions() -> int:
+            meta = self.metadata_cache.topics.get(SHARE_STATE_TOPIC)
+            if meta is not None and meta.partitions:
+                return len(meta.partitions)
+            return cast(int, self.config.get("share.coordinator.state.topic.num.partitions"))
+
+        coordinator = ShareCoordinator(
+            CoordinatorPartitionWriter(replica_manager),
+            partitions,
+            commit_timeout_ms=self.config.offsets_commit_timeout_ms,
+        )
+        undo.push_async_callback(coordinator.stop)
+        link.share_state = coordinator
+        return coordinator
+
+    def _start_share_groups(
+        self,
+        store: MetadataStore,
+        replica_manager: ReplicaManager,
+        state: ShareCoordinator,
+        undo: contextlib.AsyncExitStack,
+    ) -> tuple[ShareGroupCoordinator, SharePartitionManager, CoordinatorStateStore]:
+        """Share groups (KIP-932): the membership of the groups coordinated here and the
+        delivery state of the partitions led here (a member that leaves releases its
+        records), with the store that keeps that state through the share coordinator."""
+
+        def setting(name: str) -> int:
+            return cast(int, self.config.get(name))
+
+        coordinator = ShareGroupCoordinator(
+            ShareGroupSettings(
+                heartbeat_interval_ms=setting("group.share.heartbeat.interval.ms"),
+                session_timeout_ms=setting("group.share.session.timeout.ms"),
+                max_size=setting("group.share.max.size"),
+            )
+        )
+
+        def share_settings() -> ShareSettings:
+            return ShareSettings(
+                record_lock_duration_ms=setting("group.share.record.lock.duration.ms"),
+                delivery_count_limit=setting("group.share.delivery.count.limit"),
+                max_in_flight=setting("group.share.partition.max.record.locks"),
+            )
+
+        async def auto_offset_reset(group_id: str) -> str:
+            # asked by requests, so once the broker has started
+            configs = await self.services.on_controller(
+                lambda: read_group_configs(store, group_id)
+            )
+            return configs.get(AUTO_OFFSET_RESET, "latest")
+
+        persister = CoordinatorStateStore(
+            self.broker_id,
+            self.metadata_cache,
+            state,
+            lambda: self.config.inter_broker_listener_name,
+            self.config.request_timeout_ms,
+        )
+        persister.security = inter_broker_security(self.config)
+        undo.push_async_callback(persister.close)
+        manager = SharePartitionManager(
+            replica_manager, share_settings, auto_offset_reset, persister
+        )
+        coordinator.listeners.append(manager.member_left)
+        return coordinator, manager, persister
 
     def _schedule_log_tasks(self, manager: LogManager) -> None:
         """The logs' periodic work: checkpoints, flushes, retention, producer expiry."""
@@ -836,6 +927,9 @@ class Broker:
             await listener.stop()
         await services.group_coordinator.stop()
         await services.transaction_coordinator.stop()
+        if services.share_state is not None:
+            await services.share_state.stop()
+        await parts.share_state_store.close()
         await parts.txn_marker_channel.close()
         await services.replica_manager.stop_replication()
 

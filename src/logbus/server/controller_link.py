@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from logbus.client.requests.controller import UNKNOWN_BROKER_EPOCH
 from logbus.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from logbus.coordinator.share.state_coordinator import ShareCoordinator
+from logbus.coordinator.share.state_records import SHARE_STATE_TOPIC
 from logbus.coordinator.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from logbus.protocol import ErrorCode
 from logbus.types import TopicPartition
@@ -51,6 +53,8 @@ class ControllerLink:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
         self.transaction_coordinator = transaction_coordinator
+        # the share coordinator (KIP-932), told of `__share_group_state` leadership too
+        self.share_state: ShareCoordinator | None = None
         self.broker_epoch = UNKNOWN_BROKER_EPOCH
         """This incarnation's broker epoch: the czxid of its `/brokers/ids/<id>` node
         (-1: unknown, controller requests' broker epochs are not checked)."""
@@ -118,6 +122,12 @@ class ControllerLink:
                 self.transaction_coordinator.on_leadership(
                     p, state.leader == self.broker_id, state.leader_epoch
                 )
+        if topic.name == SHARE_STATE_TOPIC and self.share_state is not None:
+            for p in partitions:
+                state = topic.partitions[p]
+                self.share_state.on_leadership(
+                    p, state.leader == self.broker_id, state.leader_epoch
+                )
 
     def apply_update_metadata(
         self,
@@ -154,4 +164,7 @@ class ControllerLink:
         if topic == TRANSACTION_STATE_TOPIC:
             for p in partitions:
                 self.transaction_coordinator.unload(p)
+        if topic == SHARE_STATE_TOPIC and self.share_state is not None:
+            for p in partitions:
+                self.share_state.unload(p)
         self.replica_manager.apply_stop_replica(topic, partitions, delete)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from logbus.controller.controller_events import ControllerEventManager
     from logbus.controller.metadata_store import MetadataStore
     from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
+    from logbus.coordinator.share.coordinator import ShareGroupCoordinator
+    from logbus.coordinator.share.state_coordinator import ShareCoordinator
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from logbus.server.quotas.manager import ClientQuotas
     from logbus.server.replica.replica_manager import ReplicaManager
     from logbus.server.security.authorizer import Authorizer
+    from logbus.server.share.share_partition_manager import SharePartitionManager
     from logbus.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -57,6 +60,11 @@ class BrokerServices:
     """What the broker records for `metrics.listener` (None when it is unset)."""
     # the ACL authorizer; None when authorizer.class.name is unset (everything allowed)
     authorizer: Authorizer | None = None
+    # share groups (KIP-932): the groups coordinated here, the share partitions led here
+    share_groups: ShareGroupCoordinator | None = None
+    share_partitions: SharePartitionManager | None = None
+    share_state: ShareCoordinator | None = None
+    """The share coordinator: the `__share_group_state` partitions led here."""
 
     @property
     def in_cluster(self) -> bool:

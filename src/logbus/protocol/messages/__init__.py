@@ -206,4 +206,6 @@ MESSAGES = (
     ('OffsetCommitValue', 'offset_commit_value', None, 'data'),
     ('TransactionLogKey', 'transaction_log_key', None, 'data'),
     ('TransactionLogValue', 'transaction_log_value', None, 'data'),
+    ('ShareSnapshotKey', 'share_snapshot_key', None, 'data'),
+    ('ShareSnapshotValue', 'share_snapshot_value', None, 'data'),
 )

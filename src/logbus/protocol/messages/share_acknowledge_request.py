@@ -7,7 +7,7 @@ UUID0 = UUID(int=0)
 NAME = 'ShareAcknowledgeRequest'
 TYPE = 'request'
 API_KEY = 79
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 FIELDS = (
     ('group_id', 'string', (0, 32767), (0, 32767), None, None, 'inherit', None, None),

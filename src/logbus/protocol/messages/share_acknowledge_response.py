@@ -7,7 +7,7 @@ UUID0 = UUID(int=0)
 NAME = 'ShareAcknowledgeResponse'
 TYPE = 'response'
 API_KEY = 79
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 FIELDS = (
     ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),

@@ -7,7 +7,7 @@ UUID0 = UUID(int=0)
 NAME = 'ShareFetchRequest'
 TYPE = 'request'
 API_KEY = 78
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 FIELDS = (
     ('group_id', 'string', (0, 32767), (0, 32767), None, None, 'inherit', None, None),
@@ -16,11 +16,13 @@ FIELDS = (
     ('max_wait_ms', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
     ('min_bytes', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
     ('max_bytes', 'int32', (0, 32767), None, None, None, 'inherit', 2147483647, None),
+    ('max_records', 'int32', (1, 32767), None, None, None, 'inherit', 0, None),
+    ('batch_size', 'int32', (1, 32767), None, None, None, 'inherit', 0, None),
     ('topics', '[]struct', (0, 32767), None, None, None, 'inherit', (), (
         ('topic_id', 'uuid', (0, 32767), None, None, None, 'inherit', UUID0, None),
         ('partitions', '[]struct', (0, 32767), None, None, None, 'inherit', (), (
             ('partition_index', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
-            ('partition_max_bytes', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
+            ('partition_max_bytes', 'int32', (0, 0), None, None, None, 'inherit', 0, None),
             ('acknowledgement_batches', '[]struct', (0, 32767), None, None, None, 'inherit', (), (
                 ('first_offset', 'int64', (0, 32767), None, None, None, 'inherit', 0, None),
                 ('last_offset', 'int64', (0, 32767), None, None, None, 'inherit', 0, None),
@@ -64,5 +66,7 @@ class ShareFetchRequest(TypedDict, total=False):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
     topics: list[FetchTopic]
     forgotten_topics_data: list[ForgottenTopic]

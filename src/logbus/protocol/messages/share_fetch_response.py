@@ -9,12 +9,13 @@ UUID0 = UUID(int=0)
 NAME = 'ShareFetchResponse'
 TYPE = 'response'
 API_KEY = 78
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 FIELDS = (
     ('throttle_time_ms', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
     ('error_code', 'int16', (0, 32767), None, None, None, 'inherit', 0, None),
     ('error_message', 'string', (0, 32767), (0, 32767), None, None, 'inherit', None, None),
+    ('acquisition_lock_timeout_ms', 'int32', (1, 32767), None, None, None, 'inherit', 0, None),
     ('responses', '[]struct', (0, 32767), None, None, None, 'inherit', (), (
         ('topic_id', 'uuid', (0, 32767), None, None, None, 'inherit', UUID0, None),
         ('partitions', '[]struct', (0, 32767), None, None, None, 'inherit', (), (
@@ -82,5 +83,6 @@ class ShareFetchResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareFetchableTopicResponse]
     node_endpoints: list[NodeEndpoint]

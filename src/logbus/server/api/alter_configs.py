@@ -70,6 +70,11 @@ from logbus.server.config.config_admin import (
 )
 from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
 from logbus.server.security.acl import AclOperation
+from logbus.server.share.group_configs import (
+    GROUP_RESOURCE,
+    GroupConfigError,
+    alter_group_configs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +147,16 @@ def _alter_broker(
     if not validate_only:
         log.info("updating broker config %s with: %s", entity, dict(new_configs))
         change_entity_config(ctx.services.store, BROKER, entity, new_configs)
+
+
+def _alter_group(ctx: RequestContext, name: str, ops: list[AlterOp], validate_only: bool) -> None:
+    """A group's configs (KIP-932's `share.auto.offset.reset`, ...): server/share/group_configs."""
+    try:
+        alter_group_configs(
+            ctx.services.store, name, [(op.name, op.op, op.value) for op in ops], validate_only
+        )
+    except GroupConfigError as exc:
+        raise ResourceError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
 
 
 def _alter_loggers(ctx: RequestContext, name: str, ops: list[AlterOp], validate_only: bool) -> None:
@@ -220,6 +235,8 @@ def _alter_one(
         elif resource_type == BROKER_LOGGER and ops is not None:
             check_request_entries([op.name for op in ops], [])
             _alter_loggers(ctx, name, ops, validate_only)
+        elif resource_type == GROUP_RESOURCE and ops is not None:
+            _alter_group(ctx, name, ops, validate_only)
         else:
             kind = RESOURCE_TYPE_NAMES.get(resource_type, "UNKNOWN")
             raise ResourceError(

@@ -39,6 +39,7 @@ from logbus.protocol.messages.list_groups_response import ListGroupsResponse
 from logbus.protocol.messages.sync_group_request import SyncGroupRequest
 from logbus.protocol.messages.sync_group_response import SyncGroupResponse
 from logbus.server.api import ApiHandler, RequestContext
+from logbus.server.api.share_groups import delete_share_group, listed_share_groups
 from logbus.server.security.acl import AclOperation, ResourceType
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -257,6 +258,7 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
     except CoordinatorError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.error, "groups": []}
     groups = [g for body in bodies for g in body["groups"]]
+    groups += listed_share_groups(ctx, states, types)
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         # as Kafka: Describe on the cluster lists every group, else those described
         visible = ctx.authorized(
@@ -277,7 +279,8 @@ async def handle_delete_groups(
 
         try:
             require_group(ctx, AclOperation.DELETE, group_id)
-            body = await runtime(ctx).submit(group_id, make)
+            share = await delete_share_group(ctx, group_id)
+            body = share if share is not None else await runtime(ctx).submit(group_id, make)
         except CoordinatorError as exc:
             body = {"group_id": group_id, "error_code": exc.error}
         results.append(body)

@@ -65,6 +65,9 @@ MODULES = (
     "client_quotas",
     "log_dirs",
     "leader_elections",
+    "share_groups",
+    "share_fetch",
+    "share_state",
 )
 
 

@@ -501,6 +501,28 @@ _define("producer.id.expiration.ms", _INT, 86400000, _at_least(1), _LOW,
 _define("producer.id.expiration.check.interval.ms", _INT, 600000, _at_least(1), _LOW,
         "How often expired producer ids are removed.")
 
+# --- share groups (KIP-932: coordinator/share/, server/share/) ---
+_define("group.share.record.lock.duration.ms", _INT, 30000, _at_least(1000), _MEDIUM,
+        "How long a share consumer holds the records it acquired before they are released.")
+_define("group.share.delivery.count.limit", _INT, 5, _at_least(2), _MEDIUM,
+        "Deliveries of a record to share consumers before it is archived.")
+_define("group.share.partition.max.record.locks", _INT, 2000, _at_least(100), _MEDIUM,
+        "Most records in flight (acquired, or released for redelivery) per share partition.")
+_define("group.share.heartbeat.interval.ms", _INT, 5000, _at_least(1), _MEDIUM,
+        "The heartbeat interval given to share-group members.")
+_define("group.share.session.timeout.ms", _INT, 45000, _at_least(1), _MEDIUM,
+        "A share-group member whose heartbeats stop for this long is removed.")
+_define("group.share.max.size", _INT, 200, _at_least(1), _MEDIUM,
+        "Most members in one share group.")
+_define("share.coordinator.state.topic.num.partitions", _INT, 50, _at_least(1), _HIGH,
+        "Partitions of __share_group_state (never change it after deployment).")
+_define("share.coordinator.state.topic.replication.factor", _SHORT, 1, _at_least(1), _HIGH,
+        "Replication factor of __share_group_state. Kafka's default is 3; logbus defaults to 1.")
+_define("share.coordinator.state.topic.min.isr", _SHORT, 1, _at_least(1), _HIGH,
+        "min.insync.replicas of __share_group_state. Kafka's default is 2; logbus defaults to 1.")
+_define("share.coordinator.state.topic.segment.bytes", _INT, 104857600, _at_least(1), _HIGH,
+        "Segment size of __share_group_state.")
+
 # --- authorization (server/security/authorizer.py) ---
 _define("authorizer.class.name", _STR, "",
         OneOf(("", "kafka.security.authorizer.AclAuthorizer",

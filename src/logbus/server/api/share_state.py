@@ -1,0 +1,168 @@
+"""The share coordinator's APIs (KIP-932), sent by share partitions' leaders:
+ReadShareGroupState v0, WriteShareGroupState v0 and InitializeShareGroupState v0, answered
+from `__share_group_state` by the broker's `ShareCoordinator`."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from logbus.controller.controller import NewTopic
+from logbus.coordinator.share.share_partition import RecordState, StateBatch
+from logbus.coordinator.share.state_coordinator import ShareCoordinator, ShareStateError
+from logbus.coordinator.share.state_records import SHARE_STATE_TOPIC, SavedState, ShareStateKey
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.initialize_share_group_state_request import (
+    InitializeShareGroupStateRequest,
+)
+from logbus.protocol.messages.initialize_share_group_state_response import (
+    InitializeShareGroupStateResponse,
+)
+from logbus.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
+from logbus.protocol.messages.read_share_group_state_response import (
+    ReadShareGroupStateResponse,
+)
+from logbus.protocol.messages.write_share_group_state_request import (
+    WriteShareGroupStateRequest,
+)
+from logbus.protocol.messages.write_share_group_state_response import (
+    WriteShareGroupStateResponse,
+)
+from logbus.server.api import ApiHandler, Body, RequestContext
+from logbus.server.api.topic_admin import create_topic_for_client
+from logbus.server.security.acl import AclOperation, ResourceType
+
+
+async def ensure_share_state_topic(ctx: RequestContext) -> ErrorCode:
+    """Create `__share_group_state` on first use (share.coordinator.state.topic.*), as
+    `__consumer_offsets` is; COORDINATOR_NOT_AVAILABLE while it cannot be."""
+    if SHARE_STATE_TOPIC in ctx.services.metadata_cache.topics:
+        return ErrorCode.NONE
+    cfg = ctx.config
+    result = await create_topic_for_client(
+        ctx,
+        NewTopic(
+            SHARE_STATE_TOPIC,
+            cast(int, cfg.get("share.coordinator.state.topic.num.partitions")),
+            cast(int, cfg.get("share.coordinator.state.topic.replication.factor")),
+            {},
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "min.insync.replicas": str(cfg.get("share.coordinator.state.topic.min.isr")),
+                "segment.bytes": str(cfg.get("share.coordinator.state.topic.segment.bytes")),
+                "unclean.leader.election.enable": "false",
+            },
+        ),
+    )
+    if result.error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        return ErrorCode.NONE
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def coordinator(ctx: RequestContext) -> ShareCoordinator:
+    share = ctx.services.share_state
+    assert share is not None, "the broker runs a share coordinator once started"
+    return share
+
+
+def _allowed(ctx: RequestContext) -> bool:
+    return ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+
+
+async def handle_read_share_group_state(
+    ctx: RequestContext, request: ReadShareGroupStateRequest
+) -> ReadShareGroupStateResponse:
+    share = coordinator(ctx)
+    results = []
+    for topic in request["topics"]:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            body: Body = {
+                "partition": key.partition, "error_code": ErrorCode.NONE, "error_message": None,
+                "state_epoch": 0, "start_offset": -1, "state_batches": [],
+            }
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                state = share.read(key)
+            except ShareStateError as exc:
+                body["error_code"] = exc.error
+                partitions.append(body)
+                continue
+            if state is not None:
+                body.update(
+                    state_epoch=state.state_epoch,
+                    start_offset=state.start_offset,
+                    state_batches=[
+                        {"first_offset": b.first_offset, "last_offset": b.last_offset,
+                         "delivery_state": int(b.state), "delivery_count": b.delivery_count}
+                        for b in state.batches
+                    ],
+                )
+            partitions.append(body)
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return {"results": results}  # type: ignore[typeddict-item]
+
+
+async def handle_write_share_group_state(
+    ctx: RequestContext, request: WriteShareGroupStateRequest
+) -> WriteShareGroupStateResponse:
+    share = coordinator(ctx)
+    results = []
+    for topic in request["topics"]:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            error = ErrorCode.NONE
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                batches = [
+                    StateBatch(b["first_offset"], b["last_offset"],
+                               RecordState(b["delivery_state"]), b["delivery_count"])
+                    for b in partition["state_batches"]
+                ]
+                await share.write(key, SavedState(
+                    partition["start_offset"], partition["state_epoch"], batches,
+                    partition["leader_epoch"],
+                ))
+            except ShareStateError as exc:
+                error = exc.error
+            except ValueError:  # an unknown delivery state
+                error = ErrorCode.INVALID_REQUEST
+            partitions.append({"partition": key.partition, "error_code": error,
+                               "error_message": None})
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return {"results": results}  # type: ignore[typeddict-item]
+
+
+async def handle_initialize_share_group_state(
+    ctx: RequestContext, request: InitializeShareGroupStateRequest
+) -> InitializeShareGroupStateResponse:
+    share = coordinator(ctx)
+    results = []
+    for topic in request["topics"]:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            error = ErrorCode.NONE
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                await share.write(key, SavedState(
+                    partition["start_offset"], partition["state_epoch"], [], -1
+                ))
+            except ShareStateError as exc:
+                error = exc.error
+            partitions.append({"partition": key.partition, "error_code": error,
+                               "error_message": None})
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return {"results": results}  # type: ignore[typeddict-item]
+
+
+HANDLERS = [
+    ApiHandler(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, handle_read_share_group_state),
+    ApiHandler(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, handle_write_share_group_state),
+    ApiHandler(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, handle_initialize_share_group_state),
+]

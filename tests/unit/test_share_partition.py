@@ -1,0 +1,198 @@
+"""The share-group state machines with plain values (KIP-932): `SharePartition` (acquire,
+acknowledge, locks, the delivery limit, persistence) and `ShareGroup` (epochs and the simple
+assignor), plus a property test over random operation sequences."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from logbus.coordinator.share.share_group import ShareGroup, ShareGroupError, simple_assignment
+from logbus.coordinator.share.share_partition import (
+    AcknowledgementBatch,
+    AcquiredRange,
+    RecordState,
+    SharePartition,
+)
+from logbus.coordinator.share.state_records import (
+    SavedState,
+    ShareStateKey,
+    decode_snapshot,
+    encode_snapshot,
+)
+from logbus.protocol import ErrorCode
+
+ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
+
+
+def ack(first: int, last: int, *types: int) -> AcknowledgementBatch:
+    return AcknowledgementBatch(first, last, tuple(types))
+
+
+def test_acquire_accept_moves_the_start_offset() -> None:
+    share = SharePartition(0)
+    assert share.acquire("a", 0, 9, 500, now_ms=0) == [AcquiredRange(0, 9, 1)]
+    assert share.acquire("b", 0, 9, 500, now_ms=0) == []  # all held by a
+    assert share.acknowledge("a", [ack(0, 4, ACCEPT)]) == ErrorCode.NONE
+    assert share.start_offset == 5
+    assert share.first_acquirable(10) is None  # 5-9 still held, nothing new in the log
+
+
+def test_release_redelivers_and_the_limit_archives() -> None:
+    share = SharePartition(0, delivery_count_limit=3)
+    for delivery in (1, 2, 3):
+        assert share.acquire("a", 0, 0, 500, now_ms=0) == [AcquiredRange(0, 0, delivery)]
+        assert share.acknowledge("a", [ack(0, 0, RELEASE)]) == ErrorCode.NONE
+    assert share.start_offset == 1  # archived at the third release
+    assert share.acquire("a", 0, 0, 500, now_ms=0) == []
+
+
+def test_expired_lock_releases() -> None:
+    share = SharePartition(0, record_lock_duration_ms=1000)
+    share.acquire("a", 0, 2, 500, now_ms=0)
+    assert share.expire_locks(999) == 0
+    assert share.expire_locks(1000) == 3
+    assert share.acquire("b", 0, 2, 500, now_ms=1000) == [AcquiredRange(0, 2, 2)]
+    # a's late acknowledgement is refused: the records are b's now
+    assert share.acknowledge("a", [ack(0, 2, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_bad_acknowledgements_change_nothing() -> None:
+    share = SharePartition(0)
+    share.acquire("a", 0, 4, 500, now_ms=0)
+    before = share.state_batches()
+    assert share.acknowledge("a", [ack(0, 6, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
+    assert share.acknowledge("a", [ack(3, 4, ACCEPT), ack(0, 1, ACCEPT)]) == (
+        ErrorCode.INVALID_REQUEST
+    )
+    assert share.acknowledge("a", [ack(0, 4, ACCEPT, REJECT)]) == ErrorCode.INVALID_REQUEST
+    assert share.acknowledge("a", [ack(0, 0, 7)]) == ErrorCode.INVALID_REQUEST
+    assert share.acknowledge("a", [ack(4, 3, ACCEPT)]) == ErrorCode.INVALID_REQUEST
+    assert share.acknowledge("b", [ack(0, 0, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
+    # a range of 10**15 offsets is refused without walking it
+    assert share.acknowledge("a", [ack(0, 10**15, ACCEPT)]) == ErrorCode.INVALID_RECORD_STATE
+    assert share.state_batches() == before
+    assert share.counts()[RecordState.ACQUIRED] == 5
+
+
+def test_per_offset_types_and_gaps() -> None:
+    share = SharePartition(0)
+    share.acquire("a", 0, 3, 500, now_ms=0)
+    assert share.acknowledge("a", [ack(0, 3, ACCEPT, GAP, RELEASE, REJECT)]) == ErrorCode.NONE
+    assert share.start_offset == 2
+    assert share.acquire("b", 0, 3, 500, now_ms=0) == [AcquiredRange(2, 2, 2)]
+
+
+def test_max_records_and_in_flight_limit() -> None:
+    share = SharePartition(0, max_in_flight=4)
+    assert share.acquire("a", 0, 9, 3, now_ms=0) == [AcquiredRange(0, 2, 1)]
+    assert share.acquire("b", 0, 9, 500, now_ms=0) == [AcquiredRange(3, 3, 1)]  # room for 4
+    assert share.first_acquirable(10) is None
+
+
+def test_state_survives_a_round_trip_through_the_records() -> None:
+    share = SharePartition(0)
+    share.acquire("a", 0, 9, 500, now_ms=0)
+    share.acknowledge("a", [ack(0, 2, ACCEPT), ack(5, 6, REJECT), ack(7, 7, RELEASE)])
+    saved = SavedState(share.start_offset, 4, share.state_batches(), 2)
+    key = ShareStateKey("g", UUID(int=7), 0)
+    decoded = decode_snapshot(*encode_snapshot(key, saved))
+    assert decoded == (key, saved)
+    restored = SharePartition(0)
+    restored.restore(saved.start_offset, saved.batches)
+    # the ACQUIRED ones (3, 4, 8, 9) come back available with their count
+    assert restored.acquire("b", 0, 9, 500, now_ms=0) == [
+        AcquiredRange(3, 4, 2), AcquiredRange(7, 9, 2)
+    ]
+
+
+def test_heartbeat_epochs_and_fencing() -> None:
+    group = ShareGroup("g")
+
+    def partitions(topic: str) -> int:
+        return 1
+
+    a = group.heartbeat(member_id="a", member_epoch=0, rack_id=None, subscribed_topics=["t"],
+                        client_id="c", client_host="/h", now_ms=0, max_size=10,
+                        partitions=partitions)
+    assert a is not None and a.assignment == {"t": (0,)}
+    epoch = a.member_epoch
+    b = group.heartbeat(member_id="b", member_epoch=0, rack_id=None, subscribed_topics=["t"],
+                        client_id="c", client_host="/h", now_ms=0, max_size=10,
+                        partitions=partitions)
+    assert b is not None and b.assignment == {"t": (0,)}  # the partition is shared
+    assert a.member_epoch > epoch
+    for bad_epoch, error in ((a.member_epoch + 1, ErrorCode.FENCED_MEMBER_EPOCH),):
+        try:
+            group.heartbeat(member_id="a", member_epoch=bad_epoch, rack_id=None,
+                            subscribed_topics=None, client_id="c", client_host="/h", now_ms=0,
+                            max_size=10, partitions=partitions)
+        except ShareGroupError as exc:
+            assert exc.error == error
+        else:
+            raise AssertionError("a stale epoch was accepted")
+    # the previous epoch is tolerated (the answer that bumped it may be lost)
+    assert group.heartbeat(member_id="a", member_epoch=epoch, rack_id=None,
+                           subscribed_topics=None, client_id="c", client_host="/h", now_ms=0,
+                           max_size=10, partitions=partitions) is a
+    assert group.expire(now_ms=10_000, session_timeout_ms=5_000, partitions=partitions) == [
+        "a", "b"
+    ]
+
+
+def test_simple_assignor_covers_every_partition() -> None:
+    group = ShareGroup("g")
+    for member_id in "abc":
+        group.heartbeat(member_id=member_id, member_epoch=0, rack_id=None,
+                        subscribed_topics=["t"], client_id="c", client_host="/h", now_ms=0,
+                        max_size=10, partitions=lambda topic: 7)
+    assignment = simple_assignment(group.members, lambda topic: 7)
+    owned = sorted(p for a in assignment.values() for p in a["t"])
+    assert owned == list(range(7))
+
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["acquire", "ack", "expire", "leave"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.integers(0, 19),
+        st.integers(0, 5),
+        st.sampled_from([ACCEPT, RELEASE, REJECT]),
+    ),
+    max_size=60,
+)
+
+
+@given(OPERATIONS)
+def test_done_records_are_never_delivered_again(
+    operations: list[tuple[str, str, int, int, int]],
+) -> None:
+    share = SharePartition(0, record_lock_duration_ms=10, delivery_count_limit=3)
+    done: set[int] = set()
+    now = 0
+    start = 0
+    for op, member, first, span, kind in operations:
+        now += 3
+        if op == "acquire":
+            for r in share.acquire(member, first, min(19, first + span), 5, now):
+                offsets = set(range(r.first_offset, r.last_offset + 1))
+                assert not offsets & done, "a finished record was delivered again"
+                assert 1 <= r.delivery_count <= 3
+        elif op == "ack":
+            held = {o for o, rec in share.in_flight.items()
+                    if rec.state == RecordState.ACQUIRED and rec.member_id == member}
+            batch = ack(first, min(19, first + span), kind)
+            wanted = set(range(batch.first_offset, batch.last_offset + 1))
+            result = share.acknowledge(member, [batch])
+            assert (result == ErrorCode.NONE) == (wanted <= held)
+            if result == ErrorCode.NONE and kind in (ACCEPT, REJECT):
+                done |= wanted
+        elif op == "expire":
+            share.expire_locks(now)
+        else:
+            share.release_member(member)
+        done |= {o for o, rec in share.in_flight.items() if rec.state == RecordState.ARCHIVED}
+        assert share.start_offset >= start
+        start = share.start_offset
