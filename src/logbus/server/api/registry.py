@@ -64,6 +64,7 @@ MODULES = (
     "client_quotas",
     "log_dirs",
     "leader_elections",
+    "reassignments",
 )
 
 
