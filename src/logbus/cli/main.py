@@ -16,6 +16,7 @@ logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
 logbus log-dirs --describe [--broker-list 0,1] [--topic-list a,b]
 logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions | --topic T ...)
+logbus reassign-partitions (--generate | --execute | --verify | --cancel | --list) ...
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
 logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
@@ -43,6 +44,7 @@ from logbus.cli import (
     log_dirs,
     perf,
     produce,
+    reassign_partitions,
     tool_syntax,
     topics,
     transactions,
@@ -105,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     get_offsets.register(subparsers)
     log_dirs.register(subparsers)
     leader_election.register(subparsers)
+    reassign_partitions.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
     return parser
