@@ -709,6 +709,7 @@ class Broker:
             if cleaner is not None and cleaner.config != cleaner_config_from(config):
                 cleaner.reconfigure(cleaner_config_from(config))
         if self.replica_manager is not None:
+            self.replica_manager.update_replication_rates(config)
             for topic in list(self.metadata_cache.topics.values()):
                 self.replica_manager.update_log_config(topic)
 
