@@ -5,6 +5,7 @@ throttle lists of `logbus reassign-partitions`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,18 @@ from logbus.cli.reassignment_json import (
     parse_topics_to_move,
 )
 from logbus.cli.reassignment_throttles import throttled_replicas
-from logbus.controller.reassignment import ReplicaAssignment, validate_target
+from logbus.controller.channel import LocalChannel
+from logbus.controller.cluster_metadata import BrokerInfo
+from logbus.controller.controller import Controller, NewTopic
+from logbus.controller.isr_changes import IsrChangeRequest, alter_partition
+from logbus.controller.metadata_store import EmbeddedStore
+from logbus.controller.reassignment import (
+    ReassignmentResult,
+    ReplicaAssignment,
+    alter_reassignments,
+    list_reassignments,
+    validate_target,
+)
 from logbus.protocol import ErrorCode
 from logbus.types import TopicPartition
 
@@ -126,3 +138,78 @@ def test_throttled_replicas_name_the_moving_partitions() -> None:
     current = {TopicPartition("a", 0): [0, 1], TopicPartition("a", 1): [1, 2]}
     proposed = {TopicPartition("a", 0): [2, 1], TopicPartition("a", 1): [1, 2]}
     assert throttled_replicas(current, proposed) == {"a": ("0:0,0:1", "0:2")}
+
+
+# --- the controller's phases, on a stand-alone controller with an embedded store ---------
+
+
+def controller_of(tmp_path: Path) -> Controller:
+    """A stand-alone controller (broker 0) whose store also registers brokers 1 and 2,
+    with topic `t`: partition 0 on [0, 1]."""
+    controller = Controller(EmbeddedStore(tmp_path), LocalChannel(), BrokerInfo(0, "h", 1))
+    controller.start()
+    for broker in (1, 2):
+        controller.store.create_json(
+            f"/brokers/ids/{broker}",
+            {"host": "h", "port": 10 + broker, "endpoints": [f"PLAINTEXT://h:{10 + broker}"]},
+            ephemeral=True,
+        )
+    result = controller.create_topic(NewTopic("t", -1, -1, {0: [0, 1]}, {}))
+    assert result.error == ErrorCode.NONE
+    return controller
+
+
+def znode(controller: Controller) -> dict[str, object]:
+    value = controller.store.get_json("/brokers/topics/t")
+    assert isinstance(value, dict)
+    return value
+
+
+def join_isr(controller: Controller, broker: int) -> None:
+    state = controller.topics["t"].partitions[0]
+    change = IsrChangeRequest(
+        "t", controller.topics["t"].topic_id, 0, state.leader_epoch,
+        (*state.isr, broker), state.version,
+    )  # fmt: skip
+    error, results = alter_partition(controller, state.leader, -1, [change])
+    assert error == ErrorCode.NONE and results[0].error == ErrorCode.NONE, results
+
+
+def test_a_move_adds_then_completes_when_the_target_is_in_sync(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    tp = TopicPartition("t", 0)
+    assert alter_reassignments(controller, {tp: [1, 2]}) == {tp: ReassignmentResult()}
+    assert controller.topics["t"].partitions[0].replicas == (1, 2, 0)
+    assert znode(controller)["adding_replicas"] == {"0": [2]}
+    assert znode(controller)["removing_replicas"] == {"0": [0]}
+    assert list_reassignments(controller, None) == {
+        tp: ReplicaAssignment((1, 2, 0), adding=(2,), removing=(0,))
+    }
+    join_isr(controller, 2)
+    state = controller.topics["t"].partitions[0]
+    assert (state.leader, state.isr, state.replicas) == (1, (1, 2), (1, 2))
+    assert znode(controller)["partitions"] == {"0": [1, 2]}
+    assert znode(controller)["adding_replicas"] == {} == znode(controller)["removing_replicas"]
+    assert list_reassignments(controller, None) == {}
+
+
+def test_cancel_reverts_and_bad_requests_change_nothing(tmp_path: Path) -> None:
+    controller = controller_of(tmp_path)
+    tp = TopicPartition("t", 0)
+    nothing = alter_reassignments(controller, {tp: None})[tp]
+    assert nothing.error == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert alter_reassignments(controller, {tp: [2, 1]})[tp].error == ErrorCode.NONE
+    assert alter_reassignments(controller, {tp: None})[tp].error == ErrorCode.NONE
+    # The original replicas in the full set's order, as Kafka's `originReplicas`.
+    assert controller.topics["t"].partitions[0].replicas == (1, 0)
+    assert znode(controller)["partitions"] == {"0": [1, 0]}
+    assert znode(controller)["adding_replicas"] == {}
+    assert 0 in controller.topics["t"].partitions[0].isr
+    before = znode(controller)
+    controller.store.create("/admin/delete_topics/t", b"")
+    deleting = alter_reassignments(controller, {tp: [1, 2]})[tp]
+    assert deleting.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert "being deleted" in (deleting.message or "")
+    unknown = alter_reassignments(controller, {TopicPartition("t", 3): [1]})
+    assert unknown[TopicPartition("t", 3)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert znode(controller) == before
