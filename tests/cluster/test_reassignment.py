@@ -1,8 +1,9 @@
 """Partition reassignment (KIP-455) on a ZooKeeper cluster of broker processes: partitions
 moved from three brokers to four under an acks=all idempotent confluent-kafka load with
-the controller killed mid-move (the move resumes from what ZooKeeper holds), a broker
-decommissioned, a replication factor raised 1 -> 3 and lowered again through
-kafka-python's admin client; the checker reads everything back."""
+the controller killed mid-move (the move resumes from what ZooKeeper holds) and another
+broker bounced, a broker decommissioned, a replication factor raised 1 -> 3 and lowered
+again through kafka-python's admin client, a throttled move, bad input refused; the
+checker reads everything back."""
 
 from __future__ import annotations
 
@@ -139,6 +140,11 @@ def test_partitions_move_to_a_new_broker_under_load_with_a_controller_failover(
             assert controller is not None
             cluster.kill(controller)
             cluster.start_broker(controller)
+            # A follower bounced (clean restart) while the moves go on, as Kafka's
+            # reassignment system test bounces brokers.
+            bounced = next(b for b in (1, 2, 3, 0) if b != controller)
+            assert cluster.terminate(bounced) == 0
+            cluster.start_broker(bounced)
             wait_completed(cluster, topic, targets)
             load.wait_acknowledged(load.acknowledged() + 500)
         assert not load.errors
@@ -312,7 +318,12 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
         cluster.create_topic(topic, partitions=1, replication_factor=1)
         source = replicas(cluster, topic)[0][0]
         target = next(b for b in (0, 1, 2) if b != source)
-        with logbus.Producer(bootstrap_servers=cluster.bootstrap, acks="all") as producer:
+        # Kafka's default batch size: a follower's fetch (replica.fetch.max.bytes) then
+        # ends in a partial batch of at most 16 KB, which it fetches again (the throttle
+        # counts the bytes sent, as Kafka's).
+        with logbus.Producer(
+            bootstrap_servers=cluster.bootstrap, acks="all", batch_size=16384
+        ) as producer:
             for _ in range(size // 10_000):
                 producer.send(topic, os.urandom(10_000), partition=0)
             producer.flush()
@@ -347,9 +358,7 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
         # wait for the new replica's log and fetcher to start).
         started = next((t, n) for t, n in samples if n >= leader_bytes // 4)
         rate = (samples[-1][1] - started[1]) / (samples[-1][0] - started[0])
-        # Never faster than the throttle (+20%); the follower's copy runs measurably below
-        # it (about 0.7-0.85 of it on a loaded machine), hence the lower bound of half.
-        assert 0.5 * throttle <= rate <= 1.2 * throttle, rate
+        assert 0.8 * throttle <= rate <= 1.2 * throttle, rate
         wait_completed(cluster, topic, {0: [source, target]})
         verified = reassign(cluster, "--verify", "--reassignment-json-file", str(plan))
         assert verified.returncode == 0, verified.stderr
