@@ -19,7 +19,7 @@ import cluster_processes
 from checker import History
 from cluster_processes import ProcessCluster
 from fault_checks import read_and_check, wait_isr
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from load import ProducerLoad
 
@@ -183,10 +183,13 @@ def test_a_broker_is_decommissioned(zk_connect: str, tmp_path: Path) -> None:
         assert all(len(r) == 2 and 3 not in r for r in targets.values())
         plan = tmp_path / "plan.json"
         plan.write_text(lines[4])
-        with logbus.Producer(bootstrap_servers=cluster.bootstrap, acks="all") as producer:
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        try:
             for i in range(200):
                 producer.send(topic, f"v{i}".encode(), partition=i % partitions)
             producer.flush()
+        finally:
+            producer.close()
         executed = reassign(cluster, "--execute", "--reassignment-json-file", str(plan))
         assert executed.returncode == 0, executed.stderr
         wait_completed(cluster, topic, targets)
