@@ -465,6 +465,22 @@ CASES: dict[str, Case] = {
         [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
         version=2,
     ),
+    "alter_partition_reassignments": Case(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        {"timeout_ms": 5000, "topics": [{"name": "nope", "partitions": []}]},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.ALTER)],
+        version=0,
+    ),
+    "list_partition_reassignments": Case(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        {"timeout_ms": 5000, "topics": None},
+        top,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.DESCRIBE)],
+        version=0,
+    ),
     # the broker's own request to the controller: ClusterAction, which only the super
     # user has here (a stand-alone broker answers it without changing anything)
     "controlled_shutdown": Case(

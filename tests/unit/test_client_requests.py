@@ -42,6 +42,7 @@ from logbus.client.requests import (
     metadata,
     produce,
     producer_id,
+    reassignments,
     sasl,
     scram_credentials,
     topics,
@@ -157,6 +158,12 @@ BUILDERS: dict[int, Callable[[int], dict[str, Any]]] = {
     ApiKey.CONTROLLED_SHUTDOWN: lambda v: leader_elections.build_controlled_shutdown(v, 1, 42),
     ApiKey.ELECT_LEADERS: lambda v: leader_elections.build_elect_leaders(
         v, leader_elections.ElectionType.PREFERRED, [TopicPartition("a", 0)], 1000
+    ),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda v: reassignments.build_alter_reassignments(
+        {TopicPartition("a", 0): [1, 2], TopicPartition("a", 1): None}, 1000
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda v: reassignments.build_list_reassignments(
+        [TopicPartition("a", 0)], 1000
     ),
     ApiKey.DESCRIBE_LOG_DIRS: lambda v: log_dirs.build_describe_log_dirs(
         v, [("a", 0), ("a", 2), ("b", 1)]

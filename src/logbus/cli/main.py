@@ -17,6 +17,7 @@ logbus dump-log FILE... [--deep-iteration] [--print-data-log] ...
 logbus perf {produce,consume,end-to-end-latency} ...
 logbus log-dirs --describe [--broker-list 0,1] [--topic-list a,b]
 logbus leader-election --election-type PREFERRED|UNCLEAN (--all-topic-partitions | --topic T ...)
+logbus reassign-partitions (--generate | --execute | --verify | --cancel | --list) ...
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus mirror --consumer.config F --producer.config F (--include REGEX | --whitelist REGEX) ...
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
@@ -51,6 +52,7 @@ from logbus.cli import (
     mirror,
     perf,
     produce,
+    reassign_partitions,
     rest_proxy,
     schema_registry,
     share_groups,
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.register(subparsers)
     leader_election.register(subparsers)
     mirror.register(subparsers)
+    reassign_partitions.register(subparsers)
     acls.register(subparsers)
     console.register(subparsers)
     storage.register(subparsers)

@@ -50,6 +50,7 @@ from logbus.controller.metadata_store import (
     SessionEvent,
     SetData,
 )
+from logbus.controller.reassignment import resume_reassignments
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.types import TopicPartition
@@ -223,6 +224,7 @@ class ClusterController(Controller):
             channel.remove_broker(broker_id)  # type: ignore[attr-defined]
         self.brokers = {}
         self.topics = {}
+        self.reassignments = {}
         self.shutting_down = set()
         if delete_node and self.active_controller_id() == self.broker.broker_id:
             with contextlib.suppress(NoNode):
@@ -292,6 +294,9 @@ class ClusterController(Controller):
             state.controller_epoch, expected + 1,
         )  # fmt: skip
 
+    def _set_topic_node(self, path: str, data: bytes, version: int) -> None:
+        self._fenced([SetData(path, data, version)])
+
     def _delete_topic_znodes(self, name: str) -> None:
         self._check_active()
         nodes: list[str] = []
@@ -332,6 +337,7 @@ class ClusterController(Controller):
         for info, broker_epoch in self.brokers.values():
             channel.add_broker(info, broker_epoch)  # type: ignore[attr-defined]
         self.topics = {}
+        self.reassignments = {}
         for name in self._topic_names():
             try:
                 self.topics[name] = self._load_topic(name)
@@ -355,6 +361,10 @@ class ClusterController(Controller):
             self._elect_leaders(topic, list(topic.partitions))
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
         self._on_log_dir_events()
+        # The previous controller may have completed a reassignment without its
+        # StopReplica reaching the removed replicas.
+        self._delete_strays(set(self.brokers))
+        resume_reassignments(self)
 
     def _topic_names(self) -> list[str]:
         try:
@@ -497,6 +507,21 @@ class ClusterController(Controller):
             if hosted:
                 self._elect_leaders(topic, hosted)
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
+        self._delete_strays(new)
+
+    def _delete_strays(self, brokers: set[int]) -> None:
+        """Tell brokers to delete the replicas they may still hold of partitions no longer
+        assigned to them: a reassignment removed them while they were down, or the
+        StopReplica sent then was lost with the controller that sent it."""
+        for broker_id in brokers:
+            for topic in list(self.topics.values()):
+                strays = [
+                    p
+                    for p, s in topic.partitions.items()
+                    if broker_id not in s.replicas and s.leader_epoch >= 0
+                ]
+                if strays:
+                    self.channel.send_stop_replica(broker_id, topic.name, strays, True)
 
     def _on_topic_change(self) -> None:
         if not self.active:

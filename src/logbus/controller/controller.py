@@ -16,7 +16,9 @@ import json
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 from uuid import UUID
 
 from logbus.controller.assignment import (
@@ -35,6 +37,7 @@ from logbus.controller.cluster_metadata import (
 )
 from logbus.controller.election import elect
 from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
+from logbus.controller.reassignment import ReplicaAssignment, resume_reassignments
 from logbus.controller.topic_admin import (
     EXCESSIVE_PARTITIONS_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
@@ -45,6 +48,7 @@ from logbus.controller.topic_admin import (
 )
 from logbus.controller.topic_validation import INTERNAL_TOPICS
 from logbus.protocol import ErrorCode
+from logbus.types import TopicPartition
 
 ZERO_UUID = UUID(int=0)
 UNCLEAN = "unclean.leader.election.enable"
@@ -156,6 +160,8 @@ class Controller(TopicChecks):
         # Brokers in a controlled shutdown: never elected leader, nor added to an ISR,
         # until they register again.
         self.shutting_down: set[int] = set()
+        # Ongoing partition reassignments, as the topic znodes hold them (KIP-455).
+        self.reassignments: dict[TopicPartition, ReplicaAssignment] = {}
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -178,6 +184,7 @@ class Controller(TopicChecks):
         for topic in self.topics.values():
             self._elect_leaders(topic, list(topic.partitions))
         self.channel.send_update_metadata(self.live_brokers(), list(self.topics.values()), [])
+        resume_reassignments(self)
 
     def _register_broker(self) -> None:
         b = self.broker
@@ -249,8 +256,43 @@ class Controller(TopicChecks):
                 )
             except NoNode:
                 topic.partitions[int(p)] = PartitionState(-1, -1, (), tuple(replicas))
+        self._load_reassignments(name, value)
         topic.configs = stored_topic_configs(self.store, name)
         return topic
+
+    def _load_reassignments(self, name: str, value: dict[str, Any]) -> None:
+        adding = value.get("adding_replicas") or {}
+        removing = value.get("removing_replicas") or {}
+        for p, replicas in value["partitions"].items():
+            tp = TopicPartition(name, int(p))
+            assignment = ReplicaAssignment(
+                tuple(replicas), tuple(adding.get(p, ())), tuple(removing.get(p, ()))
+            )
+            if assignment.is_being_reassigned:
+                self.reassignments[tp] = assignment
+            else:
+                self.reassignments.pop(tp, None)
+
+    def write_assignment(self, name: str, changes: Mapping[int, ReplicaAssignment]) -> None:
+        """Write partitions' replicas (with those being added and removed) to the topic
+        znode, as Kafka 2.4+ keeps them; a compare-and-set on the node's version."""
+        path = f"/brokers/topics/{name}"
+        data, version = self.store.get(path)
+        value = json.loads(data)
+        adding = value.setdefault("adding_replicas", {})
+        removing = value.setdefault("removing_replicas", {})
+        for p, assignment in changes.items():
+            key = str(p)
+            value["partitions"][key] = list(assignment.replicas)
+            for moving, values in ((adding, assignment.adding), (removing, assignment.removing)):
+                if values:
+                    moving[key] = list(values)
+                else:
+                    moving.pop(key, None)
+        self._set_topic_node(path, json.dumps(value).encode(), version)
+
+    def _set_topic_node(self, path: str, data: bytes, version: int) -> None:
+        self.store.set(path, data, version)
 
     # --- leadership -----------------------------------------------------------------------
 
@@ -395,6 +437,8 @@ class Controller(TopicChecks):
 
     def _complete_delete(self, name: str) -> None:
         topic = self.topics.pop(name, None)
+        for tp in [tp for tp in self.reassignments if tp.topic == name]:
+            del self.reassignments[tp]
         if topic is not None:
             by_broker: dict[int, list[int]] = {}
             for p, state in topic.partitions.items():

@@ -29,6 +29,7 @@ from uuid import UUID
 
 from logbus.controller.cluster_metadata import PartitionState, TopicMetadata
 from logbus.controller.metadata_store import BadVersion, NoNode
+from logbus.controller.reassignment import maybe_complete
 from logbus.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -114,7 +115,10 @@ def alter_partition(
         result = _alter_one(controller, broker_id, change, live)
         results.append(result)
         if result.error == ErrorCode.NONE and change.topic is not None:
-            changed[change.topic] = controller.topics[change.topic]
+            topic = controller.topics[change.topic]
+            changed[change.topic] = topic
+            # A reassignment completes once its target replicas joined the ISR.
+            maybe_complete(controller, topic, change.partition)
     if changed:
         controller.channel.send_update_metadata(
             controller.live_brokers(), list(changed.values()), []

@@ -974,6 +974,7 @@ class Broker:
         cleaner = log_manager.cleaner
         if cleaner is not None and cleaner.config != cleaner_config_from(config):
             cleaner.reconfigure(cleaner_config_from(config))
+        services.replica_manager.update_replication_rates(config)
         for topic in list(self.metadata_cache.topics.values()):
             services.replica_manager.update_log_config(topic)
 

@@ -27,6 +27,7 @@ from logbus.client.admin.quota_types import (
     ClientQuotaFilterComponent,
     entity_from_parts,
 )
+from logbus.client.admin.reassignments import alter_reassignments_of, list_reassignments_of
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -86,6 +87,7 @@ from logbus.client.requests.log_dirs import (
     alter_replica_log_dirs,
     describe_log_dirs,
 )
+from logbus.client.requests.reassignments import PartitionReassignment
 from logbus.client.requests.topics import (
     CreatedTopic,
     create_partitions_many,
@@ -478,6 +480,29 @@ class Admin(AsyncService):
         (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
         ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION...)."""
         return await elect_leaders_of(self.calls, election_type, partitions, timeout_ms)
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to new replicas (AlterPartitionReassignments on the controller,
+        KIP-455): each partition mapped to its target replicas, or to None to cancel its
+        reassignment. Per partition: None when accepted (the move then runs in the
+        cluster), else the error (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION,
+        NO_REASSIGNMENT_IN_PROGRESS...)."""
+        return await alter_reassignments_of(self.calls, reassignments, timeout_ms)
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (all, or those of `partitions`), with each
+        partition's replicas and those being added and removed."""
+        return await list_reassignments_of(self.calls, partitions, timeout_ms)
 
     # --- ACLs ---------------------------------------------------------------------------
 

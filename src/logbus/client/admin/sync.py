@@ -30,6 +30,7 @@ from logbus.client.errors import KafkaError
 from logbus.client.requests.leader_elections import ElectionType
 from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.log_dirs import LogDirDescription
+from logbus.client.requests.reassignments import PartitionReassignment
 from logbus.client.requests.topics import CreatedTopic
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
@@ -229,6 +230,27 @@ class Admin(BlockingClient[client.Admin]):
     ) -> dict[TopicPartition, KafkaError | None]:
         """Preferred or unclean leader elections; see `logbus.aio.Admin.elect_leaders`."""
         return self._run(self._aio.elect_leaders(election_type, partitions, timeout_ms=timeout_ms))
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start or cancel reassignments; see
+        `logbus.aio.Admin.alter_partition_reassignments`."""
+        return self._run(
+            self._aio.alter_partition_reassignments(reassignments, timeout_ms=timeout_ms)
+        )
+
+    def list_partition_reassignments(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """Reassignments in progress; see `logbus.aio.Admin.list_partition_reassignments`."""
+        return self._run(self._aio.list_partition_reassignments(partitions, timeout_ms=timeout_ms))
 
     # --- ACLs ---------------------------------------------------------------------------
 

@@ -423,6 +423,12 @@ _define("replica.socket.timeout.ms", _INT, 30000, None, _HIGH,
         "Socket timeout of replica fetch requests.")
 _define("replica.socket.receive.buffer.bytes", _INT, 65536, None, _HIGH,
         "SO_RCVBUF of replica fetcher sockets.")
+_define("leader.replication.throttled.rate", _LONG, LONG_MAX, _at_least(1), _MEDIUM,
+        "Bytes/s this broker sends to followers of the partitions its topics' "
+        "leader.replication.throttled.replicas name (a reassignment's copy).", _PER_BROKER)
+_define("follower.replication.throttled.rate", _LONG, LONG_MAX, _at_least(1), _MEDIUM,
+        "Bytes/s this broker fetches as follower of the partitions its topics' "
+        "follower.replication.throttled.replicas name (a reassignment's copy).", _PER_BROKER)
 _define("replica.fetch.max.bytes", _INT, 1048576, _at_least(0), _MEDIUM,
         "Bytes fetched per partition by a follower (not a hard limit).")
 _define("replica.fetch.response.max.bytes", _INT, 10485760, _at_least(0), _MEDIUM,
@@ -550,6 +556,8 @@ CLUSTER_ONLY: Final = frozenset({
     "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.min.bytes", "replica.fetch.wait.max.ms",
     "replica.fetch.backoff.ms",
+    # reassignment throttles: only a follower's traffic is throttled
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
 })
 """Used only when brokers form a replicated cluster: one broker is every partition's only
 replica and its own controller."""

@@ -36,6 +36,7 @@ from logbus.coordinator.group.offsets_topic import java_abs, java_int, java_stri
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch, split_batches
 from logbus.server.network.listener_security import inter_broker_security
+from logbus.server.quotas.replication import ReplicationQuota
 from logbus.server.replica.partition import Partition
 from logbus.storage.errors import StorageError
 from logbus.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -100,6 +101,7 @@ class ReplicaFetcher:
         config: ReplicaFetcherConfig,
         endpoint: Endpoint,
         broker_epoch: Callable[[], int],
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.name = name
         self.leader_id = leader_id
@@ -107,6 +109,7 @@ class ReplicaFetcher:
         self.config = config
         self.endpoint = endpoint
         self.broker_epoch = broker_epoch
+        self.quota = quota
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
         self._conn: Connection | None = None
@@ -151,7 +154,11 @@ class ReplicaFetcher:
                     soonest = min(s.delayed_until for s in self.states.values())
                     await self._wait(max(0.0, soonest - now))
                     continue
-                await self._fetch(conn, ready)
+                allowed = self._unthrottled(ready)
+                if not allowed:
+                    await self._wait(min(max(self._quota_delay(), 0.01), backoff))
+                    continue
+                await self._fetch(conn, allowed)
             except asyncio.CancelledError:
                 raise
             except (KafkaError, OSError) as exc:
@@ -191,6 +198,29 @@ class ReplicaFetcher:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+
+    # --- throttles (Kafka's `shouldFollowerThrottle`) ---------------------------------------
+
+    def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        quota = self.quota
+        return (
+            quota is not None
+            and quota.enabled
+            and self.broker_id not in state.part.isr
+            and quota.is_throttled(tp)
+        )
+
+    def _unthrottled(
+        self, ready: dict[TopicPartition, PartitionFetchState]
+    ) -> dict[TopicPartition, PartitionFetchState]:
+        """The partitions to fetch now: throttled replicas out of the ISR wait while the
+        follower throttle's bytes are spent."""
+        if self.quota is None or not self.quota.is_exceeded():
+            return ready
+        return {tp: s for tp, s in ready.items() if not self._throttled(tp, s)}
+
+    def _quota_delay(self) -> float:
+        return 0.0 if self.quota is None else self.quota.delay()
 
     def _delay(self, state: PartitionFetchState) -> None:
         state.delayed_until = time.monotonic() + self.config.fetch_backoff_ms / 1000
@@ -299,6 +329,8 @@ class ReplicaFetcher:
                 or current.part.log.log_end_offset != asked.offset
             ):
                 continue  # removed, replaced or truncated meanwhile
+            if data.records and self._throttled(tp, current) and self.quota is not None:
+                self.quota.record(len(data.records))
             try:
                 self._process(tp, current, data)
             except (StorageError, InvalidBatch) as exc:
@@ -369,11 +401,13 @@ class ReplicaFetcherManager:
         config: ReplicaFetcherConfig,
         endpoint: Endpoint,
         broker_epoch: Callable[[], int] = lambda: -1,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint = endpoint
         self.broker_epoch = broker_epoch
+        self.quota = quota
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assignment: dict[TopicPartition, tuple[int, int]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
@@ -395,6 +429,7 @@ class ReplicaFetcherManager:
                 self.config,
                 self.endpoint,
                 self.broker_epoch,
+                self.quota,
             )
             self.fetchers[key] = fetcher
         fetcher.add(part)

@@ -24,6 +24,12 @@ from typing import TYPE_CHECKING
 from logbus.controller.cluster_metadata import TopicMetadata
 from logbus.protocol import ErrorCode
 from logbus.server.purgatory import Purgatory
+from logbus.server.quotas.replication import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    UNLIMITED,
+    ReplicationQuota,
+)
 from logbus.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from logbus.server.replica.alter_partition_manager import AlterPartitionManager
 from logbus.server.replica.partition import (
@@ -113,6 +119,9 @@ class ReplicaManager:
         self.log_dir_failure_listeners: list[Callable[[Path], None]] = []
         self.purgatory = Purgatory()
         self.fetchers: ReplicaFetcherManager | None = None
+        # Replication throttles (set by start_replication; off on a stand-alone broker).
+        self.leader_quota: ReplicationQuota | None = None
+        self.follower_quota: ReplicationQuota | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.replica_lag_time_max_ms = 30_000
         self._isr_task: asyncio.Task[None] | None = None
@@ -124,6 +133,16 @@ class ReplicaManager:
         self.metrics: BrokerMetrics | None = None
 
     # --- replication ----------------------------------------------------------------------
+
+    def update_replication_rates(self, config: BrokerConfig) -> None:
+        """leader/follower.replication.throttled.rate (dynamic broker configs)."""
+        for quota, name in (
+            (self.leader_quota, "leader.replication.throttled.rate"),
+            (self.follower_quota, "follower.replication.throttled.rate"),
+        ):
+            value = config.get(name)
+            if quota is not None:
+                quota.update_rate(value if isinstance(value, int) else UNLIMITED)
 
     def start_replication(
         self,
@@ -151,9 +170,16 @@ class ReplicaManager:
             found = endpoint(controller_id)
             return None if found is None else (controller_id, *found)
 
+        def topic_configs(name: str) -> dict[str, str] | None:
+            topic = metadata_cache.topics.get(name)
+            return None if topic is None else topic.configs
+
+        self.leader_quota = ReplicationQuota(self.broker_id, LEADER_REPLICAS, topic_configs)
+        self.follower_quota = ReplicationQuota(self.broker_id, FOLLOWER_REPLICAS, topic_configs)
+        self.update_replication_rates(config)
         fetcher_config = ReplicaFetcherConfig.from_broker_config(config)
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, fetcher_config, endpoint, broker_epoch
+            self.broker_id, fetcher_config, endpoint, broker_epoch, self.follower_quota
         )
         self.alter_partition = AlterPartitionManager(
             self.broker_id,
@@ -534,6 +560,8 @@ class ReplicaManager:
                     ErrorCode.NONE, hw, hw, log.log_start_offset, None, (epoch, end)
                 )
         leader_end = log.log_end_offset
+        if self._leader_throttled(part, follower.broker_id):
+            max_bytes, min_one_message = 0, False
         try:
             info = log.read(offset, min(max_bytes, request.max_bytes), None, min_one_message)
         except OffsetOutOfRangeError:
@@ -552,6 +580,28 @@ class ReplicaManager:
             self._propose_isr(part, expanded)
         hw = part.high_watermark
         return FetchResult(ErrorCode.NONE, hw, hw, log.log_start_offset, info.records)
+
+    def _leader_throttled(self, part: Partition, follower_id: int) -> bool:
+        """Whether this leader holds back the bytes for a follower out of the ISR of a
+        throttled replica (Kafka's `shouldLeaderThrottle`)."""
+        quota = self.leader_quota
+        return (
+            quota is not None
+            and quota.enabled
+            and follower_id not in part.isr
+            and quota.is_throttled(TopicPartition(part.topic, part.index))
+            and quota.is_exceeded()
+        )
+
+    def _throttled_wait_ms(self, requests: list[FetchRequestPartition], max_wait_ms: int) -> int:
+        """A follower's fetch that the leader throttle held back waits only until the
+        throttle lets bytes through again (not the whole max_wait_ms)."""
+        quota = self.leader_quota
+        if quota is None or not quota.enabled or not quota.is_exceeded():
+            return max_wait_ms
+        if not any(quota.is_throttled(TopicPartition(r.topic, r.partition)) for r in requests):
+            return max_wait_ms
+        return min(max_wait_ms, max(1, int(quota.delay() * 1000)))
 
     def read_all(
         self,
@@ -590,6 +640,8 @@ class ReplicaManager:
         appends to the requested partitions until `max_wait_ms` passes. `replica_id` >= 0
         is a follower's fetch."""
         results = self.read_all(requests, max_bytes, read_committed, replica_id, replica_epoch)
+        if replica_id >= 0:
+            max_wait_ms = self._throttled_wait_ms(requests, max_wait_ms)
 
         def satisfied() -> bool:
             nonlocal results
@@ -615,6 +667,13 @@ class ReplicaManager:
             finally:
                 if metrics is not None:
                     metrics.delayed_fetch -= 1
+        quota = self.leader_quota
+        if replica_id >= 0 and quota is not None and quota.enabled:
+            for request, result in zip(requests, results, strict=True):
+                if result.size and quota.is_throttled(
+                    TopicPartition(request.topic, request.partition)
+                ):
+                    quota.record(result.size)
         if replica_id < 0 and self.metrics is not None:
             stats = self.metrics.topics
             for request, result in zip(requests, results, strict=True):
