@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,12 +31,11 @@ from pathlib import Path
 from types import FrameType
 
 from logbus.cli import cluster_services
-from logbus.cli.cluster_services import ServiceRun, pump_output
+from logbus.cli.cluster_services import ChildRun, ServiceRun
 from logbus.cli.common import key_value, positive_int, whole_number
 from logbus.cli.zookeeper_process import (
     ZooKeeperError,
     ZooKeeperProcess,
-    die_with_parent,
     port_is_free,
 )
 
@@ -205,62 +203,22 @@ def check_zookeeper_reachable(connect: str, timeout: float = 3.0) -> None:
 
 
 @dataclass
-class BrokerRun:
+class BrokerRun(ChildRun):
     """One `logbus server start` child: its config, data, log file and output pump."""
 
     broker_id: int
-    port: int
     config_file: Path
     log_dir: Path
-    log_file: Path
     metrics_port: int = 0  # its metrics endpoint (0: none)
-    proc: subprocess.Popen[bytes] | None = None
-    pump: threading.Thread | None = field(default=None, repr=False)
 
-    def start(self, echo: Callable[[str], None] | None) -> None:
-        command = [sys.executable, "-m", "logbus.cli.main", "server", "start"]
-        self.proc = subprocess.Popen(
-            [*command, str(self.config_file)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-        assert self.proc.stdout is not None
-        self.pump = threading.Thread(
-            target=pump_output,
-            args=(self.proc.stdout, self.log_file, f"[broker-{self.broker_id}] ", echo),
-            name=f"broker-{self.broker_id}-output",
-            daemon=True,
-        )
-        self.pump.start()
+    listen_host = "localhost"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "logbus.cli.main", "server", "start", str(self.config_file)]
 
     @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def listening(self) -> bool:
-        try:
-            with socket.create_connection(("localhost", self.port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
-    def signal(self, sig: signal.Signals) -> None:
-        if self.running:
-            assert self.proc is not None
-            self.proc.send_signal(sig)
-
-    def close(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-        if self.pump is not None:
-            self.pump.join(5)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
+    def label(self) -> str:
+        return f"broker-{self.broker_id}"
 
     def last_lines(self, count: int = 5) -> list[str]:
         try:
@@ -489,7 +447,14 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
         config_file.write_text(properties_text(props), encoding="utf-8")
         log_file = data_dir / f"broker-{broker_id}.log"
         brokers.append(
-            BrokerRun(broker_id, port, config_file, log_dir, log_file, metrics_port)
+            BrokerRun(
+                port=port,
+                log_file=log_file,
+                broker_id=broker_id,
+                config_file=config_file,
+                log_dir=log_dir,
+                metrics_port=metrics_port,
+            )
         )
     echo = None if args.quiet else say
     bootstrap = ",".join(f"localhost:{b.port}" for b in brokers)

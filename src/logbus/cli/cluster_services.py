@@ -39,24 +39,28 @@ def pump_output(
 
 
 @dataclass
-class ServiceRun:
-    """One service child: what it is, its port, command line, log file and output pump."""
+class ChildRun:
+    """A child process of `logbus cluster up` (a broker, a service): its port, its log
+    file, and the thread pumping its output there (and, prefixed, to the terminal)."""
 
-    name: str
-    slug: str
     port: int
-    command: list[str]
     log_file: Path
-    proc: subprocess.Popen[bytes] | None = None
-    pump: threading.Thread | None = field(default=None, repr=False)
+    proc: subprocess.Popen[bytes] | None = field(default=None, kw_only=True)
+    pump: threading.Thread | None = field(default=None, repr=False, kw_only=True)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
-    def url(self) -> str:
-        return f"http://localhost:{self.port}"
+    def label(self) -> str:
+        """How its output lines and its pump thread are named."""
+        raise NotImplementedError
+
+    listen_host = "127.0.0.1"
 
     def start(self, echo: Callable[[str], None] | None) -> None:
         self.proc = subprocess.Popen(
-            self.command,
+            self.command(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -66,8 +70,8 @@ class ServiceRun:
         assert self.proc.stdout is not None
         self.pump = threading.Thread(
             target=pump_output,
-            args=(self.proc.stdout, self.log_file, f"[{self.slug}] ", echo),
-            name=f"{self.slug}-output",
+            args=(self.proc.stdout, self.log_file, f"[{self.label}] ", echo),
+            name=f"{self.label}-output",
             daemon=True,
         )
         self.pump.start()
@@ -78,7 +82,7 @@ class ServiceRun:
 
     def listening(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            with socket.create_connection((self.listen_host, self.port), timeout=0.5):
                 return True
         except OSError:
             return False
@@ -97,6 +101,27 @@ class ServiceRun:
             self.pump.join(5)
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+@dataclass
+class ServiceRun(ChildRun):
+    """One service child (the schema registry, the REST proxy): what it is and its
+    command line."""
+
+    name: str
+    slug: str
+    argv: list[str]
+
+    def command(self) -> list[str]:
+        return self.argv
+
+    @property
+    def label(self) -> str:
+        return self.slug
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.port}"
 
 
 def add_arguments(up: argparse.ArgumentParser, port_type: Callable[[str], int]) -> None:
@@ -126,12 +151,16 @@ def service_runs(args: argparse.Namespace, bootstrap: str, data_dir: Path) -> li
     if args.schema_registry:
         port = args.schema_registry_port
         registry_url = f"http://127.0.0.1:{port}"
-        services.append(ServiceRun(
-            "schema registry", "schema-registry", port,
-            [*cli, "schema-registry", "start", "--bootstrap-server", bootstrap,
-             "--listeners", registry_url],
-            data_dir / "schema-registry.log",
-        ))
+        services.append(
+            ServiceRun(
+                port=port,
+                log_file=data_dir / "schema-registry.log",
+                name="schema registry",
+                slug="schema-registry",
+                argv=[*cli, "schema-registry", "start", "--bootstrap-server", bootstrap,
+                      "--listeners", registry_url],
+            )
+        )
     if args.rest_proxy:
         port = args.rest_proxy_port
         command = [*cli, "rest-proxy", "start", "--bootstrap-server", bootstrap,
@@ -139,6 +168,12 @@ def service_runs(args: argparse.Namespace, bootstrap: str, data_dir: Path) -> li
         if registry_url is not None:
             command += ["--override", f"schema.registry.url={registry_url}"]
         services.append(
-            ServiceRun("REST proxy", "rest-proxy", port, command, data_dir / "rest-proxy.log")
+            ServiceRun(
+                port=port,
+                log_file=data_dir / "rest-proxy.log",
+                name="REST proxy",
+                slug="rest-proxy",
+                argv=command,
+            )
         )
     return services

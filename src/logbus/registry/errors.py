@@ -5,8 +5,9 @@ body `{"error_code": ..., "message": ...}`."""
 from __future__ import annotations
 
 
-class RegistryError(Exception):
-    """A request the registry refuses, with the status and code Confluent's registry gives."""
+class HttpError(Exception):
+    """A refused request as Confluent's services answer it: an HTTP status, a numeric
+    `error_code` and a message (the REST proxy's errors are HttpErrors too)."""
 
     def __init__(self, status: int, error_code: int, message: str) -> None:
         super().__init__(message)
@@ -16,6 +17,10 @@ class RegistryError(Exception):
 
     def body(self) -> dict[str, object]:
         return {"error_code": self.error_code, "message": self.message}
+
+
+class RegistryError(HttpError):
+    """A request the registry refuses, with the status and code Confluent's registry gives."""
 
 
 def subject_not_found(subject: str) -> RegistryError:

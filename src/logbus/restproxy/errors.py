@@ -3,18 +3,11 @@ JSON body `{"error_code": ..., "message": ...}`."""
 
 from __future__ import annotations
 
+from logbus.registry.errors import HttpError
 
-class ProxyError(Exception):
+
+class ProxyError(HttpError):
     """A request the proxy refuses, with the status and code Confluent's proxy gives."""
-
-    def __init__(self, status: int, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_code = error_code
-        self.message = message
-
-    def body(self) -> dict[str, object]:
-        return {"error_code": self.error_code, "message": self.message}
 
 
 def topic_not_found(topic: str) -> ProxyError:
