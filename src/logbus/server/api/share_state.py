@@ -4,7 +4,8 @@ from `__share_group_state` by the broker's `ShareCoordinator`."""
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from logbus.controller.controller import NewTopic
 from logbus.coordinator.share.share_partition import RecordState, StateBatch
@@ -105,28 +106,26 @@ async def handle_read_share_group_state(
     return {"results": results}  # type: ignore[typeddict-item]
 
 
-async def handle_write_share_group_state(
-    ctx: RequestContext, request: WriteShareGroupStateRequest
-) -> WriteShareGroupStateResponse:
+async def _write_each(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    state_of: Callable[[Any], SavedState],
+) -> list[Body]:
+    """Write each partition's state (`state_of` its request entry) through the share
+    coordinator: an error code per partition (an unknown delivery state is
+    INVALID_REQUEST), nothing written where a check fails."""
     share = coordinator(ctx)
-    results = []
-    for topic in request["topics"]:
+    results: list[Body] = []
+    for topic in topics:
         partitions: list[Body] = []
         for partition in topic["partitions"]:
-            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            key = ShareStateKey(group_id, topic["topic_id"], partition["partition"])
             error = ErrorCode.NONE
             try:
                 if not _allowed(ctx):
                     raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                batches = [
-                    StateBatch(b["first_offset"], b["last_offset"],
-                               RecordState(b["delivery_state"]), b["delivery_count"])
-                    for b in partition["state_batches"]
-                ]
-                await share.write(key, SavedState(
-                    partition["start_offset"], partition["state_epoch"], batches,
-                    partition["leader_epoch"],
-                ))
+                await share.write(key, state_of(partition))
             except ShareStateError as exc:
                 error = exc.error
             except ValueError:  # an unknown delivery state
@@ -134,30 +133,34 @@ async def handle_write_share_group_state(
             partitions.append({"partition": key.partition, "error_code": error,
                                "error_message": None})
         results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return results
+
+
+async def handle_write_share_group_state(
+    ctx: RequestContext, request: WriteShareGroupStateRequest
+) -> WriteShareGroupStateResponse:
+    def state_of(partition: Any) -> SavedState:
+        batches = [
+            StateBatch(b["first_offset"], b["last_offset"],
+                       RecordState(b["delivery_state"]), b["delivery_count"])
+            for b in partition["state_batches"]
+        ]
+        return SavedState(
+            partition["start_offset"], partition["state_epoch"], batches,
+            partition["leader_epoch"],
+        )
+
+    results = await _write_each(ctx, request["group_id"], request["topics"], state_of)
     return {"results": results}  # type: ignore[typeddict-item]
 
 
 async def handle_initialize_share_group_state(
     ctx: RequestContext, request: InitializeShareGroupStateRequest
 ) -> InitializeShareGroupStateResponse:
-    share = coordinator(ctx)
-    results = []
-    for topic in request["topics"]:
-        partitions: list[Body] = []
-        for partition in topic["partitions"]:
-            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
-            error = ErrorCode.NONE
-            try:
-                if not _allowed(ctx):
-                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                await share.write(key, SavedState(
-                    partition["start_offset"], partition["state_epoch"], [], -1
-                ))
-            except ShareStateError as exc:
-                error = exc.error
-            partitions.append({"partition": key.partition, "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    def state_of(partition: Any) -> SavedState:
+        return SavedState(partition["start_offset"], partition["state_epoch"], [], -1)
+
+    results = await _write_each(ctx, request["group_id"], request["topics"], state_of)
     return {"results": results}  # type: ignore[typeddict-item]
 
 
