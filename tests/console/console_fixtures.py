@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
+from asgi_servers import AsgiServer, serve_in_thread
 from logbus.console import create_app
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
@@ -27,46 +23,14 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 SCREENSHOTS = os.environ.get("LOGBUS_CONSOLE_SCREENSHOTS", "")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class ConsoleServer:
-    """The console for one cluster, served on a free loopback port."""
-
-    server: uvicorn.Server
-    thread: threading.Thread
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+ConsoleServer = AsgiServer  # the console in this process
 
 
 def start_console(
     bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
 ) -> ConsoleServer:
-    port = free_port()
     app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="console", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the console did not start")
-        time.sleep(0.05)
-    return ConsoleServer(server, thread, port)
+    return serve_in_thread(app, "console", timeout=30)
 
 
 @pytest.fixture(name="console_factory")

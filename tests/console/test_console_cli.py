@@ -19,6 +19,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
     snap_fixture,
 )
 
+from brokers import free_port
 from logbus.cli.console import DEFAULT_BIND, bind_address
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
@@ -29,16 +30,8 @@ _NOT_FOR_THE_CONSOLE = [
 ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_console_command_serves_the_cluster(broker: Any, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "console.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(

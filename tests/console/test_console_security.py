@@ -3,7 +3,6 @@ it works with the right password and shows a readable refusal with a wrong one."
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import httpx
@@ -13,6 +12,8 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
     snap_fixture,
 )
 
+from brokers import free_port
+
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" '
@@ -20,14 +21,8 @@ JAAS = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_console_over_sasl_plain(broker_process: Any, console_factory: Any) -> None:
-    plain, sasl = _free_port(), _free_port()
+    plain, sasl = free_port(), free_port()
     broker_process(
         "--override", f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "--override", "sasl.enabled.mechanisms=PLAIN",

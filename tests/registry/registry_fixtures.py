@@ -5,58 +5,28 @@ on the same broker) and stops them at the end."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 
-from brokers import free_port
+from asgi_servers import AsgiServer, serve_in_thread
 from logbus.registry import create_app
 
 JSON_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
-@dataclass
-class RegistryServer:
-    """One registry process's worth: its uvicorn server and the thread running it."""
-
-    server: uvicorn.Server
-    thread: threading.Thread
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+RegistryServer = AsgiServer  # a registry in this process
 
 
 def start_registry(
     bootstrap: str, settings: dict[str, Any] | None = None, **options: Any
 ) -> RegistryServer:
     """A registry over `bootstrap` (with `settings`, the store clients' other settings)."""
-    port = free_port()
     app = create_app(
         {"bootstrap.servers": bootstrap, **(settings or {})}, replication_factor=1, **options
     )
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="schema-registry", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the schema registry did not start")
-        time.sleep(0.05)
-    return RegistryServer(server, thread, port)
+    return serve_in_thread(app, "schema registry")
 
 
 @pytest.fixture(name="registry_factory")

@@ -4,16 +4,12 @@ uvicorn in a thread of the test process on a free loopback port, over a real bro
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 
-from brokers import free_port
+from asgi_servers import AsgiServer, serve_in_thread
 from logbus.restproxy import create_app
 
 V2 = "application/vnd.kafka.v2+json"
@@ -23,36 +19,12 @@ def embedded(name: str) -> str:
     return f"application/vnd.kafka.{name}.v2+json"
 
 
-@dataclass
-class ProxyServer:
-    server: uvicorn.Server
-    thread: threading.Thread
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+ProxyServer = AsgiServer  # a REST proxy in this process
 
 
 def start_proxy(bootstrap: str, **options: Any) -> ProxyServer:
-    port = free_port()
     app = create_app({"bootstrap.servers": bootstrap}, **options)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="rest-proxy", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the REST proxy did not start")
-        time.sleep(0.05)
-    return ProxyServer(server, thread, port)
+    return serve_in_thread(app, "REST proxy")
 
 
 @pytest.fixture(name="proxy_factory")
