@@ -18,6 +18,7 @@ from typing import Any
 from logbus.client.config import SECURITY_SETTINGS, ConfigSchema
 from logbus.client.security import ClientSecurity, security_from_config
 from logbus.common.config_def import ConfigError
+from logbus.spark.retry import RetryBudget
 
 # Offsets as Spark's Kafka source writes them in JSON: -2 earliest, -1 latest.
 EARLIEST = -2
@@ -73,6 +74,9 @@ _READ_CLIENT_SETTINGS = frozenset(
         "max.partition.fetch.bytes",
         "fetch.max.wait.ms",
         "isolation.level",
+        "default.api.timeout.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
         "group.id",
         # TLS and SASL (librdkafka's and the Java client's names, as the logbus client)
         *(setting.name for setting in SECURITY_SETTINGS),
@@ -90,9 +94,7 @@ _READ_CLIENT_SETTINGS = frozenset(
         "metadata.max.age.ms",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
-        "retry.backoff.ms",
         "connections.max.idle.ms",
-        "default.api.timeout.ms",
         "client.dns.lookup",
         "client.rack",
     }
@@ -134,11 +136,20 @@ class ClientSettings:
     # fetches spend less time per record on round trips.
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # How long a look-up or fetch keeps retrying retriable errors (a dead broker, a leader
+    # being elected), and the pauses between tries (Kafka's consumer settings).
+    api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     # 0 read_uncommitted, 1 read_committed (Kafka's isolation levels).
     isolation_level: int = 0
     # the kafka.security.protocol, kafka.ssl.* and kafka.sasl.* options, as given (an
     # SSL context cannot travel to Spark's workers: each builds its own)
     security_settings: tuple[tuple[str, str], ...] = ()
+
+    def retry_budget(self) -> RetryBudget:
+        """The retries of one look-up or fetch (see `logbus.spark.retry`)."""
+        return RetryBudget(self.api_timeout_ms, self.retry_backoff_ms, self.retry_backoff_max_ms)
 
     def security(self) -> ClientSecurity:
         """TLS and SASL for the reader's connections."""
@@ -373,6 +384,9 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             "max.partition.fetch.bytes", defaults.max_partition_fetch_bytes
         ),
         fetch_max_wait_ms=number("fetch.max.wait.ms", defaults.fetch_max_wait_ms),
+        api_timeout_ms=number("default.api.timeout.ms", defaults.api_timeout_ms),
+        retry_backoff_ms=number("retry.backoff.ms", defaults.retry_backoff_ms),
+        retry_backoff_max_ms=number("retry.backoff.max.ms", defaults.retry_backoff_max_ms),
         isolation_level=1 if isolation == "read_committed" else 0,
     )
 
