@@ -39,6 +39,7 @@ from logbus.spark.options import (
 from logbus.spark.partition_reader import read_range
 from logbus.spark.schema import arrow_schema, source_schema
 from logbus.spark.sink import LogbusBatchWriter, LogbusStreamWriter
+from logbus.spark.worker_guard import ShippedToWorkers
 from logbus.types import TopicPartition
 
 JsonOffsets = dict[str, dict[str, int]]
@@ -97,7 +98,7 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
     )
 
 
-class LogbusBatchReader(DataSourceReader):
+class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
     """A batch read: plans offset ranges on the driver, reads them on executors."""
 
     def __init__(self, options: ReadOptions) -> None:
@@ -127,7 +128,9 @@ class LogbusBatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class LogbusStreamReader(
+    ShippedToWorkers, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
     """A streaming read. Offsets are {topic: {partition: next offset}} JSON; each
     micro-batch reads [start, end) of every partition. Partitions that appear later
     (new partitions, new topics matching the pattern) are read from their earliest
