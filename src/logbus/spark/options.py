@@ -43,6 +43,8 @@ _READ_OPTIONS = (
     "maxRecordsPerPartition",
     "failOnDataLoss",
     "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
 )
 _WRITE_OPTIONS = (
     "topic",
@@ -60,7 +62,7 @@ _READ_IGNORED = (
     "groupIdPrefix",
 )
 # Spark Kafka source options this source does not offer yet.
-_READ_UNSUPPORTED = ("minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger")
+_READ_UNSUPPORTED = ("maxBytesPerTrigger",)
 
 # Consumer settings (after the `kafka.` prefix) a reader honours; group.id is accepted as
 # Spark accepts it, but no consumer group is ever joined: offsets live in the checkpoint.
@@ -177,6 +179,10 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    # a micro-batch waits for this many records, or until max_trigger_delay_ms has passed
+    # since the last one (Spark's minOffsetsPerTrigger and maxTriggerDelay)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     given: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -438,8 +444,40 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         max_records_per_partition=_int(own, "maxRecordsPerPartition", minimum=1),
         fail_on_data_loss=_bool(own, "failOnDataLoss", True),
         max_offsets_per_trigger=_int(own, "maxOffsetsPerTrigger", minimum=1),
+        min_offsets_per_trigger=_trigger_minimum(own, streaming),
+        max_trigger_delay_ms=_duration_ms(own, "maxTriggerDelay", 15 * 60 * 1000),
         given=frozenset(own),
     )
+
+
+def _trigger_minimum(own: dict[str, str], streaming: bool) -> int | None:
+    value = _int(own, "minOffsetsPerTrigger", minimum=1)
+    if value is not None and not streaming:
+        raise LogbusSparkError("option 'minOffsetsPerTrigger' is for streaming queries only")
+    maximum = _int(own, "maxOffsetsPerTrigger", minimum=1)
+    if value is not None and maximum is not None and value > maximum:
+        raise LogbusSparkError(
+            f"option 'minOffsetsPerTrigger' ({value}) must not be more than "
+            f"'maxOffsetsPerTrigger' ({maximum})"
+        )
+    return value
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(own: dict[str, str], name: str, default: int) -> int:
+    """A duration as Spark writes them (`15m`, `30s`, `500ms`; a bare number is ms)."""
+    text = own.get(name.lower())
+    if text is None:
+        return default
+    match = _DURATION.match(text)
+    if match is None:
+        raise LogbusSparkError(
+            f"option {name!r} must be a duration such as '30s', '5m' or '500ms', not {text!r}"
+        )
+    return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
 
 
 def _read_strategy(
