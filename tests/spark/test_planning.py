@@ -57,8 +57,8 @@ def test_options_are_checked() -> None:
     bad = [
         ({"subscribe": "a", "kafka.max.pol.records": "1"},
          "did you mean 'kafka.max.poll.records'"),
-        ({"subscribe": "a", "minOffsetsPerTrigger": "5"},
-         "'minOffsetsPerTrigger' is not supported"),
+        ({"subscribe": "a", "maxBytesPerTrigger": "5"},
+         "'maxBytesPerTrigger' is not supported"),
         ({"subscribePattern": "("}, "not a valid regular expression"),
         ({"assign": '{"a": ["x"]}'}, "must map to a list of partition numbers"),
         ({"subscribe": "a", "startingOffsets": '{"a": {"x": 1}}'}, "is not a partition number"),

@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from spark_support import create_topic, produce
 
+from logbus.spark.options import LogbusSparkError, parse_read_options
+
 
 def stream(spark: Any, bootstrap: str, **options: str) -> Any:
     builder = spark.readStream.format("logbus").option("kafka.bootstrap.servers", bootstrap)
@@ -171,3 +173,57 @@ def test_stream_bad_options(spark: Any, broker: Any) -> None:
                 query.awaitTermination(120)
         finally:
             query.stop()
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(spark: Any, broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "trickle", 1)
+    produce(b, "trickle", [b"a%d" % i for i in range(30)])
+
+    def start(name: str, **options: str) -> Any:
+        df = stream(spark, b, subscribe="trickle", startingOffsets="earliest", **options)
+        return (df.select("value").writeStream.format("memory").queryName(name)
+                .trigger(processingTime="100 milliseconds").start())
+
+    held = start("held", minOffsetsPerTrigger="50", maxTriggerDelay="1h")
+    try:
+        held.processAllAvailable()  # the first micro-batch is never held back (as in Spark)
+        assert spark.table("held").count() == 30
+        produce(b, "trickle", [b"b%d" % i for i in range(20)])
+        held.processAllAvailable()  # 20 waiting, fewer than 50: no micro-batch
+        assert spark.table("held").count() == 30
+        produce(b, "trickle", [b"c%d" % i for i in range(30)])
+        held.processAllAvailable()  # 50 waiting: one micro-batch takes them all
+        assert spark.table("held").count() == 80
+    finally:
+        held.stop()
+
+    # With a short maxTriggerDelay a few records go through once it has passed.
+    delayed = start("delayed", minOffsetsPerTrigger="1000", maxTriggerDelay="1s")
+    try:
+        delayed.processAllAvailable()
+        assert spark.table("delayed").count() == 80
+        produce(b, "trickle", [b"d%d" % i for i in range(5)])
+        deadline = time.monotonic() + 120
+        while spark.table("delayed").count() < 85 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert spark.table("delayed").count() == 85
+    finally:
+        delayed.stop()
+
+
+def test_min_offsets_per_trigger_checks() -> None:
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}
+    options = parse_read_options(
+        base | {"minOffsetsPerTrigger": "10", "maxTriggerDelay": "2m"}, streaming=True
+    )
+    assert (options.min_offsets_per_trigger, options.max_trigger_delay_ms) == (10, 120_000)
+    assert parse_read_options(base, streaming=True).max_trigger_delay_ms == 15 * 60_000
+    with pytest.raises(LogbusSparkError, match="must not be more than 'maxOffsetsPerTrigger'"):
+        parse_read_options(
+            base | {"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, streaming=True
+        )
+    with pytest.raises(LogbusSparkError, match="'maxTriggerDelay' must be a duration"):
+        parse_read_options(base | {"maxTriggerDelay": "soon"}, streaming=True)
+    with pytest.raises(LogbusSparkError, match="for streaming queries only"):
+        parse_read_options(base | {"minOffsetsPerTrigger": "10"}, streaming=False)

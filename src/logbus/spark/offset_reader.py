@@ -16,7 +16,8 @@ from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from logbus.client.cluster import Cluster
-from logbus.client.errors import KafkaError
+from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.client.metadata import ClusterMetadata
 from logbus.client.requests.list_offsets import list_offsets_info
 from logbus.protocol import ErrorCode
 from logbus.spark.options import (
@@ -57,7 +58,9 @@ class OffsetReader:
                     request_timeout=self.settings.request_timeout_ms / 1000,
                     security=self.settings.security(),
                 )
-            except ValueError as exc:
+            except (ValueError, KafkaConnectionError) as exc:
+                # None of the servers answers: a wrong address more likely than a fault,
+                # so say so now rather than retry (retries are for a cluster met before).
                 raise LogbusSparkError(f"option 'kafka.bootstrap.servers': {exc}") from None
         return self._cluster
 
@@ -76,10 +79,21 @@ class OffsetReader:
         that does not exist is an error unless `missing_ok` (a stream waits for it)."""
         return self._run(self._topic_partitions(options, missing_ok))
 
+    async def _metadata(self, topics: list[str] | None) -> ClusterMetadata:
+        """Metadata of `topics` (all with None), retried as `_list_offsets` is."""
+        budget = self.settings.retry_budget()
+        while True:
+            try:
+                return await (await self._connected()).refresh(topics)
+            except KafkaError as exc:
+                if not await budget.pause(exc):
+                    raise LogbusSparkError(
+                        f"cannot read the cluster's metadata: {budget.describe(exc)}"
+                    ) from None
+
     async def _topic_partitions(self, options: ReadOptions, missing_ok: bool) -> list[TP]:
-        cluster = await self._connected()
         if options.subscribe_pattern is not None:
-            md = await cluster.refresh(None)
+            md = await self._metadata(None)
             pattern = re.compile(options.subscribe_pattern)
             return sorted(
                 TopicPartition(name, p)
@@ -89,7 +103,7 @@ class OffsetReader:
                 for p in info.partitions
             )
         topics = list(options.assign) if options.assign is not None else list(options.subscribe)
-        md = await cluster.refresh(topics)
+        md = await self._metadata(topics)
         found: list[TP] = []
         for topic in topics:
             info = md.topics.get(topic)
@@ -123,32 +137,39 @@ class OffsetReader:
         return self._run(self._list_offsets(requests))
 
     async def _list_offsets(self, requests: Mapping[TP, int]) -> dict[TP, int]:
+        """Retried, with fresh metadata, while the errors are retriable (a leader killed,
+        an election under way) and `kafka.default.api.timeout.ms` has not passed."""
         if not requests:
             return {}
-        cluster = await self._connected()
-        for attempt in range(3):
-            by_leader: dict[int, dict[TP, int]] = {}
-            md = await cluster.refresh(sorted({t for t, _ in requests}))
+        budget = self.settings.retry_budget()
+        while True:
             try:
-                for tp, ts in requests.items():
-                    by_leader.setdefault(md.leader(*tp), {})[tp] = ts
-                results: dict[TP, int] = {}
-                for node, asked in by_leader.items():
-                    conn = await cluster.node(node)
-                    # read_committed: "latest" is the last stable offset.
-                    found = await list_offsets_info(
-                        conn, asked, isolation_level=self.settings.isolation_level
-                    )
-                    for tp, value in found.items():
-                        if isinstance(value, KafkaError):
-                            raise value
-                        results[tp] = value.offset
-                return results
+                return await self._list_offsets_once(await self._connected(), requests)
             except KafkaError as exc:
-                if not exc.retriable or attempt == 2:
-                    raise LogbusSparkError(f"cannot list offsets: {exc}") from None
-                await asyncio.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+                if not await budget.pause(exc):
+                    raise LogbusSparkError(
+                        f"cannot list offsets: {budget.describe(exc)}"
+                    ) from None
+
+    async def _list_offsets_once(
+        self, cluster: Cluster, requests: Mapping[TP, int]
+    ) -> dict[TP, int]:
+        md = await cluster.refresh(sorted({t for t, _ in requests}))
+        by_leader: dict[int, dict[TP, int]] = {}
+        for tp, ts in requests.items():
+            by_leader.setdefault(md.leader(*tp), {})[tp] = ts
+        results: dict[TP, int] = {}
+        for node, asked in by_leader.items():
+            conn = await cluster.node(node)
+            # read_committed: "latest" is the last stable offset.
+            found = await list_offsets_info(
+                conn, asked, isolation_level=self.settings.isolation_level
+            )
+            for tp, value in found.items():
+                if isinstance(value, KafkaError):
+                    raise value
+                results[tp] = value.offset
+        return results
 
     def earliest(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self.list_offsets(dict.fromkeys(tps, EARLIEST))

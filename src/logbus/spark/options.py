@@ -18,6 +18,7 @@ from typing import Any
 from logbus.client.config import SECURITY_SETTINGS, ConfigSchema
 from logbus.client.security import ClientSecurity, security_from_config
 from logbus.common.config_def import ConfigError
+from logbus.spark.retry import RetryBudget
 
 # Offsets as Spark's Kafka source writes them in JSON: -2 earliest, -1 latest.
 EARLIEST = -2
@@ -42,6 +43,8 @@ _READ_OPTIONS = (
     "maxRecordsPerPartition",
     "failOnDataLoss",
     "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
 )
 _WRITE_OPTIONS = (
     "topic",
@@ -59,7 +62,7 @@ _READ_IGNORED = (
     "groupIdPrefix",
 )
 # Spark Kafka source options this source does not offer yet.
-_READ_UNSUPPORTED = ("minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger")
+_READ_UNSUPPORTED = ("maxBytesPerTrigger",)
 
 # Consumer settings (after the `kafka.` prefix) a reader honours; group.id is accepted as
 # Spark accepts it, but no consumer group is ever joined: offsets live in the checkpoint.
@@ -73,6 +76,9 @@ _READ_CLIENT_SETTINGS = frozenset(
         "max.partition.fetch.bytes",
         "fetch.max.wait.ms",
         "isolation.level",
+        "default.api.timeout.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
         "group.id",
         # TLS and SASL (librdkafka's and the Java client's names, as the logbus client)
         *(setting.name for setting in SECURITY_SETTINGS),
@@ -90,9 +96,7 @@ _READ_CLIENT_SETTINGS = frozenset(
         "metadata.max.age.ms",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
-        "retry.backoff.ms",
         "connections.max.idle.ms",
-        "default.api.timeout.ms",
         "client.dns.lookup",
         "client.rack",
     }
@@ -134,11 +138,20 @@ class ClientSettings:
     # fetches spend less time per record on round trips.
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # How long a look-up or fetch keeps retrying retriable errors (a dead broker, a leader
+    # being elected), and the pauses between tries (Kafka's consumer settings).
+    api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     # 0 read_uncommitted, 1 read_committed (Kafka's isolation levels).
     isolation_level: int = 0
     # the kafka.security.protocol, kafka.ssl.* and kafka.sasl.* options, as given (an
     # SSL context cannot travel to Spark's workers: each builds its own)
     security_settings: tuple[tuple[str, str], ...] = ()
+
+    def retry_budget(self) -> RetryBudget:
+        """The retries of one look-up or fetch (see `logbus.spark.retry`)."""
+        return RetryBudget(self.api_timeout_ms, self.retry_backoff_ms, self.retry_backoff_max_ms)
 
     def security(self) -> ClientSecurity:
         """TLS and SASL for the reader's connections."""
@@ -166,6 +179,10 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    # a micro-batch waits for this many records, or until max_trigger_delay_ms has passed
+    # since the last one (Spark's minOffsetsPerTrigger and maxTriggerDelay)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     given: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -373,6 +390,9 @@ def _client_settings(kafka: dict[str, str], allowed: frozenset[str]) -> ClientSe
             "max.partition.fetch.bytes", defaults.max_partition_fetch_bytes
         ),
         fetch_max_wait_ms=number("fetch.max.wait.ms", defaults.fetch_max_wait_ms),
+        api_timeout_ms=number("default.api.timeout.ms", defaults.api_timeout_ms),
+        retry_backoff_ms=number("retry.backoff.ms", defaults.retry_backoff_ms),
+        retry_backoff_max_ms=number("retry.backoff.max.ms", defaults.retry_backoff_max_ms),
         isolation_level=1 if isolation == "read_committed" else 0,
     )
 
@@ -424,8 +444,40 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         max_records_per_partition=_int(own, "maxRecordsPerPartition", minimum=1),
         fail_on_data_loss=_bool(own, "failOnDataLoss", True),
         max_offsets_per_trigger=_int(own, "maxOffsetsPerTrigger", minimum=1),
+        min_offsets_per_trigger=_trigger_minimum(own, streaming),
+        max_trigger_delay_ms=_duration_ms(own, "maxTriggerDelay", 15 * 60 * 1000),
         given=frozenset(own),
     )
+
+
+def _trigger_minimum(own: dict[str, str], streaming: bool) -> int | None:
+    value = _int(own, "minOffsetsPerTrigger", minimum=1)
+    if value is not None and not streaming:
+        raise LogbusSparkError("option 'minOffsetsPerTrigger' is for streaming queries only")
+    maximum = _int(own, "maxOffsetsPerTrigger", minimum=1)
+    if value is not None and maximum is not None and value > maximum:
+        raise LogbusSparkError(
+            f"option 'minOffsetsPerTrigger' ({value}) must not be more than "
+            f"'maxOffsetsPerTrigger' ({maximum})"
+        )
+    return value
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(own: dict[str, str], name: str, default: int) -> int:
+    """A duration as Spark writes them (`15m`, `30s`, `500ms`; a bare number is ms)."""
+    text = own.get(name.lower())
+    if text is None:
+        return default
+    match = _DURATION.match(text)
+    if match is None:
+        raise LogbusSparkError(
+            f"option {name!r} must be a duration such as '30s', '5m' or '500ms', not {text!r}"
+        )
+    return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
 
 
 def _read_strategy(

@@ -38,13 +38,17 @@ from logbus.records.control import ControlType, decode_control_key
 from logbus.records.reader import decode_batch
 from logbus.spark.offset_range import OffsetRange
 from logbus.spark.options import EARLIEST, ClientSettings, LogbusSparkError
+from logbus.spark.retry import RetryBudget, is_retriable
 from logbus.spark.schema import columns_to_record_batch
 from logbus.types import TopicPartition
 
-_MAX_RETRIES = 5
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
 # waiting; give up after this many in a row.
 _MAX_EMPTY_FETCHES = 20
+# A log ending before the planned end is looked at this many times, this far apart (in
+# seconds), before the records are taken as gone.
+_SHORT_LOG_CHECKS = 10
+_SHORT_LOG_PAUSE = 0.2
 
 
 class _SkipTo(NamedTuple):
@@ -91,6 +95,7 @@ class _RangeReader:
         self.position = rng.start
         self.cluster: Cluster | None = None
         self.empty_fetches = 0
+        self.short_log_checks = 0
         self.options = FetchOptions(
             max_wait_ms=settings.fetch_max_wait_ms,
             max_bytes=settings.fetch_max_bytes,
@@ -109,13 +114,7 @@ class _RangeReader:
         if self.position >= rng.end:
             return None
         if self.cluster is None:
-            self.cluster = await Cluster.connect(
-                self.settings.bootstrap_servers,
-                client_id=self.settings.client_id,
-                connect_timeout=self.settings.connect_timeout_ms / 1000,
-                request_timeout=self.settings.request_timeout_ms / 1000,
-                security=self.settings.security(),
-            )
+            self.cluster = await self._connect()
         fetched = await self._fetch()
         if fetched is None:
             return None
@@ -134,10 +133,16 @@ class _RangeReader:
             ) from None
         if fetched.next_offset > self.position:
             self.position = fetched.next_offset
-            self.empty_fetches = 0
+            self.empty_fetches = self.short_log_checks = 0
             return columns
         # Nothing at or after the position was returned.
         if fetched.high_watermark <= self.position:
+            # Just after an election the new leader's high watermark may trail the old
+            # one's until its followers fetch again: look again before calling it loss.
+            self.short_log_checks += 1
+            if self.short_log_checks <= _SHORT_LOG_CHECKS:
+                await asyncio.sleep(_SHORT_LOG_PAUSE)
+                return decode_columns([])
             if self.fail:
                 raise _data_loss(
                     rng,
@@ -153,13 +158,34 @@ class _RangeReader:
             )
         return decode_columns([])
 
+    async def _connect(self) -> Cluster:
+        """The task's Cluster, reached through any bootstrap server that answers, tried
+        again while the budget lasts (the planner reached the cluster a moment ago)."""
+        budget = self.settings.retry_budget()
+        while True:
+            try:
+                return await Cluster.connect(
+                    self.settings.bootstrap_servers,
+                    client_id=self.settings.client_id,
+                    connect_timeout=self.settings.connect_timeout_ms / 1000,
+                    request_timeout=self.settings.request_timeout_ms / 1000,
+                    security=self.settings.security(),
+                )
+            except KafkaError as exc:
+                if not await budget.pause(exc):
+                    raise LogbusSparkError(
+                        f"cannot connect to logbus (option 'kafka.bootstrap.servers'): "
+                        f"{budget.describe(exc)}"
+                    ) from None
+
     async def _fetch(self) -> RawFetchedPartition | _SkipTo | None:
         """The next fetch's answer; where to skip to when the position fell out of the
         log; None when nothing of the range is left to read."""
         assert self.cluster is not None
         rng = self.rng
         tp = TopicPartition(rng.topic, rng.partition)
-        for attempt in range(_MAX_RETRIES):
+        budget = self.settings.retry_budget()
+        while True:
             try:
                 conn = await self.cluster.leader(*tp)
                 if self.committed is not None:
@@ -174,14 +200,25 @@ class _RangeReader:
                     return await self._out_of_range()
                 if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.fail:
                     raise _data_loss(rng, "the topic or partition was deleted") from None
-                if not exc.retriable or attempt == _MAX_RETRIES - 1:
+                if not await budget.pause(exc):
                     raise LogbusSparkError(
                         f"cannot read partition {rng.topic}-{rng.partition} at offset "
-                        f"{self.position}: {exc}"
+                        f"{self.position}: {budget.describe(exc)}"
                     ) from None
-                await asyncio.sleep(0.1 * 2**attempt)
-                await self.cluster.refresh([rng.topic])
-        raise AssertionError("unreachable")
+                await self._refresh(budget)
+
+    async def _refresh(self, budget: RetryBudget) -> None:
+        """New metadata after a failed fetch (the leader moved or died); a refresh that
+        fails too is left to the next fetch's retry."""
+        assert self.cluster is not None
+        try:
+            await self.cluster.refresh([self.rng.topic])
+        except KafkaError as exc:
+            if not is_retriable(exc):
+                raise LogbusSparkError(
+                    f"cannot read partition {self.rng.topic}-{self.rng.partition}: "
+                    f"{budget.describe(exc)}"
+                ) from None
 
     async def _fetch_committed(self, conn: Connection, tp: TopicPartition) -> RawFetchedPartition:
         """A read_committed Fetch: its batches less aborted transactions' and markers."""

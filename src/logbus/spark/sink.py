@@ -45,6 +45,7 @@ from logbus.spark.arrow_producer import ArrowProducer, Rows
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE
 from logbus.spark.transactional_writer import TaskTransaction, WriterTask, end_transactions
+from logbus.spark.worker_guard import ShippedToWorkers
 
 _BYTES_OR_TEXT = (BinaryType(), StringType())
 
@@ -280,7 +281,7 @@ def _records(options: WriteOptions, batch: pa.RecordBatch) -> list[ProducerRecor
     ]
 
 
-class LogbusBatchWriter(DataSourceArrowWriter):
+class LogbusBatchWriter(ShippedToWorkers, DataSourceArrowWriter):
     """`df.write.format("logbus")`: every task sends its rows, acknowledged."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
@@ -296,7 +297,7 @@ class LogbusBatchWriter(DataSourceArrowWriter):
         return WrittenRecords(write_batches(self.options, iterator))
 
 
-class LogbusStreamWriter(DataSourceStreamArrowWriter):
+class LogbusStreamWriter(ShippedToWorkers, DataSourceStreamArrowWriter):
     """`df.writeStream.format("logbus")`: each micro-batch's tasks send and wait for
     acknowledgement before the batch can commit (at-least-once). With exactlyOnce each
     task leaves its rows in an open transaction, which the driver commits once every

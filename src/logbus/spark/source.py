@@ -8,6 +8,7 @@ from the options and asks it for a reader or writer. Readers plan on the driver 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,7 @@ from logbus.spark.options import (
 from logbus.spark.partition_reader import read_range
 from logbus.spark.schema import arrow_schema, source_schema
 from logbus.spark.sink import LogbusBatchWriter, LogbusStreamWriter
+from logbus.spark.worker_guard import ShippedToWorkers
 from logbus.types import TopicPartition
 
 JsonOffsets = dict[str, dict[str, int]]
@@ -97,7 +99,7 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
     )
 
 
-class LogbusBatchReader(DataSourceReader):
+class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
     """A batch read: plans offset ranges on the driver, reads them on executors."""
 
     def __init__(self, options: ReadOptions) -> None:
@@ -127,7 +129,9 @@ class LogbusBatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class LogbusStreamReader(
+    ShippedToWorkers, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
     """A streaming read. Offsets are {topic: {partition: next offset}} JSON; each
     micro-batch reads [start, end) of every partition. Partitions that appear later
     (new partitions, new topics matching the pattern) are read from their earliest
@@ -139,9 +143,13 @@ class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reader: OffsetReader | None = None
         self._target: dict[TP, int] | None = None
         self._latest: dict[TP, int] | None = None
+        self._last_trigger = 0.0  # time.time() of the last micro-batch minOffsetsPerTrigger let go
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_reader": None, "_target": None, "_latest": None}
+        return {
+            "options": self.options, "_reader": None, "_target": None, "_latest": None,
+            "_last_trigger": 0.0,
+        }
 
     @property
     def reader(self) -> OffsetReader:
@@ -188,10 +196,28 @@ class LogbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         "failOnDataLoss=false to go on from its end)"
                     )
                 begin[tp] = latest[tp]
+        if self._target is None and self._wait_for_more(begin, latest):
+            return offsets_to_json(begin)
         end = dict(latest)
         if isinstance(limit, ReadMaxRows):
             end = _rate_limit(begin, latest, limit.max_rows)
         return offsets_to_json(end)
+
+    def _wait_for_more(self, begin: dict[TP, int], latest: dict[TP, int]) -> bool:
+        """minOffsetsPerTrigger: hold the micro-batch back while fewer records wait and
+        maxTriggerDelay has not passed since the last one (as Spark's Kafka source; the
+        first is never held back, nor an AvailableNow run)."""
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None:
+            return False
+        waiting = sum(max(0, latest[tp] - begin.get(tp, latest[tp])) for tp in latest)
+        now = time.time()
+        if waiting < minimum and (now - self._last_trigger) * 1000 < (
+            self.options.max_trigger_delay_ms
+        ):
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> JsonOffsets | None:
         return None if self._latest is None else offsets_to_json(self._latest)
