@@ -115,9 +115,12 @@ def test_partitions_move_to_a_new_broker_under_load_with_a_controller_failover(
     ) as cluster:
         for b in (0, 1, 2):
             cluster.start_broker(b)
+        # listening comes before registration: wait until the controller knows all three
+        cluster.wait_for(lambda: cluster.broker_ids() == [0, 1, 2], 60, "3 live brokers")
         cluster.create_topic(topic, partitions=partitions, replication_factor=3)
         wait_isr(cluster, topic, partitions)
         cluster.start_broker(3)
+        cluster.wait_for(lambda: cluster.broker_ids() == [0, 1, 2, 3], 60, "broker 3 live")
         targets = {p: [(p + i) % 4 for i in range(3)] for p in range(partitions)}
         plan = reassignment_file(tmp_path, topic, targets)
         history = History()
