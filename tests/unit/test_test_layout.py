@@ -128,3 +128,13 @@ def test_the_check_finds_each_kind(source: str) -> None:
 )
 def test_the_check_lets_helpers_be(source: str) -> None:
     assert problems(TESTS / "unit" / "example.py", source, {"conftest", "test_cli"}) == []
+
+
+def test_test_modules_have_unique_names() -> None:
+    """The suites have no __init__.py: pytest imports each test module under its bare file
+    name, so two test_x.py in two folders collide ("import file mismatch")."""
+    seen: dict[str, Path] = {}
+    for path in python_files():
+        if path.name.startswith("test_") or path.stem.endswith("_test"):
+            assert path.stem not in seen, f"{path} and {seen[path.stem]} share a name"
+            seen[path.stem] = path
