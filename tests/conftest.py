@@ -151,8 +151,10 @@ def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
     """The worker group of each module that needs one, under `pytest -n N --dist loadgroup`
     (`make test`): the tests of one group run in one worker, one after another; other
     tests go to whichever worker is free.
-    - every Spark test shares the worker that started the SparkSession (a JVM and Python
-      workers: one per run is enough for 2 cores);
+    - every test of the session's SparkSession (the `spark` fixture) shares the worker
+      that started it (a JVM and Python workers: one per run is enough for 2 cores); the
+      Spark tests that start Spark in a process of their own (the bench's smoke run, the
+      exactly-once cluster test) go elsewhere, in parallel with them;
     - the modules that start ZooKeeper and broker processes share `ZOOKEEPER_LANES`
       groups, balanced by test count;
     - a module with a module-scoped fixture (a browser, a broker shared by the module)
@@ -163,7 +165,7 @@ def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
     for item in items:
         module = module_of(item)
         tests[module] = tests.get(module, 0) + 1
-        if SPARK_TESTS in Path(str(item.fspath)).parents:
+        if SPARK_TESTS in Path(str(item.fspath)).parents and "spark" in item.fixturenames:
             groups[module] = "spark"
         elif ZOOKEEPER_FIXTURES & set(getattr(item, "fixturenames", ())):
             zookeeper.add(module)
