@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster_processes import ProcessCluster
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -161,3 +162,20 @@ class Job:
 
 def output(tmp: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp.glob("job-*.log"))
+
+
+def transactional_cluster(zk_connect: str, tmp_path: Path) -> ProcessCluster:
+    """Three broker processes on ZooKeeper for the Spark cluster tests: min.insync 2, the
+    transaction and offsets topics small and replicated three times, groups formed at
+    once. Use it in a `with` block."""
+    return ProcessCluster(
+        zk_connect,
+        3,
+        tmp_path,
+        min_insync_replicas="2",
+        transaction_state_log_num_partitions="3",
+        transaction_state_log_replication_factor="3",
+        transaction_state_log_min_isr="2",
+        offsets_topic_num_partitions="3",
+        group_initial_rebalance_delay_ms="0",
+    )

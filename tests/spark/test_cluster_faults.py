@@ -21,7 +21,7 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
-from spark_support import consume_all, produce, read_all, reader
+from spark_support import consume_all, produce, read_all, reader, transactional_cluster
 
 from logbus.coordinator.transaction.state_topic import (
     TRANSACTION_STATE_TOPIC,
@@ -34,17 +34,7 @@ zk_connect = cluster_processes.zk_connect
 
 @pytest.fixture
 def cluster(zk_connect: str, tmp_path: Path) -> Iterator[ProcessCluster]:
-    with ProcessCluster(
-        zk_connect,
-        3,
-        tmp_path,
-        min_insync_replicas="2",
-        transaction_state_log_num_partitions="3",
-        transaction_state_log_replication_factor="3",
-        transaction_state_log_min_isr="2",
-        offsets_topic_num_partitions="3",
-        group_initial_rebalance_delay_ms="0",
-    ) as made:
+    with transactional_cluster(zk_connect, tmp_path) as made:
         yield made
 
 

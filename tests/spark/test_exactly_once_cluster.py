@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import cluster_processes
-from cluster_processes import ProcessCluster
-from spark_support import Job, output, produce, read_all
+from spark_support import Job, output, produce, read_all, transactional_cluster
 
 from logbus.coordinator.transaction.state_topic import (
     TRANSACTION_STATE_TOPIC,
@@ -27,17 +26,7 @@ zk_connect = cluster_processes.zk_connect
 def test_driver_and_coordinator_killed_mid_batch_on_a_cluster(
     zk_connect: str, tmp_path: Path, jobs: list[Job]
 ) -> None:
-    with ProcessCluster(
-        zk_connect,
-        3,
-        tmp_path,
-        min_insync_replicas="2",
-        transaction_state_log_num_partitions="3",
-        transaction_state_log_replication_factor="3",
-        transaction_state_log_min_isr="2",
-        offsets_topic_num_partitions="3",
-        group_initial_rebalance_delay_ms="0",
-    ) as cluster:
+    with transactional_cluster(zk_connect, tmp_path) as cluster:
         b = cluster.bootstrap
         cluster.create_topic("in", partitions=2, replication_factor=3)
         cluster.create_topic("out", partitions=1, replication_factor=3)
