@@ -502,3 +502,24 @@ def _status(error: KafkaError | None) -> str:
     if error is None:
         return "Successful"
     return f"Error: {_DELETE_ERRORS.get(error.code, str(error))}"
+
+
+async def delete_groups(
+    admin: Admin,
+    wanted: list[str],
+    deleted_line: Callable[[str], str],
+    refusal: Callable[[str, KafkaError], str],
+) -> int:
+    """DeleteGroups of `wanted`: one line (`deleted_line` of their quoted names) for those
+    deleted, one error line (`refusal`) per group refused; 1 if any was refused."""
+    try:
+        await admin.delete_consumer_groups(wanted)
+        failed: dict[str, KafkaError] = {}
+    except AdminBatchError as exc:
+        failed = exc.errors
+    deleted = [g for g in wanted if g not in failed]
+    if deleted:
+        print(deleted_line(", ".join(f"'{g}'" for g in deleted)))
+    for group_id, error in failed.items():
+        fail(refusal(group_id, error))
+    return 1 if failed else 0

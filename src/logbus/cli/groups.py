@@ -11,7 +11,15 @@ from collections.abc import Mapping, Sequence
 
 from logbus.cli import group_offsets
 from logbus.cli.common import CommandError, add_bootstrap, fail
-from logbus.cli.group_offsets import add_groups, command, group_ids, log_offsets, no_group, table
+from logbus.cli.group_offsets import (
+    add_groups,
+    command,
+    delete_groups,
+    group_ids,
+    log_offsets,
+    no_group,
+    table,
+)
 from logbus.cli.tool_syntax import ToolSyntax
 from logbus.client.admin import (
     Admin,
@@ -277,23 +285,20 @@ async def _delete(admin: Admin, args: argparse.Namespace) -> int:
         wanted = [g.group_id for g in await admin.list_consumer_groups()]
     else:
         wanted = group_ids(args)
-    try:
-        await admin.delete_consumer_groups(wanted)
-        failed: dict[str, KafkaError] = {}
-    except AdminBatchError as exc:
-        failed = exc.errors
-    deleted = [g for g in wanted if g not in failed]
-    if deleted:
-        names = ", ".join(f"'{g}'" for g in deleted)
-        print(f"Deletion of requested consumer groups ({names}) was successful.")
-    for group_id, error in failed.items():
+
+    def refusal(group_id: str, error: KafkaError) -> str:
         if error.code == ErrorCode.NON_EMPTY_GROUP:
-            fail(
+            return (
                 f"Deletion of group '{group_id}' failed: the group is not empty "
                 "(it has active members; stop its consumers first)."
             )
-        elif error.code == ErrorCode.GROUP_ID_NOT_FOUND:
-            fail(no_group(group_id))
-        else:
-            fail(f"Deletion of group '{group_id}' failed: {error}")
-    return 1 if failed else 0
+        if error.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return no_group(group_id)
+        return f"Deletion of group '{group_id}' failed: {error}"
+
+    return await delete_groups(
+        admin,
+        wanted,
+        lambda names: f"Deletion of requested consumer groups ({names}) was successful.",
+        refusal,
+    )

@@ -13,10 +13,10 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from logbus.cli.common import AdminAction, CommandError, add_bootstrap, admin_command, fail
-from logbus.cli.group_offsets import add_groups, group_ids, table
+from logbus.cli.group_offsets import add_groups, delete_groups, group_ids, table
 from logbus.cli.tool_syntax import ToolSyntax
 from logbus.client import coordinator_lookup
-from logbus.client.admin import Admin, AdminBatchError
+from logbus.client.admin import Admin
 from logbus.client.admin.types import OffsetSpec
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
@@ -191,24 +191,19 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
 
 
 async def _delete(admin: Admin, args: argparse.Namespace) -> int:
-    wanted = group_ids(args)
-    try:
-        await admin.delete_consumer_groups(wanted)
-        failed: dict[str, KafkaError] = {}
-    except AdminBatchError as exc:
-        failed = exc.errors
-    deleted = [g for g in wanted if g not in failed]
-    if deleted:
-        names = ", ".join(f"'{g}'" for g in deleted)
-        print(f"Deletion of requested share groups ({names}) was successful.")
-    for group_id, error in failed.items():
+    def refusal(group_id: str, error: KafkaError) -> str:
         if error.code == ErrorCode.NON_EMPTY_GROUP:
-            fail(f"Deletion of share group '{group_id}' failed: the group is not empty.")
-        elif error.code == ErrorCode.GROUP_ID_NOT_FOUND:
-            fail(no_share_group(group_id))
-        else:
-            fail(f"Deletion of share group '{group_id}' failed: {error}")
-    return 1 if failed else 0
+            return f"Deletion of share group '{group_id}' failed: the group is not empty."
+        if error.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return no_share_group(group_id)
+        return f"Deletion of share group '{group_id}' failed: {error}"
+
+    return await delete_groups(
+        admin,
+        group_ids(args),
+        lambda names: f"Deletion of requested share groups ({names}) was successful.",
+        refusal,
+    )
 
 
 # --- reset-offsets --------------------------------------------------------------------
