@@ -11,7 +11,7 @@ from typing import Any
 
 import uvicorn
 
-from brokers import free_port
+from ports import free_port
 
 
 @dataclass

@@ -80,12 +80,6 @@ class RunningBroker:
         self.start()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class BrokerProcess:
     """`logbus server start` in a subprocess, for kill -9 and CLI tests."""

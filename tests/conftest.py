@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from brokers import FAST_GROUPS, BrokerProcess, RunningBroker, collect_leaks, free_port
+from brokers import FAST_GROUPS, BrokerProcess, RunningBroker, collect_leaks
+from ports import free_port
 from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a

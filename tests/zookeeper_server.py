@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ports import free_port as _free_port
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # zookeeper.jar's manifest names the other jars it needs; slf4j-nop keeps it quiet
 CLASSPATH = f"{ZOOKEEPER_JAR}:/usr/share/java/slf4j-nop.jar"
@@ -32,12 +34,6 @@ def zookeeper_missing() -> str | None:
     if not ZOOKEEPER_JAR.exists():
         return f"{ZOOKEEPER_JAR} is missing: run `make system-deps` (installs Debian's zookeeper)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 try:

@@ -34,18 +34,13 @@ import pytest
 from checker import ReplicaLogs, replica_batches
 
 from logbus.cli.zookeeper_process import ZooKeeperProcess, die_with_parent
+from ports import free_port
 
 T = TypeVar("T")
 
 # Brokers of a test cluster lose their ZooKeeper session this long after they stop
 # answering (Kafka's default is 18 s; tests that need a dead broker noticed wait for it).
 TEST_SESSION_TIMEOUT_MS = "6000"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening(port: int) -> bool:

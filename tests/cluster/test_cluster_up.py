@@ -23,30 +23,13 @@ from cluster_processes import free_port, listening
 import logbus
 from logbus.cli.zookeeper_process import four_letter_word
 from logbus.common.properties import load_properties
+from ports import free_port_range
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 
 # the real ZooKeeper of the session, and a chroot of it per test
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
-
-
-def free_port_range(count: int) -> int:
-    """A port p with p .. p+count-1 all free now."""
-    for _ in range(100):
-        base = free_port()
-        if base + count < 65535 and all(_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class ClusterUp:

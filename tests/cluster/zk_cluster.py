@@ -23,18 +23,13 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from logbus.controller.metadata_store import NoNode
 from logbus.controller.zookeeper_store import ZooKeeperStore
+from ports import free_port
 
 SESSION_TIMEOUT_MS = 3000
 # How long a broker process may take to listen, register and agree on the controller: a
 # bound on a hang only (a loaded machine, parallel workers), never a timed assertion
 START_TIMEOUT = 90.0
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], T | None], timeout: float, what: str) -> T:

@@ -19,8 +19,8 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
     snap_fixture,
 )
 
-from brokers import free_port
 from logbus.cli.console import DEFAULT_BIND, bind_address
+from ports import free_port
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 SRC = Path(__file__).resolve().parents[2] / "src" / "logbus"

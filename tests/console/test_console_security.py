@@ -12,7 +12,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
     snap_fixture,
 )
 
-from brokers import free_port
+from ports import free_port
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

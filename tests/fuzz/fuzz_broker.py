@@ -30,6 +30,7 @@ from logbus.protocol import ApiKey, codec
 from logbus.protocol.errors import ProtocolError, UnsupportedVersion
 from logbus.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from logbus.records.reader import decode_batch
+from ports import free_port
 
 HANG_BOUND_S = float(os.environ.get("LOGBUS_FUZZ_HANG_S", "10"))
 RSS_BOUND_KB = int(os.environ.get("LOGBUS_FUZZ_RSS_MB", "512")) * 1024
@@ -44,12 +45,6 @@ _PROBLEM_LINE = re.compile(r"Traceback|\] (ERROR|CRITICAL) ")
 _API_VERSIONS_V0 = codec.encode_request(
     codec.RequestHeader(ApiKey.API_VERSIONS, 0, FOLLOW_UP_CID, "fuzz-follow-up"), {}
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class FuzzedBroker:

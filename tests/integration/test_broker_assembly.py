@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from brokers import START_STOP_TIMEOUT, RunningBroker, free_port
+from brokers import START_STOP_TIMEOUT, RunningBroker
 from kafka_wire import WireClient
 from logbus.client.loop_thread import LoopThread
 from logbus.server.broker import Broker
 from logbus.server.config.broker_config import BrokerConfig
+from ports import free_port
 
 
 def _config(data_dir: Path, port: int, metrics_port: int) -> BrokerConfig:

@@ -16,13 +16,13 @@ import pytest
 from producer_helpers import read_partition, read_records
 
 import logbus
-from brokers import free_port
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord
 from logbus.client.cluster import Cluster
 from logbus.client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
 from logbus.client.requests.topics import create_partitions, delete_topics
 from logbus.protocol import ApiKey
+from ports import free_port
 
 _SIZE = struct.Struct(">i")
 

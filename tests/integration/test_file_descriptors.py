@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from admin_helpers import create_topics
 
-from brokers import BrokerProcess, free_port
+from brokers import BrokerProcess
 from kafka_wire import PRODUCE_V, WireClient
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.records.builder import NewRecord, build_batch
 from logbus.records.reader import iter_record_set
+from ports import free_port
 
 DESCRIPTOR_LIMIT = 20_000
 TOPICS = {f"fd{i}": 2_000 for i in range(5)}  # 10,000 partitions, 2,000 per request

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from brokers import RunningBroker, free_port
+from brokers import RunningBroker
 from kafka_wire import wait_for
+from ports import free_port
 
 
 def registry_command(*args: str) -> list[str]:

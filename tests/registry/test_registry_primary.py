@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from brokers import RunningBroker, free_port
+from brokers import RunningBroker
 from kafka_wire import wait_for
+from ports import free_port
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
 

@@ -19,7 +19,7 @@ import pytest
 from client_round_trips import produce_consume_confluent
 from security_support import ADMIN_JAAS
 
-from brokers import free_port
+from ports import free_port
 
 ANNOUNCED = 500_000  # just under the default sasl.server.max.receive.size (524288)
 

@@ -19,8 +19,8 @@ from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
 )
 from security_support import Pki, address, sasl_broker
 
-from brokers import free_port
 from logbus.registry.config import RegistryConfig
+from ports import free_port
 
 pytest_plugins = ["secure_fixtures"]
 

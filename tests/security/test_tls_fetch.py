@@ -9,7 +9,6 @@ the logbus client hands its large requests to TLS in pieces (common/network/fram
 from __future__ import annotations
 
 import random
-import socket
 import time
 import uuid
 from typing import Any
@@ -23,6 +22,7 @@ import logbus
 from kafka_wire import FETCH_V, fetch_body_many
 from logbus.protocol import ApiKey
 from logbus.server.network.connection import TLS_WRITE_SIZE
+from ports import free_port
 
 pytest_plugins = ["secure_fixtures"]
 
@@ -39,12 +39,6 @@ def _values(partition: int) -> list[bytes]:
         values.append(value)
         total += len(value)
     return values
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _create(bootstrap: str, topic: str) -> None:
