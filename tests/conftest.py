@@ -16,6 +16,14 @@ from hypothesis import HealthCheck, settings
 
 from brokers import FAST_GROUPS, BrokerProcess, RunningBroker, collect_leaks
 from ports import free_port
+from scheduling import (
+    load_durations,
+    longest_first,
+    module_costs,
+    module_of,
+    store_durations,
+    xdist_groups,
+)
 from zookeeper_server import ZooKeeperServer, zookeeper_missing
 
 # Property tests are judged on what they find, not on how fast each example runs: a
@@ -121,66 +129,6 @@ SOAK = "soak"
 OPT_IN_MARKERS = (FUZZ_LARGE, SOAK)
 
 
-SPARK_TESTS = Path(__file__).parent / "spark"
-# Fixtures of the tests that run ZooKeeper and broker processes (tests/cluster and the
-# cluster tests of other suites)
-ZOOKEEPER_FIXTURES = {
-    "zookeeper",
-    "zk_connect",
-    "cluster_zookeeper",
-    "zookeeper_factory",
-    "cluster_factory",
-}
-# How many workers run those at once: each runs a ZooKeeper and up to 5 broker processes
-# whose sessions expire when starved of CPU, so on 2 cores more than two such tests at a
-# time turn slow starts into failures.
-ZOOKEEPER_LANES = 2
-
-
-def module_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
-
-
-def has_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(
-        defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()
-    )
-
-
-def xdist_groups(items: list[pytest.Item]) -> dict[str, str]:
-    """The worker group of each module that needs one, under `pytest -n N --dist loadgroup`
-    (`make test`): the tests of one group run in one worker, one after another; other
-    tests go to whichever worker is free.
-    - every test of the session's SparkSession (the `spark` fixture) shares the worker
-      that started it (a JVM and Python workers: one per run is enough for 2 cores); the
-      Spark tests that start Spark in a process of their own (the bench's smoke run, the
-      exactly-once cluster test) go elsewhere, in parallel with them;
-    - the modules that start ZooKeeper and broker processes share `ZOOKEEPER_LANES`
-      groups, balanced by test count;
-    - a module with a module-scoped fixture (a browser, a broker shared by the module)
-      keeps its tests in one worker, so the fixture starts once."""
-    tests: dict[str, int] = {}
-    zookeeper: set[str] = set()
-    groups: dict[str, str] = {}
-    for item in items:
-        module = module_of(item)
-        tests[module] = tests.get(module, 0) + 1
-        if SPARK_TESTS in Path(str(item.fspath)).parents and "spark" in item.fixturenames:
-            groups[module] = "spark"
-        elif ZOOKEEPER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            zookeeper.add(module)
-        elif has_module_fixture(item):
-            groups.setdefault(module, module)
-    lanes = [0] * ZOOKEEPER_LANES
-    spark = {module for module, group in groups.items() if group == "spark"}
-    for module in sorted(zookeeper - spark, key=lambda m: (-tests[m], m)):
-        lane = lanes.index(min(lanes))
-        lanes[lane] += tests[module]
-        groups[module] = f"zookeeper-{lane}"
-    return groups
-
-
 # --- parallel workers: pytest-xdist schedules each group (`xdist_groups`) as one unit ------
 # Workers collect, the controller schedules. pytest 9 ignores the node ids that
 # pytest-xdist's own `xdist_group` marker rewrites, so the groups go their own way: each
@@ -205,6 +153,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # The units come longest first from the collection (`scheduling.longest_first`); the
+    # scheduler's own reordering, by test count, would undo that.
+    config.option.loadscopereorder = False
 
     groups: dict[str, str] = {}
 
@@ -241,7 +193,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
-    write_groups(config, xdist_groups(items))
+    cost = module_costs(items, load_durations())
+    groups = xdist_groups(items, cost)
+    items[:] = longest_first(items, groups, cost)
+    write_groups(config, groups)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help="write each module's time in this run to tests/durations.json, which orders "
+        "and balances the parallel workers' work (see tests/scheduling.py)",
+    )
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Controller (or a run without workers): add up each module's time."""
+    module = module_of(report.nodeid)
+    _measured[module] = _measured.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+        store_durations(_measured)
 
 
 # Debian's Chromium for the console's browser tests, driven by Playwright (its own browser
