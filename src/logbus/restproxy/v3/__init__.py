@@ -1,0 +1,23 @@
+"""Confluent REST Proxy's v3 API: clusters, brokers, topics, partitions and replicas;
+topic, broker and cluster-wide configs; consumer groups, their members and lag; producing
+records (one JSON object per record, streamed); ACLs. Every resource carries Confluent's
+`kind`, `metadata.self` (and `resource_name`) and `related` links; errors are Confluent's
+`{"error_code", "message"}` bodies.
+
+The entry point is `ROUTES` (the app mounts each with `v3_endpoint`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logbus.restproxy.v3 import clusters, topics
+
+# configs first: `topics/-/configs` and `brokers/-/configs` before the routes that
+# would read "-" as a topic or broker
+ROUTES: list[tuple[str, Any, list[str]]] = [
+    *clusters.ROUTES,
+    *topics.ROUTES,
+]
+
+__all__ = ["ROUTES"]

@@ -1,0 +1,225 @@
+"""The REST proxy's v3 API over plain HTTP against a real broker: the cluster, brokers,
+topics, partitions and replicas; topic, broker and cluster-wide configs; consumer groups,
+members and lag; producing records (streamed: one answer per record as it arrives, read
+back by confluent-kafka's consumer and AvroDeserializer); ACLs; and bad input answered
+with Confluent's status codes and error bodies, changing nothing (checked with logbus's
+Admin client, not through the proxy)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from proxy_fixtures import (  # noqa: F401  (the proxy's fixtures)
+    ProxyServer,
+    create_topic,
+    error_of,
+    proxy_factory_fixture,
+)
+from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
+    registry_factory_fixture,
+    sr_clients_fixture,
+)
+
+from brokers import RunningBroker
+from kafka_wire import wait_for
+from logbus import Admin
+from logbus.client.admin import ConfigResource, ResourceType
+from logbus.client.types import TopicPartition
+
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+
+
+@pytest.fixture(name="proxy")
+def proxy_fixture(
+    fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer]
+) -> ProxyServer:
+    return proxy_factory(fast_broker.bootstrap)
+
+
+@pytest.fixture(name="http")
+def http_fixture(proxy: ProxyServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=proxy.url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(name="cluster")
+def cluster_fixture(http: httpx.Client) -> str:
+    """The `/v3/clusters/{id}` prefix of the proxy's cluster."""
+    return f"/v3/clusters/{http.get('/v3/clusters').json()['data'][0]['cluster_id']}"
+
+
+def post(http: httpx.Client, path: str, body: Any) -> httpx.Response:
+    return http.post(path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def produce(http: httpx.Client, path: str, *records: Any) -> list[dict[str, Any]]:
+    """Send `records` in one streamed body; the answers, one per record."""
+    body = "\n".join(r if isinstance(r, str) else json.dumps(r) for r in records)
+    response = http.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def admin_of(broker: RunningBroker) -> Admin:
+    return Admin({"bootstrap.servers": broker.bootstrap})
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> list[Any]:
+    """`count` records of `topic` as confluent-kafka's consumer reads them."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    found: list[Any] = []
+    try:
+        def more() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                found.append(message)
+            return len(found) >= count
+
+        wait_for(more, 60, interval=0.0, what=f"{count} records of {topic}")
+    finally:
+        consumer.close()
+    return sorted(found, key=lambda m: (m.partition(), m.offset()))
+
+
+# -- the cluster, brokers and topics ------------------------------------------------------
+
+
+def test_the_cluster_and_its_brokers(
+    fast_broker: RunningBroker, proxy: ProxyServer, http: httpx.Client
+) -> None:
+    with admin_of(fast_broker) as admin:
+        cluster_id = admin.describe_cluster().cluster_id
+    listed = http.get("/v3/clusters")
+    assert listed.status_code == 200 and listed.headers["content-type"] == "application/json"
+    body = listed.json()
+    assert body["kind"] == "KafkaClusterList"
+    assert body["metadata"]["self"] == f"{proxy.url}/v3/clusters"
+    (cluster,) = body["data"]
+    base = f"{proxy.url}/v3/clusters/{cluster_id}"
+    assert cluster["kind"] == "KafkaCluster" and cluster["cluster_id"] == cluster_id
+    assert cluster["metadata"] == {"self": base, "resource_name": f"crn:///kafka={cluster_id}"}
+    assert cluster["controller"] == {"related": f"{base}/brokers/0"}
+    assert cluster["topics"] == {"related": f"{base}/topics"}
+    assert http.get(f"/v3/clusters/{cluster_id}").json() == cluster
+
+    brokers = http.get(f"/v3/clusters/{cluster_id}/brokers").json()
+    assert brokers["kind"] == "KafkaBrokerList"
+    (broker,) = brokers["data"]
+    assert (broker["broker_id"], broker["host"], broker["port"]) == (
+        0, "127.0.0.1", fast_broker.port,
+    )
+    assert broker["configs"] == {"related": f"{base}/brokers/0/configs"}
+    assert http.get(f"/v3/clusters/{cluster_id}/brokers/0").json() == broker
+    assert error_of(http.get(f"/v3/clusters/{cluster_id}/brokers/7")) == (404, 404)
+    for path in ("", "/brokers", "/topics", "/consumer-groups", "/acls", "/broker-configs"):
+        assert error_of(http.get(f"/v3/clusters/no-such-cluster{path}")) == (404, 404)
+
+
+def test_create_describe_grow_and_delete_a_topic(
+    fast_broker: RunningBroker, http: httpx.Client, cluster: str
+) -> None:
+    created = post(http, f"{cluster}/topics", {
+        "topic_name": "orders", "partitions_count": 3, "replication_factor": 1,
+        "configs": [{"name": "cleanup.policy", "value": "compact"}],
+    })
+    assert created.status_code == 201, created.text
+    topic = created.json()
+    assert created.headers["location"] == topic["metadata"]["self"]
+    assert topic["metadata"]["self"].endswith(f"{cluster}/topics/orders")
+    assert (topic["kind"], topic["topic_name"], topic["partitions_count"],
+            topic["replication_factor"], topic["is_internal"]) == (
+        "KafkaTopic", "orders", 3, 1, False,
+    )
+    with admin_of(fast_broker) as admin:
+        assert len(admin.describe_topics(["orders"])["orders"].partitions) == 3
+        configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "orders")])
+        assert next(iter(configs.values()))["cleanup.policy"].value == "compact"
+
+    assert http.get(f"{cluster}/topics/orders").json() == topic
+    listed = http.get(f"{cluster}/topics").json()
+    assert listed["kind"] == "KafkaTopicList"
+    assert [t["topic_name"] for t in listed["data"]] == ["orders"]
+
+    partitions = http.get(f"{cluster}/topics/orders/partitions").json()
+    assert [p["partition_id"] for p in partitions["data"]] == [0, 1, 2]
+    partition = http.get(f"{cluster}/topics/orders/partitions/1").json()
+    assert partition == partitions["data"][1]
+    assert partition["leader"]["related"].endswith("/topics/orders/partitions/1/replicas/0")
+    replicas = http.get(f"{cluster}/topics/orders/partitions/1/replicas").json()
+    (replica,) = replicas["data"]
+    assert (replica["broker_id"], replica["is_leader"], replica["is_in_sync"]) == (0, True, True)
+    assert http.get(f"{cluster}/topics/orders/partitions/1/replicas/0").json() == replica
+    assert error_of(http.get(f"{cluster}/topics/orders/partitions/3")) == (404, 40403)
+    assert error_of(http.get(f"{cluster}/topics/orders/partitions/1/replicas/5")) == (404, 404)
+
+    grown = http.patch(f"{cluster}/topics/orders", content=json.dumps({"partitions_count": 5}),
+                       headers={"Content-Type": "application/json"})
+    assert grown.status_code == 200 and grown.json()["partitions_count"] == 5
+
+    # a dry run answers 200 and creates nothing
+    dry = post(http, f"{cluster}/topics", {"topic_name": "dry", "partitions_count": 2,
+                                           "validate_only": True})
+    assert dry.status_code == 200 and dry.json()["partitions_count"] == 2
+
+    assert http.delete(f"{cluster}/topics/orders").status_code == 204
+    with admin_of(fast_broker) as admin:
+        wait_for(lambda: "orders" not in admin.list_topics(), 30, what="orders deleted")
+        assert "dry" not in admin.list_topics()
+    assert error_of(http.get(f"{cluster}/topics/orders")) == (404, 40403)
+    assert error_of(http.delete(f"{cluster}/topics/orders")) == (404, 40403)
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+BAD: list[tuple[str, str, str, Any, int, int]] = [
+    # (method, path under the cluster, content type, body, status, error_code)
+    ("POST", "/topics", "application/json", "{not json", 400, 400),
+    ("POST", "/topics", "text/plain", {"topic_name": "t1"}, 415, 415),
+    ("POST", "/topics", "application/json", "", 422, 42206),
+    ("POST", "/topics", "application/json", [1, 2], 400, 400),
+    ("POST", "/topics", "application/json", {"topic_name": "bad name!"}, 422, 42206),
+    ("POST", "/topics", "application/json", {"topic_name": "kept"}, 400, 40002),
+    ("POST", "/topics", "application/json",
+     {"topic_name": "t2", "replication_factor": 3}, 400, 40002),
+    ("PATCH", "/topics/kept", "application/json", {"partitions_count": 1}, 400, 40002),
+    ("DELETE", "/topics/unknown", "application/json", None, 404, 40403),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type", "body", "status", "code"), BAD,
+    ids=[f"{m} {p} {t} -> {c}" for m, p, t, _, _, c in BAD],
+)
+def test_bad_requests_change_nothing(
+    fast_broker: RunningBroker, http: httpx.Client, cluster: str, method: str, path: str,
+    content_type: str, body: Any, status: int, code: int,
+) -> None:
+    create_topic(fast_broker.bootstrap, "kept", 2)
+    content = body if isinstance(body, str) or body is None else json.dumps(body)
+    response = http.request(method, cluster + path, content=content,
+                            headers={"Content-Type": content_type})
+    assert error_of(response) == (status, code)
+    with admin_of(fast_broker) as admin:
+        assert admin.list_topics() == ["kept"]
+        assert len(admin.describe_topics(["kept"])["kept"].partitions) == 2
+        end = admin.list_offsets({TopicPartition("kept", p): "latest" for p in (0, 1)})
+        assert [o.offset for o in end.values()] == [0, 0]
+        resource = ConfigResource(ResourceType.TOPIC, "kept")
+        assert admin.describe_configs([resource])[resource]["retention.ms"].is_default
+
+
+def test_unknown_paths_and_methods(http: httpx.Client, cluster: str) -> None:
+    assert error_of(http.get(f"{cluster}/no-such-resource")) == (404, 404)
+    assert error_of(http.put(f"{cluster}/topics")) == (405, 405)
+    response = http.get("/v3/clusters/none/topics")
+    assert response.headers["content-type"] == "application/json"
+
