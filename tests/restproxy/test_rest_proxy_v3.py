@@ -178,6 +178,91 @@ def test_create_describe_grow_and_delete_a_topic(
     assert error_of(http.delete(f"{cluster}/topics/orders")) == (404, 40403)
 
 
+# -- configs -------------------------------------------------------------------------------
+
+
+def test_topic_configs(fast_broker: RunningBroker, http: httpx.Client, cluster: str) -> None:
+    create_topic(fast_broker.bootstrap, "settings")
+    base = f"{cluster}/topics/settings/configs"
+    listed = http.get(base).json()
+    assert listed["kind"] == "KafkaTopicConfigList"
+    by_name = {c["name"]: c for c in listed["data"]}
+    retention = by_name["retention.ms"]
+    assert (retention["kind"], retention["topic_name"], retention["is_default"],
+            retention["source"]) == ("KafkaTopicConfig", "settings", True, "DEFAULT_CONFIG")
+    assert retention["metadata"]["self"].endswith(f"{base}/retention.ms")
+    assert http.get(f"{base}/retention.ms").json() == retention
+
+    def value(name: str) -> tuple[str | None, str]:
+        with admin_of(fast_broker) as admin:
+            resource = ConfigResource(ResourceType.TOPIC, "settings")
+            entry = admin.describe_configs([resource])[resource][name]
+        return entry.value, entry.source.name
+
+    put = http.put(f"{base}/retention.ms", content=json.dumps({"value": "60000"}),
+                   headers={"Content-Type": "application/json"})
+    assert put.status_code == 204, put.text
+    assert value("retention.ms") == ("60000", "DYNAMIC_TOPIC_CONFIG")
+    shown = http.get(f"{base}/retention.ms").json()
+    assert (shown["value"], shown["source"], shown["is_default"]) == (
+        "60000", "DYNAMIC_TOPIC_CONFIG", False,
+    )
+    assert http.delete(f"{base}/retention.ms").status_code == 204
+    assert value("retention.ms")[1] == "DEFAULT_CONFIG"
+
+    altered = post(http, f"{base}:alter", {"data": [
+        {"name": "cleanup.policy", "value": "compact"},
+        {"name": "segment.ms", "value": "100000", "operation": "SET"},
+    ]})
+    assert altered.status_code == 204, altered.text
+    assert value("cleanup.policy") == ("compact", "DYNAMIC_TOPIC_CONFIG")
+    assert value("segment.ms") == ("100000", "DYNAMIC_TOPIC_CONFIG")
+    post(http, f"{base}:alter", {"data": [{"name": "cleanup.policy", "operation": "DELETE"}]})
+    assert value("cleanup.policy")[1] == "DEFAULT_CONFIG"
+
+    every = http.get(f"{cluster}/topics/-/configs").json()
+    assert {c["topic_name"] for c in every["data"]} == {"settings"}
+    assert error_of(http.get(f"{base}/no.such.config")) == (404, 404)
+    assert error_of(http.get(f"{cluster}/topics/nothing/configs")) == (404, 40403)
+    bad_value = http.put(f"{base}/retention.ms", content=json.dumps({"value": "soon"}),
+                         headers={"Content-Type": "application/json"})
+    assert error_of(bad_value) == (400, 40002)
+    assert value("segment.ms") == ("100000", "DYNAMIC_TOPIC_CONFIG")
+
+
+def test_broker_and_cluster_wide_configs(
+    fast_broker: RunningBroker, http: httpx.Client, cluster: str
+) -> None:
+    listed = http.get(f"{cluster}/brokers/0/configs").json()
+    assert listed["kind"] == "KafkaBrokerConfigList"
+    entry = {c["name"]: c for c in listed["data"]}["log.retention.ms"]
+    assert entry["broker_id"] == 0 and entry["kind"] == "KafkaBrokerConfig"
+    put = http.put(f"{cluster}/brokers/0/configs/log.retention.ms",
+                   content=json.dumps({"value": "5000"}),
+                   headers={"Content-Type": "application/json"})
+    assert put.status_code == 204, put.text
+    shown = http.get(f"{cluster}/brokers/0/configs/log.retention.ms").json()
+    assert (shown["value"], shown["source"]) == ("5000", "DYNAMIC_BROKER_CONFIG")
+    assert {c["broker_id"] for c in http.get(f"{cluster}/brokers/-/configs").json()["data"]} == {0}
+
+    assert http.get(f"{cluster}/broker-configs").json()["data"] == []
+    put = http.put(f"{cluster}/broker-configs/log.retention.minutes",
+                   content=json.dumps({"value": "30"}),
+                   headers={"Content-Type": "application/json"})
+    assert put.status_code == 204, put.text
+    (default,) = http.get(f"{cluster}/broker-configs").json()["data"]
+    assert (default["kind"], default["name"], default["value"], default["config_type"],
+            default["source"]) == (
+        "KafkaClusterConfig", "log.retention.minutes", "30", "BROKER",
+        "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    )
+    assert http.delete(f"{cluster}/broker-configs/log.retention.minutes").status_code == 204
+    assert http.get(f"{cluster}/broker-configs").json()["data"] == []
+    refused = http.put(f"{cluster}/brokers/0/configs/broker.id", content=json.dumps({"value": "7"}),
+                       headers={"Content-Type": "application/json"})
+    assert error_of(refused) == (400, 40002)
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 BAD: list[tuple[str, str, str, Any, int, int]] = [
@@ -192,6 +277,12 @@ BAD: list[tuple[str, str, str, Any, int, int]] = [
      {"topic_name": "t2", "replication_factor": 3}, 400, 40002),
     ("PATCH", "/topics/kept", "application/json", {"partitions_count": 1}, 400, 40002),
     ("DELETE", "/topics/unknown", "application/json", None, 404, 40403),
+    ("PUT", "/topics/kept/configs/retention.ms", "application/json", "{", 400, 400),
+    ("PUT", "/topics/kept/configs/retention.ms", "text/xml", {"value": "1"}, 415, 415),
+    ("POST", "/topics/kept/configs:alter", "application/json", {"data": []}, 422, 42206),
+    ("POST", "/topics/kept/configs:alter", "application/json",
+     {"data": [{"name": "retention.ms", "value": "1"}, {"name": "nope", "value": "1"}]},
+     400, 40002),
 ]
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from logbus.restproxy.v3 import clusters, topics
+from logbus.restproxy.v3 import clusters, configs, topics
 
 # configs first: `topics/-/configs` and `brokers/-/configs` before the routes that
 # would read "-" as a topic or broker
 ROUTES: list[tuple[str, Any, list[str]]] = [
+    *configs.ROUTES,
     *clusters.ROUTES,
     *topics.ROUTES,
 ]
