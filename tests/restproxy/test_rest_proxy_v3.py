@@ -7,8 +7,11 @@ Admin client, not through the proxy)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -263,6 +266,128 @@ def test_broker_and_cluster_wide_configs(
     assert error_of(refused) == (400, 40002)
 
 
+# -- producing ----------------------------------------------------------------------------
+
+
+def test_produce_records_one_answer_each(
+    fast_broker: RunningBroker, http: httpx.Client, cluster: str
+) -> None:
+    create_topic(fast_broker.bootstrap, "events", 2)
+    path = f"{cluster}/topics/events/records"
+    answers = produce(
+        http, path,
+        {"partition_id": 1, "key": {"type": "STRING", "data": "k1"},
+         "value": {"type": "JSON", "data": {"n": 1}},
+         "headers": [{"name": "h", "value": base64.b64encode(b"hv").decode()}],
+         "timestamp": "2021-02-05T19:14:42.000Z"},
+        {"partition_id": 1, "value": {"type": "BINARY", "data": 1}},  # not base64: refused
+        {"partition_id": 1,
+         "value": {"type": "BINARY", "data": base64.b64encode(b"\0\1").decode()}},
+        {"partition_id": 1, "key": {"type": "JSON", "data": None},
+         "value": {"type": "STRING", "data": "plain"}},
+    )
+    assert len(answers) == 4
+    first, bad, third, fourth = answers
+    assert first == {
+        "error_code": 200, "cluster_id": cluster.rsplit("/", 1)[1], "topic_name": "events",
+        "partition_id": 1, "offset": 0, "timestamp": "2021-02-05T19:14:42.000Z",
+        "key": {"type": "STRING", "size": 2}, "value": {"type": "JSON", "size": 7},
+    }
+    assert bad == {"error_code": 400, "message": "Bad Request: data=1 is not a base64 string."}
+    assert (third["offset"], third["value"]) == (1, {"type": "BINARY", "size": 2})
+    assert (fourth["offset"], fourth["key"]) == (2, {"type": "JSON", "size": 0})
+
+    got = read_back(fast_broker.bootstrap, "events", 3)
+    assert [(m.key(), m.value()) for m in got] == [
+        (b"k1", b'{"n":1}'), (None, b"\0\1"), (None, b"plain"),
+    ]
+    assert got[0].headers() == [("h", b"hv")]
+    assert got[0].timestamp()[1] == 1612552482000
+    # a record without a timestamp gets the producer's clock, and the answer says which
+    stored = datetime.fromtimestamp(got[1].timestamp()[1] / 1000, UTC)
+    assert datetime.fromisoformat(third["timestamp"]) == stored
+
+    # without a partition, the key chooses one (murmur2, as Kafka's producer)
+    placed = produce(http, path, *({"key": {"type": "STRING", "data": "same"},
+                                    "value": {"type": "STRING", "data": str(i)}}
+                                   for i in range(5)))
+    assert len({a["partition_id"] for a in placed}) == 1
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_a_streamed_produce_answers_each_record_before_the_next_is_sent(
+    fast_broker: RunningBroker, proxy: ProxyServer, cluster: str
+) -> None:
+    """Confluent's streaming mode: one connection, a chunked body; the answer to each
+    record arrives while the request is still open."""
+    create_topic(fast_broker.bootstrap, "stream")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {cluster}/topics/stream/records HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        received = b""
+        for i in range(3):
+            record = json.dumps({"value": {"type": "JSON", "data": i}}).encode()
+            sock.sendall(_chunk(record))
+            while received.count(b'"error_code"') <= i:
+                data = sock.recv(65536)
+                assert data, "the proxy closed the connection"
+                received += data
+        sock.sendall(b"0\r\n\r\n")
+        while not received.endswith(b"0\r\n\r\n"):
+            data = sock.recv(65536)
+            if not data:
+                break
+            received += data
+    assert received.startswith(b"HTTP/1.1 200")
+    offsets = [json.loads(line)["offset"] for line in received.split(b"\n")
+               if line.startswith(b'{"error_code"')]
+    assert offsets == [0, 1, 2]
+
+
+def test_produce_avro_through_the_registry(
+    fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer], sr_clients: Any,
+    registry_factory: Callable[..., Any],
+) -> None:
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry = registry_factory(fast_broker.bootstrap)
+    proxy = proxy_factory(fast_broker.bootstrap, schema_registry_url=registry.url)
+    create_topic(fast_broker.bootstrap, "people")
+    schema = json.dumps({"type": "record", "name": "Person",
+                         "fields": [{"name": "name", "type": "string"}]})
+    with httpx.Client(base_url=proxy.url, timeout=60) as http:
+        cluster_id = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        path = f"/v3/clusters/{cluster_id}/topics/people/records"
+        registered = produce(http, path, {"value": {"type": "AVRO", "schema": schema,
+                                                    "data": {"name": "ada"}}})[0]
+        schema_id = sr_clients(registry).get_latest_version("people-value").schema_id
+        assert registered["value"] == {"type": "AVRO", "subject": "people-value",
+                                       "schema_id": schema_id, "schema_version": 1, "size": 9}
+        by_id, latest, bad = produce(
+            http, path,
+            {"value": {"schema_id": schema_id, "data": {"name": "alan"}}},
+            {"value": {"data": {"name": "grace"}}},  # the subject's latest version
+            {"value": {"data": {"age": 3}}},  # does not fit the schema
+        )
+        assert (by_id["error_code"], latest["error_code"]) == (200, 200)
+        assert latest["value"]["schema_version"] == 1
+        assert bad["error_code"] == 42203
+        missing = produce(http, path, {"value": {"schema_version": 9, "data": {"name": "x"}}})
+        assert missing[0]["error_code"] == 40403
+    deserializer = AvroDeserializer(sr_clients(registry))
+    context = SerializationContext("people", MessageField.VALUE)
+    got = read_back(fast_broker.bootstrap, "people", 3)
+    assert [deserializer(m.value(), context) for m in got] == [
+        {"name": "ada"}, {"name": "alan"}, {"name": "grace"},
+    ]
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 BAD: list[tuple[str, str, str, Any, int, int]] = [
@@ -277,6 +402,8 @@ BAD: list[tuple[str, str, str, Any, int, int]] = [
      {"topic_name": "t2", "replication_factor": 3}, 400, 40002),
     ("PATCH", "/topics/kept", "application/json", {"partitions_count": 1}, 400, 40002),
     ("DELETE", "/topics/unknown", "application/json", None, 404, 40403),
+    ("POST", "/topics/unknown/records", "application/json", {"value": {"data": 1}}, 404, 40403),
+    ("POST", "/topics/kept/records", "text/plain", {"value": {"data": 1}}, 415, 415),
     ("PUT", "/topics/kept/configs/retention.ms", "application/json", "{", 400, 400),
     ("PUT", "/topics/kept/configs/retention.ms", "text/xml", {"value": "1"}, 415, 415),
     ("POST", "/topics/kept/configs:alter", "application/json", {"data": []}, 422, 42206),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from logbus.restproxy.v3 import clusters, configs, topics
+from logbus.restproxy.v3 import clusters, configs, records, topics
 
 # configs first: `topics/-/configs` and `brokers/-/configs` before the routes that
 # would read "-" as a topic or broker
@@ -19,6 +19,7 @@ ROUTES: list[tuple[str, Any, list[str]]] = [
     *configs.ROUTES,
     *clusters.ROUTES,
     *topics.ROUTES,
+    *records.ROUTES,
 ]
 
 __all__ = ["ROUTES"]
