@@ -388,6 +388,73 @@ def test_produce_avro_through_the_registry(
     ]
 
 
+# -- consumer groups ----------------------------------------------------------------------
+
+
+def test_consumer_groups_members_and_lag(
+    fast_broker: RunningBroker, http: httpx.Client, cluster: str
+) -> None:
+    from confluent_kafka import Consumer
+
+    create_topic(fast_broker.bootstrap, "work", 2)
+    path = f"{cluster}/topics/work/records"
+    produce(http, path, *({"partition_id": i % 2, "value": {"type": "STRING", "data": str(i)}}
+                          for i in range(10)))
+    with admin_of(fast_broker) as admin:
+        # an idle group that committed 2 of partition 0's 5 records and none of partition 1
+        admin.alter_consumer_group_offsets("idle", {TopicPartition("work", 0): 2,
+                                                    TopicPartition("work", 1): 5})
+    consumer = Consumer({"bootstrap.servers": fast_broker.bootstrap, "group.id": "live",
+                         "client.id": "worker-1", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["work"])
+        wait_for(lambda: consumer.poll(0.2) is not None and bool(consumer.assignment()), 60,
+                 interval=0.0, what="the live consumer's assignment")
+        groups = http.get(f"{cluster}/consumer-groups").json()
+        assert groups["kind"] == "KafkaConsumerGroupList"
+        assert [g["consumer_group_id"] for g in groups["data"]] == ["idle", "live"]
+
+        def live_group() -> dict[str, Any]:
+            found: dict[str, Any] = http.get(f"{cluster}/consumer-groups/live").json()
+            return found
+
+        wait_for(lambda: live_group()["state"] == "STABLE", 30, what="a stable group")
+        live = live_group()
+        assert (live["kind"], live["is_simple"], live["type"], live["partition_assignor"]) == (
+            "KafkaConsumerGroup", False, "CLASSIC", "range",
+        )
+        assert live["coordinator"]["related"].endswith(f"{cluster}/brokers/0")
+        (member,) = http.get(f"{cluster}/consumer-groups/live/consumers").json()["data"]
+        assert member["client_id"] == "worker-1" and member["kind"] == "KafkaConsumer"
+        member_path = f"{cluster}/consumer-groups/live/consumers/{member['consumer_id']}"
+        assert http.get(member_path).json() == member
+        assigned = http.get(f"{member_path}/assignments").json()["data"]
+        assert [(a["topic_name"], a["partition_id"]) for a in assigned] == [
+            ("work", 0), ("work", 1),
+        ]
+        assert http.get(f"{member_path}/assignments/work/partitions/1").json() == assigned[1]
+        assert error_of(http.get(f"{cluster}/consumer-groups/live/consumers/nobody")) == (404, 404)
+    finally:
+        consumer.close()
+
+    idle = http.get(f"{cluster}/consumer-groups/idle").json()
+    assert (idle["state"], idle["is_simple"]) == ("EMPTY", True)
+    lags = http.get(f"{cluster}/consumer-groups/idle/lags").json()
+    assert lags["kind"] == "KafkaConsumerLagList"
+    assert [(x["partition_id"], x["current_offset"], x["log_end_offset"], x["lag"],
+             x["consumer_id"]) for x in lags["data"]] == [(0, 2, 5, 3, ""), (1, 5, 5, 0, "")]
+    one = http.get(f"{cluster}/consumer-groups/idle/lags/work/partitions/0").json()
+    assert one == lags["data"][0]
+    summary = http.get(f"{cluster}/consumer-groups/idle/lag-summary").json()
+    assert (summary["kind"], summary["max_lag"], summary["total_lag"],
+            summary["max_lag_topic_name"], summary["max_lag_partition_id"]) == (
+        "KafkaConsumerGroupLagSummary", 3, 3, "work", 0,
+    )
+    assert summary["max_lag_partition"]["related"].endswith(f"{cluster}/topics/work/partitions/0")
+    assert error_of(http.get(f"{cluster}/consumer-groups/nothing")) == (404, 404)
+    assert error_of(http.get(f"{cluster}/consumer-groups/nothing/lags")) == (404, 404)
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 BAD: list[tuple[str, str, str, Any, int, int]] = [
@@ -410,6 +477,7 @@ BAD: list[tuple[str, str, str, Any, int, int]] = [
     ("POST", "/topics/kept/configs:alter", "application/json",
      {"data": [{"name": "retention.ms", "value": "1"}, {"name": "nope", "value": "1"}]},
      400, 40002),
+    ("GET", "/consumer-groups/unknown/lag-summary", "application/json", None, 404, 404),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from logbus.restproxy.v3 import clusters, configs, records, topics
+from logbus.restproxy.v3 import clusters, configs, groups, records, topics
 
 # configs first: `topics/-/configs` and `brokers/-/configs` before the routes that
 # would read "-" as a topic or broker
@@ -20,6 +20,7 @@ ROUTES: list[tuple[str, Any, list[str]]] = [
     *clusters.ROUTES,
     *topics.ROUTES,
     *records.ROUTES,
+    *groups.ROUTES,
 ]
 
 __all__ = ["ROUTES"]
