@@ -32,6 +32,7 @@ from kafka_wire import wait_for
 from logbus import Admin
 from logbus.client.admin import ConfigResource, ResourceType
 from logbus.client.types import TopicPartition
+from logbus.protocol.acl_types import AclBindingFilter
 
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
@@ -455,6 +456,69 @@ def test_consumer_groups_members_and_lag(
     assert error_of(http.get(f"{cluster}/consumer-groups/nothing/lags")) == (404, 404)
 
 
+# -- ACLs ---------------------------------------------------------------------------------
+
+
+ACL = {"resource_type": "TOPIC", "resource_name": "orders-", "pattern_type": "PREFIXED",
+       "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}
+
+
+def test_acls_create_search_and_delete(
+    broker_factory: Callable[..., RunningBroker], proxy_factory: Callable[..., ProxyServer]
+) -> None:
+    # the proxy connects as User:ANONYMOUS, made a super user to manage ACLs
+    broker = broker_factory(authorizer_class_name=AUTHORIZER, super_users="User:ANONYMOUS")
+    proxy = proxy_factory(broker.bootstrap)
+    with httpx.Client(base_url=proxy.url, timeout=60) as http:
+        cluster = f"/v3/clusters/{http.get('/v3/clusters').json()['data'][0]['cluster_id']}"
+        created = post(http, f"{cluster}/acls", ACL)
+        assert created.status_code == 201, created.text
+        assert "resource_type=TOPIC" in created.headers["location"]
+        batch = post(http, f"{cluster}/acls:batch", {"data": [
+            {**ACL, "resource_type": "GROUP", "resource_name": "g", "pattern_type": "LITERAL"},
+            {**ACL, "principal": "User:bob", "operation": "WRITE"},
+        ]})
+        assert batch.status_code == 201, batch.text
+        with admin_of(broker) as admin:
+            assert len(admin.describe_acls(AclBindingFilter())) == 3
+
+        found = http.get(f"{cluster}/acls", params={"principal": "User:alice"}).json()
+        assert found["kind"] == "KafkaAclList"
+        assert [(a["resource_type"], a["resource_name"]) for a in found["data"]] == [
+            ("GROUP", "g"), ("TOPIC", "orders-"),
+        ]
+        topic_acl = found["data"][1]
+        assert {k: topic_acl[k] for k in ACL} == ACL
+        assert topic_acl["kind"] == "KafkaAcl"
+        matching = http.get(f"{cluster}/acls", params={
+            "resource_type": "topic", "resource_name": "orders-1", "pattern_type": "match",
+        }).json()["data"]
+        assert sorted(a["principal"] for a in matching) == ["User:alice", "User:bob"]
+
+        deleted = http.delete(f"{cluster}/acls", params={
+            "resource_type": "TOPIC", "pattern_type": "ANY", "operation": "ANY",
+            "permission": "ALLOW", "principal": "User:bob",
+        })
+        assert deleted.status_code == 200, deleted.text
+        assert [a["principal"] for a in deleted.json()["data"]] == ["User:bob"]
+
+        # bad input: refused, nothing changed
+        assert error_of(http.delete(f"{cluster}/acls")) == (400, 400)
+        assert error_of(post(http, f"{cluster}/acls", {**ACL, "operation": "ANY"})) == (400, 400)
+        assert error_of(post(http, f"{cluster}/acls", {**ACL, "operation": "FLY"})) == (400, 400)
+        missing = {k: v for k, v in ACL.items() if k != "principal"}
+        assert error_of(post(http, f"{cluster}/acls", missing)) == (422, 42206)
+        assert error_of(http.get(f"{cluster}/acls", params={"permission": "unknown"})) == (
+            400, 400,
+        )
+        with admin_of(broker) as admin:
+            assert len(admin.describe_acls(AclBindingFilter())) == 2
+
+
+def test_acls_without_an_authorizer(http: httpx.Client, cluster: str) -> None:
+    assert error_of(post(http, f"{cluster}/acls", ACL)) == (400, 40002)
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 BAD: list[tuple[str, str, str, Any, int, int]] = [
@@ -508,4 +572,3 @@ def test_unknown_paths_and_methods(http: httpx.Client, cluster: str) -> None:
     assert error_of(http.put(f"{cluster}/topics")) == (405, 405)
     response = http.get("/v3/clusters/none/topics")
     assert response.headers["content-type"] == "application/json"
-

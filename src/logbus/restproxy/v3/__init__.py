@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from logbus.restproxy.v3 import clusters, configs, groups, records, topics
+from logbus.restproxy.v3 import acls, clusters, configs, groups, records, topics
 
 # configs first: `topics/-/configs` and `brokers/-/configs` before the routes that
 # would read "-" as a topic or broker
@@ -21,6 +21,7 @@ ROUTES: list[tuple[str, Any, list[str]]] = [
     *topics.ROUTES,
     *records.ROUTES,
     *groups.ROUTES,
+    *acls.ROUTES,
 ]
 
 __all__ = ["ROUTES"]
