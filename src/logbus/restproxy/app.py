@@ -1,6 +1,7 @@
 """The REST proxy's HTTP API: Confluent REST Proxy's v2 resources (produce in the
-embedded formats, consumer instances, topics, partitions and brokers metadata) as a
-Starlette application, with Confluent's `{"error_code", "message"}` error bodies.
+embedded formats, consumer instances, topics, partitions and brokers metadata) and its v3
+resources (`v3.ROUTES`) as a Starlette application, with Confluent's
+`{"error_code", "message"}` error bodies (in each API's media type).
 
 The entry point is `create_app`.
 """
