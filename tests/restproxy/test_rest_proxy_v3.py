@@ -163,6 +163,15 @@ def test_create_describe_grow_and_delete_a_topic(
     assert (replica["broker_id"], replica["is_leader"], replica["is_in_sync"]) == (0, True, True)
     assert http.get(f"{cluster}/topics/orders/partitions/1/replicas/0").json() == replica
     assert error_of(http.get(f"{cluster}/topics/orders/partitions/3")) == (404, 40403)
+    held = http.get(f"{cluster}/brokers/0/partition-replicas").json()
+    assert [(r["topic_name"], r["partition_id"]) for r in held["data"]] == [
+        ("orders", 0), ("orders", 1), ("orders", 2),
+    ]
+    # no reassignment is in progress
+    for path in ("/topics/-/partitions/-/reassignment", "/topics/orders/partitions/-/reassignment"):
+        listed = http.get(cluster + path).json()
+        assert (listed["kind"], listed["data"]) == ("KafkaReassignmentList", [])
+    assert error_of(http.get(f"{cluster}/topics/orders/partitions/1/reassignment")) == (404, 404)
     assert error_of(http.get(f"{cluster}/topics/orders/partitions/1/replicas/5")) == (404, 404)
 
     grown = http.patch(f"{cluster}/topics/orders", content=json.dumps({"partitions_count": 5}),
@@ -307,6 +316,11 @@ def test_produce_records_one_answer_each(
     # a record without a timestamp gets the producer's clock, and the answer says which
     stored = datetime.fromtimestamp(got[1].timestamp()[1] / 1000, UTC)
     assert datetime.fromisoformat(third["timestamp"]) == stored
+
+    offsets = http.get(f"{cluster}/topics/events/partitions/1/offset").json()
+    assert (offsets["kind"], offsets["earliest_offset"], offsets["latest_offset"]) == (
+        "KafkaPartitionWithOffsets", 0, 3,
+    )
 
     # without a partition, the key chooses one (murmur2, as Kafka's producer)
     placed = produce(http, path, *({"key": {"type": "STRING", "data": "same"},

@@ -1,7 +1,8 @@
 """The v3 topic, partition and replica resources: `.../topics` (list, create),
 `.../topics/{topic_name}` (get, PATCH the partition count, delete),
-`.../topics/{topic_name}/partitions[/{partition_id}]` and
-`.../partitions/{partition_id}/replicas[/{broker_id}]`."""
+`.../topics/{topic_name}/partitions[/{partition_id}]` (with `/offset`: the earliest and
+latest), `.../partitions/{partition_id}/replicas[/{broker_id}]` and a broker's replicas
+(`.../brokers/{broker_id}/partition-replicas`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from starlette.requests import Request
 
 from logbus.client.admin import NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from logbus.client.errors import KafkaError
+from logbus.client.types import TopicPartition
 from logbus.protocol import ErrorCode
+from logbus.restproxy.v3.clusters import broker_of
 from logbus.restproxy.v3.resources import (
     Links,
     V3Response,
@@ -213,6 +216,36 @@ async def get_replica(request: Request) -> Any:
     return replica_json(site, request.path_params["topic_name"], info, broker)
 
 
+async def partition_offsets(request: Request) -> Any:
+    """`GET .../partitions/{partition_id}/offset`: its earliest and latest offsets."""
+    site = await links(request)
+    topic = request.path_params["topic_name"]
+    info = await partition_of(request)
+    tp = TopicPartition(topic, info.partition)
+    earliest = await admin(request).list_offsets({tp: "earliest"})
+    latest = await admin(request).list_offsets({tp: "latest"})
+    p = info.partition
+    return site.resource(
+        "KafkaPartitionWithOffsets", ("topics", topic, "partitions", p, "offset"),
+        (("topic", topic), ("partition", p), ("offset", "")),
+        topic_name=topic, partition_id=p,
+        earliest_offset=earliest[tp].offset, latest_offset=latest[tp].offset,
+    )
+
+
+async def broker_replicas(request: Request) -> Any:
+    """`GET .../brokers/{broker_id}/partition-replicas`: every replica the broker holds."""
+    site = await links(request)
+    broker = (await broker_of(request)).node_id
+    found = await admin(request).describe_topics()
+    data = [
+        replica_json(site, name, info.partitions[p], broker)
+        for name, info in sorted(found.items()) if info.error_code == ErrorCode.NONE
+        for p in sorted(info.partitions) if broker in info.partitions[p].replicas
+    ]
+    return site.collection("KafkaReplicaList", ("brokers", broker, "partition-replicas"), data)
+
+
 _TOPICS = "/v3/clusters/{cluster_id}/topics"
 _PARTITION = _TOPICS + "/{topic_name}/partitions/{partition_id}"
 ROUTES: list[tuple[str, Any, list[str]]] = [
@@ -225,4 +258,7 @@ ROUTES: list[tuple[str, Any, list[str]]] = [
     (_PARTITION, get_partition, ["GET"]),
     (_PARTITION + "/replicas", list_replicas, ["GET"]),
     (_PARTITION + "/replicas/{broker_id}", get_replica, ["GET"]),
+    (_PARTITION + "/offset", partition_offsets, ["GET"]),
+    ("/v3/clusters/{cluster_id}/brokers/{broker_id}/partition-replicas", broker_replicas,
+     ["GET"]),
 ]
