@@ -329,6 +329,35 @@ def test_produce_records_one_answer_each(
     assert len({a["partition_id"] for a in placed}) == 1
 
 
+def test_produce_a_batch(fast_broker: RunningBroker, http: httpx.Client, cluster: str) -> None:
+    create_topic(fast_broker.bootstrap, "batched")
+    path = f"{cluster}/topics/batched/records:batch"
+    response = post(http, path, {"entries": [
+        {"id": "a", "value": {"type": "STRING", "data": "first"}},
+        {"id": "b", "value": {"type": "BINARY", "data": "not base64!"}},
+        {"id": "c", "key": {"type": "JSON", "data": [1]}, "value": {"type": "STRING",
+                                                                    "data": "third"}},
+    ]})
+    assert response.status_code == 207, response.text
+    body = response.json()
+    assert [(s["id"], s["offset"], s["partition_id"]) for s in body["successes"]] == [
+        ("a", 0, 0), ("c", 1, 0),
+    ]
+    assert body["successes"][1]["key"] == {"type": "JSON", "size": 3}
+    assert body["failures"] == [{"id": "b", "error_code": 400, "message":
+                                 'Bad Request: data="not base64!" is not a valid base64 string.'}]
+    got = read_back(fast_broker.bootstrap, "batched", 2)
+    assert [(m.key(), m.value()) for m in got] == [(None, b"first"), (b"[1]", b"third")]
+
+    one = {"id": "x", "value": {"type": "STRING", "data": "x"}}
+    for bad in ({"entries": []}, {"entries": [one, one]}, {"entries": [{**one, "id": 7}]},
+                {"entries": [{**one, "id": str(i)} for i in range(11)]}, {"records": []}):
+        assert error_of(post(http, path, bad)) == (422, 42208)
+    with admin_of(fast_broker) as admin:
+        end = admin.list_offsets({TopicPartition("batched", 0): "latest"})
+    assert next(iter(end.values())).offset == 2
+
+
 def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
@@ -549,6 +578,8 @@ BAD: list[tuple[str, str, str, Any, int, int]] = [
     ("DELETE", "/topics/unknown", "application/json", None, 404, 40403),
     ("POST", "/topics/unknown/records", "application/json", {"value": {"data": 1}}, 404, 40403),
     ("POST", "/topics/kept/records", "text/plain", {"value": {"data": 1}}, 415, 415),
+    ("POST", "/topics/kept/records", "application/json", "", 422, 42206),
+    ("POST", "/topics/kept/records:batch", "application/xml", {"entries": []}, 415, 415),
     ("PUT", "/topics/kept/configs/retention.ms", "application/json", "{", 400, 400),
     ("PUT", "/topics/kept/configs/retention.ms", "text/xml", {"value": "1"}, 415, 415),
     ("POST", "/topics/kept/configs:alter", "application/json", {"data": []}, 422, 42206),

@@ -204,6 +204,7 @@ def create_app(
     schema_registry_url: str | None = None,
     instance_timeout_ms: int = 300_000,
     request_timeout_ms: int = 1000,
+    produce_batch_max_entries: int = 10,
 ) -> Starlette:
     """The proxy for the cluster `client_settings` names (`bootstrap.servers` and the
     security settings every client uses); `producer_settings` and `consumer_settings`
@@ -232,6 +233,7 @@ def create_app(
             app.state.consumers = consumers
             app.state.schemas = SchemaRegistryClient(schema_registry_url)
             app.state.topic_cache = {}
+            app.state.produce_batch_max_entries = produce_batch_max_entries
             yield
         finally:
             await consumers.close()

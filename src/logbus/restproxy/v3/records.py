@@ -49,9 +49,12 @@ from logbus.restproxy.schemas import (
 from logbus.restproxy.v3.resources import (
     V3_JSON,
     Links,
+    V3Response,
     check_json_body,
+    invalid_payload,
     kafka_error,
     links,
+    object_body,
 )
 from logbus.restproxy.v3.topics import describe
 from logbus.restproxy.web import MAX_BODY_BYTES
@@ -244,52 +247,20 @@ async def json_values(request: Request) -> AsyncIterator[Any]:
 # -- producing --------------------------------------------------------------------------
 
 
-class RecordStream:
-    """One produce request: reads records from the body, encodes and sends each, and
-    streams the answers in order. The reader task is owned by the answer's iterator
-    (cancelled when the answer ends or the client goes away)."""
+class RecordSender:
+    """Encodes and sends the records of one request to one topic, each answered with a
+    dict: Confluent's delivery report (`error_code` 200) or its error. Safe on one event
+    loop."""
 
     def __init__(
         self, request: Request, site: Links, topic: TopicDescription, producer: Producer
     ) -> None:
-        self.request = request
         self.links = site
         self.topic = topic
         self.producer = producer
         self.encoder = RecordEncoder(topic.name, request.app.state.schemas)
-        self.answers: asyncio.Queue[Awaitable[dict[str, Any]] | None] = asyncio.Queue(IN_FLIGHT)
 
-    async def body(self) -> AsyncIterator[bytes]:
-        reader = asyncio.create_task(self._read(), name="v3-produce-reader")
-        try:
-            while (answer := await self.answers.get()) is not None:
-                yield json.dumps(await answer, separators=(",", ":")).encode() + b"\n"
-        finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-
-    async def _read(self) -> None:
-        """Read, encode and send every record; then the end of the answers (None). When
-        the answer is cancelled (the client went away) this task is too, and nothing waits
-        for its end any more."""
-        try:
-            async for value in json_values(self.request):
-                if isinstance(value, JsonStreamError):
-                    await self.answers.put(_answered(error_json(value)))
-                    break
-                await self.answers.put(await self._send(value))
-        except ClientDisconnect:
-            pass
-        except Exception as exc:
-            # the answer must still end: a failure of ours ends it with one error
-            log.exception("producing to %s failed", self.topic.name)
-            await self.answers.put(_answered(
-                {"error_code": 500, "message": f"Internal server error: {exc}"}
-            ))
-        await self.answers.put(None)
-
-    async def _send(self, record: Any) -> Awaitable[dict[str, Any]]:
+    async def send(self, record: Any) -> Awaitable[dict[str, Any]]:
         """Encode and hand one record to the producer; the awaitable of its answer."""
         try:
             if not isinstance(record, dict):
@@ -337,6 +308,47 @@ class RecordStream:
         return answer
 
 
+class RecordStream:
+    """One streamed produce request: reads records from the body, sends each, and
+    streams the answers in order. The reader task is owned by the answer's iterator
+    (cancelled when the answer ends or the client goes away)."""
+
+    def __init__(self, records: AsyncIterator[Any], sender: RecordSender) -> None:
+        self.records = records
+        self.sender = sender
+        self.answers: asyncio.Queue[Awaitable[dict[str, Any]] | None] = asyncio.Queue(IN_FLIGHT)
+
+    async def body(self) -> AsyncIterator[bytes]:
+        reader = asyncio.create_task(self._read(), name="v3-produce-reader")
+        try:
+            while (answer := await self.answers.get()) is not None:
+                yield json.dumps(await answer, separators=(",", ":")).encode() + b"\n"
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _read(self) -> None:
+        """Send every record; then the end of the answers (None). When the answer is
+        cancelled (the client went away) this task is too, and nothing waits for its end
+        any more."""
+        try:
+            async for value in self.records:
+                if isinstance(value, JsonStreamError):
+                    await self.answers.put(_answered(error_json(value)))
+                    break
+                await self.answers.put(await self.sender.send(value))
+        except ClientDisconnect:
+            pass
+        except Exception as exc:
+            # the answer must still end: a failure of ours ends it with one error
+            log.exception("producing to %s failed", self.sender.topic.name)
+            await self.answers.put(_answered(
+                {"error_code": 500, "message": f"Internal server error: {exc}"}
+            ))
+        await self.answers.put(None)
+
+
 async def _answered(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
@@ -366,14 +378,68 @@ async def cached_topic(request: Request, topic: str) -> TopicDescription:
     return info
 
 
+async def _prepended(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    yield first
+    async for value in rest:
+        yield value
+
+
 async def produce_records(request: Request) -> Any:
     site = await links(request)
     check_json_body(request)
     topic = await cached_topic(request, request.path_params["topic_name"])
-    stream = RecordStream(request, site, topic, request.app.state.producer)
+    values = json_values(request)
+    # the first record before the answer starts: an empty body is refused with a status
+    first = await anext(values, None)
+    if first is None:
+        raise invalid_payload("Request body is empty. Data is required.")
+    sender = RecordSender(request, site, topic, request.app.state.producer)
+    stream = RecordStream(_prepended(first, values), sender)
     return StreamedAnswer(stream.body(), media_type=V3_JSON)
+
+
+def _batch_entries(body: dict[str, Any], most: int) -> list[dict[str, Any]]:
+    """The entries of a batch request, checked as Confluent checks them (422, 42208)."""
+    entries = body.get("entries")
+    if not isinstance(entries, list):
+        raise ProxyError(422, 42208, "Request body is empty. Data is required.")
+    ids: set[str] = set()
+    for entry in entries:
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= 80:
+            raise ProxyError(422, 42208, "Batch entry identifier is not a valid string.")
+        if entry_id in ids:
+            raise ProxyError(422, 42208, "Batch entry IDs are not distinct.")
+        ids.add(entry_id)
+    if not entries:
+        raise ProxyError(422, 42208, "Empty batch.")
+    if len(entries) > most:
+        raise ProxyError(422, 42208, "Too many entries in batch.")
+    return entries
+
+
+async def produce_batch(request: Request) -> Any:
+    """`POST .../records:batch`: `{"entries": [{"id", ...a record...}]}`, answered
+    207 with the `successes` and `failures`, each naming its entry's id."""
+    site = await links(request)
+    topic = await cached_topic(request, request.path_params["topic_name"])
+    entries = _batch_entries(
+        await object_body(request), request.app.state.produce_batch_max_entries
+    )
+    sender = RecordSender(request, site, topic, request.app.state.producer)
+    pending = [await sender.send(entry) for entry in entries]
+    answers = await asyncio.gather(*pending)
+    successes, failures = [], []
+    for entry, answer in zip(entries, answers, strict=True):
+        code = answer.pop("error_code")
+        if code == 200:
+            successes.append({"id": entry["id"], **answer})
+        else:
+            failures.append({"id": entry["id"], "error_code": code, "message": answer["message"]})
+    return V3Response({"successes": successes, "failures": failures}, status_code=207)
 
 
 ROUTES: list[tuple[str, Any, list[str]]] = [
     ("/v3/clusters/{cluster_id}/topics/{topic_name}/records", produce_records, ["POST"]),
+    ("/v3/clusters/{cluster_id}/topics/{topic_name}/records:batch", produce_batch, ["POST"]),
 ]
