@@ -205,43 +205,99 @@ class JsonStreamError(ProxyError):
     """The body stopped being JSON: the stream ends here."""
 
 
-def _incomplete(error: json.JSONDecodeError, text: str) -> bool:
-    """Whether more bytes could still make `text` a JSON value (a cut-off document),
-    rather than it being malformed already."""
-    return error.msg.startswith("Unterminated string") or error.pos >= len(text) - 5
+class JsonSplitter:
+    """Splits concatenated JSON text, fed in pieces as it arrives, into its values
+    (sans-IO: `feed(text)` returns the values now complete, `end()` those left when the
+    text ends). A value cut off mid-way waits for more; text that cannot become JSON is a
+    JsonStreamError, after which the splitter takes nothing more.
+
+    A cut-off value is parsed again only once the text has doubled since the last try or
+    a piece ends with `}` (where a record ends, so a client that waits for each answer
+    is answered at once): a large record arriving in many pieces costs linear time."""
+
+    def __init__(self, max_value_chars: int = MAX_BODY_BYTES) -> None:
+        self.max_value_chars = max_value_chars
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._tried_at = 0  # the text's length when a parse last found it cut off
+        self._failed = False
+
+    def feed(self, text: str) -> list[Any]:
+        if self._failed:
+            return []
+        self._text += text
+        if self._tried_at and len(self._text) < 2 * self._tried_at and (
+            not text.rstrip().endswith("}")
+        ):
+            return []
+        return self._split(ended=False)
+
+    def end(self) -> list[Any]:
+        return [] if self._failed else self._split(ended=True)
+
+    def _split(self, ended: bool) -> list[Any]:
+        values: list[Any] = []
+        text, at = self._text, 0
+        while True:
+            while at < len(text) and text[at] in " \t\r\n":
+                at += 1
+            if at == len(text):
+                self._text, self._tried_at = "", 0
+                return values
+            try:
+                value, end = self._decoder.raw_decode(text, at)
+                if end == len(text) and not ended and _is_number(value):
+                    # digits at the very end may go on in the next piece
+                    raise json.JSONDecodeError("Unterminated number", text, end)
+                at = end
+            except json.JSONDecodeError as exc:
+                left = len(text) - at
+                if ended or not _cut_off(exc, len(text)):
+                    values.append(self._fail(f"Error processing JSON: {exc}", 400))
+                elif left > self.max_value_chars:
+                    values.append(self._fail("Error processing message: record too large", 413))
+                else:
+                    self._text = text[at:]
+                    self._tried_at = len(self._text)
+                return values
+            values.append(value)
+
+    def _fail(self, message: str, code: int) -> JsonStreamError:
+        self._failed, self._text = True, ""
+        return JsonStreamError(code, code, message)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cut_off(error: json.JSONDecodeError, length: int) -> bool:
+    """Whether more text could still complete the value the error stopped in (it stopped
+    at the end of the text, or inside a string), rather than the text being malformed."""
+    return error.msg.startswith("Unterminated") or error.pos >= length - 5
 
 
 async def json_values(request: Request) -> AsyncIterator[Any]:
     """The JSON values of a body of concatenated JSON, each as soon as it has arrived;
     JsonStreamError (as a value, then the end) for bytes that are not JSON."""
-    decoder = json.JSONDecoder()
+    splitter = JsonSplitter()
     utf8 = codecs.getincrementaldecoder("utf-8")()
-    buffer = ""
-    ended = False
-    chunks = request.stream()
-    while not ended:
+    async for chunk in request.stream():
         try:
-            chunk = await anext(chunks)
-        except StopAsyncIteration:
-            chunk, ended = b"", True
-        try:
-            buffer += utf8.decode(chunk, final=ended)
+            values = splitter.feed(utf8.decode(chunk))
         except UnicodeDecodeError as exc:
             yield JsonStreamError(400, 400, f"Error processing JSON: {exc}")
             return
-        while buffer := buffer.lstrip():
-            try:
-                value, end = decoder.raw_decode(buffer)
-            except json.JSONDecodeError as exc:
-                if ended or not _incomplete(exc, buffer):
-                    yield JsonStreamError(400, 400, f"Error processing JSON: {exc}")
-                    return
-                if len(buffer) > MAX_BODY_BYTES:
-                    yield JsonStreamError(413, 413, "Error processing message: record too large")
-                    return
-                break
-            buffer = buffer[end:]
+        for value in values:
             yield value
+            if isinstance(value, JsonStreamError):
+                return
+    try:
+        values = splitter.feed(utf8.decode(b"", final=True)) + splitter.end()
+    except UnicodeDecodeError as exc:
+        values = [JsonStreamError(400, 400, f"Error processing JSON: {exc}")]
+    for value in values:
+        yield value
 
 
 # -- producing --------------------------------------------------------------------------
