@@ -381,6 +381,8 @@ def test_a_streamed_produce_answers_each_record_before_the_next_is_sent(
                 data = sock.recv(65536)
                 assert data, "the proxy closed the connection"
                 received += data
+            # the open stream holds nothing else up
+            assert httpx.get(f"{proxy.url}/v3/clusters", timeout=30).status_code == 200
         sock.sendall(b"0\r\n\r\n")
         while not received.endswith(b"0\r\n\r\n"):
             data = sock.recv(65536)
@@ -391,6 +393,24 @@ def test_a_streamed_produce_answers_each_record_before_the_next_is_sent(
     offsets = [json.loads(line)["offset"] for line in received.split(b"\n")
                if line.startswith(b'{"error_code"')]
     assert offsets == [0, 1, 2]
+
+
+def test_a_client_that_goes_away_mid_record_stores_nothing_of_it(
+    fast_broker: RunningBroker, proxy: ProxyServer, http: httpx.Client, cluster: str
+) -> None:
+    create_topic(fast_broker.bootstrap, "cut")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {cluster}/topics/cut/records HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        sock.sendall(_chunk(b'{"value": {"type": "STRING", "data": "never fin'))
+    # the proxy goes on serving, and the cut record was not produced
+    answers = produce(http, f"{cluster}/topics/cut/records",
+                      {"value": {"type": "STRING", "data": "whole"}})
+    assert answers[0]["offset"] == 0
+    got = read_back(fast_broker.bootstrap, "cut", 1)
+    assert [m.value() for m in got] == [b"whole"]
 
 
 def test_produce_avro_through_the_registry(
