@@ -501,6 +501,8 @@ def test_consumer_groups_members_and_lag(
     finally:
         consumer.close()
 
+    # __consumer_offsets exists now, and is not listed (as Kafka's listTopics leaves it out)
+    assert [t["topic_name"] for t in http.get(f"{cluster}/topics").json()["data"]] == ["work"]
     idle = http.get(f"{cluster}/consumer-groups/idle").json()
     assert (idle["state"], idle["is_simple"]) == ("EMPTY", True)
     lags = http.get(f"{cluster}/consumer-groups/idle/lags").json()

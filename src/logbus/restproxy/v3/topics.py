@@ -89,8 +89,9 @@ async def list_topics(request: Request) -> Any:
     found = await admin(request).describe_topics()
     return site.collection(
         "KafkaTopicList", ("topics",),
+        # internal topics (`__consumer_offsets`) left out, as Kafka's listTopics leaves them
         [described_json(site, info) for name, info in sorted(found.items())
-         if info.error_code == ErrorCode.NONE],
+         if info.error_code == ErrorCode.NONE and not info.is_internal],
     )
 
 
