@@ -7,9 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from asgi_servers import AsgiServer, serve_in_thread
+from logbus import Admin
+from logbus.client.admin import NewTopic
 from logbus.restproxy import create_app
 
 V2 = "application/vnd.kafka.v2+json"
@@ -20,6 +23,18 @@ def embedded(name: str) -> str:
 
 
 ProxyServer = AsgiServer  # a REST proxy in this process
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+
+
+def error_of(response: httpx.Response) -> tuple[int, int]:
+    """The (status, error_code) of a Confluent error answer, whose message is not empty."""
+    body = response.json()
+    assert isinstance(body["message"], str) and body["message"], body
+    return response.status_code, body["error_code"]
 
 
 def start_proxy(bootstrap: str, **options: Any) -> ProxyServer:

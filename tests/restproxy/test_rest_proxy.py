@@ -16,7 +16,9 @@ import pytest
 from proxy_fixtures import (  # noqa: F401  (the proxy's fixtures)
     V2,
     ProxyServer,
+    create_topic,
     embedded,
+    error_of,
     proxy_factory_fixture,
 )
 from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
@@ -27,7 +29,6 @@ from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
 from brokers import RunningBroker
 from kafka_wire import wait_for
 from logbus import Admin
-from logbus.client.admin import NewTopic
 from logbus.client.types import TopicPartition
 
 
@@ -44,19 +45,8 @@ def http_fixture(proxy: ProxyServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-
-
 def post(http: httpx.Client, path: str, body: Any, content_type: str = V2) -> httpx.Response:
     return http.post(path, content=json.dumps(body), headers={"Content-Type": content_type})
-
-
-def error_of(response: httpx.Response) -> tuple[int, int]:
-    body = response.json()
-    assert isinstance(body["message"], str) and body["message"]
-    return response.status_code, body["error_code"]
 
 
 def read_records(

@@ -58,8 +58,10 @@ def test_rest_proxy_settings_by_confluents_names() -> None:
         "producer.threads": "4",  # Confluent's, not the producer's: left out
         "consumer.max.poll.records": "50",
         "consumer.instance.timeout.ms": "1000",
+        "api.v3.produce.batch.maximum.entries": "25",
     })
     assert config.listeners == [Listener("0.0.0.0", 8082)]
+    assert config.produce_batch_max_entries == 25
     assert config.client_settings == {"bootstrap.servers": "a:9092", "security.protocol": "SSL"}
     assert config.producer_settings == {"acks": "all"}
     assert config.consumer_settings == {"max.poll.records": "50"}

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         schema_registry_url=config.schema_registry_url,
         instance_timeout_ms=config.instance_timeout_ms,
         request_timeout_ms=config.request_timeout_ms,
+        produce_batch_max_entries=config.produce_batch_max_entries,
     )
     banner = f"logbus REST proxy for {config.bootstrap_servers}"
     return serve(app, listener.host, listener.port, banner)

@@ -1,6 +1,7 @@
 """The REST proxy's HTTP API: Confluent REST Proxy's v2 resources (produce in the
-embedded formats, consumer instances, topics, partitions and brokers metadata) as a
-Starlette application, with Confluent's `{"error_code", "message"}` error bodies.
+embedded formats, consumer instances, topics, partitions and brokers metadata) and its v3
+resources (`v3.ROUTES`) as a Starlette application, with Confluent's
+`{"error_code", "message"}` error bodies (in each API's media type).
 
 The entry point is `create_app`.
 """
@@ -23,12 +24,13 @@ from logbus.client.admin import Admin, AdminBatchError, ConfigResource, Resource
 from logbus.client.errors import KafkaError
 from logbus.client.metadata import PartitionInfo, TopicInfo
 from logbus.client.producer import Producer
-from logbus.restproxy import consumer_routes, errors
+from logbus.restproxy import consumer_routes, errors, v3
 from logbus.restproxy.consumers import ConsumerManager
 from logbus.restproxy.errors import ProxyError
 from logbus.restproxy.formats import embedded_format
 from logbus.restproxy.produce import produce
 from logbus.restproxy.schemas import SchemaRegistryClient
+from logbus.restproxy.v3.resources import V3Response, v3_endpoint
 from logbus.restproxy.web import V2Response, json_endpoint, read_json
 
 log = logging.getLogger(__name__)
@@ -161,28 +163,37 @@ _ROUTES: list[tuple[str, Any, list[str]]] = [
 ]
 
 
+def _error_response(request: Request, body: dict[str, Any], status: int) -> Response:
+    """An error body, in the media type of the API the request was for."""
+    if request.url.path.startswith("/v3/"):
+        return V3Response(body, status_code=status)
+    return V2Response(body, status_code=status)
+
+
 async def _proxy_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProxyError)
-    return V2Response(exc.body(), status_code=exc.status)
+    return _error_response(request, exc.body(), exc.status)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     phrase = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, exc.detail)
-    return V2Response(
+    return _error_response(
+        request,
         {"error_code": exc.status_code, "message": f"HTTP {exc.status_code} {phrase}"},
-        status_code=exc.status_code,
+        exc.status_code,
     )
 
 
 async def _kafka_error(request: Request, exc: Exception) -> Response:
-    return V2Response({"error_code": 50002, "message": f"Kafka error: {exc}"}, status_code=500)
+    return _error_response(request, {"error_code": 50002, "message": f"Kafka error: {exc}"}, 500)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("the proxy failed on %s %s", request.method, request.url.path)
-    return V2Response({"error_code": 500, "message": f"Internal server error: {exc}"},
-                      status_code=500)
+    return _error_response(
+        request, {"error_code": 500, "message": f"Internal server error: {exc}"}, 500
+    )
 
 
 def create_app(
@@ -193,6 +204,7 @@ def create_app(
     schema_registry_url: str | None = None,
     instance_timeout_ms: int = 300_000,
     request_timeout_ms: int = 1000,
+    produce_batch_max_entries: int = 10,
 ) -> Starlette:
     """The proxy for the cluster `client_settings` names (`bootstrap.servers` and the
     security settings every client uses); `producer_settings` and `consumer_settings`
@@ -221,6 +233,7 @@ def create_app(
             app.state.consumers = consumers
             app.state.schemas = SchemaRegistryClient(schema_registry_url)
             app.state.topic_cache = {}
+            app.state.produce_batch_max_entries = produce_batch_max_entries
             yield
         finally:
             await consumers.close()
@@ -228,8 +241,10 @@ def create_app(
             await admin.close()
 
     routes = [
-        Route(path, json_endpoint(handler), methods=methods)
-        for path, handler, methods in _ROUTES
+        *(Route(path, json_endpoint(handler), methods=methods) for path, handler, methods
+          in _ROUTES),
+        *(Route(path, v3_endpoint(handler), methods=methods) for path, handler, methods
+          in v3.ROUTES),
     ]
     return Starlette(
         debug=False,

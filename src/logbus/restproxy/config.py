@@ -1,6 +1,7 @@
 """The proxy's settings, by Confluent REST Proxy's names (a kafka-rest.properties file
 works as it is): `listeners`, `bootstrap.servers`, `schema.registry.url`,
-`consumer.instance.timeout.ms`, `consumer.request.timeout.ms`, and client settings passed
+`consumer.instance.timeout.ms`, `consumer.request.timeout.ms`,
+`api.v3.produce.batch.maximum.entries`, and client settings passed
 through: `client.*` to every client, `producer.*` to the producer, `consumer.*` to the
 consumer instances (the security ones, `security.protocol`, `ssl.*`, `sasl.*`, also
 unprefixed)."""
@@ -28,6 +29,7 @@ class RestProxyConfig:
     schema_registry_url: str | None = None
     instance_timeout_ms: int = 300_000
     request_timeout_ms: int = 1000
+    produce_batch_max_entries: int = 10
     client_settings: dict[str, Any] = field(default_factory=dict)
     producer_settings: dict[str, Any] = field(default_factory=dict)
     consumer_settings: dict[str, Any] = field(default_factory=dict)
@@ -54,6 +56,7 @@ class RestProxyConfig:
             schema_registry_url=props.get("schema.registry.url") or None,
             instance_timeout_ms=_int(props, "consumer.instance.timeout.ms", 300_000),
             request_timeout_ms=_int(props, "consumer.request.timeout.ms", 1000),
+            produce_batch_max_entries=_int(props, "api.v3.produce.batch.maximum.entries", 10),
             client_settings={**client, "bootstrap.servers": bootstrap},
             producer_settings=known_to(
                 PRODUCER_CONFIG.settings.keys(), _prefixed(props, "producer."), "producer."

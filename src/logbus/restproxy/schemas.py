@@ -13,6 +13,7 @@ import struct
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 import avro.errors
@@ -23,6 +24,18 @@ from logbus.restproxy import errors
 
 _FRAME = struct.Struct(">bI")
 _REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as a subject holds it: its id, its version, its type and the parsed
+    schema (an Avro schema or a JSON Schema document)."""
+
+    subject: str
+    schema_id: int
+    version: int
+    schema_type: str
+    parsed: Any
 
 
 class SchemaRegistryClient:
@@ -73,6 +86,35 @@ class SchemaRegistryClient:
             body,
         )
         return int(result["id"])
+
+    async def register_version(
+        self, subject: str, schema: str, schema_type: str, parsed: Any
+    ) -> RegisteredSchema:
+        """Register `schema` under `subject` (or find it there) with its id and version."""
+        await self.register(subject, schema, schema_type)
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        result = await asyncio.to_thread(
+            self._call, "POST", f"/subjects/{urllib.parse.quote(subject, safe='')}", body
+        )
+        return RegisteredSchema(subject, int(result["id"]), int(result["version"]),
+                                schema_type, parsed)
+
+    async def version(self, subject: str, version: int | str) -> RegisteredSchema:
+        """A version of a subject (`"latest"` for its newest), as the registry has it."""
+        self._check_configured()
+        path = (
+            f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/"
+            f"{urllib.parse.quote(str(version), safe='')}"
+        )
+        result = await asyncio.to_thread(self._call, "GET", path)
+        schema_type = result.get("schemaType", "AVRO")
+        text = result["schema"]
+        parsed = avro.schema.parse(text) if schema_type == "AVRO" else json.loads(text)
+        self._by_id.setdefault(int(result["id"]), (schema_type, parsed))
+        return RegisteredSchema(subject, int(result["id"]), int(result["version"]),
+                                schema_type, parsed)
 
     async def schema(self, schema_id: int) -> tuple[str, Any]:
         """(schema type, parsed schema: an Avro schema or a JSON Schema document)."""
