@@ -184,8 +184,9 @@ def test_asyncio_share_consumers(broker: Any) -> None:
             async for record in consumer:
                 got.append(record)
 
-        async with aio.ShareConsumer(config) as a, aio.ShareConsumer(config) as b:
-            a.subscribe([topic])
+        early = aio.ShareConsumer(config)
+        early.subscribe([topic])  # before start(): kept until then
+        async with early as a, aio.ShareConsumer(config) as b:
             b.subscribe(topic)
             tasks = [asyncio.ensure_future(read(c)) for c in (a, b)]
             await wait_until(lambda: len(got) >= 200)

@@ -63,6 +63,7 @@ class ShareConsumer(AsyncService):
         self._callback: AckCallback | None = None
         self._commits: set[asyncio.Task[AckResults]] = set()
         self._iter_buffer: deque[ShareConsumerRecord] = deque()
+        self._topics: list[str] = []  # the subscription (kept here until start())
         self._closed = False
         self._closing = False
 
@@ -78,6 +79,8 @@ class ShareConsumer(AsyncService):
         cluster = await Cluster.from_config(cfg)
         self._cluster = cluster
         member = self._member = ShareGroupMember(cluster, cfg["group.id"])
+        if self._topics:
+            member.subscribe(self._topics)
         settings = FetchSettings(
             group_id=cfg["group.id"],
             max_records=cfg["max.poll.records"],
@@ -131,15 +134,19 @@ class ShareConsumer(AsyncService):
 
     def subscribe(self, topics: Iterable[str] | str) -> None:
         """Subscribe to `topics` (replacing any previous subscription); the group's
-        coordinator hears of it at once, or at the first poll."""
+        coordinator hears of it at once (a member that has joined), or at the first
+        poll."""
         names = [topics] if isinstance(topics, str) else list(topics)
         bad = [t for t in names if not isinstance(t, str) or not t.strip()]
         if bad:
             raise ValueError(f"invalid topic name {bad[0]!r}")
         if not names:
             raise ValueError("subscribe() needs at least one topic; use unsubscribe()")
-        member, _ = self._started()
-        member.subscribe(names)
+        if self._closed:
+            raise IllegalStateError("this share consumer is closed")
+        self._topics = names
+        if self._member is not None:
+            self._member.subscribe(names)
 
     async def unsubscribe(self) -> None:
         """Acknowledge (implicit mode: accept the last poll's records), close the share
@@ -151,12 +158,12 @@ class ShareConsumer(AsyncService):
         await fetcher.acknowledge(closing=True)
         self._tracker.forget_unacknowledged()
         await member.leave()
-        member.topics = []
+        member.topics = self._topics = []
         self._fire_callbacks()
 
     def subscription(self) -> set[str]:
         """The subscribed topics."""
-        return set(self._member.topics) if self._member is not None else set()
+        return set(self._topics)
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions the group's coordinator gave this member (perhaps shared)."""
