@@ -103,6 +103,7 @@ class ShareFetcher:
         self.member_unknown = False  # a broker answered UNKNOWN_MEMBER_ID
         self._stale_metadata = False
         self.troubled = False  # the last fetch() met an error (the poll backs off)
+        self._error: BaseException | None = None  # raised by the next fetch()
 
     # --- fetching ---------------------------------------------------------------------
 
@@ -112,14 +113,26 @@ class ShareFetcher:
         """One ShareFetch to each leader of an assigned partition (and each broker owed
         acknowledgements), concurrently; the records they acquired for this member."""
         self.troubled = False
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
         by_node = await self._by_leader(list(assignment), topics)
         nodes = set(by_node) | self.tracker.nodes() | {
             node for node, session in self.sessions.items() if session.partitions
         }
         answers = await asyncio.gather(
-            *(self._fetch_node(node, by_node.get(node, []), max_wait_ms) for node in nodes)
+            *(self._fetch_node(node, by_node.get(node, []), max_wait_ms) for node in nodes),
+            return_exceptions=True,
         )
-        return [record for records in answers for record in records]
+        records = [r for answer in answers if isinstance(answer, list) for r in answer]
+        errors = [answer for answer in answers if isinstance(answer, BaseException)]
+        if errors and not records:
+            raise errors[0]
+        if errors:
+            # the records other brokers delivered are the application's now: the error
+            # waits for the next poll
+            self._error = errors[0]
+        return records
 
     async def _by_leader(
         self, assignment: list[TopicPartition], topics: Sequence[str]
@@ -168,6 +181,12 @@ class ShareFetcher:
             except KafkaConnectionError as exc:
                 self._session_lost(session, pending, exc)
                 return []
+            except asyncio.CancelledError:
+                # the broker may have taken the request: the session's epoch is unknown
+                self._session_lost(session, pending, KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, "the share fetch was cancelled"
+                ))
+                raise
             code = response["error_code"]
             if code != ErrorCode.NONE:
                 self._refused(session, pending, KafkaError(code, response["error_message"]))
