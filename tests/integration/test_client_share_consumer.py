@@ -1,9 +1,10 @@
 """The logbus client's ShareConsumer (KIP-932 share groups) against a real broker: four
 members on one partition accept every record once; a released record goes to another
 member; a rejected one is archived, and a record released up to the delivery limit too;
-an expired acquisition lock redelivers; the asyncio consumer; and the caller's mistakes
-(acknowledging a record not from the last poll or twice, polling in explicit mode with
-records unacknowledged) answered with clear errors."""
+an expired acquisition lock redelivers; the asyncio consumer; unsubscribing (accepting and
+leaving) and subscribing again; and the caller's mistakes (acknowledging a record not from
+the last poll or twice, polling in explicit mode with records unacknowledged) answered
+with clear errors."""
 
 from __future__ import annotations
 
@@ -234,3 +235,22 @@ def test_mistakes_are_refused_clearly(broker: Any) -> None:
         pytest.raises(IllegalStateError, match="not subscribed"),
     ):
         idle.poll(0.1)
+
+
+def test_unsubscribe_accepts_and_leaves_and_subscribe_joins_again(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    group = earliest_share_group(broker.bootstrap)
+    write(broker.bootstrap, topic, 0, [b"u%d" % i for i in range(5)])
+    with share_consumer(broker.bootstrap, group, topic) as consumer:
+        first = poll_until(lambda: consumer.poll(0.5), 5)
+        member_id = consumer.member_id
+        consumer.unsubscribe()  # implicit mode: the five are accepted on the way out
+        assert consumer.subscription() == set() and consumer.assignment() == set()
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            consumer.poll(0.1)
+        consumer.subscribe([topic])
+        write(broker.bootstrap, topic, 0, [b"later"])
+        again = poll_until(lambda: consumer.poll(0.5), 1)
+        assert consumer.member_id == member_id  # the same member, joined again
+    assert [r.value for r in first] == [b"u%d" % i for i in range(5)]
+    assert [(r.value, r.delivery_count) for r in again] == [(b"later", 1)]
