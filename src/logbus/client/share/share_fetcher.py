@@ -142,7 +142,15 @@ class ShareFetcher:
             tp.topic not in md.topics for tp in assignment
         ):
             self._stale_metadata = False
-            md = await self.cluster.refresh(sorted(set(topics) | {tp.topic for tp in assignment}))
+            try:
+                md = await self.cluster.refresh(
+                    sorted(set(topics) | {tp.topic for tp in assignment})
+                )
+            except KafkaConnectionError:
+                self._stale_metadata = self.troubled = True  # no broker answered: later
+                if self.cluster.metadata is None:
+                    return {}
+                md = self.cluster.metadata
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in assignment:
             try:
@@ -178,7 +186,9 @@ class ShareFetcher:
                     max_records=self.settings.max_records,
                     forgotten=[(ids[tp.topic], tp.partition) for tp in forgotten],
                 )
-            except KafkaConnectionError as exc:
+            except KafkaError as exc:
+                if not _unreachable(exc):
+                    raise
                 self._session_lost(session, pending, exc)
                 return []
             except asyncio.CancelledError:
@@ -291,7 +301,9 @@ class ShareFetcher:
                     conn, self.settings.group_id, self._member_id(), epoch,
                     _by_ids(pending, ids),
                 )
-            except KafkaConnectionError as exc:
+            except KafkaError as exc:
+                if not _unreachable(exc):
+                    raise
                 self._session_lost(session, pending, exc)
                 return {p.tp: exc for p in pending}
             if closing:
@@ -370,3 +382,12 @@ def _by_ids(
         (ids[p.tp.topic], p.tp.partition): p.batches for p in pending if p.tp.topic in ids
     }
 
+
+def _unreachable(error: KafkaError) -> bool:
+    """The broker could not be asked, or gave no answer (it may be gone from the cluster):
+    the session with it is over."""
+    return (
+        isinstance(error, KafkaConnectionError)
+        or error.retriable
+        or error.code == ErrorCode.BROKER_NOT_AVAILABLE
+    )
