@@ -2,8 +2,8 @@
 
 The broker's entry point is `logbus.server.broker.Broker`; the command line is
 `logbus.cli.main`. The blocking client is here (`from logbus import Producer, Consumer,
-Admin`); the asyncio one is `logbus.aio`. Client names are imported on first use, so the
-broker and the command line do not pay for them.
+ShareConsumer, Admin`); the asyncio one is `logbus.aio`. Client names are imported on first
+use, so the broker and the command line do not pay for them.
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ if TYPE_CHECKING:
     )
     from logbus.client.producer.future import FutureRecordMetadata
     from logbus.client.producer.sync import Producer
+    from logbus.client.share import AcknowledgeType, ShareConsumerRecord
+    from logbus.client.share.sync import ShareConsumer
     from logbus.client.types import ConsumerGroupMetadata, TopicPartition
     from logbus.common.config_def import ConfigError
 
 # public name -> the module it lives in
 _LAZY = {
+    "AcknowledgeType": "logbus.client.share",
     "Admin": "logbus.client.admin.sync",
     "AdminBatchError": "logbus.client.admin",
     "AlterConfigOp": "logbus.client.admin",
@@ -87,10 +90,13 @@ _LAZY = {
     "RecordMetadata": "logbus.client.producer",
     "ResourceType": "logbus.client.admin",
     "SerializationError": "logbus.client.errors",
+    "ShareConsumer": "logbus.client.share.sync",
+    "ShareConsumerRecord": "logbus.client.share",
     "TopicPartition": "logbus.client.types",
 }
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AdminBatchError",
     "AlterConfigOp",
@@ -120,6 +126,8 @@ __all__ = [
     "RecordMetadata",
     "ResourceType",
     "SerializationError",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicPartition",
     "TransactionAbortableError",
     "TransactionAbortedError",

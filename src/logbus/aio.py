@@ -1,4 +1,4 @@
-"""logbus's asyncio client: `from logbus.aio import Producer, Consumer, Admin`."""
+"""logbus's asyncio client: `from logbus.aio import Producer, Consumer, ShareConsumer, Admin`."""
 
 from logbus.client.admin import (
     Admin,
@@ -36,10 +36,12 @@ from logbus.client.producer import (
     ProducerRecord,
     RecordMetadata,
 )
+from logbus.client.share import AcknowledgeType, ShareConsumer, ShareConsumerRecord
 from logbus.client.types import ConsumerGroupMetadata, TopicPartition
 from logbus.common.config_def import ConfigError
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AdminBatchError",
     "AlterConfigOp",
@@ -68,6 +70,8 @@ __all__ = [
     "RecordMetadata",
     "ResourceType",
     "SerializationError",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicPartition",
     "TransactionAbortableError",
     "TransactionAbortedError",

@@ -1,7 +1,8 @@
 """confluent-kafka's ShareConsumer (KIP-932 share groups, librdkafka 2.16) against a real
 broker: four members on one partition each get a share of the records and every record is
 accepted once; records one member releases, or whose acquisition lock expires, are
-delivered to another; a record released up to the delivery limit is archived."""
+delivered to another; a record released up to the delivery limit is archived; and a
+logbus ShareConsumer in the same group as a confluent-kafka one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from confluent_kafka.admin import (
 )
 from group_members import new_group, produce_values
 
+import logbus
 from kafka_wire import create_topic, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -186,3 +188,88 @@ def test_rejected_record_is_archived_and_released_ones_stop_at_the_limit(broker:
         consumer.close()
     assert counts[b"drop"] == [1]
     assert counts[b"keep"] == [1, 2, 3, 4, 5]
+
+
+class LogbusShareMember(threading.Thread):
+    """A logbus ShareConsumer polled on its own thread in implicit mode, recording every
+    value delivered to it."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = logbus.ShareConsumer(bootstrap_servers=bootstrap, group_id=group)
+        self.consumer.subscribe([topic])
+        self.values: list[bytes] = []
+        self.stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            for record in self.consumer.poll(0.5):
+                self.values.append(record.value)
+                time.sleep(0.002)
+        self.consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+
+
+def poll_logbus(consumer: logbus.ShareConsumer, want: int) -> list[Any]:
+    got: list[Any] = []
+
+    def enough() -> bool:
+        got.extend(consumer.poll(0.5))
+        return len(got) >= want
+
+    wait_for(enough, 30, what=f"{want} records")
+    return got
+
+
+def test_logbus_and_confluent_share_consumers_in_one_group(broker: Any) -> None:
+    topic = create_topic(broker.bootstrap, new_topic("share"))
+    group = earliest_share_group(broker.bootstrap)
+    produce_values(broker.bootstrap, topic, [b"h%d" % i for i in range(10)], 1)
+    # records the logbus member releases go to the confluent-kafka member, and back
+    ours = logbus.ShareConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
+    )
+    theirs = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    try:
+        ours.subscribe([topic])
+        taken = poll_logbus(ours, 10)
+        for record in taken:
+            ours.acknowledge(record, logbus.AcknowledgeType.RELEASE)
+        assert set(ours.commit_sync().values()) == {None}
+        passed = poll_values(theirs, 10)
+        assert sorted(m.value() for m in passed) == sorted(r.value for r in taken)
+        assert {m.delivery_count() for m in passed} == {2}
+        for message in passed:
+            theirs.acknowledge(message, AcknowledgeType.RELEASE)
+        theirs.commit_sync()
+        back = poll_logbus(ours, 10)
+        assert {r.delivery_count for r in back} == {3}
+        for record in back:
+            ours.acknowledge(record, logbus.AcknowledgeType.ACCEPT)
+        assert set(ours.commit_sync().values()) == {None}
+    finally:
+        theirs.close()
+        ours.close()
+    # side by side in implicit mode: every record delivered once, to one of them
+    members: list[Any] = [
+        ShareMember(broker.bootstrap, group, topic),
+        LogbusShareMember(broker.bootstrap, group, topic),
+    ]
+    values = [b"v%d" % i for i in range(1000)]
+    try:
+        for start in range(0, len(values), 50):
+            produce_values(broker.bootstrap, topic, values[start : start + 50], 1)
+        wait_for(
+            lambda: sum(len(m.values) for m in members) >= len(values), 60,
+            what="every record delivered",
+        )
+    finally:
+        for member in members:
+            member.stop()
+    assert sorted(v for m in members for v in m.values) == sorted(values)

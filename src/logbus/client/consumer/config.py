@@ -10,7 +10,7 @@ from logbus.client.metrics import METRICS_SETTINGS
 DESERIALIZERS = ("bytes", "str", "json")
 
 
-def _deserializer(value: Any) -> str | None:
+def check_deserializer(value: Any) -> str | None:
     if callable(value) or value in DESERIALIZERS:
         return None
     return f"must be one of {', '.join(DESERIALIZERS)} or a callable taking bytes"
@@ -35,9 +35,9 @@ CONSUMER_SETTINGS = (
     Setting("group.remote.assignor", str, None,
             "with group.protocol=consumer: the server-side assignor to ask for"),
     Setting("key.deserializer", object, "bytes", "bytes, str, json or a callable",
-            validator=_deserializer),
+            validator=check_deserializer),
     Setting("value.deserializer", object, "bytes", "bytes, str, json or a callable",
-            validator=_deserializer),
+            validator=check_deserializer),
     Setting("auto.offset.reset", str, "latest",
             "where to start without a committed offset, or when it is out of range",
             choices=("earliest", "latest", "none")),

@@ -128,11 +128,13 @@ def build_share_fetch(
 async def share_fetch(
     conn: Connection, group_id: str, member_id: str, session_epoch: int,
     partitions: Sequence[tuple[UUID, int]], acknowledgements: Acknowledgements | None = None,
-    *, max_wait_ms: int = 500, max_records: int = 500,
+    *, max_wait_ms: int = 500, max_bytes: int = 52_428_800, max_records: int = 500,
+    forgotten: Sequence[tuple[UUID, int]] = (),
 ) -> ShareFetchResponse:
     body = build_share_fetch(
         SHARE_VERSION, group_id, member_id, session_epoch, partitions, acknowledgements,
-        max_wait_ms=max_wait_ms, max_records=max_records,
+        max_wait_ms=max_wait_ms, max_bytes=max_bytes, max_records=max_records,
+        forgotten=forgotten,
     )
     return await send(
         conn, apis.SHARE_FETCH, body, SHARE_VERSION,
