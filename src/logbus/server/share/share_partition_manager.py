@@ -322,7 +322,8 @@ class SharePartitionManager:
     async def refresh(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         """A member opened a share session: drop a kept share partition whose state the
         share coordinator has from a newer state epoch (its start offset was reset while
-        the group was empty), so that it is read again."""
+        the group was empty) or no longer has (the group's offsets were deleted), so that
+        it is read again."""
         if self.store is None:
             return
         for topic, index in partitions:
@@ -334,7 +335,7 @@ class SharePartitionManager:
                 saved = await self.store.read(key)
             except ShareStateError:
                 continue
-            if saved is not None and saved.state_epoch > led.partition.state_epoch:
+            if saved is None or saved.state_epoch > led.partition.state_epoch:
                 self.partitions.pop(key, None)
 
     def start_offset(self, group_id: str, topic: str, index: int) -> int | None:
