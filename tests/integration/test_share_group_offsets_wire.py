@@ -144,3 +144,18 @@ def test_a_group_that_does_not_exist(broker: Any) -> None:
         assert describe(client, group, None)["topics"] == []
         empty = alter(client, "", {(topic, 0): 0})
         assert empty["error_code"] == ErrorCode.INVALID_GROUP_ID
+
+
+def test_a_reset_reaches_records_a_departed_member_still_holds(broker: Any) -> None:
+    topic = create_topic(broker.bootstrap, f"so-{uuid.uuid4().hex[:8]}")
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as client:
+        _, _, topic_id, _ = share_group(client, topic, group)
+        assert acquired(share_fetch(client, group, "member-a", 0, topic_id)) == [(0, 9, 1)]
+        # the member leaves the group without closing its share session: its records stay
+        # acquired until their locks expire
+        assert heartbeat(client, group, "member-a", -1, None)["error_code"] == ErrorCode.NONE
+        assert alter_codes(alter(client, group, {(topic, 0): 3})) == {(topic, 0): 0}
+        join(client, group, "member-b", topic)
+        assert acquired(share_fetch(client, group, "member-b", 0, topic_id)) == [(3, 9, 1)]
+        leave(client, group, "member-b", topic_id)
