@@ -191,6 +191,32 @@ def share_coordinator_loaded(group: str) -> Callable[[str], None]:
     return setup
 
 
+def empty_share_group(group: str, topic: str) -> Callable[[str], None]:
+    """As the admin: `topic`, and `group` a share group whose one member joined and left
+    (so its coordinator knows it, with no members)."""
+
+    def setup(bootstrap: str) -> None:
+        create_topic(bootstrap, topic, exist_ok=True)
+        share_coordinator_loaded(group)(bootstrap)
+        for epoch in (0, -1):
+            body = {"group_id": group, "member_id": "m", "member_epoch": epoch,
+                    "rack_id": None, "subscribed_topic_names": [topic] if epoch == 0 else None}
+            r = call(bootstrap, ADMIN, ApiKey.SHARE_GROUP_HEARTBEAT, body, 1)
+            assert r["error_code"] == 0, r
+
+    return setup
+
+
+def share_offsets(group: str, topic: str) -> Callable[[str], Any]:
+    def state(bootstrap: str) -> Any:
+        body = {"groups": [{"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [0]}]}]}
+        r = call(bootstrap, ADMIN, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, body)
+        return r["groups"][0]
+
+    return state
+
+
 def topics_setup(*names: str) -> Callable[[str], None]:
     def setup(bootstrap: str) -> None:
         for name in names:
@@ -964,6 +990,26 @@ CASES: dict[str, Case] = {
         top,
         E.GROUP_AUTHORIZATION_FAILED,
         [acl(R.GROUP, "aso", Op.READ)],
+    ),
+    "alter_share_group_offsets_topic": Case(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        {"group_id": "asot", "topics": [{"topic_name": "asot-t", "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+        lambda r: [p["error_code"] for t in r["responses"] for p in t["partitions"]],
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "asot-t", Op.READ)],
+        setup=empty_share_group("asot", "asot-t"),
+        state=share_offsets("asot", "asot-t"),
+        extra={"base": [acl(R.GROUP, "asot", Op.READ)]},
+    ),
+    "delete_share_group_offsets_topic": Case(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        {"group_id": "dlot", "topics": [{"topic_name": "dlot-t"}]},
+        lambda r: [t["error_code"] for t in r["responses"]],
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "dlot-t", Op.READ)],
+        setup=empty_share_group("dlot", "dlot-t"),
+        extra={"base": [acl(R.GROUP, "dlot", Op.DELETE)]},
     ),
     "delete_share_group_offsets": Case(
         ApiKey.DELETE_SHARE_GROUP_OFFSETS,
