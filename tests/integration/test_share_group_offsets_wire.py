@@ -2,7 +2,8 @@
 over the raw wire against a real broker, with a share group set up over the wire: the
 start offsets a group's acknowledgements moved, a reset that an empty group's next member
 reads from, a deletion after which the group starts again where `share.auto.offset.reset`
-says, and Kafka's codes for bad input with nothing changed."""
+says, and Kafka's codes for bad input with nothing changed; a reset that reaches records a
+departed member still holds; start offsets that outlive a restart of the coordinator."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from share_wire import ACCEPT, acquired, heartbeat, join, share_ack, share_fetch, share_group
 
-from kafka_wire import WireClient, create_topic
+from kafka_wire import WireClient, create_topic, wait_for
 from logbus.protocol import ApiKey, ErrorCode
 
 pytestmark = pytest.mark.timeout(120)
@@ -159,3 +160,30 @@ def test_a_reset_reaches_records_a_departed_member_still_holds(broker: Any) -> N
         join(client, group, "member-b", topic)
         assert acquired(share_fetch(client, group, "member-b", 0, topic_id)) == [(3, 9, 1)]
         leave(client, group, "member-b", topic_id)
+
+
+def test_offsets_outlive_a_restart_of_the_coordinator(broker: Any) -> None:
+    topic = create_topic(broker.bootstrap, f"so-{uuid.uuid4().hex[:8]}")
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as client:
+        _, _, topic_id, _ = share_group(client, topic, group)
+        assert acquired(share_fetch(client, group, "member-a", 0, topic_id)) == [(0, 9, 1)]
+        share_ack(client, group, "member-a", 1, topic_id, [(0, 4, [ACCEPT])])
+        leave(client, group, "member-a", topic_id)
+    broker.restart()
+    with WireClient(broker.bootstrap) as client:
+        client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        # the start offset is kept by the share coordinator, not the group's membership
+        wait_for(
+            lambda: (d := describe(client, group, None))["error_code"] == ErrorCode.NONE
+            and offsets(d) == {(topic, 0): (5, 0)},
+            what="the start offset after the restart",
+        )
+        # no member has come back, so only its state says the group exists
+        assert alter_codes(alter(client, group, {(topic, 0): 1})) == {(topic, 0): 0}
+        assert offsets(describe(client, group, None)) == {(topic, 0): (1, 0)}
+        deleted = delete(client, group, [topic])
+        assert [t["error_code"] for t in deleted["responses"]] == [ErrorCode.NONE]
+        gone = alter(client, group, {(topic, 0): 1})
+        assert gone["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert describe(client, group, None)["topics"] == []
