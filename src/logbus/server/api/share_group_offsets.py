@@ -92,11 +92,11 @@ def _partition(
     index: int, summary: StateSummary | None = None, error: ErrorCode = ErrorCode.NONE
 ) -> DescribeShareGroupOffsetsResponsePartition:
     # A share coordinator's error reads as "no offset", as an OffsetFetch without one does.
-    known = summary is not None and summary.error == ErrorCode.NONE
+    found = summary if summary is not None and summary.error == ErrorCode.NONE else None
     return {
         "partition_index": index,
-        "start_offset": summary.start_offset if known and summary else -1,
-        "leader_epoch": summary.leader_epoch if known and summary else -1,
+        "start_offset": -1 if found is None else found.start_offset,
+        "leader_epoch": -1 if found is None else found.leader_epoch,
         "error_code": error,
         "error_message": None,
     }
