@@ -104,6 +104,9 @@ def test_describe_reset_and_delete_offsets_of_a_share_consumers_group(broker: An
         plan = ok(logbus(broker, "share-groups", "--reset-offsets", "--group", group,
                          "--topic", f"{topic}:0", "--to-offset", "5"))
         assert plan.splitlines()[-1].split() == [group, topic, "0", "5"]
+        by_time = ok(logbus(broker, "share-groups", "reset-offsets", group, "--all-topics",
+                            "--to-datetime", "2000-01-01T00:00:00.000"))
+        assert by_time.splitlines()[-1].split() == [group, topic, "0", "0"]
         assert admin.describe_share_group_offsets(group)[tp].start_offset == 20  # type: ignore[union-attr]
         ok(logbus(broker, "share-groups", "--reset-offsets", "--group", group, "--all-topics",
                   "--to-offset", "5", "--execute"))
