@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from logbus.client import coordinator_lookup
-from logbus.client.admin import share_groups
 from logbus.client.admin.calls import AdminCalls
 from logbus.client.admin.config import ADMIN_CONFIG
 from logbus.client.admin.leader_elections import elect_leaders_of
@@ -29,6 +28,11 @@ from logbus.client.admin.quota_types import (
     entity_from_parts,
 )
 from logbus.client.admin.reassignments import alter_reassignments_of, list_reassignments_of
+from logbus.client.admin.share_groups import (
+    alter_share_offsets,
+    delete_share_offsets,
+    describe_share_offsets,
+)
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -717,7 +721,7 @@ class Admin(AsyncService):
         partition it has one for: a `SharePartitionOffset` (start offset, leader epoch),
         None where it has none (an unknown group has none). Raises KafkaError;
         AdminBatchError for partitions refused (TOPIC_AUTHORIZATION_FAILED)."""
-        return await share_groups.describe_offsets(self.calls, group_id, partitions, timeout_ms)
+        return await describe_share_offsets(self.calls, group_id, partitions, timeout_ms)
 
     async def alter_share_group_offsets(
         self,
@@ -731,7 +735,7 @@ class Admin(AsyncService):
         NON_EMPTY_GROUP); failures raise AdminBatchError per partition."""
         wanted = {_tp(tp): _offset_of(value) for tp, value in offsets.items()}
         moves = {tp: o if isinstance(o, int) else o[0] for tp, o in wanted.items()}
-        await share_groups.alter_offsets(self.calls, group_id, moves, timeout_ms)
+        await alter_share_offsets(self.calls, group_id, moves, timeout_ms)
 
     async def delete_share_group_offsets(
         self, group_id: str, topics: Sequence[str], *, timeout_ms: int | None = None
@@ -740,7 +744,7 @@ class Admin(AsyncService):
         members then start as `share.auto.offset.reset` says. The group must exist and
         have no members; a topic without offsets is UNKNOWN_TOPIC_OR_PARTITION; failures
         raise AdminBatchError per topic."""
-        await share_groups.delete_offsets(self.calls, group_id, list(topics), timeout_ms)
+        await delete_share_offsets(self.calls, group_id, list(topics), timeout_ms)
 
     # --- client quotas ------------------------------------------------------------------
 

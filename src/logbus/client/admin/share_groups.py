@@ -23,7 +23,7 @@ from logbus.client.requests.share_group_offsets import (
 from logbus.client.types import TopicPartition
 
 
-async def describe_offsets(
+async def describe_share_offsets(
     calls: AdminCalls,
     group_id: str,
     partitions: Sequence[TopicPartition] | None,
@@ -49,7 +49,7 @@ async def describe_offsets(
     return results
 
 
-async def alter_offsets(
+async def alter_share_offsets(
     calls: AdminCalls,
     group_id: str,
     offsets: Mapping[TopicPartition, int],
@@ -65,7 +65,7 @@ async def alter_offsets(
     await calls.each(offsets, calls.group_partitions(group_id, on_coordinator), timeout_ms)
 
 
-async def delete_offsets(
+async def delete_share_offsets(
     calls: AdminCalls,
     group_id: str,
     topics: Sequence[str],
