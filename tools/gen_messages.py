@@ -10,7 +10,9 @@ Prose (`about`) and comments are left behind. Run it with `make gen`.
 `tools/message_versions/<Name>.json` holds the project's own definition of a message whose
 current clients speak a version newer than the reference (KIP-932's share-group APIs at
 version 1, as librdkafka 2.16 and Kafka 4.1+ send them): facts only, in the same schema
-language; when present it is read instead of the reference's file of that name.
+language; when present it is read instead of the reference's file of that name, and a
+message the reference lacks altogether (DescribeShareGroupOffsets, AlterShareGroupOffsets and
+DeleteShareGroupOffsets, API keys 90-92 of Kafka 4.1) is read from there alone.
 
 Each module also declares the body's types for mypy: one `TypedDict` per struct, named as
 Kafka names it (the message itself, e.g. `FetchRequest`, and its structs, e.g. `FetchTopic`),
@@ -235,8 +237,12 @@ def generate(proto_dir: Path, out: Path = OUT) -> int:
     for old in out.glob("*.py"):
         old.unlink()
     index: list[tuple[str, str, int | None, str]] = []
+    messages = sorted((proto_dir / "message").glob("*.json"))
+    known = {path.name for path in messages}
+    # messages the reference predates altogether (KIP-932's share-group offsets APIs)
+    messages += [p for p in NEWER_VERSIONS.glob("*.json") if p.name not in known]
     sources = (
-        sorted((proto_dir / "message").glob("*.json"))
+        sorted(messages, key=lambda path: path.name)
         + sorted((proto_dir / "internal-records").glob("*.json"))
         + sorted((proto_dir / "share-records").glob("ShareSnapshot*.json"))
     )

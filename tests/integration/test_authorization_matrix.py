@@ -174,6 +174,49 @@ def client_quotas(bootstrap: str) -> Any:
                                                                   "strict": False}, 1)
 
 
+def share_coordinator_loaded(group: str) -> Callable[[str], None]:
+    """Wait (as the admin) until the group's coordinator answers for it."""
+
+    def setup(bootstrap: str) -> None:
+        body = {"groups": [{"group_id": group, "topics": []}]}
+        deadline = time.monotonic() + 30
+        while True:  # the first lookup creates __consumer_offsets; its leader comes soon
+            call(bootstrap, ADMIN, ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, 3)
+            r = call(bootstrap, ADMIN, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, body)
+            if r["groups"][0]["error_code"] == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r["groups"][0]["error_code"] == 0, r
+
+    return setup
+
+
+def empty_share_group(group: str, topic: str) -> Callable[[str], None]:
+    """As the admin: `topic`, and `group` a share group whose one member joined and left
+    (so its coordinator knows it, with no members)."""
+
+    def setup(bootstrap: str) -> None:
+        create_topic(bootstrap, topic, exist_ok=True)
+        share_coordinator_loaded(group)(bootstrap)
+        for epoch in (0, -1):
+            body = {"group_id": group, "member_id": "m", "member_epoch": epoch,
+                    "rack_id": None, "subscribed_topic_names": [topic] if epoch == 0 else None}
+            r = call(bootstrap, ADMIN, ApiKey.SHARE_GROUP_HEARTBEAT, body, 1)
+            assert r["error_code"] == 0, r
+
+    return setup
+
+
+def share_offsets(group: str, topic: str) -> Callable[[str], Any]:
+    def state(bootstrap: str) -> Any:
+        body = {"groups": [{"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [0]}]}]}
+        r = call(bootstrap, ADMIN, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, body)
+        return r["groups"][0]
+
+    return state
+
+
 def topics_setup(*names: str) -> Callable[[str], None]:
     def setup(bootstrap: str) -> None:
         for name in names:
@@ -903,6 +946,77 @@ CASES: dict[str, Case] = {
         topic_codes("results"),
         E.CLUSTER_AUTHORIZATION_FAILED,
         [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+    ),
+    "read_share_group_state_summary": Case(
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        {"group_id": "rss", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "leader_epoch": 0}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+    ),
+    "delete_share_group_state": Case(
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        {"group_id": "ds", "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0}]}]},
+        topic_codes("results"),
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        [acl(R.CLUSTER, CLUSTER, Op.CLUSTER_ACTION)],
+    ),
+    # a share group's offsets: DESCRIBE on the group and topics to describe them, READ on
+    # both to alter them, DELETE on the group and READ on the topics to delete them
+    "describe_share_group_offsets": Case(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        {"groups": [{"group_id": "dso", "topics": None}]},
+        lambda r: [g["error_code"] for g in r["groups"]],
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "dso", Op.DESCRIBE)],
+    ),
+    "describe_share_group_offsets_topic": Case(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        {"groups": [{"group_id": "dsot", "topics": [
+            {"topic_name": "dsot-t", "partitions": [0]}]}]},
+        lambda r: [p["error_code"] for g in r["groups"] for t in g["topics"]
+                   for p in t["partitions"]],
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "dsot-t", Op.DESCRIBE)],
+        setup=share_coordinator_loaded("dsot"),
+        extra={"base": [acl(R.GROUP, "dsot", Op.DESCRIBE)]},
+    ),
+    "alter_share_group_offsets": Case(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        {"group_id": "aso", "topics": [{"topic_name": "aso-t", "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "aso", Op.READ)],
+    ),
+    "alter_share_group_offsets_topic": Case(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        {"group_id": "asot", "topics": [{"topic_name": "asot-t", "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+        lambda r: [p["error_code"] for t in r["responses"] for p in t["partitions"]],
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "asot-t", Op.READ)],
+        setup=empty_share_group("asot", "asot-t"),
+        state=share_offsets("asot", "asot-t"),
+        extra={"base": [acl(R.GROUP, "asot", Op.READ)]},
+    ),
+    "delete_share_group_offsets_topic": Case(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        {"group_id": "dlot", "topics": [{"topic_name": "dlot-t"}]},
+        lambda r: [t["error_code"] for t in r["responses"]],
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "dlot-t", Op.READ)],
+        setup=empty_share_group("dlot", "dlot-t"),
+        extra={"base": [acl(R.GROUP, "dlot", Op.DELETE)]},
+    ),
+    "delete_share_group_offsets": Case(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        {"group_id": "dlo", "topics": [{"topic_name": "dlo-t"}]},
+        top,
+        E.GROUP_AUTHORIZATION_FAILED,
+        [acl(R.GROUP, "dlo", Op.DELETE)],
     ),
     "follower_fetch": Case(
         ApiKey.FETCH,

@@ -38,7 +38,8 @@ def test_list_describe_reset_and_delete(broker: Any) -> None:
 
         assert group in ok(logbus(broker, "share-groups", "--list")).split()
         assert f"{group}  Stable" in ok(logbus(broker, "share-groups", "list", "--state"))
-        members = ok(logbus(broker, "share-groups", "describe", group, "--verbose"))
+        members = ok(logbus(broker, "share-groups", "describe", group, "--members",
+                                     "--verbose"))
         assert "member-a" in members and f"{topic}:0" in members
         assert "Stable" in ok(logbus(broker, "share-groups", "--describe", "--group", group,
                                      "--state"))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from logbus.client.requests import share_groups, share_state
+from logbus.client.requests import share_group_offsets, share_groups, share_state
 from logbus.coordinator.share.share_partition import RecordState
 from logbus.protocol import ApiKey
 
@@ -40,5 +40,20 @@ SHARE_BUILDERS: dict[int, Callable[[int], Any]] = {
     ),
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: lambda v: (
         share_state.build_initialize_share_group_state("g", TOPIC_ID, 2, 1, 0)
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: lambda v: (
+        share_state.build_read_share_group_state_summary("g", {TOPIC_ID: [0, 2], OTHER_ID: [1]})
+    ),
+    ApiKey.DELETE_SHARE_GROUP_STATE: lambda v: (
+        share_state.build_delete_share_group_state("g", {TOPIC_ID: [0, 2], OTHER_ID: [1]})
+    ),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: lambda v: (
+        share_group_offsets.build_describe_share_group_offsets("g", [("a", 0), ("a", 2), ("b", 1)])
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda v: (
+        share_group_offsets.build_alter_share_group_offsets("g", {("a", 0): 10, ("b", 1): 0})
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda v: (
+        share_group_offsets.build_delete_share_group_offsets("g", ["a", "b"])
     ),
 }

@@ -369,6 +369,7 @@ class Broker:
             share_groups=share_groups,
             share_partitions=share_partitions,
             share_state=share_state,
+            share_state_store=share_state_store,
         )
         replica_manager.start_replication(
             cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch

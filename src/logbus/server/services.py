@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from logbus.server.replica.replica_manager import ReplicaManager
     from logbus.server.security.authorizer import Authorizer
     from logbus.server.share.share_partition_manager import SharePartitionManager
+    from logbus.server.share.state_store import CoordinatorStateStore
     from logbus.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -65,6 +66,8 @@ class BrokerServices:
     share_partitions: SharePartitionManager | None = None
     share_state: ShareCoordinator | None = None
     """The share coordinator: the `__share_group_state` partitions led here."""
+    share_state_store: CoordinatorStateStore | None = None
+    """The way to every share coordinator of the cluster (the share-group offsets APIs)."""
 
     @property
     def in_cluster(self) -> bool:

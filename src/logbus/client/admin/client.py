@@ -28,6 +28,11 @@ from logbus.client.admin.quota_types import (
     entity_from_parts,
 )
 from logbus.client.admin.reassignments import alter_reassignments_of, list_reassignments_of
+from logbus.client.admin.share_groups import (
+    alter_share_offsets,
+    delete_share_offsets,
+    describe_share_offsets,
+)
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -88,6 +93,7 @@ from logbus.client.requests.log_dirs import (
     describe_log_dirs,
 )
 from logbus.client.requests.reassignments import PartitionReassignment
+from logbus.client.requests.share_group_offsets import SharePartitionOffset
 from logbus.client.requests.topics import (
     CreatedTopic,
     create_partitions_many,
@@ -701,6 +707,44 @@ class Admin(AsyncService):
             self.calls.group_partitions(group_id, on_coordinator),
             timeout_ms,
         )
+
+    # --- share groups (kafka-share-groups) ----------------------------------------------
+
+    async def describe_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffset | None]:
+        """The share group's start offsets (KIP-932) of `partitions`, or of every
+        partition it has one for: a `SharePartitionOffset` (start offset, leader epoch),
+        None where it has none (an unknown group has none). Raises KafkaError;
+        AdminBatchError for partitions refused (TOPIC_AUTHORIZATION_FAILED)."""
+        return await describe_share_offsets(self.calls, group_id, partitions, timeout_ms)
+
+    async def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Move the share group's start offsets (partition -> offset); its members then
+        read from there. The group must exist and have no members (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP); failures raise AdminBatchError per partition."""
+        wanted = {_tp(tp): _offset_of(value) for tp, value in offsets.items()}
+        moves = {tp: o if isinstance(o, int) else o[0] for tp, o in wanted.items()}
+        await alter_share_offsets(self.calls, group_id, moves, timeout_ms)
+
+    async def delete_share_group_offsets(
+        self, group_id: str, topics: Sequence[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Forget the share group's start offsets of every partition of `topics`: its
+        members then start as `share.auto.offset.reset` says. The group must exist and
+        have no members; a topic without offsets is UNKNOWN_TOPIC_OR_PARTITION; failures
+        raise AdminBatchError per topic."""
+        await delete_share_offsets(self.calls, group_id, list(topics), timeout_ms)
 
     # --- client quotas ------------------------------------------------------------------
 

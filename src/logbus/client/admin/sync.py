@@ -31,6 +31,7 @@ from logbus.client.requests.leader_elections import ElectionType
 from logbus.client.requests.list_offsets import ListedOffset
 from logbus.client.requests.log_dirs import LogDirDescription
 from logbus.client.requests.reassignments import PartitionReassignment
+from logbus.client.requests.share_group_offsets import SharePartitionOffset
 from logbus.client.requests.topics import CreatedTopic
 from logbus.client.requests.transactions import ProducerState
 from logbus.client.types import TopicPartition
@@ -363,3 +364,34 @@ class Admin(BlockingClient[client.Admin]):
         self._run(
             self._aio.delete_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
         )
+
+    def describe_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffset | None]:
+        """A share group's start offsets; see
+        `logbus.aio.Admin.describe_share_group_offsets`."""
+        return self._run(
+            self._aio.describe_share_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+        )
+
+    def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Move a share group's start offsets; see
+        `logbus.aio.Admin.alter_share_group_offsets`."""
+        self._run(self._aio.alter_share_group_offsets(group_id, offsets, timeout_ms=timeout_ms))
+
+    def delete_share_group_offsets(
+        self, group_id: str, topics: Sequence[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Forget a share group's start offsets of topics; see
+        `logbus.aio.Admin.delete_share_group_offsets`."""
+        self._run(self._aio.delete_share_group_offsets(group_id, topics, timeout_ms=timeout_ms))

@@ -1,7 +1,8 @@
 """The share coordinator (KIP-932; Kafka's `ShareCoordinatorService`): keeps the delivery
 state of share partitions in `__share_group_state`, for whichever broker leads them. The
-entry points are `ShareCoordinator.read` and `ShareCoordinator.write` (what
-ReadShareGroupState, WriteShareGroupState and InitializeShareGroupState do).
+entry points are `ShareCoordinator.read`, `ShareCoordinator.write` and
+`ShareCoordinator.delete` (what ReadShareGroupState, ReadShareGroupStateSummary,
+WriteShareGroupState, InitializeShareGroupState and DeleteShareGroupState do).
 
 Each partition of `__share_group_state` this broker leads is loaded into memory (the newest
 snapshot per key) when the broker becomes its leader, and dropped when it stops leading
@@ -185,17 +186,38 @@ class ShareCoordinator:
             keys = [k for k in shard.states if k.group_id == group_id]
             if not keys or shard.loading:
                 continue
-            timestamp = int(time.time() * 1000)
-            records = [NewRecord(*encode_snapshot(k, None), (), timestamp) for k in keys]
-            tp = TopicPartition(SHARE_STATE_TOPIC, shard.partition)
             try:
-                last_offset = self.writer.append(tp, build_batch(records), timestamp)
-                await self.writer.wait_committed(tp, last_offset, self.commit_timeout_ms)
+                await self._tombstones(shard, keys)
             except PartitionWriteError as exc:
                 log.warning("deleting the share state of %s: %s", group_id, exc)
-                continue
-            for key in keys:
-                shard.states.pop(key, None)
+
+    async def delete(self, key: ShareStateKey) -> None:
+        """Forget the state kept for `key` (DeleteShareGroupState: a share group's offsets
+        deleted) once its tombstone is committed; nothing to do when there is none.
+        Raises ShareStateError."""
+        shard = self._shard_for(key)
+        if key not in shard.states:
+            return
+        try:
+            committed = await self._tombstones(shard, [key])
+        except PartitionWriteError as exc:
+            raise ShareStateError(
+                ErrorCode.NOT_COORDINATOR
+                if exc.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else exc.error
+            ) from exc
+        if not committed:
+            raise ShareStateError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    async def _tombstones(self, shard: _Shard, keys: list[ShareStateKey]) -> bool:
+        """Append a tombstone for each of `keys`, forget them, wait for the commit."""
+        timestamp = int(time.time() * 1000)
+        records = [NewRecord(*encode_snapshot(k, None), (), timestamp) for k in keys]
+        tp = TopicPartition(SHARE_STATE_TOPIC, shard.partition)
+        last_offset = self.writer.append(tp, build_batch(records), timestamp)
+        for key in keys:
+            shard.states.pop(key, None)
+        return await self.writer.wait_committed(tp, last_offset, self.commit_timeout_ms)
 
 
 def _bytes(value: Any) -> bytes | None:

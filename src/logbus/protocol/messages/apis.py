@@ -184,6 +184,12 @@ if TYPE_CHECKING:
     from logbus.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
     from logbus.protocol.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
     from logbus.protocol.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+    from logbus.protocol.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+    from logbus.protocol.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
+    from logbus.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+    from logbus.protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+    from logbus.protocol.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+    from logbus.protocol.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -290,3 +296,6 @@ READ_SHARE_GROUP_STATE: Api[ReadShareGroupStateRequest, ReadShareGroupStateRespo
 WRITE_SHARE_GROUP_STATE: Api[WriteShareGroupStateRequest, WriteShareGroupStateResponse] = Api(ApiKey.WRITE_SHARE_GROUP_STATE)
 DELETE_SHARE_GROUP_STATE: Api[DeleteShareGroupStateRequest, DeleteShareGroupStateResponse] = Api(ApiKey.DELETE_SHARE_GROUP_STATE)
 READ_SHARE_GROUP_STATE_SUMMARY: Api[ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse] = Api(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY)
+DESCRIBE_SHARE_GROUP_OFFSETS: Api[DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse] = Api(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+ALTER_SHARE_GROUP_OFFSETS: Api[AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse] = Api(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+DELETE_SHARE_GROUP_OFFSETS: Api[DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse] = Api(ApiKey.DELETE_SHARE_GROUP_OFFSETS)

@@ -17,6 +17,7 @@ FIELDS = (
             ('error_code', 'int16', (0, 32767), None, None, None, 'inherit', 0, None),
             ('error_message', 'string', (0, 32767), (0, 32767), None, None, 'inherit', None, None),
             ('state_epoch', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
+            ('leader_epoch', 'int32', (0, 32767), None, None, None, 'inherit', 0, None),
             ('start_offset', 'int64', (0, 32767), None, None, None, 'inherit', 0, None),
         )),
     )),
@@ -28,6 +29,7 @@ class PartitionResult(TypedDict, total=False):
     error_code: int
     error_message: str | None
     state_epoch: int
+    leader_epoch: int
     start_offset: int
 
 

@@ -68,6 +68,7 @@ MODULES = (
     "share_groups",
     "share_fetch",
     "share_state",
+    "share_group_offsets",
     "reassignments",
 )
 

@@ -1,6 +1,8 @@
-"""The share coordinator's APIs (KIP-932), sent by share partitions' leaders:
-ReadShareGroupState v0, WriteShareGroupState v0 and InitializeShareGroupState v0, answered
-from `__share_group_state` by the broker's `ShareCoordinator`."""
+"""The share coordinator's APIs (KIP-932), sent by share partitions' leaders and by group
+coordinators: ReadShareGroupState v0, WriteShareGroupState v0 and InitializeShareGroupState v0
+(the leaders'), ReadShareGroupStateSummary v0 and DeleteShareGroupState v0 (what a group
+coordinator asks to describe and delete a share group's offsets), answered from
+`__share_group_state` by the broker's `ShareCoordinator`."""
 
 from __future__ import annotations
 
@@ -12,6 +14,12 @@ from logbus.coordinator.share.share_partition import RecordState, StateBatch
 from logbus.coordinator.share.state_coordinator import ShareCoordinator, ShareStateError
 from logbus.coordinator.share.state_records import SHARE_STATE_TOPIC, SavedState, ShareStateKey
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.messages.delete_share_group_state_request import (
+    DeleteShareGroupStateRequest,
+)
+from logbus.protocol.messages.delete_share_group_state_response import (
+    DeleteShareGroupStateResponse,
+)
 from logbus.protocol.messages.initialize_share_group_state_request import (
     InitializeShareGroupStateRequest,
 )
@@ -21,6 +29,12 @@ from logbus.protocol.messages.initialize_share_group_state_response import (
 from logbus.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
 from logbus.protocol.messages.read_share_group_state_response import (
     ReadShareGroupStateResponse,
+)
+from logbus.protocol.messages.read_share_group_state_summary_request import (
+    ReadShareGroupStateSummaryRequest,
+)
+from logbus.protocol.messages.read_share_group_state_summary_response import (
+    ReadShareGroupStateSummaryResponse,
 )
 from logbus.protocol.messages.write_share_group_state_request import (
     WriteShareGroupStateRequest,
@@ -164,8 +178,66 @@ async def handle_initialize_share_group_state(
     return {"results": results}  # type: ignore[typeddict-item]
 
 
+async def handle_read_share_group_state_summary(
+    ctx: RequestContext, request: ReadShareGroupStateSummaryRequest
+) -> ReadShareGroupStateSummaryResponse:
+    """Each partition's state epoch, leader epoch and start offset, without its in-flight
+    records (-1 for a partition with no state)."""
+    share = coordinator(ctx)
+    results = []
+    for topic in request["topics"]:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            body: Body = {
+                "partition": key.partition, "error_code": ErrorCode.NONE, "error_message": None,
+                "state_epoch": 0, "leader_epoch": -1, "start_offset": -1,
+            }
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                state = share.read(key)
+            except ShareStateError as exc:
+                body["error_code"] = exc.error
+                state = None
+            if state is not None:
+                body.update(
+                    state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
+                    start_offset=state.start_offset,
+                )
+            partitions.append(body)
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return {"results": results}  # type: ignore[typeddict-item]
+
+
+async def handle_delete_share_group_state(
+    ctx: RequestContext, request: DeleteShareGroupStateRequest
+) -> DeleteShareGroupStateResponse:
+    share = coordinator(ctx)
+    results = []
+    for topic in request["topics"]:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
+            error = ErrorCode.NONE
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                await share.delete(key)
+            except ShareStateError as exc:
+                error = exc.error
+            partitions.append({"partition": key.partition, "error_code": error,
+                               "error_message": None})
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return {"results": results}  # type: ignore[typeddict-item]
+
+
 HANDLERS = [
     ApiHandler(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, handle_read_share_group_state),
     ApiHandler(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0, handle_write_share_group_state),
     ApiHandler(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, handle_initialize_share_group_state),
+    ApiHandler(
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0, handle_read_share_group_state_summary
+    ),
+    ApiHandler(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, handle_delete_share_group_state),
 ]

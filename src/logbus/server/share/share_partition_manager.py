@@ -322,20 +322,26 @@ class SharePartitionManager:
     async def refresh(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         """A member opened a share session: drop a kept share partition whose state the
         share coordinator has from a newer state epoch (its start offset was reset while
-        the group was empty), so that it is read again."""
+        the group was empty: the records its departed members still hold locks on are
+        reset too) or, with no locks held, no longer has (the group's offsets were
+        deleted), so that it is read again."""
         if self.store is None:
             return
         for topic, index in partitions:
             key = (group_id, topic, index)
             led = self.partitions.get(key)
-            if led is None or led.partition.next_lock_deadline() is not None:
+            if led is None:
                 continue
             try:
                 saved = await self.store.read(key)
             except ShareStateError:
                 continue
-            if saved is not None and saved.state_epoch > led.partition.state_epoch:
-                self.partitions.pop(key, None)
+            locked = led.partition.next_lock_deadline() is not None
+            stale = (saved is None and not locked) or (
+                saved is not None and saved.state_epoch > led.partition.state_epoch
+            )
+            if stale and self.partitions.get(key) is led:
+                del self.partitions[key]
 
     def start_offset(self, group_id: str, topic: str, index: int) -> int | None:
         led = self.partitions.get((group_id, topic, index))
@@ -356,6 +362,9 @@ class SharePartitionManager:
             ))
         except ShareStateError as exc:
             log.warning("share state of %s not kept: %s", key, exc)
+            if exc.error == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is led:
+                # a newer state was kept (the group's offsets were reset): read it next time
+                del self.partitions[key]
             return False
         return True
 

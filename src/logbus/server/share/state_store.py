@@ -5,6 +5,11 @@ ReadShareGroupState / WriteShareGroupState go to that broker on the inter-broker
 NOT_COORDINATOR, a coordinator still loading, or a broker not answering are retried (the
 leader comes from the metadata cache, which a leader change updates) until
 `request_timeout_ms`; then the call fails with a `ShareStateError`.
+
+A group coordinator uses it too, for many partitions of one group at once (`summaries`,
+`delete`: DescribeShareGroupOffsets, DeleteShareGroupOffsets): one ReadShareGroupStateSummary
+or DeleteShareGroupState per share coordinator, retried for the partitions that got a
+retriable error, each partition's own error kept.
 """
 
 from __future__ import annotations
@@ -12,11 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+from uuid import UUID
 
 from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.share_state import read_share_group_state, write_share_group_state
+from logbus.client.requests.share_state import (
+    StatePartitions,
+    StateSummary,
+    delete_share_group_state,
+    read_share_group_state,
+    read_share_group_state_summary,
+    write_share_group_state,
+)
 from logbus.client.security import PLAINTEXT, ClientSecurity
 from logbus.controller.cluster_metadata import MetadataCache
 from logbus.coordinator.share.share_partition import RecordState, StateBatch
@@ -30,6 +44,9 @@ from logbus.coordinator.share.state_records import (
 from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+NO_STATE = StateSummary(ErrorCode.NONE, 0, -1, -1)
 
 RETRY_BACKOFF_S = 0.1
 RETRIABLE = frozenset({
@@ -126,6 +143,121 @@ class CoordinatorStateStore:
             )
 
         await self._retrying(attempt)
+
+    async def summaries(self, keys: list[ShareStateKey]) -> dict[ShareStateKey, StateSummary]:
+        """Each key's start offset, state epoch and leader epoch (`NO_STATE` where none
+        is kept), or the error its share coordinator answered."""
+
+        async def local(key: ShareStateKey) -> StateSummary:
+            state = self.local.read(key)
+            if state is None:
+                return NO_STATE
+            return StateSummary(
+                ErrorCode.NONE, state.state_epoch, state.leader_epoch, state.start_offset
+            )
+
+        async def remote(
+            conn: Connection, group_id: str, partitions: StatePartitions
+        ) -> dict[tuple[UUID, int], StateSummary]:
+            return await read_share_group_state_summary(conn, group_id, partitions)
+
+        def failed(error: ErrorCode) -> StateSummary:
+            return StateSummary(error, 0, -1, -1)
+
+        return await self._on_coordinators(
+            keys, local, remote, failed, lambda s: s.error, NO_STATE
+        )
+
+    async def delete(self, keys: list[ShareStateKey]) -> dict[ShareStateKey, ErrorCode]:
+        """Delete the state kept for each key; each key's error (NONE once deleted)."""
+
+        async def local(key: ShareStateKey) -> ErrorCode:
+            await self.local.delete(key)
+            return ErrorCode.NONE
+
+        async def remote(
+            conn: Connection, group_id: str, partitions: StatePartitions
+        ) -> dict[tuple[UUID, int], ErrorCode]:
+            return await delete_share_group_state(conn, group_id, partitions)
+
+        return await self._on_coordinators(
+            keys, local, remote, lambda e: e, lambda e: e, ErrorCode.NONE
+        )
+
+    async def _on_coordinators(
+        self,
+        keys: list[ShareStateKey],
+        local: Callable[[ShareStateKey], Awaitable[V]],
+        remote: Callable[
+            [Connection, str, StatePartitions], Awaitable[dict[tuple[UUID, int], V]]
+        ],
+        failed: Callable[[ErrorCode], V],
+        error_of: Callable[[V], ErrorCode],
+        absent: V,
+    ) -> dict[ShareStateKey, V]:
+        """`local` for the keys this broker's share coordinator keeps, one `remote` call
+        per other coordinator (keys of one group), until no key has a retriable error or
+        `request_timeout_ms` has passed."""
+        results: dict[ShareStateKey, V] = {}
+        if SHARE_STATE_TOPIC not in self.cache.topics:
+            return dict.fromkeys(keys, absent)  # no share group ever kept a state
+        pending = list(keys)
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while pending:
+            by_leader: dict[int | None, list[ShareStateKey]] = {}
+            for key in pending:
+                by_leader.setdefault(self._leader(key), []).append(key)
+            for leader, batch in by_leader.items():
+                results.update(await self._on_coordinator(leader, batch, local, remote, failed))
+            pending = [k for k in pending if error_of(results[k]) in RETRIABLE]
+            if pending and time.monotonic() >= deadline:
+                break
+            if pending:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        return results
+
+    async def _on_coordinator(
+        self,
+        leader: int | None,
+        keys: list[ShareStateKey],
+        local: Callable[[ShareStateKey], Awaitable[V]],
+        remote: Callable[
+            [Connection, str, StatePartitions], Awaitable[dict[tuple[UUID, int], V]]
+        ],
+        failed: Callable[[ErrorCode], V],
+    ) -> dict[ShareStateKey, V]:
+        if leader is None:
+            return dict.fromkeys(keys, failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        if leader == self.broker_id:
+            found: dict[ShareStateKey, V] = {}
+            for key in keys:
+                try:
+                    found[key] = await local(key)
+                except ShareStateError as exc:
+                    found[key] = failed(exc.error)
+            return found
+        found = {}
+        for group_id in {k.group_id for k in keys}:
+            partitions: StatePartitions = {}
+            for key in keys:
+                if key.group_id == group_id:
+                    partitions.setdefault(key.topic_id, []).append(key.partition)
+            try:
+                answered = await remote(await self._connection(leader), group_id, partitions)
+            except ShareStateError as exc:
+                answered = {}
+                error = exc.error
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.debug("share state request failed: %s", exc)
+                answered = {}
+                error = ErrorCode.NETWORK_EXCEPTION
+            else:
+                error = ErrorCode.UNKNOWN_SERVER_ERROR  # a partition left out of the answer
+            for key in keys:
+                if key.group_id == group_id:
+                    answer = answered.get((key.topic_id, key.partition))
+                    found[key] = failed(error) if answer is None else answer
+        return found
 
     async def _retrying(self, attempt: Callable[[], object]) -> None:
         deadline = time.monotonic() + self.request_timeout_ms / 1000
