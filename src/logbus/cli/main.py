@@ -34,34 +34,45 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from logbus import __version__
-from logbus.cli import (
-    acls,
-    cluster,
-    configs,
-    console,
-    consume,
-    delete_records,
-    dump_log,
-    get_offsets,
-    groups,
-    leader_election,
-    log_dirs,
-    metadata_quorum,
-    mirror,
-    perf,
-    produce,
-    reassign_partitions,
-    rest_proxy,
-    schema_registry,
-    share_groups,
-    storage,
-    tool_syntax,
-    topics,
-    transactions,
-)
+from logbus.cli import tool_syntax
 from logbus.cli.common import fail
+
+# Each command word and the module under logbus.cli that registers and runs it. A command
+# imports only its own module (all of them only for `logbus --help` or a mistyped word):
+# the modules pull in the admin client, the console's web stack, Spark's helpers, ..., and
+# every process paid for all of them, the broker (`server start`) and each short command of
+# a script included.
+COMMANDS: dict[str, str] = {
+    "cluster": "cluster",
+    "topics": "topics",
+    "produce": "produce",
+    "consume": "consume",
+    "groups": "groups",
+    "share-groups": "share_groups",
+    "configs": "configs",
+    "delete-records": "delete_records",
+    "dump-log": "dump_log",
+    "transactions": "transactions",
+    "perf": "perf",
+    "get-offsets": "get_offsets",
+    "log-dirs": "log_dirs",
+    "leader-election": "leader_election",
+    "mirror": "mirror",
+    "reassign-partitions": "reassign_partitions",
+    "acls": "acls",
+    "console": "console",
+    "storage": "storage",
+    "metadata-quorum": "metadata_quorum",
+    "schema-registry": "schema_registry",
+    "rest-proxy": "rest_proxy",
+}
+
+
+def command_module(command: str) -> Any:
+    return importlib.import_module(f"logbus.cli.{COMMANDS[command]}")
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -98,7 +109,9 @@ def _register_server(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     start.set_defaults(func=_run_server)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command`'s alone when it is one (`server`
+    included)."""
     parser = argparse.ArgumentParser(
         prog="logbus",
         description="A distributed commit log that speaks the Apache Kafka protocol.",
@@ -106,37 +119,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"logbus {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _register_server(subparsers)
-    cluster.register(subparsers)
-    topics.register(subparsers)
-    produce.register(subparsers)
-    consume.register(subparsers)
-    groups.register(subparsers)
-    share_groups.register(subparsers)
-    configs.register(subparsers)
-    delete_records.register(subparsers)
-    dump_log.register(subparsers)
-    transactions.register(subparsers)
-    perf.register(subparsers)
-    get_offsets.register(subparsers)
-    log_dirs.register(subparsers)
-    leader_election.register(subparsers)
-    mirror.register(subparsers)
-    reassign_partitions.register(subparsers)
-    acls.register(subparsers)
-    console.register(subparsers)
-    storage.register(subparsers)
-    metadata_quorum.register(subparsers)
-    schema_registry.register(subparsers)
-    rest_proxy.register(subparsers)
+    if command in COMMANDS:
+        command_module(command).register(subparsers)
+    elif command != "server":
+        for word in COMMANDS:
+            command_module(word).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv else None
+    parser = build_parser(command)
+    module = command_module(command) if command in COMMANDS else None
     try:
         words, kafka_style = tool_syntax.translate(
-            sys.argv[1:] if argv is None else argv,
-            [topics.SYNTAX, groups.SYNTAX, share_groups.SYNTAX],
+            argv, [module.SYNTAX] if module is not None and hasattr(module, "SYNTAX") else []
         )
     except tool_syntax.ToolSyntaxError as exc:
         return fail(str(exc))
