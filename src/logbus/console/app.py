@@ -18,11 +18,12 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from logbus.client.errors import KafkaConnectionError, KafkaError
+from logbus.console.access import AccessMiddleware, AccessSettings, ConsoleAccess
 from logbus.console.clients import ConsoleClients
 from logbus.console.errors import ConsoleError, kafka_message, kafka_status
 from logbus.console.lag import LagHistory
 from logbus.console.pages import clients, is_fragment, render, template_environment
-from logbus.console.views import groups, messages, overview, produce, topics
+from logbus.console.views import groups, login, messages, overview, produce, topics
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +39,34 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
 def create_app(
-    settings: Mapping[str, Any], *, allowed_hosts: Sequence[str] | None = None
+    settings: Mapping[str, Any],
+    *,
+    allowed_hosts: Sequence[str] | None = None,
+    access: AccessSettings | None = None,
 ) -> Starlette:
     """The console for the cluster `settings` names (client settings: `bootstrap.servers`
     and the security ones). With `allowed_hosts`, requests naming another host in their
-    Host header are refused (400)."""
+    Host header are refused (400). `access` says who may sign in and whether the console
+    is read-only (by default: no login, changes allowed)."""
+    checks = ConsoleAccess(access or AccessSettings(), settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            await app.state.clients.admin()
-        except KafkaError as exc:
-            # Serve anyway: the pages say the cluster is unreachable until it answers.
-            log.warning("the cluster is not reachable yet: %s", exc)
+        # With SCRAM logins the console has no principal of its own to connect as.
+        if checks.settings.login != "scram":
+            try:
+                await app.state.clients.admin()
+            except KafkaError as exc:
+                # Serve anyway: the pages say the cluster is unreachable until it answers.
+                log.warning("the cluster is not reachable yet: %s", exc)
         try:
             yield
         finally:
+            await checks.close()
             await app.state.clients.close()
 
     routes: list[BaseRoute] = [
+        *login.routes,
         *overview.routes,
         *topics.routes,
         *messages.routes,
@@ -68,6 +78,7 @@ def create_app(
         [] if allowed_hosts is None
         else [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))]
     )
+    middleware.append(Middleware(AccessMiddleware, access=checks, error_page=_error_page))
     app = Starlette(
         debug=False,
         routes=routes,
@@ -84,6 +95,7 @@ def create_app(
     app.state.templates = template_environment()
     app.state.lag_history = LagHistory()
     app.state.clients = ConsoleClients(settings)
+    app.state.access = checks
     return app
 
 

@@ -1,0 +1,90 @@
+"""Signing in and out: the login form (user name and password, checked as `access` says),
+and sign-out. A sign-in gives the browser a new id; a refused one says only that the name
+or the password is wrong, whichever it was."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from logbus.console.access import (
+    LoginRefused,
+    browser_id,
+    close_sessions,
+    console_access,
+    signed_in,
+)
+from logbus.console.errors import ConsoleError
+from logbus.console.pages import posted_form, render
+from logbus.console.sessions import new_browser_id
+
+log = logging.getLogger(__name__)
+
+# Longer names and passwords are refused unread (scrypt and SCRAM would still take them).
+_MAX_FIELD = 1024
+
+
+def _next_page(target: str | None) -> str:
+    """Where to go after signing in: a path of this console only (never another site's
+    address, which would make the login form an open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def _login_enabled(request: Request) -> None:
+    if not console_access(request).login_required:
+        raise ConsoleError("This console has no login: it was started without users.", 404)
+
+
+async def login_form(request: Request) -> Response:
+    _login_enabled(request)
+    target = _next_page(request.query_params.get("next"))
+    if signed_in(request) is not None:
+        return RedirectResponse(target, status_code=303)
+    return render(request, "login.html", next_page=target, error="", name="")
+
+
+async def login(request: Request) -> Response:
+    _login_enabled(request)
+    form = await posted_form(request)
+    name = str(form.get("username", "")).strip()
+    password = str(form.get("password", ""))
+    target = _next_page(str(form.get("next", "")))
+    access = console_access(request)
+    try:
+        if len(name) > _MAX_FIELD or len(password) > _MAX_FIELD:
+            raise LoginRefused
+        clients = await access.check_password(name, password)
+    except LoginRefused:
+        log.warning("console sign-in refused for %r from %s", name,
+                    request.client.host if request.client else "?")
+        return render(request, "login.html", 401, next_page=target, name=name,
+                      error="Wrong user name or password.")
+    previous = access.sessions.sign_out(browser_id(request))
+    new_id, evicted = access.sessions.sign_in(name, clients)
+    await close_sessions([s for s in (previous, *evicted) if s is not None])
+    request.state.browser_id = new_id
+    log.info("console sign-in: %s", name)
+    return RedirectResponse(target, status_code=303)
+
+
+async def logout(request: Request) -> Response:
+    await posted_form(request)
+    access = console_access(request)
+    session = access.sessions.sign_out(browser_id(request))
+    if session is not None:
+        await close_sessions([session])
+        log.info("console sign-out: %s", session.user)
+    request.state.browser_id = new_browser_id()
+    return RedirectResponse("/login" if access.login_required else "/", status_code=303)
+
+
+routes = [
+    Route("/login", login_form, name="login"),
+    Route("/login", login, methods=["POST"]),
+    Route("/logout", logout, methods=["POST"], name="logout"),
+]
