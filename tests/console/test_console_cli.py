@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
     console_factory_fixture,
     page_fixture,
+    sign_in,
     snap_fixture,
 )
 
+from kafka_wire import wait_for
 from logbus.cli.console import DEFAULT_BIND, bind_address
+from logbus.cli.main import main
+from logbus.console.users import read_users, verify_password
 from ports import free_port
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
@@ -109,3 +114,75 @@ def test_templates_and_static_assets_are_package_data() -> None:
     assert any(name.endswith("htmx.min.js") for name in files)
     missing = [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)]
     assert not missing, missing
+
+
+def test_add_user_then_serve_a_read_only_console_with_login(broker: Any, tmp_path: Path) -> None:
+    users = tmp_path / "console-users"
+    for name, password in (("alice", "alice-secret"), ("bob", "old"), ("bob", "bob-secret")):
+        added = subprocess.run(
+            [*CLI, "console", "--users-file", str(users), "--add-user", name],
+            input=f"{password}\n".encode(), capture_output=True, timeout=60,
+        )
+        assert added.returncode == 0, added.stderr
+    assert "changed the password of bob" in added.stdout.decode()
+    found = read_users(users)
+    assert sorted(found) == ["alice", "bob"] and verify_password("bob-secret", found["bob"])
+    secret = tmp_path / "secret"
+    secret.write_text("x" * 48)
+    port = free_port()
+    log = tmp_path / "console.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*CLI, "console", "--bootstrap-server", broker.bootstrap, "--bind",
+             f"127.0.0.1:{port}", "--users-file", str(users), "--read-only",
+             "--session-secret-file", str(secret)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> httpx.Response | None:
+            try:
+                return httpx.get(url + "/", timeout=10)
+            except httpx.TransportError:
+                assert proc.poll() is None, log.read_text()
+                return None
+
+        first = wait_for(answers, timeout=60, interval=0.2, what="the console to answer")
+        assert first.status_code == 303 and first.headers["location"].startswith("/login")
+        with httpx.Client(base_url=url, timeout=30) as http:
+            assert sign_in(http, "bob", "bob-secret").status_code == 303
+            page = http.get("/topics")
+            assert page.status_code == 200 and 'id="create-topic"' not in page.text
+            assert http.post("/topics", data={"name": "x"}).status_code == 403
+        assert "(login: users-file, read-only)" in log.read_text()
+    finally:
+        proc.terminate()
+        status = proc.wait(30)
+    assert status in (0, -signal.SIGTERM), log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--users-file", "{missing}"], "cannot read the users file"),
+        (["--users-file", "{empty}"], "has no users: add one with --add-user"),
+        (["--login", "users-file"], "--login users-file needs --users-file"),
+        (["--login", "scram"], "--login scram needs --command-config"),
+        (["--login", "none", "--users-file", "{empty}"], "--users-file is for --login"),
+        (["--session-secret-file", "{short}"], "at least 32 bytes"),
+        (["--add-user", "carol"], "--add-user needs --users-file"),
+        (["--ssl-certfile", "{empty}"], "--ssl-certfile and --ssl-keyfile go together"),
+    ],
+)
+def test_access_options_that_cannot_work_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    files = {"missing": tmp_path / "missing", "empty": tmp_path / "empty",
+             "short": tmp_path / "short"}
+    files["empty"].write_text("# nobody yet\n")
+    files["short"].write_text("tiny")
+    args = [o.format(**{k: str(v) for k, v in files.items()}) for o in options]
+    assert main(["console", "--bootstrap-server", "127.0.0.1:1", *args]) == 1
+    assert message in capsys.readouterr().err
