@@ -160,6 +160,7 @@ def test_login_forbidden_action_and_csrf_in_chromium(
     banner = page.locator(".banner.error")
     expect(banner).to_have_attribute("data-status", "403")
     expect(banner).to_contain_text("TOPIC_AUTHORIZATION_FAILED")
+    expect(banner).to_contain_text("refused this to User:alice")
     snap(page, "forbidden")
     # A request of the console's own origin without the token, or with a forged one.
     page.goto(scram_console.url + "/topics")

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from logbus.client.errors import KafkaConnectionError, KafkaError
-from logbus.console.access import AccessMiddleware, AccessSettings, ConsoleAccess
+from logbus.console.access import AccessMiddleware, AccessSettings, ConsoleAccess, signed_in
 from logbus.console.clients import ConsoleClients
 from logbus.console.errors import ConsoleError, kafka_message, kafka_status
 from logbus.console.lag import LagHistory
@@ -115,7 +115,12 @@ async def _kafka_error(request: Request, exc: Exception) -> Response:
     if status == 503:
         # The cluster went away: the next page starts over with new connections.
         await clients(request).reset()
-    return _error_page(request, status, kafka_message(exc))
+    message = kafka_message(exc)
+    session = signed_in(request)
+    if status == 403 and session is not None and session.clients is not None:
+        message += (f" The cluster refused this to User:{session.user}: its ACLs decide what "
+                    "each user may do.")
+    return _error_page(request, status, message)
 
 
 async def _timeout(request: Request, exc: Exception) -> Response:
