@@ -235,3 +235,10 @@ def test_a_console_without_login_still_wants_csrf_tokens(
         open_session(http, "/topics")
         assert http.post("/topics", data={"name": "with-token"}).status_code == 303
     assert {"no-token", "with-token"} & _topics(broker.bootstrap) == {"with-token"}
+
+
+def test_the_login_form_warns_when_the_cookie_cannot_be_kept(http: httpx.Client) -> None:
+    assert 'id="cookie-warning"' not in http.get("/login").text
+    # Plain HTTP under another machine's name: browsers drop a Secure cookie.
+    remote = http.get("/login", headers={"Host": "console.example:8080"})
+    assert remote.status_code == 200 and 'id="cookie-warning"' in remote.text

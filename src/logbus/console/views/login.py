@@ -23,6 +23,7 @@ from logbus.console.sessions import new_browser_id
 
 log = logging.getLogger(__name__)
 
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 # Longer names and passwords are refused unread (scrypt and SCRAM would still take them).
 _MAX_FIELD = 1024
 
@@ -45,7 +46,14 @@ async def login_form(request: Request) -> Response:
     target = _next_page(request.query_params.get("next"))
     if signed_in(request) is not None:
         return RedirectResponse(target, status_code=303)
-    return render(request, "login.html", next_page=target, error="", name="")
+    return render(request, "login.html", next_page=target, error="", name="",
+                  cookie_warning=_cookie_warning(request))
+
+
+def _cookie_warning(request: Request) -> bool:
+    """True when the browser will drop the session cookie: a Secure cookie is kept from
+    HTTPS pages, and from plain HTTP on this machine's loopback names only."""
+    return request.url.scheme != "https" and request.url.hostname not in _LOOPBACK_NAMES
 
 
 async def login(request: Request) -> Response:
@@ -63,7 +71,8 @@ async def login(request: Request) -> Response:
         log.warning("console sign-in refused for %r from %s", name,
                     request.client.host if request.client else "?")
         return render(request, "login.html", 401, next_page=target, name=name,
-                      error="Wrong user name or password.")
+                      error="Wrong user name or password.",
+                      cookie_warning=_cookie_warning(request))
     previous = access.sessions.sign_out(browser_id(request))
     new_id, evicted = access.sessions.sign_in(name, clients)
     await close_sessions([s for s in (previous, *evicted) if s is not None])
