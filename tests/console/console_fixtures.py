@@ -33,10 +33,11 @@ def start_console(
     bootstrap: str,
     allowed_hosts: list[str] | None = None,
     access: AccessSettings | None = None,
+    schema_registry_url: str | None = None,
     **settings: Any,
 ) -> ConsoleServer:
     app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts,
-                     access=access)
+                     access=access, schema_registry_url=schema_registry_url)
     return serve_in_thread(app, "console", timeout=30)
 
 
@@ -48,9 +49,12 @@ def console_factory_fixture() -> Iterator[Callable[..., ConsoleServer]]:
         bootstrap: str,
         allowed_hosts: list[str] | None = None,
         access: AccessSettings | None = None,
+        schema_registry_url: str | None = None,
         **settings: Any,
     ) -> ConsoleServer:
-        started.append(start_console(bootstrap, allowed_hosts, access, **settings))
+        started.append(
+            start_console(bootstrap, allowed_hosts, access, schema_registry_url, **settings)
+        )
         return started[-1]
 
     yield make

@@ -3,6 +3,7 @@
 logbus console --bootstrap-server HOST:PORT [--bind 127.0.0.1:8080] [--command-config FILE]
     [--login none|users-file|scram] [--users-file FILE] [--read-only]
     [--session-timeout SECONDS] [--session-secret-file FILE] [--ssl-certfile F --ssl-keyfile F]
+    [--schema-registry-url URL]
 logbus console --users-file FILE --add-user NAME   (the password on stdin or at a prompt)
 """
 
@@ -60,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=bind_address(DEFAULT_BIND),
         metavar="HOST:PORT",
         help=f"where the console listens (default: {DEFAULT_BIND}, this machine only)",
+    )
+    parser.add_argument(
+        "--schema-registry-url", metavar="URL",
+        help="show this schema registry's subjects and versions (e.g. http://localhost:8081)",
     )
     _add_access_options(parser)
     parser.set_defaults(func=run)
@@ -209,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
           f"(login: {access.login}{', read-only' if access.read_only else ''})", flush=True)
     app = create_app(
         settings, allowed_hosts=LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else None,
-        access=access,
+        access=access, schema_registry_url=args.schema_registry_url,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", loop="asyncio", lifespan="on",

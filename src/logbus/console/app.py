@@ -23,7 +23,8 @@ from logbus.console.clients import ConsoleClients
 from logbus.console.errors import ConsoleError, kafka_message, kafka_status
 from logbus.console.lag import LagHistory
 from logbus.console.pages import clients, is_fragment, render, template_environment
-from logbus.console.views import groups, login, messages, overview, produce, topics
+from logbus.console.schemas import RegistryClient
+from logbus.console.views import groups, login, messages, overview, produce, schemas, topics
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,13 @@ def create_app(
     *,
     allowed_hosts: Sequence[str] | None = None,
     access: AccessSettings | None = None,
+    schema_registry_url: str | None = None,
 ) -> Starlette:
     """The console for the cluster `settings` names (client settings: `bootstrap.servers`
     and the security ones). With `allowed_hosts`, requests naming another host in their
     Host header are refused (400). `access` says who may sign in and whether the console
-    is read-only (by default: no login, changes allowed)."""
+    is read-only (by default: no login, changes allowed). With `schema_registry_url`, the
+    registry's subjects and versions have pages too."""
     checks = ConsoleAccess(access or AccessSettings(), settings)
 
     @asynccontextmanager
@@ -72,6 +75,7 @@ def create_app(
         *messages.routes,
         *groups.routes,
         *produce.routes,
+        *schemas.routes,
         Mount("/static", StaticFiles(packages=[("logbus.console", "static")]), name="static"),
     ]
     middleware = (
@@ -96,6 +100,7 @@ def create_app(
     app.state.lag_history = LagHistory()
     app.state.clients = ConsoleClients(settings)
     app.state.access = checks
+    app.state.registry = RegistryClient(schema_registry_url) if schema_registry_url else None
     return app
 
 

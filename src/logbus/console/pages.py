@@ -70,6 +70,7 @@ def render(
         user=session.user if session is not None else None,
         login_required=access.login_required,
         read_only=access.read_only,
+        schemas_shown=request.app.state.registry is not None,
         csrf_field=CSRF_FIELD,
         csrf_token=access.signer.csrf_token(browser_id(request)),
         **context,
