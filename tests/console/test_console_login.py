@@ -26,6 +26,7 @@ from logbus import Admin
 from logbus.client.admin import NewTopic
 from logbus.client.types import TopicPartition
 from logbus.console import AccessSettings, create_app
+from logbus.console.access import MAX_FAILURES
 from logbus.console.sessions import COOKIE_NAME, CSRF_HEADER
 from logbus.console.users import read_users, set_user
 
@@ -95,6 +96,15 @@ def test_wrong_passwords_and_unknown_users_are_refused_alike(http: httpx.Client)
     assert signed_in.status_code == 303 and signed_in.headers["location"] == "/"
     page = http.get("/topics")
     assert page.status_code == 200 and '<span id="signed-in-as">alice</span>' in page.text
+
+
+def test_repeated_wrong_passwords_lock_that_name_out_for_a_while(http: httpx.Client) -> None:
+    for _ in range(MAX_FAILURES):
+        assert sign_in(http, "bob", "guess").status_code == 401
+    locked = sign_in(http, "bob", "bob-secret")  # the right one, too late
+    _refused(locked, 429, "Too many wrong passwords for bob")
+    assert new_cookie(locked) is None
+    assert sign_in(http, "alice", "alice-secret").status_code == 303  # others are not
 
 
 def test_a_sign_in_replaces_the_browser_id(http: httpx.Client) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from logbus.console.access import FAILURE_WINDOW, MAX_FAILURES, FailedSignIns, TooManyFailures
 from logbus.console.sessions import CookieSigner, SessionStore
 from logbus.console.users import (
     UsersFileError,
@@ -181,3 +182,34 @@ def test_sign_out_and_the_cap_on_sessions() -> None:
 )
 def test_after_sign_in_only_this_consoles_pages(target: str | None, expected: str) -> None:
     assert _next_page(target) == expected
+
+
+def test_failed_sign_ins_lock_one_name_from_one_address_for_a_while() -> None:
+    clock = Clock()
+    failures = FailedSignIns(clock)
+    for _ in range(MAX_FAILURES - 1):
+        failures.check("10.0.0.1", "alice")
+        failures.failed("10.0.0.1", "alice")
+        clock.now += 1
+    failures.check("10.0.0.1", "alice")  # one more try is allowed
+    failures.failed("10.0.0.1", "ALICE")  # names are compared case-blind
+    with pytest.raises(TooManyFailures) as refused:
+        failures.check("10.0.0.1", "alice")
+    assert refused.value.retry_after == FAILURE_WINDOW - (MAX_FAILURES - 1)
+    failures.check("10.0.0.2", "alice")  # from elsewhere: not locked out
+    failures.check("10.0.0.1", "bob")
+    clock.now += refused.value.retry_after + 0.5  # the first failure is out of the window
+    failures.check("10.0.0.1", "alice")
+    failures.failed("10.0.0.1", "alice")
+    with pytest.raises(TooManyFailures):
+        failures.check("10.0.0.1", "alice")
+
+
+def test_a_success_forgets_the_failures() -> None:
+    failures = FailedSignIns(Clock())
+    for _ in range(MAX_FAILURES - 1):
+        failures.failed("10.0.0.1", "alice")
+    failures.succeeded("10.0.0.1", "alice")
+    for _ in range(MAX_FAILURES - 1):
+        failures.failed("10.0.0.1", "alice")
+    failures.check("10.0.0.1", "alice")

@@ -69,6 +69,60 @@ class LoginRefused(Exception):
     """A wrong user name or password."""
 
 
+class TooManyFailures(Exception):
+    """Sign-ins of this name from this address are refused for `retry_after` seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"retry after {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
+# After this many wrong passwords for one name from one address within FAILURE_WINDOW
+# seconds, that name is refused from that address (without checking its password) until
+# the oldest of them is FAILURE_WINDOW old. Keyed by address and name, so that no one can
+# lock a user out from elsewhere.
+MAX_FAILURES = 5
+FAILURE_WINDOW = 15 * 60.0
+# Keys kept at most (the oldest goes first): a flood of names must not grow memory.
+_MAX_FAILURE_KEYS = 10_000
+
+
+class FailedSignIns:
+    """Recent failed sign-ins by (client address, user name); used from the event loop
+    only. `clock` is monotonic seconds."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._failures: dict[tuple[str, str], list[float]] = {}
+
+    def check(self, address: str, user: str) -> None:
+        """TooManyFailures when this name may not try again from this address yet."""
+        recent = self._recent((address, user.lower()))
+        if len(recent) >= MAX_FAILURES:
+            raise TooManyFailures(recent[0] + FAILURE_WINDOW - self._clock())
+
+    def failed(self, address: str, user: str) -> None:
+        key = (address, user.lower())
+        recent = self._recent(key)
+        recent.append(self._clock())
+        self._failures.pop(key, None)  # re-inserted last: the dict stays oldest-first
+        self._failures[key] = recent
+        while len(self._failures) > _MAX_FAILURE_KEYS:
+            del self._failures[next(iter(self._failures))]
+
+    def succeeded(self, address: str, user: str) -> None:
+        self._failures.pop((address, user.lower()), None)
+
+    def _recent(self, key: tuple[str, str]) -> list[float]:
+        since = self._clock() - FAILURE_WINDOW
+        recent = [at for at in self._failures.get(key, ()) if at > since]
+        if recent:
+            self._failures[key] = recent
+        else:
+            self._failures.pop(key, None)
+        return recent
+
+
 class ConsoleAccess:
     """The console's sessions and its way of checking passwords, for one app; used from
     the app's event loop only."""
@@ -77,6 +131,7 @@ class ConsoleAccess:
         self.settings = settings
         self.signer = CookieSigner(settings.secret or secrets.token_bytes(32))
         self.sessions = SessionStore(idle_timeout=settings.session_timeout)
+        self.failures = FailedSignIns()
         self._client_settings = {
             k: v for k, v in client_settings.items() if k not in _CREDENTIALS
         }

@@ -5,6 +5,7 @@ or the password is wrong, whichever it was."""
 from __future__ import annotations
 
 import logging
+import math
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -12,6 +13,7 @@ from starlette.routing import Route
 
 from logbus.console.access import (
     LoginRefused,
+    TooManyFailures,
     browser_id,
     close_sessions,
     console_access,
@@ -63,16 +65,26 @@ async def login(request: Request) -> Response:
     password = str(form.get("password", ""))
     target = _next_page(str(form.get("next", "")))
     access = console_access(request)
+    address = request.client.host if request.client else "?"
     try:
+        access.failures.check(address, name)
         if len(name) > _MAX_FIELD or len(password) > _MAX_FIELD:
             raise LoginRefused
         clients = await access.check_password(name, password)
+    except TooManyFailures as exc:
+        log.warning("console sign-in of %r from %s not tried: too many failures", name, address)
+        minutes = max(1, math.ceil(exc.retry_after / 60))
+        return render(request, "login.html", 429, next_page=target, name=name, status=429,
+                      error=f"Too many wrong passwords for {name} from your address: try "
+                      f"again in {minutes} minute{'s' if minutes > 1 else ''}.",
+                      cookie_warning=_cookie_warning(request))
     except LoginRefused:
-        log.warning("console sign-in refused for %r from %s", name,
-                    request.client.host if request.client else "?")
-        return render(request, "login.html", 401, next_page=target, name=name,
+        access.failures.failed(address, name)
+        log.warning("console sign-in refused for %r from %s", name, address)
+        return render(request, "login.html", 401, next_page=target, name=name, status=401,
                       error="Wrong user name or password.",
                       cookie_warning=_cookie_warning(request))
+    access.failures.succeeded(address, name)
     previous = access.sessions.sign_out(browser_id(request))
     new_id, evicted = access.sessions.sign_in(name, clients)
     await close_sessions([s for s in (previous, *evicted) if s is not None])
