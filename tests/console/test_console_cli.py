@@ -24,7 +24,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
 from kafka_wire import wait_for
 from logbus.cli.console import DEFAULT_BIND, bind_address
 from logbus.cli.main import main
-from logbus.console.users import read_users, verify_password
+from logbus.console.users import read_users, set_user, verify_password
 from ports import free_port
 
 CLI = [sys.executable, "-m", "logbus.cli.main"]
@@ -186,3 +186,24 @@ def test_access_options_that_cannot_work_are_refused(
     args = [o.format(**{k: str(v) for k, v in files.items()}) for o in options]
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", *args]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_the_login_follows_the_settings_unless_told(tmp_path: Path) -> None:
+    from logbus.cli.console import access_settings
+    from logbus.cli.main import build_parser
+
+    scram = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256"}
+    plain = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
+    users = tmp_path / "users"
+    set_user(users, "ann", "ann-secret")
+
+    def login(options: list[str], settings: dict[str, str]) -> str:
+        args = build_parser().parse_args(["console", *options])
+        return access_settings(args, settings).login
+
+    assert login([], {}) == "none"
+    assert login([], plain) == "none"
+    assert login([], scram) == "scram"
+    assert login(["--login", "none"], scram) == "none"
+    assert login(["--users-file", str(users)], scram) == "users-file"
+    assert login(["--read-only"], scram) == "scram"
