@@ -22,6 +22,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
     console_factory_fixture,
@@ -32,7 +35,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
 from playwright.sync_api import expect
 from security_support import address, sasl_broker
 
-from kafka_wire import create_topic
+from kafka_wire import create_topic, wait_for
 from logbus.console import AccessSettings
 from logbus.console.users import read_users, set_user
 
@@ -225,3 +228,30 @@ def test_read_only_console_in_chromium(
         AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
             [NewTopic("watched", 1, 1)]
         )["watched"].result(TIMEOUT)
+
+
+def test_a_password_changed_in_the_cluster_signs_the_user_out(
+    secure_broker: Any, pki: Any, console_factory: Any
+) -> None:
+    # Connections re-authenticate (KIP-368) every 1.5 s: the console's connections as
+    # alice end soon after her password changes.
+    running = sasl_broker(secure_broker, pki, **{"connections.max.reauth.ms": "1500"})
+    cluster = AclCluster(running)
+    console = console_factory(cluster.sasl, access=AccessSettings(login="scram"),
+                              **cluster.console_settings())
+    with httpx.Client(base_url=console.url, timeout=30) as http:
+        assert sign_in(http, "alice", "alice-secret").status_code == 303
+        assert http.get("/topics").status_code == 200
+        upsert = UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"changed"
+        )
+        for future in cluster.admin.alter_user_scram_credentials([upsert]).values():
+            future.result(TIMEOUT)
+        signed_out = wait_for(
+            lambda: (page := http.get("/topics")).status_code == 401 and page,
+            timeout=60, interval=0.5, what="the console to see the old password refused",
+        )
+        assert "no longer accepts the password alice signed in with" in signed_out.text
+        assert http.get("/topics").status_code == 303  # the session has ended
+        assert sign_in(http, "alice", "alice-secret").status_code == 401
+        assert sign_in(http, "alice", "changed").status_code == 303

@@ -209,6 +209,17 @@ def signed_in(request: Request) -> SignedIn | None:
     return found
 
 
+async def sign_out(request: Request) -> SignedIn | None:
+    """End this browser's session (its clients closed) and give it a new id; the session
+    that ended, if there was one."""
+    session = console_access(request).sessions.sign_out(browser_id(request))
+    if session is not None:
+        await close_sessions([session])
+    request.state.browser_id = new_browser_id()
+    request.state.signed_in = None
+    return session
+
+
 def cookie_header(access: ConsoleAccess, browser: str) -> bytes:
     """The Set-Cookie value of a browser id: never readable by scripts, never sent over
     plain HTTP to another host than this machine (browsers treat loopback as secure), and

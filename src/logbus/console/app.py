@@ -18,13 +18,20 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from logbus.client.errors import KafkaConnectionError, KafkaError
-from logbus.console.access import AccessMiddleware, AccessSettings, ConsoleAccess, signed_in
+from logbus.console.access import (
+    AccessMiddleware,
+    AccessSettings,
+    ConsoleAccess,
+    sign_out,
+    signed_in,
+)
 from logbus.console.clients import ConsoleClients
 from logbus.console.errors import ConsoleError, kafka_message, kafka_status
 from logbus.console.lag import LagHistory
 from logbus.console.pages import clients, is_fragment, render, template_environment
 from logbus.console.schemas import RegistryClient
 from logbus.console.views import groups, login, messages, overview, produce, schemas, topics
+from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +129,16 @@ async def _kafka_error(request: Request, exc: Exception) -> Response:
         await clients(request).reset()
     message = kafka_message(exc)
     session = signed_in(request)
+    if (
+        exc.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        and session is not None
+        and session.clients is not None
+    ):
+        await sign_out(request)
+        return _error_page(request, 401, (
+            f"The cluster no longer accepts the password {session.user} signed in with "
+            f"({exc}): sign in again."
+        ))
     if status == 403 and session is not None and session.clients is not None:
         message += (f" The cluster refused this to User:{session.user}: its ACLs decide what "
                     "each user may do.")

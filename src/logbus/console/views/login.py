@@ -17,11 +17,11 @@ from logbus.console.access import (
     browser_id,
     close_sessions,
     console_access,
+    sign_out,
     signed_in,
 )
 from logbus.console.errors import ConsoleError
 from logbus.console.pages import posted_form, render
-from logbus.console.sessions import new_browser_id
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +95,12 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     await posted_form(request)
-    access = console_access(request)
-    session = access.sessions.sign_out(browser_id(request))
+    session = await sign_out(request)
     if session is not None:
-        await close_sessions([session])
         log.info("console sign-out: %s", session.user)
-    request.state.browser_id = new_browser_id()
-    return RedirectResponse("/login" if access.login_required else "/", status_code=303)
+    return RedirectResponse(
+        "/login" if console_access(request).login_required else "/", status_code=303
+    )
 
 
 routes = [
