@@ -26,7 +26,7 @@ from logbus import Admin
 from logbus.client.admin import NewTopic
 from logbus.client.types import TopicPartition
 from logbus.console import AccessSettings, create_app
-from logbus.console.access import MAX_FAILURES
+from logbus.console.access import FAILURE_WINDOW, MAX_FAILURES
 from logbus.console.sessions import COOKIE_NAME, CSRF_HEADER
 from logbus.console.users import read_users, set_user
 
@@ -103,6 +103,7 @@ def test_repeated_wrong_passwords_lock_that_name_out_for_a_while(http: httpx.Cli
         assert sign_in(http, "bob", "guess").status_code == 401
     locked = sign_in(http, "bob", "bob-secret")  # the right one, too late
     _refused(locked, 429, "Too many wrong passwords for bob")
+    assert 0 < int(locked.headers["Retry-After"]) <= FAILURE_WINDOW
     assert new_cookie(locked) is None
     assert sign_in(http, "alice", "alice-secret").status_code == 303  # others are not
 
@@ -195,7 +196,11 @@ def test_an_idle_session_expires(broker: Any, console_factory: Any,
         access=AccessSettings(login="users-file", users=users, session_timeout=1.0),
     )
     with httpx.Client(base_url=console.url, timeout=30) as http:
-        assert sign_in(http, "alice", "alice-secret").status_code == 303
+        token = open_session(http, "/login")
+        answer = http.post("/login", data={"username": "alice", "password": "alice-secret",
+                                           "csrf_token": token})
+        assert answer.status_code == 303
+        http.headers["Cookie"] = str(new_cookie(answer))
         # Each request keeps a session alive: poll less often than it expires.
         wait_for(lambda: http.get("/topics").status_code == 303, timeout=30, interval=1.5,
                  what="the session to expire")

@@ -74,10 +74,12 @@ async def login(request: Request) -> Response:
     except TooManyFailures as exc:
         log.warning("console sign-in of %r from %s not tried: too many failures", name, address)
         minutes = max(1, math.ceil(exc.retry_after / 60))
-        return render(request, "login.html", 429, next_page=target, name=name, status=429,
-                      error=f"Too many wrong passwords for {name} from your address: try "
-                      f"again in {minutes} minute{'s' if minutes > 1 else ''}.",
-                      cookie_warning=_cookie_warning(request))
+        refused = render(request, "login.html", 429, next_page=target, name=name, status=429,
+                         error=f"Too many wrong passwords for {name} from your address: try "
+                         f"again in {minutes} minute{'s' if minutes > 1 else ''}.",
+                         cookie_warning=_cookie_warning(request))
+        refused.headers["Retry-After"] = str(math.ceil(exc.retry_after))
+        return refused
     except LoginRefused:
         access.failures.failed(address, name)
         log.warning("console sign-in refused for %r from %s", name, address)
