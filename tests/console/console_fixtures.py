@@ -3,7 +3,8 @@ be a second `conftest` module and hide tests/conftest.py from the other tests' i
 the console served by uvicorn in a thread of the test
 process, Debian's Chromium driven by Playwright, a screenshot of the page when a test
 fails (test-artifacts/console/), and the docs' screenshots on request
-(`LOGBUS_CONSOLE_SCREENSHOTS=docs/images`)."""
+(`LOGBUS_CONSOLE_SCREENSHOTS=docs/images`). For plain HTTP clients: taking a session
+cookie and its CSRF token as a browser would (`open_session`, `sign_in`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from asgi_servers import AsgiServer, serve_in_thread
-from logbus.console import create_app
+from logbus.console import AccessSettings, create_app
+from logbus.console.sessions import COOKIE_NAME, CSRF_HEADER
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 # Where the docs' screenshots go when this is set (docs/console.md names them).
@@ -27,9 +30,14 @@ ConsoleServer = AsgiServer  # the console in this process
 
 
 def start_console(
-    bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+    bootstrap: str,
+    allowed_hosts: list[str] | None = None,
+    access: AccessSettings | None = None,
+    schema_registry_url: str | None = None,
+    **settings: Any,
 ) -> ConsoleServer:
-    app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts)
+    app = create_app({"bootstrap.servers": bootstrap, **settings}, allowed_hosts=allowed_hosts,
+                     access=access, schema_registry_url=schema_registry_url)
     return serve_in_thread(app, "console", timeout=30)
 
 
@@ -38,9 +46,15 @@ def console_factory_fixture() -> Iterator[Callable[..., ConsoleServer]]:
     started: list[ConsoleServer] = []
 
     def make(
-        bootstrap: str, allowed_hosts: list[str] | None = None, **settings: Any
+        bootstrap: str,
+        allowed_hosts: list[str] | None = None,
+        access: AccessSettings | None = None,
+        schema_registry_url: str | None = None,
+        **settings: Any,
     ) -> ConsoleServer:
-        started.append(start_console(bootstrap, allowed_hosts, **settings))
+        started.append(
+            start_console(bootstrap, allowed_hosts, access, schema_registry_url, **settings)
+        )
         return started[-1]
 
     yield make
@@ -81,3 +95,47 @@ def snap_fixture() -> Callable[[Any, str], None]:
             tab.screenshot(path=str(Path(SCREENSHOTS) / f"console-{name}.png"), full_page=True)
 
     return take
+
+
+_CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
+
+
+def new_cookie(response: httpx.Response) -> str | None:
+    """The session cookie a response sets ("logbus_console=..."), if it sets one. httpx
+    keeps Secure cookies from plain-HTTP pages to itself, so the tests carry it."""
+    for header in response.headers.get_list("set-cookie"):
+        if header.startswith(f"{COOKIE_NAME}="):
+            return header.split(";", 1)[0]
+    return None
+
+
+def csrf_token_of(html: str) -> str:
+    found = _CSRF_META.search(html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def open_session(http: httpx.Client, path: str = "/") -> str:
+    """What a browser has after opening `path`: the session cookie (sent with every later
+    request of `http`) and the CSRF token of its forms (sent as the X-CSRF-Token header);
+    returns the token."""
+    page = http.get(path, headers={"Cookie": http.headers.get("Cookie", "")})
+    cookie = new_cookie(page) or http.headers.get("Cookie")
+    assert cookie, page.headers
+    http.headers["Cookie"] = cookie
+    token = csrf_token_of(page.text)
+    http.headers[CSRF_HEADER] = token
+    return token
+
+
+def sign_in(http: httpx.Client, user: str, password: str) -> httpx.Response:
+    """The login form filled in and sent, as a browser would; on success `http` carries the
+    new session's cookie and CSRF token. Returns the answer to the form."""
+    open_session(http, "/login")
+    answer = http.post("/login", data={"username": user, "password": password, "next": "/"},
+                       follow_redirects=False)
+    cookie = new_cookie(answer)
+    if answer.status_code == 303 and cookie is not None:
+        http.headers["Cookie"] = cookie
+        open_session(http, "/topics")
+    return answer

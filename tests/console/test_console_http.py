@@ -12,6 +12,7 @@ import httpx
 import pytest
 from console_fixtures import (  # noqa: F401  (the console's fixtures)
     console_factory_fixture,
+    open_session,
     page_fixture,
     snap_fixture,
 )
@@ -24,6 +25,7 @@ from logbus.client.admin import NewTopic
 def http(broker: Any, console_factory: Any) -> Iterator[httpx.Client]:
     console = console_factory(broker.bootstrap)
     with httpx.Client(base_url=console.url, timeout=30, follow_redirects=True) as client:
+        open_session(client)
         yield client
 
 
@@ -173,6 +175,7 @@ def test_forms_from_other_sites_and_other_host_names_are_refused(
     _topic(broker.bootstrap, "guarded")
     console = console_factory(broker.bootstrap, allowed_hosts=["127.0.0.1", "localhost"])
     with httpx.Client(base_url=console.url, timeout=30) as http:
+        open_session(http, "/topics")
         # A page of another site posting to the console (cross-site request forgery).
         forged = http.post("/topics/guarded/delete", data={"confirm": "guarded"},
                            headers={"Origin": "http://evil.example"})

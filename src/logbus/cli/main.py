@@ -21,7 +21,7 @@ logbus reassign-partitions (--generate | --execute | --verify | --cancel | --lis
 logbus get-offsets [--topic REGEX] [--partitions 0,1] [--time -1|-2|-3|MS]
 logbus mirror --consumer.config F --producer.config F (--include REGEX | --whitelist REGEX) ...
 logbus acls {--add,--remove,--list} [--allow-principal P] [--operation O] [--topic T] ...
-logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080]
+logbus console [--bootstrap-server HOST:PORT] [--bind 127.0.0.1:8080] [--users-file F] [--read-only]
 logbus metadata-quorum --bootstrap-controller B describe {--status,--replication}
 logbus storage {random-uuid,format -t ID -c FILE [--ignore-formatted],info -c FILE}
 logbus schema-registry start [schema-registry.properties] [--override k=v] [--bootstrap-server B]

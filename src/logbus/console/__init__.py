@@ -2,6 +2,7 @@
 browser (`logbus console`). Starlette serves server-rendered Jinja2 pages; htmx (vendored
 in `static/`) refreshes the live parts: the message tail and the lag chart."""
 
+from logbus.console.access import AccessSettings
 from logbus.console.app import create_app
 
-__all__ = ["create_app"]
+__all__ = ["AccessSettings", "create_app"]

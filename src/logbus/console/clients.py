@@ -45,7 +45,11 @@ class ConsoleClients:
         async with self._lock:
             if self._admin is None:
                 admin = Admin({**self.settings, **_ADMIN_SETTINGS, "client.id": "logbus-console"})
-                await admin.start()
+                try:
+                    await admin.start()
+                except BaseException:
+                    await admin.close()
+                    raise
                 self._admin = admin
             return self._admin
 

@@ -8,12 +8,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from logbus.client.admin import AdminBatchError
+from logbus.console.access import console_access
 from logbus.console.errors import ConsoleError
 from logbus.console.forms import header_lines, optional_number
 from logbus.console.pages import admin, clients, posted_form, render
 
 
 async def produce_form(request: Request) -> Response:
+    if console_access(request).read_only:
+        raise ConsoleError("Refused: this console is read-only; it sends no records.", 403)
     client = await admin(request)
     topics = await client.list_topics()
     return render(request, "produce.html", topics=topics,
