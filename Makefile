@@ -25,14 +25,15 @@ run: $(STAMP)
 ## Install what the tests need (kcat, ZooKeeper and Chromium from apt when missing and we are
 ## root) and run every test, in TEST_WORKERS parallel workers (tests mostly wait on timers
 ## and sockets, so more workers than cores pays; `make test TEST_WORKERS=0` runs them in
-## this one process).
+## this one process). Two workers run the ZooKeeper cluster tests' lanes and two the Spark
+## sessions' lanes (tests/scheduling.py), so six leave two for everything else.
 ## logbus's own modules are compiled once up front and their bytecode kept even where the
 ## environment says PYTHONDONTWRITEBYTECODE: the suite starts hundreds of broker and CLI
 ## processes, and each would otherwise compile every module it imports again.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 test: $(STAMP) system-deps
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q -j 0 src tests bench examples > /dev/null
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 # ZooKeeper (Debian's `zookeeper`: the jars only, no service; tests start the server themselves
 # with java) and a Java runtime when none is on the PATH. The cluster tests fail without them.
