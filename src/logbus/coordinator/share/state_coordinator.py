@@ -172,11 +172,7 @@ class ShareCoordinator:
             shard.states[key] = state
             committed = await self.writer.wait_committed(tp, last_offset, self.commit_timeout_ms)
         except PartitionWriteError as exc:
-            raise ShareStateError(
-                ErrorCode.NOT_COORDINATOR
-                if exc.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-                else exc.error
-            ) from exc
+            raise _write_error(exc) from exc
         if not committed:
             raise ShareStateError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
@@ -201,11 +197,7 @@ class ShareCoordinator:
         try:
             committed = await self._tombstones(shard, [key])
         except PartitionWriteError as exc:
-            raise ShareStateError(
-                ErrorCode.NOT_COORDINATOR
-                if exc.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-                else exc.error
-            ) from exc
+            raise _write_error(exc) from exc
         if not committed:
             raise ShareStateError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
@@ -228,4 +220,12 @@ def _skip_unreadable(header: BatchHeader, error: InvalidBatch) -> None:
     log.warning(
         "skipping an unreadable batch at offset %d of %s: %s",
         header.base_offset, SHARE_STATE_TOPIC, error,
+    )
+
+
+def _write_error(exc: PartitionWriteError) -> ShareStateError:
+    """A failed write of `__share_group_state` as the share coordinator answers it: a
+    partition that moved means this broker is no longer its coordinator."""
+    return ShareStateError(
+        ErrorCode.NOT_COORDINATOR if exc.error == ErrorCode.NOT_LEADER_OR_FOLLOWER else exc.error
     )
