@@ -1,7 +1,10 @@
 """A quorum of in-process Raft voters (logbus.raft) over real loopback sockets, for the
 Raft tests: every voter reaches every other through its own `TcpProxy` (one per directed
 link), so a test can cut a voter off (`isolate`) and heal it, kill a voter (no
-EndQuorumEpoch, as a crash) and start it again on the same directory.
+EndQuorumEpoch, as a crash) and start it again on the same directory. Given
+`controller=ControllerSettings(...)`, each voter also runs the `QuorumController` on its
+log and serves the controller's APIs (`controllers[id]`; `port(id)` reaches a voter
+directly, as a broker would).
 
     async with RaftQuorum(tmp_path, size=3) as quorum:
         leader = await quorum.wait_for_leader()
@@ -23,6 +26,7 @@ from tcp_proxy import TcpProxy
 from logbus.raft.quorum_config import QuorumConfig, VoterAddress
 from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_server import RaftServer
+from logbus.server.quorum_controller import ControllerSettings, QuorumController
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 WAIT = 30.0
@@ -34,9 +38,11 @@ class RaftQuorum:
 
     def __init__(
         self, root: Path, size: int = 3, *, election_timeout_ms: int = 300,
-        fetch_timeout_ms: int = 1000,
+        fetch_timeout_ms: int = 1000, controller: ControllerSettings | None = None,
     ) -> None:  # fmt: skip
         self.root = root
+        self.controller_settings = controller
+        self.controllers: dict[int, QuorumController] = {}
         self.ids = list(range(1, size + 1))
         self.election_timeout_ms = election_timeout_ms
         self.fetch_timeout_ms = fetch_timeout_ms
@@ -78,14 +84,26 @@ class RaftQuorum:
     async def start(self, node: int) -> RaftClient:
         client = RaftClient(self.config(node))
         await client.start()
+        apis = None
+        if self.controller_settings is not None:
+            controller = QuorumController(client, self.controller_settings)
+            await controller.start()
+            self.controllers[node] = controller
+            apis = controller.apis()
         sock = self.sockets.pop(node, None)
-        server = RaftServer(client, "127.0.0.1", self.ports[node], sock=sock)
+        server = RaftServer(client, "127.0.0.1", self.ports[node], sock=sock, apis=apis)
         await server.start()
         self.nodes[node], self.servers[node] = client, server
         return client
 
+    def port(self, node: int) -> int:
+        return self.ports[node]
+
     async def kill(self, node: int) -> None:
         """Stop a voter as a crash would: no EndQuorumEpoch."""
+        controller = self.controllers.pop(node, None)
+        if controller is not None:
+            await controller.close()
         await self.servers.pop(node).close()
         await self.nodes.pop(node).close(graceful=False)
 

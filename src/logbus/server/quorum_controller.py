@@ -1,0 +1,315 @@
+"""The KRaft controller on the metadata log (Kafka's `QuorumController`, KIP-631): every
+voter replays the committed records of `__cluster_metadata` into its `MetadataImage`;
+the voter that leads the Raft quorum is the active controller once it has replayed every
+record before its epoch, and turns requests into metadata records.
+
+- Reads: a replay task follows the high watermark (loading the latest snapshot first
+  when the log starts past what it replayed: at start, or after a snapshot fetched from
+  the leader) and publishes each new image; every voter writes a snapshot of its image
+  (`RaftClient.create_snapshot`) once the log has grown by
+  `metadata.log.max.record.bytes.between.snapshots`.
+- Writes (active controller only): a decision of `controller/cluster_control.py` or
+  `controller/replication_control.py` is taken on the image of everything appended so far
+  (committed or not), its records are appended as one batch, and the answer leaves once
+  they are committed. A voter that is not the active controller answers NOT_CONTROLLER,
+  and so does one that loses its epoch before the records commit.
+- Timers (active controller): a NoOpRecord every `metadata.max.idle.interval.ms`
+  (KIP-835), and a broker whose heartbeats stop for `broker.session.timeout.ms` fenced.
+
+The entry point is `QuorumController`; `apis()` gives the `RaftServer` the requests it
+serves. Runs on one event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from logbus.controller import cluster_control, replication_control
+from logbus.controller.control_result import ControllerResult, then
+from logbus.controller.replication_control import TopicDefaults
+from logbus.metadata.delta import MetadataDelta, replay_all
+from logbus.metadata.image import EMPTY_IMAGE, MetadataImage
+from logbus.metadata.image_writer import snapshot_values
+from logbus.metadata.records import decode_record, encode_record
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.raft.raft_client import NotLeaderError, RaftClient
+from logbus.raft.raft_server import ControllerApi
+
+__all__ = ["ControllerSettings", "QuorumController"]
+
+logger = logging.getLogger(__name__)
+
+NO_OP_RECORD: Final = encode_record("NoOpRecord", {})
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    cluster_id: str
+    session_timeout_ms: int = 9000
+    no_op_interval_ms: int = 500
+    max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    topic_defaults: TopicDefaults = field(default_factory=TopicDefaults)
+    commit_timeout_ms: int = 30_000
+
+
+Decision = Callable[[MetadataImage], ControllerResult]
+
+
+class QuorumController:
+    """One voter's controller: its committed image, and while it is the active
+    controller, the image of everything it appended and its brokers' session clocks.
+    `start()` then `close()`."""
+
+    def __init__(self, client: RaftClient, settings: ControllerSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.image: MetadataImage = EMPTY_IMAGE
+        self._pending: MetadataImage | None = None
+        self._active_epoch = -1
+        self._sessions: dict[int, float] = {}
+        self._size_at_snapshot = 0
+        self._image_changed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._catch_up()
+        self._size_at_snapshot = self.client.metadata_log.log.size_in_bytes
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._follow_log(), name="controller-replay"),
+            loop.create_task(self._tick(), name="controller-timers"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    @property
+    def is_active(self) -> bool:
+        return (
+            self._pending is not None
+            and self.client.is_leader
+            and self.client.epoch == self._active_epoch
+        )
+
+    async def wait_image(self, predicate: Callable[[MetadataImage], bool], timeout: float) -> None:  # noqa: ASYNC109
+        """Wait until the committed image satisfies `predicate`."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self.image):
+                event = self._image_changed
+                await event.wait()
+
+    # --- replay ---------------------------------------------------------------------------
+
+    async def _follow_log(self) -> None:
+        while True:
+            try:
+                self._catch_up()
+                self._check_leadership()
+                self._maybe_snapshot()
+            except Exception:
+                logger.exception(
+                    "controller %d: replaying the metadata log failed", self.client.node_id
+                )
+            await self.client.wait_change(0.5)
+
+    def _catch_up(self) -> None:
+        """Replay every committed record not yet in the image."""
+        log = self.client.metadata_log
+        image = self.image
+        snapshot = log.snapshot_id
+        if snapshot is not None and snapshot.end_offset - 1 > image.offset:
+            loaded = replay_all(EMPTY_IMAGE, [decode_record(v) for v in log.snapshot_values()])
+            image = replace(loaded, offset=snapshot.end_offset - 1, epoch=snapshot.epoch)
+            logger.info("controller %d loaded snapshot %s", self.client.node_id, snapshot)
+        delta = MetadataDelta(image)
+        while True:
+            batch = log.read_committed(delta.offset + 1)
+            if not batch:
+                break
+            for committed in batch:
+                if committed.value is None:
+                    delta.offset, delta.epoch = committed.offset, committed.epoch
+                else:
+                    delta.replay(decode_record(committed.value), committed.offset, committed.epoch)
+        image = delta.apply() if delta.offset != image.offset else image
+        if image is not self.image:
+            self.image = image
+            self._image_changed.set()
+            self._image_changed = asyncio.Event()
+
+    def _check_leadership(self) -> None:
+        client = self.client
+        if client.is_leader and client.epoch != self._active_epoch:
+            if self.image.offset >= client.epoch_start_offset:
+                self._activate()
+        elif not client.is_leader and self._pending is not None:
+            logger.info("controller %d is no longer the active controller", client.node_id)
+            self._pending, self._active_epoch = None, -1
+
+    def _activate(self) -> None:
+        client = self.client
+        self._pending = self.image
+        self._active_epoch = client.epoch
+        now = time.monotonic()
+        self._sessions = dict.fromkeys(self.image.brokers, now)
+        logger.info(
+            "controller %d is the active controller in epoch %d (metadata offset %d)",
+            client.node_id, client.epoch, self.image.offset,
+        )  # fmt: skip
+        bootstrap = cluster_control.bootstrap_records(self.image)
+        if bootstrap:
+            self._append(ControllerResult(bootstrap))
+
+    def _maybe_snapshot(self) -> None:
+        log = self.client.metadata_log
+        size = log.log.size_in_bytes
+        if size - self._size_at_snapshot < self.settings.max_bytes_between_snapshots:
+            return
+        end = self.image.offset + 1
+        if end <= (log.snapshot_id.end_offset if log.snapshot_id is not None else 0):
+            return
+        snapshot = self.client.create_snapshot(end, snapshot_values(self.image))
+        self._size_at_snapshot = log.log.size_in_bytes
+        logger.info("controller %d wrote snapshot %s", self.client.node_id, snapshot)
+
+    # --- writes -------------------------------------------------------------------------
+
+    def _append(self, result: ControllerResult) -> int | None:
+        """Append a decision's records as one batch; the offset of the last, or None
+        when there is nothing to write."""
+        assert self._pending is not None
+        if not result.records:
+            return None
+        values = [encode_record(r.name, r.data, r.version) for r in result.records]
+        last = self.client.append(values)
+        self._pending = then(self._pending, result.records)
+        return last
+
+    async def write(self, decide: Decision) -> dict[str, Any] | None:
+        """Decide on the image of everything appended, append, wait for the commit; the
+        answer, or None when this voter is not (or stops being) the active controller."""
+        if not self.is_active or self._pending is None:
+            return None
+        result = decide(self._pending)
+        try:
+            last = self._append(result)
+            if last is not None:
+                await self.client.wait_committed(last, self.settings.commit_timeout_ms / 1000)
+        except (NotLeaderError, TimeoutError):
+            return None
+        return result.response
+
+    # --- timers ---------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        interval = self.settings.no_op_interval_ms
+        period = min(interval or 500, self.settings.session_timeout_ms / 4) / 1000
+        last_no_op = time.monotonic()
+        while True:
+            await asyncio.sleep(period)
+            if not self.is_active:
+                continue
+            try:
+                self._fence_expired()
+                if interval > 0 and time.monotonic() - last_no_op >= interval / 1000:
+                    self.client.append([NO_OP_RECORD])
+                    last_no_op = time.monotonic()
+            except NotLeaderError:
+                continue
+
+    def _fence_expired(self) -> None:
+        assert self._pending is not None
+        deadline = time.monotonic() - self.settings.session_timeout_ms / 1000
+        for broker_id, broker in sorted(self._pending.brokers.items()):
+            if not broker.fenced and self._sessions.get(broker_id, 0.0) < deadline:
+                logger.info(
+                    "controller %d fences broker %d: no heartbeat for %d ms",
+                    self.client.node_id, broker_id, self.settings.session_timeout_ms,
+                )  # fmt: skip
+                self._append(ControllerResult(cluster_control.fence(self._pending, broker_id)))
+
+    # --- the requests -------------------------------------------------------------------
+
+    def apis(self) -> dict[int, ControllerApi]:
+        return {
+            ApiKey.BROKER_REGISTRATION: ControllerApi((0, 4), self.broker_registration),
+            ApiKey.BROKER_HEARTBEAT: ControllerApi((0, 1), self.broker_heartbeat),
+            ApiKey.CREATE_TOPICS: ControllerApi((2, 7), self.create_topics),
+            ApiKey.DELETE_TOPICS: ControllerApi((1, 6), self.delete_topics),
+            ApiKey.CREATE_PARTITIONS: ControllerApi((0, 3), self.create_partitions),
+            ApiKey.ALTER_PARTITION: ControllerApi((0, 3), self.alter_partition),
+        }
+
+    async def broker_registration(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        broker_id = body["broker_id"]
+        session_alive = (
+            time.monotonic() - self._sessions.get(broker_id, 0.0)
+            < self.settings.session_timeout_ms / 1000
+        )
+
+        def decide(image: MetadataImage) -> ControllerResult:
+            return cluster_control.register_broker(
+                image, body, cluster_id=self.settings.cluster_id,
+                next_offset=self.client.metadata_log.end_offset, session_alive=session_alive,
+            )  # fmt: skip
+
+        answer = await self.write(decide)
+        if answer is None:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "broker_epoch": -1}
+        if answer["error_code"] == 0:
+            self._sessions[broker_id] = time.monotonic()
+        return answer
+
+    async def broker_heartbeat(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        if self.is_active and body["broker_id"] in (self._pending or EMPTY_IMAGE).brokers:
+            self._sessions[body["broker_id"]] = time.monotonic()
+        answer = await self.write(lambda image: cluster_control.heartbeat(image, body))
+        if answer is None:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "is_fenced": True}
+        return answer
+
+    async def create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        defaults = self.settings.topic_defaults
+        answer = await self.write(
+            lambda image: replication_control.create_topics(image, body, defaults)
+        )
+        if answer is None:
+            error = int(ErrorCode.NOT_CONTROLLER)
+            topics = [{"name": t["name"], "error_code": error} for t in body["topics"]]
+            return {"topics": topics}
+        return answer
+
+    async def delete_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        answer = await self.write(lambda image: replication_control.delete_topics(image, body))
+        if answer is None:
+            error = int(ErrorCode.NOT_CONTROLLER)
+            named = [{"name": n, "error_code": error} for n in body.get("topic_names") or ()]
+            named += [{**t, "error_code": error} for t in body.get("topics") or ()]
+            return {"responses": named}
+        return answer
+
+    async def create_partitions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        answer = await self.write(lambda image: replication_control.create_partitions(image, body))
+        if answer is None:
+            error = int(ErrorCode.NOT_CONTROLLER)
+            return {"results": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
+        return answer
+
+    async def alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        answer = await self.write(lambda image: replication_control.alter_partition(image, body))
+        if answer is None:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "topics": []}
+        return answer

@@ -1,0 +1,325 @@
+"""The KRaft controller on the metadata log (KIP-631) with three in-process voters over
+loopback sockets: brokers register and heartbeat (fenced until caught up, fenced again
+when their heartbeats stop, controlled shutdown through WantShutDown), topics created,
+grown and deleted through the active controller land in every voter's image, a new
+active controller after a kill has the same image, and a voter restarts from its snapshot
+plus the log's tail. Requests are sent as a broker or an admin client would send them, on
+the controller listener."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from raft_quorum import CLUSTER_ID, WAIT, RaftQuorum
+
+from logbus.client.connection import Connection
+from logbus.metadata.image import MetadataImage
+from logbus.metadata.records import decode_record
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.raft.snapshots import list_snapshots, read_snapshot_records
+from logbus.server.quorum_controller import ControllerSettings, QuorumController
+
+SESSION_MS = 1500
+
+
+def settings(**overrides: Any) -> ControllerSettings:
+    chosen: dict[str, Any] = {"session_timeout_ms": SESSION_MS, "no_op_interval_ms": 200}
+    return ControllerSettings(cluster_id=CLUSTER_ID, **(chosen | overrides))
+
+
+async def active_controller(quorum: RaftQuorum, above_epoch: int = -1) -> QuorumController:
+    leader = await quorum.wait_for_leader(above_epoch=above_epoch)
+    controller = quorum.controllers[leader.node_id]
+    await quorum.wait_for(lambda: controller.is_active, "an active controller")
+    return controller
+
+
+async def request(
+    quorum: RaftQuorum, node: int, api_key: ApiKey, body: dict[str, Any], version: int | None = None
+) -> dict[str, Any]:
+    conn = await Connection.connect("127.0.0.1", quorum.port(node), client_id="test-broker")
+    try:
+        return await conn.request(api_key, body, version)
+    finally:
+        await conn.close()
+
+
+def registration(broker_id: int, incarnation: uuid.UUID | None = None) -> dict[str, Any]:
+    return {
+        "broker_id": broker_id,
+        "cluster_id": CLUSTER_ID,
+        "incarnation_id": incarnation or uuid.UUID(int=broker_id),
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + broker_id,
+                       "security_protocol": 0}],
+        "features": [{"name": "metadata.version", "min_supported_version": 1,
+                      "max_supported_version": 21}],
+        "rack": None,
+    }  # fmt: skip
+
+
+def heartbeat(broker_id: int, epoch: int, offset: int, **flags: bool) -> dict[str, Any]:
+    return {"broker_id": broker_id, "broker_epoch": epoch, "current_metadata_offset": offset,
+            "want_fence": False, "want_shut_down": False, **flags}  # fmt: skip
+
+
+async def register_and_unfence(quorum: RaftQuorum, node: int, brokers: list[int]) -> dict[int, int]:
+    """Register `brokers` and heartbeat each until unfenced; their epochs."""
+    epochs = {}
+    for broker in brokers:
+        answer = await request(quorum, node, ApiKey.BROKER_REGISTRATION, registration(broker))
+        assert answer["error_code"] == 0, answer
+        epochs[broker] = answer["broker_epoch"]
+    for broker, epoch in epochs.items():
+        answer = await request(
+            quorum, node, ApiKey.BROKER_HEARTBEAT, heartbeat(broker, epoch, epoch)
+        )
+        assert answer["error_code"] == 0 and answer["is_caught_up"] and not answer["is_fenced"]
+    return epochs
+
+
+def create_topic(name: str, partitions: int = 3, factor: int = 3) -> dict[str, Any]:
+    return {"topics": [{"name": name, "num_partitions": partitions,
+                        "replication_factor": factor}], "timeout_ms": 10_000}  # fmt: skip
+
+
+async def every_image(
+    quorum: RaftQuorum, predicate: Callable[[MetadataImage], bool], what: str
+) -> None:
+    await quorum.wait_for(
+        lambda: all(predicate(c.image) for c in quorum.controllers.values()), what
+    )
+
+
+def test_a_topic_created_through_the_active_controller_is_in_every_image(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings()) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            await register_and_unfence(quorum, node, [1, 2, 3])
+            answer = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("orders"))
+            created = answer["topics"][0]
+            assert created["error_code"] == 0 and created["num_partitions"] == 3
+            await every_image(quorum, lambda i: i.topic("orders") is not None, "orders everywhere")
+            images = [c.image for c in quorum.controllers.values()]
+            topic = images[0].topic("orders")
+            assert topic is not None and topic.topic_id == created["topic_id"]
+            assert all(i.topic("orders") == topic for i in images)
+            assert all(sorted(p.replicas) == [1, 2, 3] for p in topic.partitions.values())
+            # Leaders spread over the brokers, each partition's first replica.
+            assert sorted(p.leader for p in topic.partitions.values()) == [1, 2, 3]
+            assert all(i.features == {"metadata.version": 21} for i in images)
+            assert all(i.unfenced_brokers() == [1, 2, 3] for i in images)
+
+            again = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("orders"))
+            assert again["topics"][0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+            too_many = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("x", 1, 4))
+            assert too_many["topics"][0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+            follower = next(n for n in quorum.nodes if n != node)
+            refused = await request(quorum, follower, ApiKey.CREATE_TOPICS, create_topic("y"))
+            assert refused["topics"][0]["error_code"] == ErrorCode.NOT_CONTROLLER
+            assert all(c.image.topic("y") is None for c in quorum.controllers.values())
+
+            grow = {"topics": [{"name": "orders", "count": 5, "assignments": None}],
+                    "timeout_ms": 10_000, "validate_only": False}  # fmt: skip
+            grown = await request(quorum, node, ApiKey.CREATE_PARTITIONS, grow)
+            assert grown["results"][0]["error_code"] == 0
+            await every_image(
+                quorum, lambda i: len(i.topic("orders").partitions) == 5,  # type: ignore[union-attr]
+                "five partitions everywhere",
+            )  # fmt: skip
+            deleted = await request(
+                quorum, node, ApiKey.DELETE_TOPICS, {"topic_names": ["orders"], "timeout_ms": 0}, 5
+            )
+            assert deleted["responses"][0]["error_code"] == 0
+            await every_image(quorum, lambda i: not i.topics, "orders deleted everywhere")
+
+    asyncio.run(scenario())
+
+
+def test_a_new_active_controller_after_a_kill_has_the_same_image(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings(session_timeout_ms=60_000)) as quorum:
+            first = await active_controller(quorum)
+            node = first.client.node_id
+            await register_and_unfence(quorum, node, [1, 2, 3])
+            for name in ("a", "b", "c"):
+                answer = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic(name))
+                assert answer["topics"][0]["error_code"] == 0
+            before = first.image
+            await quorum.kill(node)
+            second = await active_controller(quorum, above_epoch=first.client.epoch)
+            assert second.image.topics == before.topics
+            assert second.image.brokers == before.brokers
+            other = second.client.node_id
+            answer = await request(quorum, other, ApiKey.CREATE_TOPICS, create_topic("d"))
+            assert answer["topics"][0]["error_code"] == 0
+            await quorum.start(node)  # the old leader comes back and catches up
+            await every_image(
+                quorum, lambda i: sorted(i.topic_ids) == ["a", "b", "c", "d"], "four topics"
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_voter_restarts_from_its_snapshot_and_the_log_tail(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        quorum_settings = settings(max_bytes_between_snapshots=1, session_timeout_ms=60_000)
+        async with RaftQuorum(tmp_path, controller=quorum_settings) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            await register_and_unfence(quorum, node, [1, 2, 3])
+            answer = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("early"))
+            assert answer["topics"][0]["error_code"] == 0
+
+            def snapshot_names(n: int) -> set[str]:
+                log = quorum.nodes[n].metadata_log
+                if log.snapshot_id is None:
+                    return set()
+                values = read_snapshot_records(log.dir, log.snapshot_id)
+                records = [decode_record(v) for v in values]
+                return {r.data["name"] for r in records if r.name == "TopicRecord"}
+
+            await quorum.wait_for(
+                lambda: all("early" in snapshot_names(n) for n in quorum.nodes),
+                "a snapshot holding the topic on every voter",
+            )
+            for n in list(quorum.nodes):
+                assert list_snapshots(quorum.nodes[n].metadata_log.dir)
+            answer = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("late"))
+            assert answer["topics"][0]["error_code"] == 0
+            await every_image(quorum, lambda i: i.topic("late") is not None, "late everywhere")
+            images = {n: c.image for n, c in quorum.controllers.items()}
+            for n in list(quorum.nodes):
+                await quorum.kill(n)
+            for n in images:
+                await quorum.start(n)
+            await active_controller(quorum)
+            await every_image(
+                quorum, lambda i: i.topic("late") is not None and i.topic("early") is not None,
+                "both topics after the restart",
+            )  # fmt: skip
+            for n, controller in quorum.controllers.items():
+                assert controller.image.topics == images[n].topics
+                assert controller.image.brokers == images[n].brokers
+
+    asyncio.run(scenario())
+
+
+def test_heartbeats_fence_unfence_and_shut_down_brokers(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings()) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            epochs = await register_and_unfence(quorum, node, [1, 2, 3])
+            answer = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("t", 6))
+            assert answer["topics"][0]["error_code"] == 0
+            shutting_down = asyncio.Event()
+
+            async def keep_alive(broker: int) -> None:
+                while True:
+                    flags = {"want_shut_down": broker == 1 and shutting_down.is_set()}
+                    offset = active.image.offset
+                    await request(
+                        quorum, node, ApiKey.BROKER_HEARTBEAT,
+                        heartbeat(broker, epochs[broker], offset, **flags),
+                    )  # fmt: skip
+                    await asyncio.sleep(SESSION_MS / 5000)
+
+            beats = [asyncio.create_task(keep_alive(b)) for b in (1, 2)]
+            try:
+                # Broker 3 stops heartbeating: fenced, out of every ISR and leadership.
+                await every_image(quorum, lambda i: i.brokers[3].fenced, "broker 3 fenced")
+                partitions = active.image.topic("t").partitions.values()  # type: ignore[union-attr]
+                assert all(3 not in p.isr and p.leader in (1, 2) for p in partitions)
+                # Broker 1 asks to shut down: its leaderships move to broker 2.
+                shutting_down.set()
+                await every_image(quorum, lambda i: i.brokers[1].fenced, "broker 1 shut down")
+                partitions = active.image.topic("t").partitions.values()  # type: ignore[union-attr]
+                assert all(p.leader == 2 and p.isr == (2,) for p in partitions)
+                last = await request(
+                    quorum, node, ApiKey.BROKER_HEARTBEAT,
+                    heartbeat(1, epochs[1], active.image.offset, want_shut_down=True),
+                )  # fmt: skip
+                assert last["should_shut_down"]
+            finally:
+                for task in beats:
+                    task.cancel()
+                await asyncio.gather(*beats, return_exceptions=True)
+            # Broker 3 comes back: caught up, it is unfenced.
+            back = await request(
+                quorum, node, ApiKey.BROKER_HEARTBEAT,
+                heartbeat(3, epochs[3], active.image.offset),
+            )  # fmt: skip
+            assert back["error_code"] == 0 and not back["is_fenced"]
+
+    asyncio.run(scenario())
+
+
+def test_stale_and_conflicting_broker_requests_change_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings(session_timeout_ms=60_000)) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            epochs = await register_and_unfence(quorum, node, [1, 2])
+            before = active.image.brokers
+
+            stale = await request(
+                quorum, node, ApiKey.BROKER_HEARTBEAT, heartbeat(1, epochs[1] - 1, 10**6)
+            )
+            assert stale["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+            unknown = await request(quorum, node, ApiKey.BROKER_HEARTBEAT, heartbeat(9, 1, 1))
+            assert unknown["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
+            other = registration(3) | {"cluster_id": "another-cluster-id-0"}
+            refused = await request(quorum, node, ApiKey.BROKER_REGISTRATION, other)
+            assert refused["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID
+            twin = registration(1, uuid.uuid4())  # broker 1 is alive: a second one is refused
+            duplicate = await request(quorum, node, ApiKey.BROKER_REGISTRATION, twin)
+            assert duplicate["error_code"] == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+            assert active.image.brokers == before
+
+            created = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("t", 1, 2))
+            topic_id = created["topics"][0]["topic_id"]
+            await every_image(quorum, lambda i: i.topic("t") is not None, "t everywhere")
+            p = active.image.topics[topic_id].partitions[0]
+            follower = next(r for r in p.replicas if r != p.leader)
+
+            def shrink(partition_epoch: int, leader_epoch: int) -> dict[str, Any]:
+                return {
+                    "broker_id": p.leader, "broker_epoch": epochs[p.leader],
+                    "topics": [{"topic_id": topic_id, "partitions": [{
+                        "partition_index": 0, "leader_epoch": leader_epoch,
+                        "new_isr_with_epochs": [{"broker_id": p.leader, "broker_epoch": -1}],
+                        "leader_recovery_state": 0, "partition_epoch": partition_epoch,
+                    }]}],
+                }  # fmt: skip
+
+            old = await request(
+                quorum, node, ApiKey.ALTER_PARTITION, shrink(p.partition_epoch - 1, p.leader_epoch)
+            )
+            error = old["topics"][0]["partitions"][0]["error_code"]
+            assert error == ErrorCode.INVALID_UPDATE_VERSION
+            fenced = await request(
+                quorum, node, ApiKey.ALTER_PARTITION, shrink(p.partition_epoch, p.leader_epoch - 1)
+            )
+            error = fenced["topics"][0]["partitions"][0]["error_code"]
+            assert error == ErrorCode.FENCED_LEADER_EPOCH
+            assert active.image.topics[topic_id].partitions[0] == p
+            done = await request(
+                quorum, node, ApiKey.ALTER_PARTITION, shrink(p.partition_epoch, p.leader_epoch)
+            )
+            answer = done["topics"][0]["partitions"][0]
+            assert answer["error_code"] == 0 and answer["isr"] == [p.leader]
+            assert answer["partition_epoch"] == p.partition_epoch + 1
+            await every_image(
+                quorum, lambda i: follower not in i.topics[topic_id].partitions[0].isr,
+                "the ISR shrunk everywhere",
+            )  # fmt: skip
+
+    asyncio.run(scenario())
+
+
+assert WAIT > SESSION_MS / 1000
