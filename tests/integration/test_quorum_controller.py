@@ -322,4 +322,78 @@ def test_stale_and_conflicting_broker_requests_change_nothing(tmp_path: Path) ->
     asyncio.run(scenario())
 
 
+def test_configs_and_producer_id_blocks_through_the_active_controller(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings(session_timeout_ms=60_000)) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            epochs = await register_and_unfence(quorum, node, [1])
+            configs = [{"name": "cleanup.policy", "value": "compact"}]
+            topic = create_topic("t", 1, 1)
+            topic["topics"][0]["configs"] = configs
+            created = await request(quorum, node, ApiKey.CREATE_TOPICS, topic)
+            assert created["topics"][0]["error_code"] == 0
+            bad = create_topic("bad", 1, 1)
+            bad["topics"][0]["configs"] = [{"name": "retention.ms", "value": "soon"}]
+            refused = await request(quorum, node, ApiKey.CREATE_TOPICS, bad)
+            assert refused["topics"][0]["error_code"] == ErrorCode.INVALID_CONFIG
+            assert "retention.ms" in refused["topics"][0]["error_message"]
+
+            def alter(*ops: tuple[str, int, str | None], name: str = "t") -> dict[str, Any]:
+                return {"resources": [{"resource_type": 2, "resource_name": name, "configs": [
+                    {"name": n, "config_operation": op, "value": v} for n, op, v in ops]}],
+                    "validate_only": False}  # fmt: skip
+
+            answer = await request(
+                quorum, node, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                alter(("retention.ms", 0, "1000"), ("cleanup.policy", 2, "delete")),
+            )  # fmt: skip
+            assert answer["responses"][0]["error_code"] == 0, answer
+            expected = {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
+            await every_image(
+                quorum, lambda i: dict(i.configs.get((2, "t"), {})) == expected, "configs"
+            )
+            unknown = await request(
+                quorum, node, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter(("x.y", 0, "1"))
+            )
+            assert unknown["responses"][0]["error_code"] == ErrorCode.INVALID_CONFIG
+            missing = await request(
+                quorum, node, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                alter(("retention.ms", 0, "1"), name="nope"),
+            )  # fmt: skip
+            assert missing["responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            deleted = await request(
+                quorum, node, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter(("retention.ms", 1, None))
+            )
+            assert deleted["responses"][0]["error_code"] == 0
+            await every_image(
+                quorum, lambda i: "retention.ms" not in i.configs.get((2, "t"), {}), "deleted"
+            )
+
+            starts = []
+            for _ in range(2):
+                block = await request(
+                    quorum, node, ApiKey.ALLOCATE_PRODUCER_IDS,
+                    {"broker_id": 1, "broker_epoch": epochs[1]},
+                )  # fmt: skip
+                assert block["error_code"] == 0 and block["producer_id_len"] == 1000
+                starts.append(block["producer_id_start"])
+            assert starts == [0, 1000]
+            stale = await request(
+                quorum, node, ApiKey.ALLOCATE_PRODUCER_IDS, {"broker_id": 1, "broker_epoch": 0}
+            )
+            assert stale["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+            # A new active controller goes on from the committed block, never back.
+            first_epoch = active.client.epoch
+            await quorum.kill(node)
+            second = await active_controller(quorum, above_epoch=first_epoch)
+            block = await request(
+                quorum, second.client.node_id, ApiKey.ALLOCATE_PRODUCER_IDS,
+                {"broker_id": 1, "broker_epoch": epochs[1]},
+            )  # fmt: skip
+            assert block["producer_id_start"] == 2000
+
+    asyncio.run(scenario())
+
+
 assert WAIT > SESSION_MS / 1000

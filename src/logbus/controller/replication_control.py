@@ -80,8 +80,15 @@ def _explicit_assignment(image: MetadataImage, topic: dict[str, Any]) -> dict[in
     return assignment
 
 
+# Checks a new topic's configs; raises ControllerError (INVALID_CONFIG) naming the setting.
+TopicConfigCheck = Callable[[dict[str, str]], None]
+
+
 def _create_topic(
-    image: MetadataImage, topic: dict[str, Any], defaults: TopicDefaults
+    image: MetadataImage,
+    topic: dict[str, Any],
+    defaults: TopicDefaults,
+    check_configs: TopicConfigCheck | None,
 ) -> tuple[list[MetadataRecord], dict[str, Any]]:
     name = topic["name"]
     error = topic_name_error(name)
@@ -110,10 +117,12 @@ def _create_topic(
                 ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
             )
         assignment = _placement(image, partitions, factor)
+    configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+    if check_configs is not None:
+        check_configs(configs)
     topic_id = uuid.uuid4()
     records = [record("TopicRecord", name=name, topic_id=topic_id)]
     records += _partition_records(topic_id, assignment)
-    configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
     records += [
         record("ConfigRecord", resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
         for k, v in sorted(configs.items())
@@ -134,7 +143,10 @@ def _create_topic(
 
 
 def create_topics(
-    image: MetadataImage, body: dict[str, Any], defaults: TopicDefaults
+    image: MetadataImage,
+    body: dict[str, Any],
+    defaults: TopicDefaults,
+    check_configs: TopicConfigCheck | None = None,
 ) -> ControllerResult:
     records: list[MetadataRecord] = []
     answers = []
@@ -145,7 +157,7 @@ def create_topics(
             if name in seen:
                 raise ControllerError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {name}")
             seen.add(name)
-            created, answer = _create_topic(image, topic, defaults)
+            created, answer = _create_topic(image, topic, defaults, check_configs)
         except ControllerError as exc:
             answers.append(
                 {"name": name, "error_code": int(exc.error), "error_message": exc.message,

@@ -5,7 +5,8 @@ The quorum (elections, the replicated `__cluster_metadata` log, snapshots,
 DescribeQuorum) carries the controller's metadata records: `QuorumController`
 (quorum_controller.py) replays them into the metadata image on every voter and, on the
 active controller, turns BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics,
-CreatePartitions and AlterPartition into records. KRaft brokers replaying the log are the
+CreatePartitions, AlterPartition, IncrementalAlterConfigs and AllocateProducerIds into
+records. KRaft brokers replaying the log are the
 next step (docs/kraft.md).
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
@@ -121,6 +122,7 @@ class ControllerNode:
                 num_partitions=cast(int, config.get("num.partitions")),
                 replication_factor=cast(int, config.get("default.replication.factor")),
             ),
+            static_config=config,
         )
 
     async def stop(self) -> None:

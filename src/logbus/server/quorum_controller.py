@@ -8,11 +8,12 @@ record before its epoch, and turns requests into metadata records.
   the leader) and publishes each new image; every voter writes a snapshot of its image
   (`RaftClient.create_snapshot`) once the log has grown by
   `metadata.log.max.record.bytes.between.snapshots`.
-- Writes (active controller only): a decision of `controller/cluster_control.py` or
-  `controller/replication_control.py` is taken on the image of everything appended so far
-  (committed or not), its records are appended as one batch, and the answer leaves once
-  they are committed. A voter that is not the active controller answers NOT_CONTROLLER,
-  and so does one that loses its epoch before the records commit.
+- Writes (active controller only): a decision of `controller/cluster_control.py`,
+  `controller/replication_control.py` or `controller/config_control.py` is taken on the
+  image of everything appended so far (committed or not), its records are appended as
+  one batch, and the answer leaves once they are committed. A voter that is not the
+  active controller answers NOT_CONTROLLER, and so does one that loses its epoch before
+  the records commit.
 - Timers (active controller): a NoOpRecord every `metadata.max.idle.interval.ms`
   (KIP-835), and a broker whose heartbeats stop for `broker.session.timeout.ms` fenced.
 
@@ -26,20 +27,31 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from logbus.controller import cluster_control, replication_control
+from logbus.controller import cluster_control, config_control, replication_control
+from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.replication_control import TopicDefaults
 from logbus.metadata.delta import MetadataDelta, replay_all
-from logbus.metadata.image import EMPTY_IMAGE, MetadataImage
+from logbus.metadata.image import EMPTY_IMAGE, ConfigResource, MetadataImage
 from logbus.metadata.image_writer import snapshot_values
 from logbus.metadata.records import decode_record, encode_record
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.raft.raft_client import NotLeaderError, RaftClient
 from logbus.raft.raft_server import ControllerApi
+from logbus.server.config.broker_config import BrokerConfig
+from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
+from logbus.server.config.config_admin import (
+    AlterOp,
+    ConfigUpdateError,
+    apply_ops,
+    check_broker_update,
+    check_topic_update,
+)
+from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
 
 __all__ = ["ControllerSettings", "QuorumController"]
 
@@ -56,6 +68,38 @@ class ControllerSettings:
     max_bytes_between_snapshots: int = 20 * 1024 * 1024
     topic_defaults: TopicDefaults = field(default_factory=TopicDefaults)
     commit_timeout_ms: int = 30_000
+    # The controller's own settings, which topic configs are checked against (the
+    # defaults of a broker when not given).
+    static_config: BrokerConfig | None = None
+
+
+def change_configs(
+    settings: ControllerSettings, image: MetadataImage
+) -> config_control.ConfigChanger:
+    """IncrementalAlterConfigs' operations applied and checked as in ZooKeeper mode
+    (`server/config/config_admin.py`)."""
+
+    def change(
+        resource: ConfigResource, current: Mapping[str, str], ops: list[dict[str, Any]]
+    ) -> dict[str, str]:
+        alter = [AlterOp(o["name"], o["config_operation"], o["value"]) for o in ops]
+        is_topic = resource.type == config_control.TOPIC
+        try:
+            new = apply_ops(current, alter, TOPIC_CONFIG_DEF if is_topic else BROKER_CONFIG_DEF)
+            if is_topic:
+                check_topic_update(new, settings.static_config or BrokerConfig())
+            else:
+                default = ConfigResource(config_control.BROKER, "")
+                check_broker_update(
+                    new, per_broker=bool(resource.name), static={},
+                    dynamic_default=image.configs.get(default, {}),
+                    dynamic_per_broker=image.configs.get(resource, {}),
+                )  # fmt: skip
+        except ConfigUpdateError as exc:
+            raise ControllerError(exc.error, exc.message) from exc
+        return new
+
+    return change
 
 
 Decision = Callable[[MetadataImage], ControllerResult]
@@ -194,8 +238,9 @@ class QuorumController:
         if not result.records:
             return None
         values = [encode_record(r.name, r.data, r.version) for r in result.records]
+        pending = then(self._pending, result.records)  # records that cannot replay never go out
         last = self.client.append(values)
-        self._pending = then(self._pending, result.records)
+        self._pending = pending
         return last
 
     async def write(self, decide: Decision) -> dict[str, Any] | None:
@@ -251,6 +296,8 @@ class QuorumController:
             ApiKey.DELETE_TOPICS: ControllerApi((1, 6), self.delete_topics),
             ApiKey.CREATE_PARTITIONS: ControllerApi((0, 3), self.create_partitions),
             ApiKey.ALTER_PARTITION: ControllerApi((0, 3), self.alter_partition),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: ControllerApi((0, 1), self.incremental_alter_configs),
+            ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApi((0, 0), self.allocate_producer_ids),
         }
 
     async def broker_registration(self, body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -281,10 +328,18 @@ class QuorumController:
             return {"error_code": int(ErrorCode.NOT_CONTROLLER), "is_fenced": True}
         return answer
 
+    def _check_topic_configs(self, configs: dict[str, str]) -> None:
+        try:
+            check_topic_update(configs, self.settings.static_config or BrokerConfig())
+        except ConfigUpdateError as exc:
+            raise ControllerError(exc.error, exc.message) from exc
+
     async def create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         defaults = self.settings.topic_defaults
         answer = await self.write(
-            lambda image: replication_control.create_topics(image, body, defaults)
+            lambda image: replication_control.create_topics(
+                image, body, defaults, self._check_topic_configs
+            )
         )
         if answer is None:
             error = int(ErrorCode.NOT_CONTROLLER)
@@ -312,4 +367,27 @@ class QuorumController:
         answer = await self.write(lambda image: replication_control.alter_partition(image, body))
         if answer is None:
             return {"error_code": int(ErrorCode.NOT_CONTROLLER), "topics": []}
+        return answer
+
+    async def incremental_alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        def decide(image: MetadataImage) -> ControllerResult:
+            change = change_configs(self.settings, image)
+            return config_control.incremental_alter_configs(image, body, change)
+
+        answer = await self.write(decide)
+        if answer is None:
+            error = int(ErrorCode.NOT_CONTROLLER)
+            return {
+                "responses": [
+                    {"resource_type": r["resource_type"], "resource_name": r["resource_name"],
+                     "error_code": error}
+                    for r in body["resources"]
+                ]
+            }  # fmt: skip
+        return answer
+
+    async def allocate_producer_ids(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        answer = await self.write(lambda image: config_control.allocate_producer_ids(image, body))
+        if answer is None:
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER)}
         return answer

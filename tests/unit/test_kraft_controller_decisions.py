@@ -1,0 +1,246 @@
+"""The KRaft controller's decisions as values (controller/cluster_control.py,
+replication_control.py, config_control.py, partition_change.py): an image and a request
+in, the metadata records and the answer out, the records replayed to check the image they
+leave."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from logbus.controller import cluster_control, config_control, replication_control
+from logbus.controller.assignment import ControllerError
+from logbus.controller.control_result import ControllerResult, then
+from logbus.controller.partition_change import remove_broker_changes, unfence_changes
+from logbus.controller.replication_control import TopicDefaults
+from logbus.metadata.image import EMPTY_IMAGE, NO_LEADER, ConfigResource, MetadataImage
+from logbus.protocol import ErrorCode
+
+CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
+
+
+def register(image: MetadataImage, broker_id: int, rack: str | None = None) -> MetadataImage:
+    body = {
+        "broker_id": broker_id, "cluster_id": CLUSTER, "incarnation_id": uuid.UUID(int=broker_id),
+        "listeners": [{"name": "PLAINTEXT", "host": "h", "port": 9092, "security_protocol": 0}],
+        "features": [], "rack": rack,
+    }  # fmt: skip
+    result = cluster_control.register_broker(
+        image, body, cluster_id=CLUSTER, next_offset=100 + broker_id, session_alive=False
+    )
+    assert result.response["error_code"] == 0
+    return then(image, result.records)
+
+
+def beat(image: MetadataImage, broker_id: int, **flags: Any) -> ControllerResult:
+    body = {"broker_id": broker_id, "broker_epoch": image.brokers[broker_id].epoch,
+            "current_metadata_offset": 10**6, "want_fence": False, "want_shut_down": False,
+            **flags}  # fmt: skip
+    return cluster_control.heartbeat(image, body)
+
+
+def live_cluster(brokers: int = 3) -> MetadataImage:
+    image = EMPTY_IMAGE
+    for b in range(1, brokers + 1):
+        image = register(image, b)
+    for b in range(1, brokers + 1):
+        image = then(image, beat(image, b).records)
+    return image
+
+
+def with_topic(image: MetadataImage, name: str, partitions: int, factor: int) -> MetadataImage:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": factor,
+                        "assignments": [], "configs": []}]}  # fmt: skip
+    result = replication_control.create_topics(image, body, TopicDefaults())
+    assert result.response["topics"][0]["error_code"] == 0, result.response
+    return then(image, result.records)
+
+
+def test_a_broker_registers_fenced_with_its_record_offset_as_epoch() -> None:
+    image = register(EMPTY_IMAGE, 7)
+    assert image.brokers[7].epoch == 107 and image.brokers[7].fenced
+    not_caught_up = {"broker_id": 7, "broker_epoch": 107, "current_metadata_offset": 106,
+                     "want_fence": False, "want_shut_down": False}  # fmt: skip
+    result = cluster_control.heartbeat(image, not_caught_up)
+    assert result.records == [] and result.response["is_fenced"]
+    result = beat(image, 7)
+    assert result.response["is_caught_up"] and not result.response["is_fenced"]
+    assert then(image, result.records).unfenced_brokers() == [7]
+
+
+def test_a_second_incarnation_is_refused_while_the_first_lives() -> None:
+    image = live_cluster(1)
+    body = {"broker_id": 1, "cluster_id": CLUSTER, "incarnation_id": uuid.uuid4(),
+            "listeners": [], "features": [], "rack": None}  # fmt: skip
+    alive = cluster_control.register_broker(
+        image, body, cluster_id=CLUSTER, next_offset=500, session_alive=True
+    )
+    assert alive.response["error_code"] == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    assert alive.records == []
+    expired = cluster_control.register_broker(
+        image, body, cluster_id=CLUSTER, next_offset=500, session_alive=False
+    )
+    assert expired.response == {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": 500}
+    assert then(image, expired.records).brokers[1].fenced
+
+
+def test_topics_are_placed_over_unfenced_brokers_only() -> None:
+    image = register(live_cluster(3), 4)  # broker 4 registered but fenced
+    image = with_topic(image, "t", 8, 3)
+    partitions = image.topic("t").partitions  # type: ignore[union-attr]
+    assert all(4 not in p.replicas and p.isr == p.replicas for p in partitions.values())
+    assert all(p.leader == p.replicas[0] for p in partitions.values())
+    body = {"topics": [{"name": "u", "num_partitions": 1, "replication_factor": 4,
+                        "assignments": [], "configs": []}]}  # fmt: skip
+    result = replication_control.create_topics(image, body, TopicDefaults())
+    assert result.response["topics"][0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert result.records == []
+
+
+def test_a_fenced_broker_leaves_every_isr_and_leadership() -> None:
+    image = with_topic(live_cluster(3), "t", 3, 3)
+    image = then(image, cluster_control.fence(image, 2))
+    assert image.brokers[2].fenced
+    for p in image.topic("t").partitions.values():  # type: ignore[union-attr]
+        assert 2 not in p.isr and p.leader in (1, 3)
+    # The last ISR member stays in the ISR when it goes, leaderless, and leads again
+    # once it is back.
+    image = then(image, cluster_control.fence(image, 3))
+    image = then(image, cluster_control.fence(image, 1))
+    partitions = image.topic("t").partitions.values()  # type: ignore[union-attr]
+    assert all(p.leader == NO_LEADER and len(p.isr) == 1 for p in partitions)
+    last = next(iter(partitions)).isr[0]
+    assert remove_broker_changes(image, last) == []
+    image = then(image, beat(image, last).records)
+    assert unfence_changes(image, last) == []
+    for p in image.topic("t").partitions.values():  # type: ignore[union-attr]
+        assert (p.leader == last) == (p.isr == (last,))
+
+
+def test_controlled_shutdown_moves_leadership_then_fences() -> None:
+    image = with_topic(live_cluster(3), "t", 6, 2)
+    result = beat(image, 1, want_shut_down=True)
+    assert result.response["should_shut_down"]  # every leadership could move at once
+    image = then(image, result.records)
+    assert image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
+    assert all(p.leader != 1 for p in image.topic("t").partitions.values())  # type: ignore[union-attr]
+    again = beat(image, 1, want_shut_down=True)
+    assert again.records == [] and again.response["should_shut_down"]
+
+
+def test_stale_heartbeats_change_nothing() -> None:
+    image = live_cluster(1)
+    body = {"broker_id": 1, "broker_epoch": 5, "current_metadata_offset": 0,
+            "want_fence": True, "want_shut_down": False}  # fmt: skip
+    result = cluster_control.heartbeat(image, body)
+    assert result.records == [] and result.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_alter_partition_checks_epochs_and_eligibility() -> None:
+    image = with_topic(live_cluster(3), "t", 1, 3)
+    topic = image.topic("t")
+    assert topic is not None
+    p = topic.partitions[0]
+
+    def ask(isr: list[int], *, leader_epoch: int, partition_epoch: int) -> dict[str, Any]:
+        body = {"broker_id": p.leader, "broker_epoch": image.brokers[p.leader].epoch,
+                "topics": [{"topic_id": topic.topic_id, "partitions": [{
+                    "partition_index": 0, "leader_epoch": leader_epoch, "new_isr": isr,
+                    "leader_recovery_state": 0, "partition_epoch": partition_epoch}]}]}  # fmt: skip
+        result = replication_control.alter_partition(image, body)
+        answer: dict[str, Any] = result.response["topics"][0]["partitions"][0]
+        assert (answer["error_code"] == 0) == bool(result.records)
+        return answer
+
+    others = [r for r in p.replicas if r != p.leader]
+    shrunk = ask([p.leader], leader_epoch=0, partition_epoch=0)
+    assert shrunk["isr"] == [p.leader] and shrunk["partition_epoch"] == 1
+    stale = ask([p.leader], leader_epoch=0, partition_epoch=3)
+    assert stale["error_code"] == ErrorCode.INVALID_UPDATE_VERSION
+    fenced = ask([p.leader], leader_epoch=-1, partition_epoch=0)
+    assert fenced["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+    image = then(image, cluster_control.fence(image, others[0]))
+    p = image.topic("t").partitions[0]  # type: ignore[union-attr]
+    grow = ask([*p.isr, others[0]], leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
+    assert grow["error_code"] == ErrorCode.INELIGIBLE_REPLICA
+
+
+def test_delete_topics_by_name_and_by_id() -> None:
+    image = with_topic(with_topic(live_cluster(1), "a", 1, 1), "b", 1, 1)
+    b_id = image.topic_ids["b"]
+    body = {"topic_names": ["a", "zzz"], "topics": [{"name": None, "topic_id": b_id}]}
+    result = replication_control.delete_topics(image, body)
+    codes = [r["error_code"] for r in result.response["responses"]]
+    assert codes == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0]
+    assert then(image, result.records).topics == {}
+
+
+def test_create_partitions_keeps_the_replication_factor() -> None:
+    image = with_topic(live_cluster(3), "t", 2, 2)
+    body = {"topics": [{"name": "t", "count": 5, "assignments": None}], "validate_only": False}
+    image = then(image, replication_control.create_partitions(image, body).records)
+    partitions = image.topic("t").partitions  # type: ignore[union-attr]
+    assert sorted(partitions) == [0, 1, 2, 3, 4]
+    assert all(len(p.replicas) == 2 for p in partitions.values())
+    fewer = replication_control.create_partitions(
+        image, {"topics": [{"name": "t", "count": 3, "assignments": None}]}
+    )
+    assert fewer.response["results"][0]["error_code"] == ErrorCode.INVALID_PARTITIONS
+
+
+def set_only(
+    resource: ConfigResource, current: Mapping[str, str], ops: list[dict[str, Any]]
+) -> dict[str, str]:
+    new = dict(current)
+    for op in ops:
+        if op["config_operation"] != 0 or op["name"] == "bad":
+            raise ControllerError(ErrorCode.INVALID_CONFIG, f"no {op['name']}")
+        new[op["name"]] = op["value"]
+    return new
+
+
+def test_incremental_alter_configs_writes_only_the_differences() -> None:
+    image = with_topic(live_cluster(1), "t", 1, 1)
+
+    def alter(name: str, *ops: tuple[str, str], validate_only: bool = False) -> dict[str, Any]:
+        return {"resources": [{"resource_type": 2, "resource_name": name, "configs": [
+            {"name": k, "config_operation": 0, "value": v} for k, v in ops]}],
+            "validate_only": validate_only}  # fmt: skip
+
+    result = config_control.incremental_alter_configs(
+        image, alter("t", ("a", "1"), ("b", "2")), set_only
+    )
+    image = then(image, result.records)
+    assert image.configs[ConfigResource(2, "t")] == {"a": "1", "b": "2"}
+    same = config_control.incremental_alter_configs(image, alter("t", ("a", "1")), set_only)
+    assert same.records == [] and same.response["responses"][0]["error_code"] == 0
+    bad = config_control.incremental_alter_configs(image, alter("t", ("bad", "1")), set_only)
+    assert bad.records == []
+    assert bad.response["responses"][0]["error_code"] == ErrorCode.INVALID_CONFIG
+    dry = config_control.incremental_alter_configs(
+        image, alter("t", ("c", "3"), validate_only=True), set_only
+    )
+    assert dry.records == [] and dry.response["responses"][0]["error_code"] == 0
+    twice = alter("t", ("c", "3"))
+    twice["resources"] *= 2
+    both = config_control.incremental_alter_configs(image, twice, set_only)
+    assert [r["error_code"] for r in both.response["responses"]] == [ErrorCode.INVALID_REQUEST] * 2
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+def test_producer_id_blocks_follow_each_other(fenced: bool) -> None:
+    image = live_cluster(1)
+    if fenced:
+        image = then(image, cluster_control.fence(image, 1))
+    body = {"broker_id": 1, "broker_epoch": image.brokers[1].epoch}
+    first = config_control.allocate_producer_ids(image, body)
+    if fenced:
+        assert first.records == [] and first.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+        return
+    image = then(image, first.records)
+    second = config_control.allocate_producer_ids(image, body)
+    assert (first.response["producer_id_start"], second.response["producer_id_start"]) == (0, 1000)
+    assert then(image, second.records).producer_ids.next_producer_id == 2000
