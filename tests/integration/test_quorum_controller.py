@@ -396,4 +396,34 @@ def test_configs_and_producer_id_blocks_through_the_active_controller(tmp_path: 
     asyncio.run(scenario())
 
 
+def test_acls_created_and_deleted_through_the_active_controller(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings()) as quorum:
+            node = (await active_controller(quorum)).client.node_id
+
+            def acl(principal: str, **extra: Any) -> dict[str, Any]:
+                return {"resource_type": 2, "resource_name": "orders",
+                        "resource_pattern_type": 3, "principal": principal, "host": "*",
+                        "operation": 3, "permission_type": 3, **extra}  # fmt: skip
+
+            creations = [acl("User:alice"), acl("User:bob"), acl("User:alice"),
+                         acl("nobody")]  # fmt: skip
+            answer = await request(quorum, node, ApiKey.CREATE_ACLS, {"creations": creations})
+            codes = [r["error_code"] for r in answer["results"]]
+            assert codes == [0, 0, 0, ErrorCode.INVALID_REQUEST]
+            await every_image(quorum, lambda i: len(i.acls) == 2, "two ACLs everywhere")
+            alice = {"resource_type_filter": 1, "resource_name_filter": None,
+                     "pattern_type_filter": 1, "principal_filter": "User:alice",
+                     "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
+            deleted = await request(quorum, node, ApiKey.DELETE_ACLS, {"filters": [alice]})
+            matched = deleted["filter_results"][0]["matching_acls"]
+            assert [m["principal"] for m in matched] == ["User:alice"]
+            await every_image(
+                quorum, lambda i: [a.principal for a in i.acls.values()] == ["User:bob"],
+                "alice's ACL deleted everywhere",
+            )  # fmt: skip
+
+    asyncio.run(scenario())
+
+
 assert WAIT > SESSION_MS / 1000

@@ -11,13 +11,23 @@ from typing import Any
 
 import pytest
 
-from logbus.controller import cluster_control, config_control, replication_control
+from logbus.controller import acl_control, cluster_control, config_control, replication_control
 from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.partition_change import remove_broker_changes, unfence_changes
 from logbus.controller.replication_control import TopicDefaults
 from logbus.metadata.image import EMPTY_IMAGE, NO_LEADER, ConfigResource, MetadataImage
 from logbus.protocol import ErrorCode
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
 
@@ -244,3 +254,28 @@ def test_producer_id_blocks_follow_each_other(fenced: bool) -> None:
     second = config_control.allocate_producer_ids(image, body)
     assert (first.response["producer_id_start"], second.response["producer_id_start"]) == (0, 1000)
     assert then(image, second.records).producer_ids.next_producer_id == 2000
+
+
+def test_acls_are_stored_once_and_deleted_by_filter() -> None:
+    def binding(principal: str, name: str = "orders") -> AclBinding:
+        return AclBinding(
+            ResourcePattern(ResourceType.TOPIC, name, PatternType.PREFIXED),
+            AccessControlEntry(principal, "*", AclOperation.READ, AclPermissionType.ALLOW),
+        )
+
+    image = EMPTY_IMAGE
+    created = acl_control.create_acls(image, [binding("User:a"), binding("User:a"), "bad"])
+    assert len(created.records) == 1
+    codes = [r["error_code"] for r in created.response["results"]]
+    assert codes == [0, 0, ErrorCode.INVALID_REQUEST]
+    image = then(image, created.records)
+    image = then(image, acl_control.create_acls(image, [binding("User:a")]).records)
+    assert len(image.acls) == 1  # the same binding again writes nothing
+    image = then(image, acl_control.create_acls(image, [binding("User:b", "o")]).records)
+    # A MATCH filter for the topic "orders-1" finds both prefixed patterns.
+    match = AclBindingFilter(ResourceType.TOPIC, "orders-1", PatternType.MATCH)
+    deleted = acl_control.delete_acls(image, [match, match])
+    assert len(deleted.records) == 2  # each ACL removed once, though two filters match it
+    found = [m["principal"] for m in deleted.response["filter_results"][0]["matching_acls"]]
+    assert sorted(found) == ["User:a", "User:b"]
+    assert then(image, deleted.records).acls == {}

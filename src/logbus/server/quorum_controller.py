@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from logbus.controller import cluster_control, config_control, replication_control
+from logbus.controller import acl_control, cluster_control, config_control, replication_control
 from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.replication_control import TopicDefaults
@@ -40,8 +40,10 @@ from logbus.metadata.image import EMPTY_IMAGE, ConfigResource, MetadataImage
 from logbus.metadata.image_writer import snapshot_values
 from logbus.metadata.records import decode_record, encode_record
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.acl_types import AclBinding, AclBindingFilter, AclError
 from logbus.raft.raft_client import NotLeaderError, RaftClient
 from logbus.raft.raft_server import ControllerApi
+from logbus.server.api.acls import binding_of, filter_of
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
 from logbus.server.config.config_admin import (
@@ -103,6 +105,8 @@ def change_configs(
 
 
 Decision = Callable[[MetadataImage], ControllerResult]
+# The answer to a request refused whole with an error code (its shape is the API's).
+Refusal = Callable[[ErrorCode], dict[str, Any]]
 
 
 class QuorumController:
@@ -243,18 +247,29 @@ class QuorumController:
         self._pending = pending
         return last
 
-    async def write(self, decide: Decision) -> dict[str, Any] | None:
+    async def write(self, decide: Decision, refuse: Refusal) -> dict[str, Any]:
         """Decide on the image of everything appended, append, wait for the commit; the
-        answer, or None when this voter is not (or stops being) the active controller."""
+        decision's answer, or `refuse`'s: NOT_CONTROLLER when this voter is not (or stops
+        being) the active controller, REQUEST_TIMED_OUT when the records are not
+        committed in time, UNKNOWN_SERVER_ERROR (and nothing written) for a decision
+        that fails."""
         if not self.is_active or self._pending is None:
-            return None
-        result = decide(self._pending)
+            return refuse(ErrorCode.NOT_CONTROLLER)
         try:
+            result = decide(self._pending)
             last = self._append(result)
-            if last is not None:
+        except NotLeaderError:
+            return refuse(ErrorCode.NOT_CONTROLLER)
+        except Exception:
+            logger.exception("controller %d: a request failed", self.client.node_id)
+            return refuse(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if last is not None:
+            try:
                 await self.client.wait_committed(last, self.settings.commit_timeout_ms / 1000)
-        except (NotLeaderError, TimeoutError):
-            return None
+            except NotLeaderError:
+                return refuse(ErrorCode.NOT_CONTROLLER)
+            except TimeoutError:
+                return refuse(ErrorCode.REQUEST_TIMED_OUT)
         return result.response
 
     # --- timers ---------------------------------------------------------------------------
@@ -298,6 +313,8 @@ class QuorumController:
             ApiKey.ALTER_PARTITION: ControllerApi((0, 3), self.alter_partition),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: ControllerApi((0, 1), self.incremental_alter_configs),
             ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApi((0, 0), self.allocate_producer_ids),
+            ApiKey.CREATE_ACLS: ControllerApi((0, 3), self.create_acls),
+            ApiKey.DELETE_ACLS: ControllerApi((0, 3), self.delete_acls),
         }
 
     async def broker_registration(self, body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -313,9 +330,7 @@ class QuorumController:
                 next_offset=self.client.metadata_log.end_offset, session_alive=session_alive,
             )  # fmt: skip
 
-        answer = await self.write(decide)
-        if answer is None:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "broker_epoch": -1}
+        answer = await self.write(decide, lambda e: {"error_code": int(e), "broker_epoch": -1})
         if answer["error_code"] == 0:
             self._sessions[broker_id] = time.monotonic()
         return answer
@@ -323,10 +338,10 @@ class QuorumController:
     async def broker_heartbeat(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         if self.is_active and body["broker_id"] in (self._pending or EMPTY_IMAGE).brokers:
             self._sessions[body["broker_id"]] = time.monotonic()
-        answer = await self.write(lambda image: cluster_control.heartbeat(image, body))
-        if answer is None:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "is_fenced": True}
-        return answer
+        return await self.write(
+            lambda image: cluster_control.heartbeat(image, body),
+            lambda e: {"error_code": int(e), "is_fenced": True},
+        )
 
     def _check_topic_configs(self, configs: dict[str, str]) -> None:
         try:
@@ -336,58 +351,86 @@ class QuorumController:
 
     async def create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         defaults = self.settings.topic_defaults
-        answer = await self.write(
+        return await self.write(
             lambda image: replication_control.create_topics(
                 image, body, defaults, self._check_topic_configs
-            )
+            ),
+            lambda e: {
+                "topics": [{"name": t["name"], "error_code": int(e)} for t in body["topics"]]
+            },
         )
-        if answer is None:
-            error = int(ErrorCode.NOT_CONTROLLER)
-            topics = [{"name": t["name"], "error_code": error} for t in body["topics"]]
-            return {"topics": topics}
-        return answer
 
     async def delete_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        answer = await self.write(lambda image: replication_control.delete_topics(image, body))
-        if answer is None:
-            error = int(ErrorCode.NOT_CONTROLLER)
-            named = [{"name": n, "error_code": error} for n in body.get("topic_names") or ()]
-            named += [{**t, "error_code": error} for t in body.get("topics") or ()]
+        def refuse(error: ErrorCode) -> dict[str, Any]:
+            named = [{"name": n, "error_code": int(error)} for n in body.get("topic_names") or ()]
+            named += [{**t, "error_code": int(error)} for t in body.get("topics") or ()]
             return {"responses": named}
-        return answer
+
+        return await self.write(
+            lambda image: replication_control.delete_topics(image, body), refuse
+        )
 
     async def create_partitions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        answer = await self.write(lambda image: replication_control.create_partitions(image, body))
-        if answer is None:
-            error = int(ErrorCode.NOT_CONTROLLER)
-            return {"results": [{"name": t["name"], "error_code": error} for t in body["topics"]]}
-        return answer
+        return await self.write(
+            lambda image: replication_control.create_partitions(image, body),
+            lambda e: {
+                "results": [{"name": t["name"], "error_code": int(e)} for t in body["topics"]]
+            },
+        )
 
     async def alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        answer = await self.write(lambda image: replication_control.alter_partition(image, body))
-        if answer is None:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER), "topics": []}
-        return answer
+        return await self.write(
+            lambda image: replication_control.alter_partition(image, body),
+            lambda e: {"error_code": int(e), "topics": []},
+        )
 
     async def incremental_alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         def decide(image: MetadataImage) -> ControllerResult:
             change = change_configs(self.settings, image)
             return config_control.incremental_alter_configs(image, body, change)
 
-        answer = await self.write(decide)
-        if answer is None:
-            error = int(ErrorCode.NOT_CONTROLLER)
+        def refuse(error: ErrorCode) -> dict[str, Any]:
             return {
                 "responses": [
                     {"resource_type": r["resource_type"], "resource_name": r["resource_name"],
-                     "error_code": error}
+                     "error_code": int(error)}
                     for r in body["resources"]
                 ]
             }  # fmt: skip
-        return answer
+
+        return await self.write(decide, refuse)
 
     async def allocate_producer_ids(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        answer = await self.write(lambda image: config_control.allocate_producer_ids(image, body))
-        if answer is None:
-            return {"error_code": int(ErrorCode.NOT_CONTROLLER)}
-        return answer
+        return await self.write(
+            lambda image: config_control.allocate_producer_ids(image, body),
+            lambda e: {"error_code": int(e)},
+        )
+
+    async def create_acls(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        """CreateAcls as a broker forwards it (the broker checked who may)."""
+        bindings: list[AclBinding | str] = []
+        for creation in body["creations"]:
+            try:
+                bindings.append(binding_of(creation))
+            except AclError as exc:
+                bindings.append(f"Invalid ACL: {exc}")
+        return await self.write(
+            lambda image: acl_control.create_acls(image, bindings),
+            lambda e: {"results": [{"error_code": int(e)} for _ in body["creations"]]},
+        )
+
+    async def delete_acls(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        filters: list[AclBindingFilter | str] = []
+        for raw in body["filters"]:
+            try:
+                filters.append(filter_of(raw))
+            except AclError as exc:
+                filters.append(str(exc))
+        return await self.write(
+            lambda image: acl_control.delete_acls(image, filters),
+            lambda e: {
+                "filter_results": [
+                    {"error_code": int(e), "matching_acls": []} for _ in body["filters"]
+                ]
+            },
+        )
