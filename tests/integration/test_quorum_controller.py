@@ -426,4 +426,59 @@ def test_acls_created_and_deleted_through_the_active_controller(tmp_path: Path) 
     asyncio.run(scenario())
 
 
+def test_quotas_and_scram_credentials_through_the_active_controller(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings()) as quorum:
+            node = (await active_controller(quorum)).client.node_id
+            alice = [{"entity_type": "user", "entity_name": "alice"}]
+
+            def quota(
+                entity: list[dict[str, Any]], key: str, value: float, remove: bool = False
+            ) -> dict[str, Any]:
+                op = {"key": key, "value": value, "remove": remove}
+                return {"entries": [{"entity": entity, "ops": [op]}], "validate_only": False}
+
+            answer = await request(
+                quorum, node, ApiKey.ALTER_CLIENT_QUOTAS, quota(alice, "producer_byte_rate", 1024)
+            )
+            assert answer["entries"][0]["error_code"] == 0
+            bad = await request(
+                quorum, node, ApiKey.ALTER_CLIENT_QUOTAS, quota(alice, "no_such_quota", 1)
+            )
+            assert bad["entries"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+            entity = (("user", "alice"),)
+            await every_image(
+                quorum, lambda i: i.client_quotas == {entity: {"producer_byte_rate": 1024.0}},
+                "alice's quota everywhere",
+            )  # fmt: skip
+            removed = await request(
+                quorum, node, ApiKey.ALTER_CLIENT_QUOTAS,
+                quota(alice, "producer_byte_rate", 0, remove=True),
+            )  # fmt: skip
+            assert removed["entries"][0]["error_code"] == 0
+            await every_image(quorum, lambda i: not i.client_quotas, "the quota removed")
+
+            upsert = {"name": "alice", "mechanism": 1, "iterations": 4096, "salt": b"salt",
+                      "salted_password": b"p" * 32}  # fmt: skip
+            answer = await request(
+                quorum, node, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                {"deletions": [], "upsertions": [upsert]},
+            )  # fmt: skip
+            assert answer["results"] == [{"user": "alice", "error_code": 0, "error_message": None}]
+            await every_image(quorum, lambda i: ("alice", 1) in i.scram, "alice's credential")
+            missing = await request(
+                quorum, node, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                {"deletions": [{"name": "bob", "mechanism": 1}], "upsertions": []},
+            )  # fmt: skip
+            assert missing["results"][0]["error_code"] == ErrorCode.RESOURCE_NOT_FOUND
+            gone = await request(
+                quorum, node, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": []},
+            )  # fmt: skip
+            assert gone["results"][0]["error_code"] == 0
+            await every_image(quorum, lambda i: not i.scram, "alice's credential deleted")
+
+    asyncio.run(scenario())
+
+
 assert WAIT > SESSION_MS / 1000

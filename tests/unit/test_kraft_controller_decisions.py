@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from logbus.controller import acl_control, cluster_control, config_control, replication_control
+from logbus.controller import (
+    acl_control,
+    cluster_control,
+    config_control,
+    quota_control,
+    replication_control,
+    scram_control,
+)
 from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.partition_change import remove_broker_changes, unfence_changes
@@ -279,3 +286,48 @@ def test_acls_are_stored_once_and_deleted_by_filter() -> None:
     found = [m["principal"] for m in deleted.response["filter_results"][0]["matching_acls"]]
     assert sorted(found) == ["User:a", "User:b"]
     assert then(image, deleted.records).acls == {}
+
+
+def test_a_users_scram_changes_are_written_together_or_not_at_all() -> None:
+    upsert = {"name": "alice", "mechanism": 2, "iterations": 8192, "salt": b"s",
+              "salted_password": b"x" * 64}  # fmt: skip
+    result = scram_control.alter_user_scram_credentials(
+        EMPTY_IMAGE, {"deletions": [], "upsertions": [upsert]}
+    )
+    image = then(EMPTY_IMAGE, result.records)
+    credential = image.scram[("alice", 2)]
+    assert credential.iterations == 8192 and len(credential.stored_key) == 64
+    # One refused change (a deletion of what does not exist) keeps the user's others out.
+    body = {"deletions": [{"name": "alice", "mechanism": 1}],
+            "upsertions": [{**upsert, "iterations": 10000}]}  # fmt: skip
+    refused = scram_control.alter_user_scram_credentials(image, body)
+    assert refused.records == []
+    assert refused.response["results"][0]["error_code"] == ErrorCode.RESOURCE_NOT_FOUND
+    weak = scram_control.alter_user_scram_credentials(
+        image, {"upsertions": [{**upsert, "name": "bob", "iterations": 10}]}
+    )
+    assert weak.response["results"][0]["error_code"] == ErrorCode.UNACCEPTABLE_CREDENTIAL
+
+
+def test_client_quotas_write_only_what_changes() -> None:
+    def check(entry: dict[str, Any]) -> tuple[Any, dict[str, float | None]]:
+        if entry["ops"][0]["key"] == "bad":
+            raise ValueError("Invalid configuration key bad")
+        entity = tuple(sorted((p["entity_type"], p["entity_name"]) for p in entry["entity"]))
+        return entity, {o["key"]: None if o["remove"] else o["value"] for o in entry["ops"]}
+
+    def body(key: str, value: float, remove: bool = False) -> dict[str, Any]:
+        entity = [{"entity_type": "client-id", "entity_name": None}]
+        op = {"key": key, "value": value, "remove": remove}
+        return {"entries": [{"entity": entity, "ops": [op]}], "validate_only": False}
+
+    first = quota_control.alter_client_quotas(EMPTY_IMAGE, body("request_percentage", 50), check)
+    image = then(EMPTY_IMAGE, first.records)
+    assert image.client_quotas == {(("client-id", None),): {"request_percentage": 50.0}}
+    same = quota_control.alter_client_quotas(image, body("request_percentage", 50), check)
+    assert same.records == []
+    bad = quota_control.alter_client_quotas(image, body("bad", 1), check)
+    assert bad.records == []
+    assert bad.response["entries"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+    removed = quota_control.alter_client_quotas(image, body("request_percentage", 0, True), check)
+    assert then(image, removed.records).client_quotas == {}

@@ -6,8 +6,8 @@ DescribeQuorum) carries the controller's metadata records: `QuorumController`
 (quorum_controller.py) replays them into the metadata image on every voter and, on the
 active controller, turns BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics,
 CreatePartitions, AlterPartition, IncrementalAlterConfigs, AllocateProducerIds,
-CreateAcls and DeleteAcls into records. KRaft brokers replaying the log are the
-next step (docs/kraft.md).
+CreateAcls, DeleteAcls, AlterClientQuotas and AlterUserScramCredentials into records.
+KRaft brokers replaying the log are the next step (docs/kraft.md).
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
 configuration.

@@ -29,14 +29,21 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from logbus.controller import acl_control, cluster_control, config_control, replication_control
+from logbus.controller import (
+    acl_control,
+    cluster_control,
+    config_control,
+    quota_control,
+    replication_control,
+    scram_control,
+)
 from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.replication_control import TopicDefaults
 from logbus.metadata.delta import MetadataDelta, replay_all
-from logbus.metadata.image import EMPTY_IMAGE, ConfigResource, MetadataImage
+from logbus.metadata.image import EMPTY_IMAGE, ConfigResource, MetadataImage, QuotaEntity
 from logbus.metadata.image_writer import snapshot_values
 from logbus.metadata.records import decode_record, encode_record
 from logbus.protocol import ApiKey, ErrorCode
@@ -44,6 +51,8 @@ from logbus.protocol.acl_types import AclBinding, AclBindingFilter, AclError
 from logbus.raft.raft_client import NotLeaderError, RaftClient
 from logbus.raft.raft_server import ControllerApi
 from logbus.server.api.acls import binding_of, filter_of
+from logbus.server.api.client_quotas import QuotaRequestError, parse_entity
+from logbus.server.api.client_quotas import apply_ops as apply_quota_ops
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.broker_config_def import BROKER_CONFIG_DEF
 from logbus.server.config.config_admin import (
@@ -54,6 +63,9 @@ from logbus.server.config.config_admin import (
     check_topic_update,
 )
 from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
+
+if TYPE_CHECKING:
+    from logbus.protocol.messages.alter_client_quotas_request import EntryData
 
 __all__ = ["ControllerSettings", "QuorumController"]
 
@@ -315,6 +327,10 @@ class QuorumController:
             ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApi((0, 0), self.allocate_producer_ids),
             ApiKey.CREATE_ACLS: ControllerApi((0, 3), self.create_acls),
             ApiKey.DELETE_ACLS: ControllerApi((0, 3), self.delete_acls),
+            ApiKey.ALTER_CLIENT_QUOTAS: ControllerApi((0, 1), self.alter_client_quotas),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ControllerApi(
+                (0, 0), self.alter_user_scram_credentials
+            ),
         }
 
     async def broker_registration(self, body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -434,3 +450,40 @@ class QuorumController:
                 ]
             },
         )
+
+    async def alter_client_quotas(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        def refuse(error: ErrorCode) -> dict[str, Any]:
+            return {
+                "entries": [
+                    {"error_code": int(error), "entity": e["entity"]} for e in body["entries"]
+                ]
+            }
+
+        return await self.write(
+            lambda image: quota_control.alter_client_quotas(image, body, check_quota_entry),
+            refuse,
+        )
+
+    async def alter_user_scram_credentials(
+        self, body: dict[str, Any], version: int
+    ) -> dict[str, Any]:
+        def refuse(error: ErrorCode) -> dict[str, Any]:
+            entries = [*(body.get("deletions") or ()), *(body.get("upsertions") or ())]
+            users = dict.fromkeys(e["name"] for e in entries)
+            return {"results": [{"user": u, "error_code": int(error)} for u in users]}
+
+        return await self.write(
+            lambda image: scram_control.alter_user_scram_credentials(image, body), refuse
+        )
+
+
+def check_quota_entry(entry: dict[str, Any]) -> tuple[QuotaEntity, dict[str, float | None]]:
+    """An AlterClientQuotas entry checked as in ZooKeeper mode (`server/api/client_quotas.py`):
+    its entity as the image keys it and each key's new value (None: removed)."""
+    try:
+        entity = parse_entity(entry["entity"])
+        apply_quota_ops({}, cast("EntryData", entry))  # the keys and values, checked
+    except QuotaRequestError as exc:
+        raise ValueError(str(exc)) from exc
+    key: QuotaEntity = tuple(sorted(entity.components()))
+    return key, {op["key"]: None if op["remove"] else float(op["value"]) for op in entry["ops"]}
