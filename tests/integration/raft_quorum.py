@@ -4,7 +4,8 @@ link), so a test can cut a voter off (`isolate`) and heal it, kill a voter (no
 EndQuorumEpoch, as a crash) and start it again on the same directory. Given
 `controller=ControllerSettings(...)`, each voter also runs the `QuorumController` on its
 log and serves the controller's APIs (`controllers[id]`; `port(id)` reaches a voter
-directly, as a broker would).
+directly, as a broker would). `start_observer(id)` runs a node outside the voters (as a
+broker is) that follows the quorum and replays the log with a `MetadataLoader`.
 
     async with RaftQuorum(tmp_path, size=3) as quorum:
         leader = await quorum.wait_for_leader()
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -26,6 +28,7 @@ from tcp_proxy import TcpProxy
 from logbus.raft.quorum_config import QuorumConfig, VoterAddress
 from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_server import RaftServer
+from logbus.server.metadata_loader import MetadataLoader
 from logbus.server.quorum_controller import ControllerSettings, QuorumController
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -60,6 +63,7 @@ class RaftQuorum:
         }
         self.nodes: dict[int, RaftClient] = {}
         self.servers: dict[int, RaftServer] = {}
+        self.observers: dict[int, MetadataLoader] = {}
 
     def config(self, node: int) -> QuorumConfig:
         voters = {
@@ -95,6 +99,28 @@ class RaftQuorum:
         await server.start()
         self.nodes[node], self.servers[node] = client, server
         return client
+
+    async def start_observer(self, node: int) -> MetadataLoader:
+        """A node outside the voters, each link to a voter through its own proxy."""
+        for voter in self.ids:
+            if (node, voter) not in self.proxies:
+                self.proxies[(node, voter)] = TcpProxy(self.ports[voter])
+        voters = {
+            v: VoterAddress(v, "127.0.0.1", self.proxies[(node, v)].port) for v in self.ids
+        }
+        config = replace(self.config(self.ids[0]), node_id=node, voters=voters,
+                         metadata_log_dir=self.root / f"observer-{node}")  # fmt: skip
+        client = RaftClient(config)
+        await client.start()
+        loader = MetadataLoader(client)
+        await loader.start()
+        self.observers[node] = loader
+        return loader
+
+    async def stop_observer(self, node: int) -> None:
+        loader = self.observers.pop(node)
+        await loader.close()
+        await loader.client.close()
 
     def port(self, node: int) -> int:
         return self.ports[node]
@@ -176,6 +202,8 @@ class RaftQuorum:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
+        for node in list(self.observers):
+            await self.stop_observer(node)
         for node in list(self.nodes):
             await self.kill(node)
         for proxy in self.proxies.values():

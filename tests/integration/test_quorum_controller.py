@@ -481,4 +481,39 @@ def test_quotas_and_scram_credentials_through_the_active_controller(tmp_path: Pa
     asyncio.run(scenario())
 
 
+def test_an_observer_replays_the_metadata_log_as_a_broker_would(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        quorum_settings = settings(max_bytes_between_snapshots=1, session_timeout_ms=60_000)
+        async with RaftQuorum(tmp_path, controller=quorum_settings) as quorum:
+            active = await active_controller(quorum)
+            node = active.client.node_id
+            await register_and_unfence(quorum, node, [1])
+            created = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("a", 1, 1))
+            assert created["topics"][0]["error_code"] == 0
+            await quorum.wait_for(
+                lambda: active.client.metadata_log.start_offset > 0, "the log start moved"
+            )
+            # Started late, past the leader's log start: it fetches the snapshot first.
+            observer = await quorum.start_observer(10)
+            await observer.wait_image(lambda i: i.topic("a") is not None, WAIT)
+            assert observer.client.metadata_log.snapshot_id is not None
+            assert observer.image.topic("a") == active.image.topic("a")
+            created = await request(quorum, node, ApiKey.CREATE_TOPICS, create_topic("b", 1, 1))
+            await observer.wait_image(lambda i: i.topic("b") is not None, WAIT)
+            leader = quorum.nodes[node]
+            assert 10 in leader.progress and 10 not in leader.config.voters
+            # The leader goes: the observer finds the next one and follows it.
+            first_epoch = leader.epoch
+            await quorum.kill(node)
+            second = await active_controller(quorum, above_epoch=first_epoch)
+            other = second.client.node_id
+            created = await request(quorum, other, ApiKey.CREATE_TOPICS, create_topic("c", 1, 1))
+            assert created["topics"][0]["error_code"] == 0
+            await observer.wait_image(lambda i: i.topic("c") is not None, WAIT)
+            assert observer.client.leader_id == other
+            assert observer.image.topics == second.image.topics
+
+    asyncio.run(scenario())
+
+
 assert WAIT > SESSION_MS / 1000

@@ -3,9 +3,9 @@ voter replays the committed records of `__cluster_metadata` into its `MetadataIm
 the voter that leads the Raft quorum is the active controller once it has replayed every
 record before its epoch, and turns requests into metadata records.
 
-- Reads: a replay task follows the high watermark (loading the latest snapshot first
-  when the log starts past what it replayed: at start, or after a snapshot fetched from
-  the leader) and publishes each new image; every voter writes a snapshot of its image
+- Reads: its `MetadataLoader` follows the high watermark (loading the latest snapshot
+  first when the log starts past what it replayed) and keeps the committed image; every
+  voter writes a snapshot of its image
   (`RaftClient.create_snapshot`) once the log has grown by
   `metadata.log.max.record.bytes.between.snapshots`.
 - Writes (active controller only): a decision of `controller/cluster_control.py`,
@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from logbus.controller import (
@@ -42,10 +42,9 @@ from logbus.controller import (
 from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.replication_control import TopicDefaults
-from logbus.metadata.delta import MetadataDelta, replay_all
 from logbus.metadata.image import EMPTY_IMAGE, ConfigResource, MetadataImage, QuotaEntity
 from logbus.metadata.image_writer import snapshot_values
-from logbus.metadata.records import decode_record, encode_record
+from logbus.metadata.records import encode_record
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import AclBinding, AclBindingFilter, AclError
 from logbus.raft.raft_client import NotLeaderError, RaftClient
@@ -63,6 +62,7 @@ from logbus.server.config.config_admin import (
     check_topic_update,
 )
 from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
+from logbus.server.metadata_loader import MetadataLoader
 
 if TYPE_CHECKING:
     from logbus.protocol.messages.alter_client_quotas_request import EntryData
@@ -129,26 +129,24 @@ class QuorumController:
     def __init__(self, client: RaftClient, settings: ControllerSettings) -> None:
         self.client = client
         self.settings = settings
-        self.image: MetadataImage = EMPTY_IMAGE
+        self.loader = MetadataLoader(client, after_replay=self._after_replay)
         self._pending: MetadataImage | None = None
         self._active_epoch = -1
         self._sessions: dict[int, float] = {}
         self._size_at_snapshot = 0
-        self._image_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._catch_up()
+        await self.loader.start()
         self._size_at_snapshot = self.client.metadata_log.log.size_in_bytes
-        loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(self._follow_log(), name="controller-replay"),
-            loop.create_task(self._tick(), name="controller-timers"),
+            asyncio.get_running_loop().create_task(self._tick(), name="controller-timers")
         ]
 
     async def close(self) -> None:
+        await self.loader.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -164,51 +162,20 @@ class QuorumController:
             and self.client.epoch == self._active_epoch
         )
 
+    @property
+    def image(self) -> MetadataImage:
+        """The committed image (every record below the high watermark)."""
+        return self.loader.image
+
     async def wait_image(self, predicate: Callable[[MetadataImage], bool], timeout: float) -> None:  # noqa: ASYNC109
         """Wait until the committed image satisfies `predicate`."""
-        async with asyncio.timeout(timeout):
-            while not predicate(self.image):
-                event = self._image_changed
-                await event.wait()
+        await self.loader.wait_image(predicate, timeout)
 
     # --- replay ---------------------------------------------------------------------------
 
-    async def _follow_log(self) -> None:
-        while True:
-            try:
-                self._catch_up()
-                self._check_leadership()
-                self._maybe_snapshot()
-            except Exception:
-                logger.exception(
-                    "controller %d: replaying the metadata log failed", self.client.node_id
-                )
-            await self.client.wait_change(0.5)
-
-    def _catch_up(self) -> None:
-        """Replay every committed record not yet in the image."""
-        log = self.client.metadata_log
-        image = self.image
-        snapshot = log.snapshot_id
-        if snapshot is not None and snapshot.end_offset - 1 > image.offset:
-            loaded = replay_all(EMPTY_IMAGE, [decode_record(v) for v in log.snapshot_values()])
-            image = replace(loaded, offset=snapshot.end_offset - 1, epoch=snapshot.epoch)
-            logger.info("controller %d loaded snapshot %s", self.client.node_id, snapshot)
-        delta = MetadataDelta(image)
-        while True:
-            batch = log.read_committed(delta.offset + 1)
-            if not batch:
-                break
-            for committed in batch:
-                if committed.value is None:
-                    delta.offset, delta.epoch = committed.offset, committed.epoch
-                else:
-                    delta.replay(decode_record(committed.value), committed.offset, committed.epoch)
-        image = delta.apply() if delta.offset != image.offset else image
-        if image is not self.image:
-            self.image = image
-            self._image_changed.set()
-            self._image_changed = asyncio.Event()
+    def _after_replay(self) -> None:
+        self._check_leadership()
+        self._maybe_snapshot()
 
     def _check_leadership(self) -> None:
         client = self.client
