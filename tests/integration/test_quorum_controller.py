@@ -20,7 +20,9 @@ from logbus.client.connection import Connection
 from logbus.metadata.image import MetadataImage
 from logbus.metadata.records import decode_record
 from logbus.protocol import ApiKey, ErrorCode
+from logbus.raft.quorum_config import VoterAddress
 from logbus.raft.snapshots import list_snapshots, read_snapshot_records
+from logbus.server.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
 from logbus.server.quorum_controller import ControllerSettings, QuorumController
 
 SESSION_MS = 1500
@@ -514,6 +516,63 @@ def test_an_observer_replays_the_metadata_log_as_a_broker_would(tmp_path: Path) 
             assert observer.image.topics == second.image.topics
 
     asyncio.run(scenario())
+
+
+def test_brokers_keep_their_sessions_through_their_lifecycle_managers(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with RaftQuorum(tmp_path, controller=settings()) as quorum:
+            active = await active_controller(quorum)
+            controllers = {v: VoterAddress(v, "127.0.0.1", quorum.port(v)) for v in quorum.ids}
+            managers = {}
+            for broker in (10, 11):
+                loader = await quorum.start_observer(broker)
+                endpoint = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker)
+                managers[broker] = BrokerLifecycleManager(
+                    broker, CLUSTER_ID, loader, controllers, [endpoint],
+                    heartbeat_interval_ms=SESSION_MS // 6,
+                )  # fmt: skip
+                await managers[broker].start()
+            try:
+                for manager in managers.values():
+                    await manager.wait_state(BrokerState.RUNNING, timeout=WAIT)
+                await every_image(
+                    quorum, lambda i: i.unfenced_brokers() == [10, 11], "10 and 11 unfenced"
+                )
+                topic = {"topics": [{"name": "t", "num_partitions": -1, "replication_factor": -1,
+                                     "assignments": [{"partition_index": 0,
+                                                      "broker_ids": [10, 11]}]}]}  # fmt: skip
+                node = active.client.node_id
+                created = await request(quorum, node, ApiKey.CREATE_TOPICS, topic)
+                assert created["topics"][0]["error_code"] == 0, created
+                # A broker that registers and never heartbeats is fenced; 10 and 11 are not.
+                await register_silent_broker(quorum, node, 12)
+                await every_image(quorum, lambda i: i.brokers[12].fenced, "12 fenced")
+                assert active.image.unfenced_brokers() == [10, 11]
+
+                assert await managers[10].controlled_shutdown(timeout=WAIT)
+                await every_image(quorum, lambda i: i.brokers[10].fenced, "10 shut down")
+                partition = active.image.topic("t").partitions[0]  # type: ignore[union-attr]
+                assert (partition.leader, partition.isr) == (11, (11,))
+
+                # The active controller goes: 11 heartbeats to the next one.
+                first_epoch = active.client.epoch
+                await quorum.kill(node)
+                second = await active_controller(quorum, above_epoch=first_epoch)
+                await register_silent_broker(quorum, second.client.node_id, 13)
+                await every_image(quorum, lambda i: i.brokers[13].fenced, "13 fenced")
+                assert second.image.unfenced_brokers() == [11]
+                assert managers[11].state is BrokerState.RUNNING
+            finally:
+                for manager in managers.values():
+                    await manager.close()
+
+    asyncio.run(scenario())
+
+
+async def register_silent_broker(quorum: RaftQuorum, node: int, broker: int) -> None:
+    """A broker that registers, is unfenced, and never heartbeats again."""
+    await quorum.wait_for(lambda: quorum.controllers[node].is_active, "an active controller")
+    await register_and_unfence(quorum, node, [broker])
 
 
 assert WAIT > SESSION_MS / 1000
