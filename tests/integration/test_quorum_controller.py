@@ -320,6 +320,11 @@ def test_stale_and_conflicting_broker_requests_change_nothing(tmp_path: Path) ->
                 quorum, lambda i: follower not in i.topics[topic_id].partitions[0].isr,
                 "the ISR shrunk everywhere",
             )  # fmt: skip
+            gone = await request(quorum, node, ApiKey.UNREGISTER_BROKER, {"broker_id": follower})
+            assert gone["error_code"] == 0
+            await every_image(quorum, lambda i: follower not in i.brokers, "unregistered")
+            again = await request(quorum, node, ApiKey.UNREGISTER_BROKER, {"broker_id": follower})
+            assert again["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
 
     asyncio.run(scenario())
 

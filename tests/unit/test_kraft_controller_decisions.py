@@ -331,3 +331,17 @@ def test_client_quotas_write_only_what_changes() -> None:
     assert bad.response["entries"][0]["error_code"] == ErrorCode.INVALID_REQUEST
     removed = quota_control.alter_client_quotas(image, body("request_percentage", 0, True), check)
     assert then(image, removed.records).client_quotas == {}
+
+
+def test_an_unregistered_broker_leaves_the_isrs_then_the_cluster() -> None:
+    image = with_topic(live_cluster(2), "t", 2, 2)
+    result = cluster_control.unregister_broker(image, {"broker_id": 1})
+    assert result.response["error_code"] == 0
+    assert result.records[-1].name == "UnregisterBrokerRecord"
+    image = then(image, result.records)
+    assert sorted(image.brokers) == [2]
+    for p in image.topic("t").partitions.values():  # type: ignore[union-attr]
+        assert (p.leader, p.isr) == (2, (2,)) and 1 in p.replicas
+    unknown = cluster_control.unregister_broker(image, {"broker_id": 1})
+    assert unknown.records == []
+    assert unknown.response["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED

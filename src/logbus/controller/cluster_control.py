@@ -9,6 +9,8 @@
   shutdown (out of every ISR and leadership), and once it leads nothing it is fenced and
   told to shut down; WantFence fences it.
 - A broker whose heartbeats stop for `broker.session.timeout.ms` is fenced (`fence`).
+- UnregisterBroker (an operator removing a broker for good): out of every ISR and
+  leadership, then an UnregisterBrokerRecord; an unknown id is BROKER_ID_NOT_REGISTERED.
 
 Pure functions of the image and the request; the runtime keeps the session clocks.
 """
@@ -29,6 +31,7 @@ __all__ = [
     "fence",
     "heartbeat",
     "register_broker",
+    "unregister_broker",
 ]
 
 # The metadata.version a new cluster starts at: Kafka 3.9's (3.9-IV0), whose record
@@ -172,3 +175,19 @@ def _controlled_shutdown(image: MetadataImage, broker_id: int, caught_up: bool) 
         records += fence(after, broker_id)
         return ControllerResult(records, _heartbeat_answer(caught_up=caught_up, shut_down=True))
     return ControllerResult(records, _heartbeat_answer(caught_up=caught_up, fenced=False))
+
+
+def unregister_broker(image: MetadataImage, body: dict[str, Any]) -> ControllerResult:
+    broker = image.brokers.get(body["broker_id"])
+    if broker is None:
+        error = ErrorCode.BROKER_ID_NOT_REGISTERED
+        message = f"Broker ID {body['broker_id']} is not currently registered"
+        answer = {"throttle_time_ms": 0, "error_code": int(error), "error_message": message}
+        return ControllerResult([], answer)
+    records = [
+        *remove_broker_changes(image, broker.broker_id),
+        record("UnregisterBrokerRecord", broker_id=broker.broker_id, broker_epoch=broker.epoch),
+    ]
+    return ControllerResult(
+        records, {"throttle_time_ms": 0, "error_code": 0, "error_message": None}
+    )

@@ -286,6 +286,7 @@ class QuorumController:
         return {
             ApiKey.BROKER_REGISTRATION: ControllerApi((0, 4), self.broker_registration),
             ApiKey.BROKER_HEARTBEAT: ControllerApi((0, 1), self.broker_heartbeat),
+            ApiKey.UNREGISTER_BROKER: ControllerApi((0, 0), self.unregister_broker),
             ApiKey.CREATE_TOPICS: ControllerApi((2, 7), self.create_topics),
             ApiKey.DELETE_TOPICS: ControllerApi((1, 6), self.delete_topics),
             ApiKey.CREATE_PARTITIONS: ControllerApi((0, 3), self.create_partitions),
@@ -325,6 +326,15 @@ class QuorumController:
             lambda image: cluster_control.heartbeat(image, body),
             lambda e: {"error_code": int(e), "is_fenced": True},
         )
+
+    async def unregister_broker(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        answer = await self.write(
+            lambda image: cluster_control.unregister_broker(image, body),
+            lambda e: {"error_code": int(e)},
+        )
+        if answer["error_code"] == 0:
+            self._sessions.pop(body["broker_id"], None)
+        return answer
 
     def _check_topic_configs(self, configs: dict[str, str]) -> None:
         try:
