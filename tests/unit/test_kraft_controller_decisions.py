@@ -15,6 +15,7 @@ from logbus.controller import (
     acl_control,
     cluster_control,
     config_control,
+    election_control,
     quota_control,
     replication_control,
     scram_control,
@@ -23,7 +24,9 @@ from logbus.controller.assignment import ControllerError
 from logbus.controller.control_result import ControllerResult, then
 from logbus.controller.partition_change import remove_broker_changes, unfence_changes
 from logbus.controller.replication_control import TopicDefaults
+from logbus.metadata.delta import replay_all
 from logbus.metadata.image import EMPTY_IMAGE, NO_LEADER, ConfigResource, MetadataImage
+from logbus.metadata.records import MetadataRecord
 from logbus.protocol import ErrorCode
 from logbus.protocol.acl_types import (
     AccessControlEntry,
@@ -345,3 +348,38 @@ def test_an_unregistered_broker_leaves_the_isrs_then_the_cluster() -> None:
     unknown = cluster_control.unregister_broker(image, {"broker_id": 1})
     assert unknown.records == []
     assert unknown.response["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_preferred_and_unclean_elections() -> None:
+    image = with_topic(live_cluster(3), "t", 1, 3)
+    p = image.topic("t").partitions[0]  # type: ignore[union-attr]
+    preferred = p.replicas[0]
+    one = {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0, 7]}]}
+    result = election_control.elect_leaders(image, one)
+    results = result.response["replica_election_results"][0]["partition_result"]
+    codes = [r["error_code"] for r in results]
+    assert codes == [ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    # The preferred leader is fenced, then comes back: the election moves leadership back.
+    image = then(image, cluster_control.fence(image, preferred))
+    assert image.topic("t").partitions[0].leader != preferred  # type: ignore[union-attr]
+    assert election_control.elect_leaders(image, one).records == []
+    image = then(image, beat(image, preferred).records)
+    shrunk = image.topic("t").partitions[0]  # type: ignore[union-attr]
+    grow = {"topic_id": image.topic_ids["t"], "partition_id": 0, "isr": list(p.replicas)}
+    image = replay_all(image, [MetadataRecord("PartitionChangeRecord", 2, grow)])
+    assert shrunk.leader != preferred
+    every = election_control.elect_leaders(image, {"election_type": 0, "topic_partitions": None})
+    image = then(image, every.records)
+    assert image.topic("t").partitions[0].leader == preferred  # type: ignore[union-attr]
+
+    # Unclean: every ISR member gone, a replica outside the ISR is made leader.
+    image = with_topic(live_cluster(2), "u", 1, 2)
+    first, second = image.topic("u").partitions[0].replicas  # type: ignore[union-attr]
+    shrink = {"topic_id": image.topic_ids["u"], "partition_id": 0, "isr": [first]}
+    image = replay_all(image, [MetadataRecord("PartitionChangeRecord", 2, shrink)])
+    image = then(image, cluster_control.fence(image, first))
+    assert image.topic("u").partitions[0].leader == NO_LEADER  # type: ignore[union-attr]
+    unclean = {"election_type": 1, "topic_partitions": [{"topic": "u", "partitions": [0]}]}
+    image = then(image, election_control.elect_leaders(image, unclean).records)
+    p = image.topic("u").partitions[0]  # type: ignore[union-attr]
+    assert (p.leader, p.isr, p.leader_recovery_state) == (second, (second,), 1)

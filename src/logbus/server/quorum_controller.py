@@ -35,6 +35,7 @@ from logbus.controller import (
     acl_control,
     cluster_control,
     config_control,
+    election_control,
     quota_control,
     replication_control,
     scram_control,
@@ -291,6 +292,7 @@ class QuorumController:
             ApiKey.DELETE_TOPICS: ControllerApi((1, 6), self.delete_topics),
             ApiKey.CREATE_PARTITIONS: ControllerApi((0, 3), self.create_partitions),
             ApiKey.ALTER_PARTITION: ControllerApi((0, 3), self.alter_partition),
+            ApiKey.ELECT_LEADERS: ControllerApi((0, 2), self.elect_leaders),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: ControllerApi((0, 1), self.incremental_alter_configs),
             ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApi((0, 0), self.allocate_producer_ids),
             ApiKey.CREATE_ACLS: ControllerApi((0, 3), self.create_acls),
@@ -375,6 +377,12 @@ class QuorumController:
         return await self.write(
             lambda image: replication_control.alter_partition(image, body),
             lambda e: {"error_code": int(e), "topics": []},
+        )
+
+    async def elect_leaders(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        return await self.write(
+            lambda image: election_control.elect_leaders(image, body),
+            lambda e: {"error_code": int(e), "replica_election_results": []},
         )
 
     async def incremental_alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
