@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generate logbus's message tables from Apache Kafka's message definitions.
 
-Reads `<kafka-protocol>/message/*.json`, `<kafka-protocol>/internal-records/*.json` and the
-share coordinator's `share-records/ShareSnapshot*.json` (`__share_group_state`) and
+Reads `<kafka-protocol>/message/*.json`, `<kafka-protocol>/internal-records/*.json`, the
+share coordinator's `share-records/ShareSnapshot*.json` (`__share_group_state`) and the
+KRaft metadata records, `metadata-records/*.json` (`__cluster_metadata`), and
 writes `src/logbus/protocol/messages/`: one module per message holding the facts only
 (names, types, version ranges, tags, defaults) as plain tuples, plus an index module.
 Prose (`about`) and comments are left behind. Run it with `make gen`.
@@ -143,7 +144,7 @@ def convert_fields(
                 ftype,
                 version_range(f.get("versions") or f["taggedVersions"]),
                 version_range(f.get("nullableVersions")),
-                f.get("tag"),
+                None if f.get("tag") is None else int(f["tag"]),  # some are strings
                 version_range(f.get("taggedVersions")),
                 version_range(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit",
                 default_value(ftype, f.get("default")),
@@ -245,6 +246,7 @@ def generate(proto_dir: Path, out: Path = OUT) -> int:
         sorted(messages, key=lambda path: path.name)
         + sorted((proto_dir / "internal-records").glob("*.json"))
         + sorted((proto_dir / "share-records").glob("ShareSnapshot*.json"))
+        + sorted((proto_dir / "metadata-records").glob("*.json"))
     )
     for path in sources:
         path = NEWER_VERSIONS / path.name if (NEWER_VERSIONS / path.name).exists() else path

@@ -1,7 +1,11 @@
 """A quorum of in-process Raft voters (logbus.raft) over real loopback sockets, for the
 Raft tests: every voter reaches every other through its own `TcpProxy` (one per directed
 link), so a test can cut a voter off (`isolate`) and heal it, kill a voter (no
-EndQuorumEpoch, as a crash) and start it again on the same directory.
+EndQuorumEpoch, as a crash) and start it again on the same directory. Given
+`controller=ControllerSettings(...)`, each voter also runs the `QuorumController` on its
+log and serves the controller's APIs (`controllers[id]`; `port(id)` reaches a voter
+directly, as a broker would). `start_observer(id)` runs a node outside the voters (as a
+broker is) that follows the quorum and replays the log with a `MetadataLoader`.
 
     async with RaftQuorum(tmp_path, size=3) as quorum:
         leader = await quorum.wait_for_leader()
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -23,6 +28,8 @@ from tcp_proxy import TcpProxy
 from logbus.raft.quorum_config import QuorumConfig, VoterAddress
 from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_server import RaftServer
+from logbus.server.metadata_loader import MetadataLoader
+from logbus.server.quorum_controller import ControllerSettings, QuorumController
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 WAIT = 30.0
@@ -34,9 +41,11 @@ class RaftQuorum:
 
     def __init__(
         self, root: Path, size: int = 3, *, election_timeout_ms: int = 300,
-        fetch_timeout_ms: int = 1000,
+        fetch_timeout_ms: int = 1000, controller: ControllerSettings | None = None,
     ) -> None:  # fmt: skip
         self.root = root
+        self.controller_settings = controller
+        self.controllers: dict[int, QuorumController] = {}
         self.ids = list(range(1, size + 1))
         self.election_timeout_ms = election_timeout_ms
         self.fetch_timeout_ms = fetch_timeout_ms
@@ -54,6 +63,7 @@ class RaftQuorum:
         }
         self.nodes: dict[int, RaftClient] = {}
         self.servers: dict[int, RaftServer] = {}
+        self.observers: dict[int, MetadataLoader] = {}
 
     def config(self, node: int) -> QuorumConfig:
         voters = {
@@ -78,14 +88,48 @@ class RaftQuorum:
     async def start(self, node: int) -> RaftClient:
         client = RaftClient(self.config(node))
         await client.start()
+        apis = None
+        if self.controller_settings is not None:
+            controller = QuorumController(client, self.controller_settings)
+            await controller.start()
+            self.controllers[node] = controller
+            apis = controller.apis()
         sock = self.sockets.pop(node, None)
-        server = RaftServer(client, "127.0.0.1", self.ports[node], sock=sock)
+        server = RaftServer(client, "127.0.0.1", self.ports[node], sock=sock, apis=apis)
         await server.start()
         self.nodes[node], self.servers[node] = client, server
         return client
 
+    async def start_observer(self, node: int) -> MetadataLoader:
+        """A node outside the voters, each link to a voter through its own proxy."""
+        for voter in self.ids:
+            if (node, voter) not in self.proxies:
+                self.proxies[(node, voter)] = TcpProxy(self.ports[voter])
+        voters = {
+            v: VoterAddress(v, "127.0.0.1", self.proxies[(node, v)].port) for v in self.ids
+        }
+        config = replace(self.config(self.ids[0]), node_id=node, voters=voters,
+                         metadata_log_dir=self.root / f"observer-{node}")  # fmt: skip
+        client = RaftClient(config)
+        await client.start()
+        loader = MetadataLoader(client)
+        await loader.start()
+        self.observers[node] = loader
+        return loader
+
+    async def stop_observer(self, node: int) -> None:
+        loader = self.observers.pop(node)
+        await loader.close()
+        await loader.client.close()
+
+    def port(self, node: int) -> int:
+        return self.ports[node]
+
     async def kill(self, node: int) -> None:
         """Stop a voter as a crash would: no EndQuorumEpoch."""
+        controller = self.controllers.pop(node, None)
+        if controller is not None:
+            await controller.close()
         await self.servers.pop(node).close()
         await self.nodes.pop(node).close(graceful=False)
 
@@ -158,6 +202,8 @@ class RaftQuorum:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
+        for node in list(self.observers):
+            await self.stop_observer(node)
         for node in list(self.nodes):
             await self.kill(node)
         for proxy in self.proxies.values():

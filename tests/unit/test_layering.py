@@ -32,12 +32,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "common": BOTTOM,
     "storage": BOTTOM,
     "coordinator": BOTTOM,
+    # KRaft's metadata image and its records: values only, for the controller and brokers.
+    "metadata": BOTTOM,
     "client": CLIENT_SIDE,
-    "controller": CLIENT_SIDE,
+    "controller": CLIENT_SIDE | {"metadata"},
     # KRaft's quorum: a replicated log on storage/, its peers reached with the client's
     # connections; below the broker, which runs it on the controller listener.
     "raft": CLIENT_SIDE | {"storage"},
-    "server": CLIENT_SIDE | {"storage", "coordinator", "controller", "raft"},
+    "server": CLIENT_SIDE | {"storage", "coordinator", "controller", "raft", "metadata"},
     "logbus": CLIENT_SIDE,
     "aio": CLIENT_SIDE,
     "console": CLIENT_SIDE | {"logbus", "aio"},
@@ -51,6 +53,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "coordinator",
             "controller",
             "raft",
+            "metadata",
             "server",
             "logbus",
             "aio",

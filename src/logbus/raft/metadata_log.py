@@ -26,11 +26,19 @@ from logbus.raft.snapshots import (
     write_snapshot,
     write_snapshot_bytes,
 )
+from logbus.records.batch import iter_batches
 from logbus.records.builder import build_batch
+from logbus.records.reader import decode_batch
 from logbus.storage.log import Log
 from logbus.storage.log_config import LogConfig
 
-__all__ = ["METADATA_PARTITION_DIR", "METADATA_TOPIC", "EpochEndOffset", "ReplicatedLog"]
+__all__ = [
+    "METADATA_PARTITION_DIR",
+    "METADATA_TOPIC",
+    "CommittedRecord",
+    "EpochEndOffset",
+    "ReplicatedLog",
+]
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 METADATA_PARTITION_DIR: Final = f"{METADATA_TOPIC}-0"
@@ -41,6 +49,15 @@ class EpochEndOffset(NamedTuple):
 
     epoch: int
     end_offset: int
+
+
+class CommittedRecord(NamedTuple):
+    """One record below the high watermark: its offset, the epoch of its batch, and its
+    value (None for a control record, which the state machine only counts)."""
+
+    offset: int
+    epoch: int
+    value: bytes | None
 
 
 class ReplicatedLog:
@@ -145,6 +162,30 @@ class ReplicatedLog:
         """Whole batches from `offset` (at least one), up to the log end."""
         info = self.log.read(offset, max_bytes, min_one_message=True)
         return b"" if info.records is None else info.records.read()
+
+    def read_committed(self, offset: int, max_bytes: int = 1024 * 1024) -> list[CommittedRecord]:
+        """The committed records from `offset` on (at least one batch when there is one,
+        about `max_bytes` of them); empty at the high watermark."""
+        high_watermark = self.high_watermark
+        if offset >= high_watermark:
+            return []
+        data = self.read(offset, max_bytes)
+        view = memoryview(data)
+        found = []
+        for position, header in iter_batches(data):
+            if header.base_offset >= high_watermark:
+                break
+            _, records = decode_batch(view[position : position + header.size])
+            found += [
+                CommittedRecord(
+                    r.offset,
+                    header.partition_leader_epoch,
+                    None if header.is_control else bytes(r.value or b""),
+                )
+                for r in records
+                if offset <= r.offset < high_watermark
+            ]
+        return found
 
     # -- snapshots -----------------------------------------------------------------
 

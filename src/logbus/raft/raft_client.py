@@ -15,6 +15,11 @@ depends on it), its `ReplicatedLog`, and one task for the role it is in:
   epoch in the answer truncates the uncommitted suffix, a snapshot id makes it fetch the
   snapshot, FetchSnapshot); no successful fetch within the fetch timeout: candidate.
 
+A node outside the voters (a broker) is an observer: it never stands or votes; it finds
+the leader by fetching from the voters in turn (each answer names the leader and its
+epoch), then follows it as a follower does, and when the leader stops answering it asks
+the voters again.
+
 `RaftServer` (raft_server.py) hands incoming requests to `handle`. A committed record is
 one below the high watermark; it is on a majority of voters, each of which flushed it,
 and a voter only grants its vote to a candidate whose log is at least as up to date as
@@ -272,9 +277,22 @@ class RaftClient:
     # --- roles ----------------------------------------------------------------------
 
     async def _await_election(self, generation: int) -> None:
+        if not self.config.is_voter:
+            while self._alive(generation):
+                await self._discover_leader(generation)
+                await asyncio.sleep(self.config.election_timeout_ms / 2000)
+            return
         await asyncio.sleep(self.election_timeout())
-        if self._alive(generation) and self.node_id in self.config.voters:
+        if self._alive(generation):
             self._become_candidate()
+
+    async def _discover_leader(self, generation: int) -> None:
+        """An observer asks each voter in turn (a Fetch: the answer names the leader and
+        its epoch, which moves this node to follow it) until the role changes."""
+        for voter in self.voters:
+            if not self._alive(generation):
+                return
+            await self._fetch_once(generation, target=voter)
 
     def _become_candidate(self) -> None:
         state = self.state
@@ -397,14 +415,16 @@ class RaftClient:
         self.reset_fetch_deadline()
         while self._alive(generation):
             if time.monotonic() >= self._fetch_deadline:
-                if self.node_id in self.config.voters:
-                    logger.info(
-                        "raft node %d: no fetch from leader %d for %d ms",
-                        self.node_id, self.state.leader_id, self.config.fetch_timeout_ms,
-                    )  # fmt: skip
+                logger.info(
+                    "raft node %d: no fetch from leader %d for %d ms",
+                    self.node_id, self.state.leader_id, self.config.fetch_timeout_ms,
+                )  # fmt: skip
+                if self.config.is_voter:
                     self._become_candidate()
                     return
+                await self._discover_leader(generation)
                 self.reset_fetch_deadline()
+                continue
             ok = await self._fetch_once(generation)
             if not ok and self._alive(generation):
                 await asyncio.sleep(min(0.05, self.config.fetch_timeout_ms / 10000))
@@ -413,15 +433,16 @@ class RaftClient:
         wait = self.config.fetch_timeout_ms if delay_ms is None else delay_ms
         self._fetch_deadline = time.monotonic() + wait / 1000
 
-    async def _fetch_once(self, generation: int) -> bool:
-        """One Fetch from the leader; whether it succeeded."""
+    async def _fetch_once(self, generation: int, *, target: int | None = None) -> bool:
+        """One Fetch from the leader (or, for an observer looking for it, `target`);
+        whether it succeeded."""
         log = self.metadata_log
         body = msg.fetch_request(
             self.config.cluster_id, self.node_id, self.state.epoch,
             log.end_offset, log.last_fetched_epoch, self.config.fetch_max_wait_ms,
         )  # fmt: skip
         response = await self._request(
-            self.state.leader_id, ApiKey.FETCH, body,
+            self.state.leader_id if target is None else target, ApiKey.FETCH, body,
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
         )  # fmt: skip
         if response is None or not self._alive(generation):
@@ -538,14 +559,19 @@ class RaftClient:
         try:
             conn = self._peers.get(node_id)
             if conn is None or conn.closed:
-                conn = await Connection.connect(
+                fresh = await Connection.connect(
                     address.host, address.port, client_id=f"raft-{self.node_id}",
                     connect_timeout=timeout, request_timeout=timeout,
                 )  # fmt: skip
-                if self._closed:  # closed while connecting
-                    await conn.close()
-                    return None
-                self._peers[node_id] = conn
+                conn = self._peers.get(node_id)
+                if self._closed or (conn is not None and not conn.closed):
+                    # Closed while connecting, or another task connected first: one
+                    # connection per peer, none left open behind.
+                    await fresh.close()
+                    if self._closed or conn is None:
+                        return None
+                else:
+                    self._peers[node_id] = conn = fresh
             response = await conn.request(
                 api_key, body, max_version=msg.RAFT_API_VERSIONS[api_key][1],
                 response_timeout=timeout,

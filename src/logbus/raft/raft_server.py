@@ -13,7 +13,8 @@ import contextlib
 import logging
 import socket
 import struct
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
 
 from logbus.protocol import ApiKey, ErrorCode, schema
 from logbus.protocol import types as t
@@ -23,7 +24,7 @@ from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_handlers import handle
 from logbus.raft.raft_messages import RAFT_API_VERSIONS
 
-__all__ = ["RaftServer", "encode_raft_response"]
+__all__ = ["ControllerApi", "RaftServer", "encode_raft_response"]
 
 logger = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -44,25 +45,41 @@ def encode_raft_response(
     return _SIZE.pack(len(payload)) + payload
 
 
-def _api_versions_body(version: int) -> dict[str, Any]:
+class ControllerApi(NamedTuple):
+    """An API the controller above the quorum serves on the same listener: its versions,
+    and the coroutine that answers a request body (given its version)."""
+
+    versions: tuple[int, int]
+    handler: Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]
+
+
+def _api_versions_body(versions: Mapping[int, tuple[int, int]]) -> dict[str, Any]:
     return {
         "error_code": 0,
         "api_keys": [
             {"api_key": int(key), "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(RAFT_API_VERSIONS.items())
+            for key, (low, high) in sorted(versions.items())
         ],
         "throttle_time_ms": 0,
     }
 
 
 class RaftServer:
-    """Serves one RaftClient on host:port. `start()`, then `close()`; owns its
-    connections' tasks."""
+    """Serves one RaftClient (and the controller APIs given, `apis`) on host:port.
+    `start()`, then `close()`; owns its connections' tasks."""
 
     def __init__(
-        self, client: RaftClient, host: str, port: int, *, sock: socket.socket | None = None
+        self,
+        client: RaftClient,
+        host: str,
+        port: int,
+        *,
+        sock: socket.socket | None = None,
+        apis: Mapping[int, ControllerApi] | None = None,
     ) -> None:
         self.client = client
+        self.apis = dict(apis or {})
+        self.versions = {**RAFT_API_VERSIONS, **{k: a.versions for k, a in self.apis.items()}}
         self.host = host
         self.port = port
         self._sock = sock
@@ -139,17 +156,20 @@ class RaftServer:
     async def _answer(self, frame: bytes) -> bytes:
         header, body = decode_request(frame)
         key, version = header.api_key, header.api_version
-        low, high = RAFT_API_VERSIONS.get(key, (0, -1))
+        low, high = self.versions.get(key, (0, -1))
         if key == ApiKey.API_VERSIONS:
+            versions = _api_versions_body(self.versions)
             if not low <= version <= high:
-                reply = _api_versions_body(0) | {"error_code": int(ErrorCode.UNSUPPORTED_VERSION)}
+                reply = versions | {"error_code": int(ErrorCode.UNSUPPORTED_VERSION)}
                 return encode_raft_response(key, 0, header.correlation_id, reply)
-            return encode_raft_response(
-                key, version, header.correlation_id, _api_versions_body(version)
-            )
+            return encode_raft_response(key, version, header.correlation_id, versions)
         if not low <= version <= high:
             raise ProtocolError(
                 f"unsupported {ApiKey(key).name} v{version} on the controller listener"
             )
-        reply = await handle(self.client, key, body)
+        api = self.apis.get(key)
+        if api is not None:
+            reply = await api.handler(body, version)
+        else:
+            reply = await handle(self.client, key, body)
         return encode_raft_response(key, version, header.correlation_id, reply)

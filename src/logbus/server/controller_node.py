@@ -1,12 +1,13 @@
 """A controller-only KRaft node (`process.roles=controller`): one voter of the quorum
 (`logbus.raft`) serving the controller listener.
 
-What runs today is the quorum itself: elections, the replicated `__cluster_metadata`
-log, snapshots, DescribeQuorum. The active controller appends a NoOpRecord every
-`metadata.max.idle.interval.ms` (KIP-835) so the log and its high watermark move while
-nothing else is written, and every voter writes a snapshot once its log has grown by
-`metadata.log.max.record.bytes.between.snapshots`. The controller's decisions on the
-metadata log, and brokers replaying it, are the next steps (docs/kraft.md).
+The quorum (elections, the replicated `__cluster_metadata` log, snapshots,
+DescribeQuorum) carries the controller's metadata records: `QuorumController`
+(quorum_controller.py) replays them into the metadata image on every voter and, on the
+active controller, turns BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics,
+CreatePartitions, AlterPartition, IncrementalAlterConfigs, AllocateProducerIds,
+CreateAcls, DeleteAcls, AlterClientQuotas and AlterUserScramCredentials into records.
+KRaft brokers replaying the log are the next step (docs/kraft.md).
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
 configuration.
@@ -14,28 +15,24 @@ configuration.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from pathlib import Path
-from typing import Final, cast
+from typing import cast
 
+from logbus.controller.replication_control import TopicDefaults
 from logbus.raft.quorum_config import QuorumConfig
-from logbus.raft.raft_client import NotLeaderError, RaftClient
+from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_server import RaftServer
 from logbus.server.cluster_member import BrokerStartupError
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.kraft import KRaftSettings
+from logbus.server.quorum_controller import ControllerSettings, QuorumController
 from logbus.storage.errors import KafkaStorageError
 from logbus.storage.meta_properties import MetaProperties, read_meta_properties
 
-__all__ = ["NO_OP_RECORD", "ControllerNode", "check_formatted"]
+__all__ = ["ControllerNode", "check_formatted"]
 
 logger = logging.getLogger(__name__)
-
-# A metadata record: frame version 1, api key 20 (NoOpRecord), version 0, and the empty
-# flexible body (no tagged fields), each an unsigned varint.
-NO_OP_RECORD: Final = bytes([1, 20, 0, 0])
 
 
 def check_formatted(config: BrokerConfig, kraft: KRaftSettings) -> MetaProperties:
@@ -68,8 +65,8 @@ def check_formatted(config: BrokerConfig, kraft: KRaftSettings) -> MetaPropertie
 
 
 class ControllerNode:
-    """One controller-only node: its Raft client and the listener it answers on.
-    `start()`, then `stop()`; runs on one event loop."""
+    """One controller-only node: its Raft client, the controller on it and the listener
+    it answers on. `start()`, then `stop()`; runs on one event loop."""
 
     def __init__(self, config: BrokerConfig) -> None:
         if config.kraft is None or not config.kraft.is_controller:
@@ -77,9 +74,8 @@ class ControllerNode:
         self.config = config
         self.kraft = config.kraft
         self.client: RaftClient | None = None
+        self.controller: QuorumController | None = None
         self.server: RaftServer | None = None
-        self._idle_task: asyncio.Task[None] | None = None
-        self._size_at_snapshot = 0
 
     async def start(self) -> None:
         kraft = self.kraft
@@ -103,47 +99,35 @@ class ControllerNode:
         )
         self.client = RaftClient(quorum)
         await self.client.start()
-        self.server = RaftServer(self.client, listener.host or "0.0.0.0", listener.port)
+        self.controller = QuorumController(self.client, self._controller_settings(quorum))
+        await self.controller.start()
+        self.server = RaftServer(
+            self.client, listener.host or "0.0.0.0", listener.port, apis=self.controller.apis()
+        )
         await self.server.start()
-        interval = cast(int, self.config.get("metadata.max.idle.interval.ms"))
-        self._idle_task = asyncio.get_running_loop().create_task(self._tick(interval))
         logger.info(
             "logbus controller %d started: cluster %s, %s on port %d, voters %s",
             kraft.node_id, meta.cluster_id, listener.name, self.server.port,
             ",".join(str(v) for v in kraft.voters.values()),
         )  # fmt: skip
 
-    async def _tick(self, no_op_interval_ms: int) -> None:
-        """NoOpRecords while idle (the leader), and snapshots by size (every voter)."""
-        client = self.client
-        assert client is not None
-        while True:
-            await asyncio.sleep((no_op_interval_ms or 500) / 1000)
-            if no_op_interval_ms > 0 and client.is_leader:
-                with contextlib.suppress(NotLeaderError):
-                    client.append([NO_OP_RECORD])
-            self._maybe_snapshot(client)
-
-    def _maybe_snapshot(self, client: RaftClient) -> None:
-        """A snapshot at the high watermark once the log has grown by
-        metadata.log.max.record.bytes.between.snapshots since the last one. The image of a
-        controller that writes only NoOpRecords is empty, so is its snapshot."""
-        log = client.metadata_log
-        size = log.log.size_in_bytes
-        if size - self._size_at_snapshot < self.kraft.max_bytes_between_snapshots:
-            return
-        end = log.high_watermark
-        if end <= (log.snapshot_id.end_offset if log.snapshot_id is not None else 0):
-            return
-        snapshot = client.create_snapshot(end, [])
-        self._size_at_snapshot = log.log.size_in_bytes
-        logger.info("controller %d wrote snapshot %s", self.kraft.node_id, snapshot)
+    def _controller_settings(self, quorum: QuorumConfig) -> ControllerSettings:
+        kraft, config = self.kraft, self.config
+        return ControllerSettings(
+            cluster_id=quorum.cluster_id,
+            session_timeout_ms=kraft.broker_session_timeout_ms,
+            no_op_interval_ms=cast(int, config.get("metadata.max.idle.interval.ms")),
+            max_bytes_between_snapshots=kraft.max_bytes_between_snapshots,
+            topic_defaults=TopicDefaults(
+                num_partitions=cast(int, config.get("num.partitions")),
+                replication_factor=cast(int, config.get("default.replication.factor")),
+            ),
+            static_config=config,
+        )
 
     async def stop(self) -> None:
-        if self._idle_task is not None:
-            self._idle_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._idle_task
+        if self.controller is not None:
+            await self.controller.close()
         if self.client is not None:
             await self.client.close()
         if self.server is not None:

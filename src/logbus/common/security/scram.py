@@ -3,6 +3,8 @@
 - `ScramCredential`: what is stored per user and mechanism, in Kafka's text form
   `salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`.
 - `ScramClient`: the client's side (the logbus client, a broker connecting to another).
+- `alteration_error`: Kafka's checks of one AlterUserScramCredentials entry, which both
+  the ZooKeeper-mode broker and the KRaft controller apply.
 
 The broker's side of an exchange is `logbus.server.security.scram_server.ScramServer`.
 """
@@ -14,7 +16,11 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from logbus.protocol import ErrorCode
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
@@ -139,3 +145,27 @@ class ScramClient:
             base64.b64decode(text[2:]), self._server_signature
         ):
             raise ValueError("the broker's SCRAM signature does not match")
+
+
+def alteration_error(entry: Mapping[str, Any], duplicate: bool) -> tuple[int, str] | None:
+    """Why one deletion or upsertion of AlterUserScramCredentials is refused (Kafka's
+    checks: the error code and message), or None. `duplicate`: the same user and
+    mechanism is named twice in the request."""
+    if duplicate:
+        return (
+            ErrorCode.DUPLICATE_RESOURCE,
+            "A user credential cannot be altered twice in the same request",
+        )
+    if not entry["name"]:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if entry["mechanism"] not in MECHANISM_TYPES:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if "salted_password" in entry:
+        if not MIN_ITERATIONS <= entry.get("iterations", 0) <= MAX_ITERATIONS:
+            return (
+                ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}",
+            )
+        if not entry.get("salt") or not entry.get("salted_password"):
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
+    return None

@@ -15,7 +15,7 @@ FIELDS = (
     ('current_metadata_offset', 'int64', (0, 32767), None, None, None, 'inherit', 0, None),
     ('want_fence', 'bool', (0, 32767), None, None, None, 'inherit', False, None),
     ('want_shut_down', 'bool', (0, 32767), None, None, None, 'inherit', False, None),
-    ('offline_log_dirs', '[]uuid', (1, 32767), None, '0', (1, 32767), 'inherit', (), None),
+    ('offline_log_dirs', '[]uuid', (1, 32767), None, 0, (1, 32767), 'inherit', (), None),
 )
 
 

@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from logbus.common.security.scram import (
-    MAX_ITERATIONS,
     MECHANISM_TYPES,
-    MIN_ITERATIONS,
     ScramCredential,
+    alteration_error,
     mechanism_type,
 )
 from logbus.protocol import ApiKey, ErrorCode
@@ -60,28 +59,6 @@ def _result(user: str, code: int = ErrorCode.NONE, message: str | None = None) -
     return {"user": user, "error_code": code, "error_message": message}
 
 
-def _entry_error(entry: dict[str, Any], duplicate: bool) -> tuple[int, str] | None:
-    """Why one deletion or upsertion is refused (Kafka's checks), or None."""
-    if duplicate:
-        return (
-            ErrorCode.DUPLICATE_RESOURCE,
-            "A user credential cannot be altered twice in the same request",
-        )
-    if not entry["name"]:
-        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
-    if entry["mechanism"] not in MECHANISM_TYPES:
-        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
-    if "salted_password" in entry:
-        if not MIN_ITERATIONS <= entry.get("iterations", 0) <= MAX_ITERATIONS:
-            return (
-                ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}",
-            )
-        if not entry.get("salt") or not entry.get("salted_password"):
-            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
-    return None
-
-
 def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> list[Any]:
     """Every user's changes are applied together, or none of them when one is refused."""
     store = ctx.services.store
@@ -94,7 +71,7 @@ def _alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> li
         user = entry["name"]
         if user in errors:
             continue
-        error = _entry_error(entry, pairs[(user, entry["mechanism"])] > 1)
+        error = alteration_error(entry, pairs[(user, entry["mechanism"])] > 1)
         if error is not None:
             errors[user] = error
             continue
