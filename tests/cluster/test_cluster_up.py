@@ -8,8 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,90 +17,15 @@ from typing import Any
 import cluster_processes
 import pytest
 from cluster_processes import free_port, listening
+from command_processes import CLI, ClusterUp, free_port_range
 
 import logbus
 from logbus.cli.zookeeper_process import four_letter_word
 from logbus.common.properties import load_properties
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
-
 # the real ZooKeeper of the session, and a chroot of it per test
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
-
-
-def free_port_range(count: int) -> int:
-    """A port p with p .. p+count-1 all free now."""
-    for _ in range(100):
-        base = free_port()
-        if base + count < 65535 and all(_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-class ClusterUp:
-    """A running `logbus cluster up`, its output collected line by line."""
-
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [*CLI, "cluster", "up", "--data-dir", str(data_dir), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env if env is not None else {**os.environ},
-        )
-        assert self.proc.stdout is not None
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in iter(self.proc.stdout.readline, b""):
-            self.lines.append(line.decode("utf-8", errors="replace").rstrip("\n"))
-
-    def wait_for_line(self, prefix: str, timeout: float = 90) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if line.startswith(prefix):
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no line starting {prefix!r}; output: {self.lines} {self.stderr()}")
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None or self.proc.stderr is None:
-            return ""
-        return self.proc.stderr.read().decode("utf-8", errors="replace")
-
-    def finish(self, timeout: float = 90) -> tuple[int, str]:
-        status = self.proc.wait(timeout)
-        self.reader.join(10)
-        return status, self.stderr()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture
@@ -387,3 +310,4 @@ def test_up_starts_the_schema_registry_and_the_rest_proxy_beside_the_brokers(
     status, _ = run.finish()
     assert status == 0
     assert not listening(registry_port) and not listening(proxy_port)
+
