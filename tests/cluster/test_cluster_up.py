@@ -311,3 +311,42 @@ def test_up_starts_the_schema_registry_and_the_rest_proxy_beside_the_brokers(
     assert status == 0
     assert not listening(registry_port) and not listening(proxy_port)
 
+
+def test_restart_broker_restarts_one_broker_from_its_properties_file(
+    cluster_up: Any, tmp_path: Path
+) -> None:
+    args, base, _ = ports_args(2)
+    run = cluster_up(*args, "--quiet")
+    run.wait_for_line("Cluster up.")
+    data = tmp_path / "data"
+    pid_file = data / "broker-1.pid"
+    old_pid = int(pid_file.read_text())
+    assert old_pid in children(run.proc.pid)
+
+    def restart(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, "cluster", "restart-broker", *extra, "--data-dir", str(data)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    # an edit of the properties file takes effect at the restart
+    with (data / "broker-1.properties").open("a") as props:
+        props.write("log.dirs=" + ",".join(str(data / d) for d in ("broker-1", "disk2")) + "\n")
+    done = restart("1")
+    assert done.returncode == 0, done.stderr
+    new_pid = int(pid_file.read_text())
+    assert done.stdout == f"broker 1 restarted (pid {new_pid})\n"
+    assert new_pid != old_pid and new_pid in children(run.proc.pid)
+    assert listening(base + 1)
+    run.wait_for_line("broker 1 stopped (status 0) and restarted")
+    assert (data / "disk2" / "meta.properties").is_file()
+    assert not (data / "broker-1.restart").exists()
+
+    missing = restart("7")
+    assert missing.returncode == 1
+    assert "broker 7 is not running under `logbus cluster up" in missing.stderr
+
+    run.proc.send_signal(signal.SIGINT)
+    status, _ = run.finish()
+    assert status == 0
+    assert not pid_file.exists()
