@@ -311,11 +311,6 @@ def test_bad_reassignments_are_refused_and_change_nothing(
         assert listed.stdout.strip() == "No partition reassignments found."
 
 
-def dynamic_configs(cluster: ProcessCluster, kind: str, name: str) -> dict[str, str]:
-    found = cluster._zk_read(f"/config/{kind}/{name}")
-    return {} if found is None else dict(json.loads(found[0]).get("config", {}))
-
-
 def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
     zk_connect: str, tmp_path: Path
 ) -> None:
@@ -341,11 +336,11 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
         )  # fmt: skip
         assert executed.returncode == 0, executed.stderr
         assert f"The inter-broker throttle limit was set to {throttle} B/s" in executed.stdout
-        assert dynamic_configs(cluster, "brokers", str(target)) == {
+        assert cluster.dynamic_config("brokers", str(target)) == {
             "leader.replication.throttled.rate": str(throttle),
             "follower.replication.throttled.rate": str(throttle),
         }
-        assert dynamic_configs(cluster, "topics", topic) == {
+        assert cluster.dynamic_config("topics", topic) == {
             "leader.replication.throttled.replicas": f"0:{source}",
             "follower.replication.throttled.replicas": f"0:{target}",
         }
@@ -376,8 +371,8 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
             f"Clearing topic-level throttles on topic {topic}",
         ]
         for b in (0, 1, 2):
-            assert dynamic_configs(cluster, "brokers", str(b)) == {}
-        assert dynamic_configs(cluster, "topics", topic) == {}
+            assert cluster.dynamic_config("brokers", str(b)) == {}
+        assert cluster.dynamic_config("topics", topic) == {}
 
 
 def log_bytes(directory: Path) -> int:
