@@ -4,6 +4,7 @@ subprocess whose output is collected line by line, and free port ranges for them
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,18 +14,33 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cluster_processes import free_port
-
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 
 
 def free_port_range(count: int) -> int:
-    """A port p with p .. p+count-1 all free now."""
-    for _ in range(100):
-        base = free_port()
-        if base + count < 65535 and all(_free(base + i) for i in range(count)):
+    """A port p with p .. p+count-1 all free now, below the kernel's ephemeral range: a
+    broker restarted on its port must find it free, and a port of the ephemeral range may
+    meanwhile be taken as the local end of some outgoing connection (even a client's
+    connection to itself, retrying the stopped broker's address)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        base = random.randrange(10_000, low - count)
+        if all(_free(base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")
+
+
+def free_fixed_port() -> int:
+    """One free port below the ephemeral range (see `free_port_range`)."""
+    return free_port_range(1)
+
+
+def _ephemeral_low() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _free(port: int) -> bool:
@@ -56,14 +72,25 @@ class CommandProcess:
             env=env if env is not None else {**os.environ},
             cwd=cwd,
         )
-        assert self.proc.stdout is not None
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        self._stderr: list[bytes] = []
+        # stderr is read as it comes too: a chatty command must never block on a full pipe
+        self.readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in iter(self.proc.stdout.readline, b""):
             self.lines.append(line.decode("utf-8", errors="replace").rstrip("\n"))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        descriptor = self.proc.stderr.fileno()
+        while chunk := os.read(descriptor, 65536):
+            self._stderr.append(chunk)
 
     def wait_for_line(self, prefix: str, timeout: float = 90) -> str:
         deadline = time.monotonic() + timeout
@@ -77,13 +104,15 @@ class CommandProcess:
         raise AssertionError(f"no line starting {prefix!r}; output: {self.lines} {self.stderr()}")
 
     def stderr(self) -> str:
-        if self.proc.poll() is None or self.proc.stderr is None:
+        """What the command wrote to stderr, once it has exited ("" before)."""
+        if self.proc.poll() is None:
             return ""
-        return self.proc.stderr.read().decode("utf-8", errors="replace")
+        self.readers[1].join(10)
+        return b"".join(self._stderr).decode("utf-8", errors="replace")
 
     def finish(self, timeout: float = 90) -> tuple[int, str]:
         status = self.proc.wait(timeout)
-        self.reader.join(10)
+        self.readers[0].join(10)
         return status, self.stderr()
 
     def close(self) -> None:
@@ -94,7 +123,8 @@ class CommandProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.reader.join(10)
+        for reader in self.readers:
+            reader.join(10)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
