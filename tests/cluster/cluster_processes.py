@@ -351,6 +351,14 @@ class ProcessCluster:
         assert found is not None, "no /controller_epoch"
         return int(found[0])
 
+    def dynamic_config(self, kind: str, name: str) -> dict[str, str]:
+        """The dynamic configs ZooKeeper holds for a broker ("brokers", "0") or a topic
+        ("topics", "orders"): `/config/<kind>/<name>`, {} when none."""
+        import json
+
+        found = self._zk_read(f"/config/{kind}/{name}")
+        return {} if found is None else dict(json.loads(found[0]).get("config", {}))
+
     def _zk_read(self, path: str) -> tuple[bytes, int] | None:
         """A znode's (data, version) under the chroot, None when absent (read with kazoo)."""
         from kazoo.client import KazooClient

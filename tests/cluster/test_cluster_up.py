@@ -8,8 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,73 +17,16 @@ from typing import Any
 import cluster_processes
 import pytest
 from cluster_processes import free_port, listening
+from command_processes import CLI, ClusterUp
 
 import logbus
 from logbus.cli.zookeeper_process import four_letter_word
 from logbus.common.properties import load_properties
 from ports import free_port_range
 
-CLI = [sys.executable, "-m", "logbus.cli.main"]
-
 # the real ZooKeeper of the session, and a chroot of it per test
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
-
-
-class ClusterUp:
-    """A running `logbus cluster up`, its output collected line by line."""
-
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [*CLI, "cluster", "up", "--data-dir", str(data_dir), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env if env is not None else {**os.environ},
-        )
-        assert self.proc.stdout is not None
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in iter(self.proc.stdout.readline, b""):
-            self.lines.append(line.decode("utf-8", errors="replace").rstrip("\n"))
-
-    def wait_for_line(self, prefix: str, timeout: float = 90) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if line.startswith(prefix):
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no line starting {prefix!r}; output: {self.lines} {self.stderr()}")
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None or self.proc.stderr is None:
-            return ""
-        return self.proc.stderr.read().decode("utf-8", errors="replace")
-
-    def finish(self, timeout: float = 90) -> tuple[int, str]:
-        status = self.proc.wait(timeout)
-        self.reader.join(10)
-        return status, self.stderr()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture
@@ -370,3 +311,43 @@ def test_up_starts_the_schema_registry_and_the_rest_proxy_beside_the_brokers(
     status, _ = run.finish()
     assert status == 0
     assert not listening(registry_port) and not listening(proxy_port)
+
+
+def test_restart_broker_restarts_one_broker_from_its_properties_file(
+    cluster_up: Any, tmp_path: Path
+) -> None:
+    args, base, _ = ports_args(2)
+    run = cluster_up(*args, "--quiet")
+    run.wait_for_line("Cluster up.")
+    data = tmp_path / "data"
+    pid_file = data / "broker-1.pid"
+    old_pid = int(pid_file.read_text())
+    assert old_pid in children(run.proc.pid)
+
+    def restart(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, "cluster", "restart-broker", *extra, "--data-dir", str(data)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    # an edit of the properties file takes effect at the restart
+    with (data / "broker-1.properties").open("a") as props:
+        props.write("log.dirs=" + ",".join(str(data / d) for d in ("broker-1", "disk2")) + "\n")
+    done = restart("1")
+    assert done.returncode == 0, done.stderr
+    new_pid = int(pid_file.read_text())
+    assert done.stdout == f"broker 1 restarted (pid {new_pid})\n"
+    assert new_pid != old_pid and new_pid in children(run.proc.pid)
+    assert listening(base + 1)
+    run.wait_for_line("broker 1 stopped (status 0) and restarted")
+    assert (data / "disk2" / "meta.properties").is_file()
+    assert not (data / "broker-1.restart").exists()
+
+    missing = restart("7")
+    assert missing.returncode == 1
+    assert "broker 7 is not running under `logbus cluster up" in missing.stderr
+
+    run.proc.send_signal(signal.SIGINT)
+    status, _ = run.finish()
+    assert status == 0
+    assert not pid_file.exists()

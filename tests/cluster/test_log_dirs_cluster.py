@@ -17,7 +17,11 @@ to; the checker finds every record once, in order."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import cluster_processes
@@ -28,6 +32,8 @@ from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NoError
 from load import ProducerLoad, read_all
+
+import logbus
 
 cluster_zookeeper = cluster_processes.cluster_zookeeper
 zk_connect = cluster_processes.zk_connect
@@ -142,3 +148,78 @@ def test_a_replica_moves_between_dirs_of_a_cluster_broker_under_load(
         assert 0 in cluster.partition_state(TOPIC, 0)["isr"]
         checked = check(history, read_all(cluster.bootstrap, TOPIC))
         assert checked.ok, str(checked)
+
+
+def reassign(cluster: ProcessCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "logbus.cli.main", "reassign-partitions",
+         "--bootstrap-server", cluster.bootstrap, *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_reassign_partitions_moves_replicas_between_dirs_with_a_throttle_verify_removes(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """`reassign-partitions --execute` with `log_dirs` paths in its JSON (as
+    kafka-reassign-partitions): the replica moves to that dir of its broker (the
+    replicas unchanged), `--replica-alter-log-dirs-throttle` is set on that broker while
+    it copies, `--verify` reports the replica and, once it moved, removes the throttle. An
+    unknown path is refused for that replica."""
+    disks = (tmp_path / "disk-a", tmp_path / "disk-b")
+    per_broker = {0: {"log.dirs": ",".join(str(d) for d in disks)}}
+    with ProcessCluster(zk_connect, 2, tmp_path, per_broker=per_broker) as cluster:
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=2)
+        with logbus.Producer(bootstrap_servers=cluster.bootstrap, acks="all") as producer:
+            for _ in range(300):
+                producer.send(TOPIC, os.urandom(10_000), partition=0)
+            producer.flush()
+        replicas = list(cluster.metadata(TOPIC).partitions[0].replicas)
+        source = dir_of(disks, 0)
+        target = str((disks[1] if source == disks[0] else disks[0]).resolve())
+
+        def plan(path: str) -> str:
+            file = tmp_path / "plan.json"
+            log_dirs = [path if b == 0 else "any" for b in replicas]
+            file.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": TOPIC, "partition": 0, "replicas": replicas, "log_dirs": log_dirs},
+            ]}))  # fmt: skip
+            return str(file)
+
+        unknown = reassign(cluster, "--execute", "--reassignment-json-file", plan("/nowhere"))
+        assert unknown.returncode == 1
+        assert f"{TOPIC}-0-0: LOG_DIR_NOT_FOUND" in unknown.stderr, unknown.stderr
+
+        executed = reassign(
+            cluster, "--execute", "--reassignment-json-file", plan(target),
+            "--replica-alter-log-dirs-throttle", "1000000",
+        )  # fmt: skip
+        assert executed.returncode == 0, executed.stderr
+        assert "The replica-alter-dir throttle limit was set to 1000000 B/s" in executed.stdout
+        assert f"Successfully started log directory move for: {TOPIC}-0-0" in executed.stdout
+        assert cluster.dynamic_config("brokers", "0") == {
+            "replica.alter.log.dirs.io.max.bytes.per.second": "1000000"
+        }
+        with logbus.Admin(bootstrap_servers=cluster.bootstrap_of(0)) as admin:
+            resource = logbus.ConfigResource(logbus.ResourceType.BROKER, "0")
+            taken = admin.describe_configs([resource])[resource]
+        assert taken["replica.alter.log.dirs.io.max.bytes.per.second"].value == "1000000"
+
+        def verified() -> str | None:
+            done = reassign(cluster, "--verify", "--reassignment-json-file", plan(target))
+            assert done.returncode == 0, done.stderr
+            moved = f"Reassignment of replica {TOPIC}-0-0 completed successfully."
+            return done.stdout if moved in done.stdout else None
+
+        stdout = cluster.wait_for(verified, 90, "the replica's move")
+        assert stdout.splitlines()[:5] == [
+            "Status of partition reassignment:",
+            f"Reassignment of partition {TOPIC}-0 is completed.",
+            "",
+            "Status of replica log directory movement:",
+            f"Reassignment of replica {TOPIC}-0-0 completed successfully.",
+        ]
+        assert "Clearing broker-level throttles on brokers 0,1" in stdout
+        assert cluster.dynamic_config("brokers", "0") == {}
+        assert (Path(target) / f"{TOPIC}-0").is_dir()
+        assert sum(1 for _ in read_all(cluster.bootstrap, TOPIC)) == 300

@@ -1,7 +1,7 @@
-"""Partition reassignment (KIP-455) on a ZooKeeper cluster of broker processes: partitions
-moved from three brokers to four under an acks=all idempotent confluent-kafka load with
-the controller killed mid-move (the move resumes from what ZooKeeper holds) and another
-broker bounced, a broker decommissioned, a replication factor raised 1 -> 3 and lowered
+"""Partition reassignment (KIP-455) on a ZooKeeper cluster of broker processes: 20
+partitions moved from three brokers to four under an acks=all idempotent confluent-kafka
+load with every broker bounced mid-move and the controller killed once (the move resumes
+from what ZooKeeper holds), a broker decommissioned, a replication factor raised 1 -> 3 and lowered
 again through kafka-python's admin client, a throttled move, bad input refused; the
 checker reads everything back."""
 
@@ -124,6 +124,9 @@ def test_partitions_move_to_a_new_broker_under_load_with_a_controller_failover(
         targets = {p: [(p + i) % 4 for i in range(3)] for p in range(partitions)}
         plan = reassignment_file(tmp_path, topic, targets)
         history = History()
+        # 6.75 MB for broker 3 to copy (the 15 moves of 20 that add it), at a throttle of
+        # 0.25 MB/s: no move can complete before broker 3 is stopped below.
+        preload(cluster.bootstrap, history, topic, 600)
         with ProducerLoad(
             cluster.bootstrap,
             history,
@@ -134,20 +137,42 @@ def test_partitions_move_to_a_new_broker_under_load_with_a_controller_failover(
             **{"acks": "all", "enable.idempotence": True},
         ) as load:
             load.wait_acknowledged(500)
-            executed = reassign(cluster, "--execute", "--reassignment-json-file", str(plan))
+            executed = reassign(
+                cluster, "--execute", "--reassignment-json-file", str(plan),
+                "--throttle", "250000",
+            )  # fmt: skip
             assert executed.returncode == 0, executed.stderr
             assert "Successfully started partition reassignments for moving-0," in (
                 executed.stdout
             )
+            # Every broker bounced mid-move, as Kafka's reassignment system test bounces
+            # them, and the controller killed once. Broker 3, which every move but five
+            # adds, is stopped first (still copying, at the throttle): the moves cannot
+            # complete until it is back, so each fault below lands while they are in
+            # progress.
+            assert cluster.terminate(3) == 0
+            with logbus.Admin(bootstrap_servers=cluster.bootstrap) as admin:
+                assert len(admin.list_partition_reassignments()) >= 15
             controller = cluster.controller()
             assert controller is not None
             cluster.kill(controller)
             cluster.start_broker(controller)
-            # A follower bounced (clean restart) while the moves go on, as Kafka's
-            # reassignment system test bounces brokers.
-            bounced = next(b for b in (1, 2, 3, 0) if b != controller)
-            assert cluster.terminate(bounced) == 0
-            cluster.start_broker(bounced)
+            for bounced in sorted({0, 1, 2} - {controller}):
+                # each back in the ISR before the next goes (as a rolling restart)
+                wait_isr(cluster, topic, partitions)
+                load.wait_acknowledged(load.acknowledged() + 100)
+                assert cluster.terminate(bounced) == 0
+                cluster.start_broker(bounced)
+            with logbus.Admin(bootstrap_servers=cluster.bootstrap) as admin:
+                assert len(admin.list_partition_reassignments()) >= 15  # still moving
+            cluster.start_broker(3)
+            cluster.wait_for(lambda: 3 in cluster.broker_ids(), 60, "broker 3 back")
+            # the throttle raised by resubmitting the reassignment, as Kafka's tool says
+            raised = reassign(
+                cluster, "--execute", "--additional", "--reassignment-json-file", str(plan),
+                "--throttle", "1000000000",
+            )  # fmt: skip
+            assert raised.returncode == 0, raised.stderr
             wait_completed(cluster, topic, targets)
             load.wait_acknowledged(load.acknowledged() + 500)
         assert not load.errors
@@ -159,6 +184,16 @@ def test_partitions_move_to_a_new_broker_under_load_with_a_controller_failover(
         wait_removed(cluster, topic, targets)
         result = read_and_check(cluster, history, topic, partitions)
         assert result.ok, result
+
+
+def preload(bootstrap: str, history: History, topic: str, count: int) -> None:
+    """`count` recorded sends with 15 KB keys (the checker compares values, which stay
+    unique), spread over the partitions by key."""
+    with logbus.Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+        for _ in range(count):
+            send = history.send("preload", topic, key=os.urandom(15_000))
+            send.record_future(producer.send(topic, send.value, key=send.key))
+        producer.flush()
 
 
 def test_a_broker_is_decommissioned(zk_connect: str, tmp_path: Path) -> None:
@@ -311,11 +346,6 @@ def test_bad_reassignments_are_refused_and_change_nothing(
         assert listed.stdout.strip() == "No partition reassignments found."
 
 
-def dynamic_configs(cluster: ProcessCluster, kind: str, name: str) -> dict[str, str]:
-    found = cluster._zk_read(f"/config/{kind}/{name}")
-    return {} if found is None else dict(json.loads(found[0]).get("config", {}))
-
-
 def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
     zk_connect: str, tmp_path: Path
 ) -> None:
@@ -341,11 +371,11 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
         )  # fmt: skip
         assert executed.returncode == 0, executed.stderr
         assert f"The inter-broker throttle limit was set to {throttle} B/s" in executed.stdout
-        assert dynamic_configs(cluster, "brokers", str(target)) == {
+        assert cluster.dynamic_config("brokers", str(target)) == {
             "leader.replication.throttled.rate": str(throttle),
             "follower.replication.throttled.rate": str(throttle),
         }
-        assert dynamic_configs(cluster, "topics", topic) == {
+        assert cluster.dynamic_config("topics", topic) == {
             "leader.replication.throttled.replicas": f"0:{source}",
             "follower.replication.throttled.replicas": f"0:{target}",
         }
@@ -376,8 +406,8 @@ def test_a_throttled_move_copies_at_the_throttle_and_verify_removes_it(
             f"Clearing topic-level throttles on topic {topic}",
         ]
         for b in (0, 1, 2):
-            assert dynamic_configs(cluster, "brokers", str(b)) == {}
-        assert dynamic_configs(cluster, "topics", topic) == {}
+            assert cluster.dynamic_config("brokers", str(b)) == {}
+        assert cluster.dynamic_config("topics", topic) == {}
 
 
 def log_bytes(directory: Path) -> int:

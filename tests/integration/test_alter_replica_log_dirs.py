@@ -32,9 +32,11 @@ TOPIC_BYTES = 6_000_000
 COPY_RATE = 3_000_000  # bytes/s: the copy takes about two seconds, long enough to watch
 
 
-def two_dir_broker(broker_factory: Any, tmp_path: Path) -> tuple[Any, Path, Path]:
+def two_dir_broker(
+    broker_factory: Any, tmp_path: Path, **config: Any
+) -> tuple[Any, Path, Path]:
     first, second = tmp_path / "disk-a", tmp_path / "disk-b"
-    broker = broker_factory(log_dirs=f"{first},{second}")
+    broker = broker_factory(log_dirs=f"{first},{second}", **config)
     return broker, first.resolve(), second.resolve()
 
 
@@ -77,7 +79,10 @@ class Reader:
 
 
 def test_a_replica_moves_between_dirs_under_load(broker_factory: Any, tmp_path: Path) -> None:
-    broker, first, second = two_dir_broker(broker_factory, tmp_path)
+    # the copy's throttle, Kafka's broker config (also dynamic)
+    broker, first, second = two_dir_broker(
+        broker_factory, tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=COPY_RATE
+    )
     topic = f"move-{uuid.uuid4().hex[:8]}"
     with logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.create_topics([logbus.NewTopic(topic, num_partitions=2)])
@@ -90,7 +95,7 @@ def test_a_replica_moves_between_dirs_under_load(broker_factory: Any, tmp_path: 
             producer.send(topic, b"f" * 10_000, partition=0)
         producer.flush(30)
     mover = broker.broker.replica_manager.log_dir_mover
-    mover.throttle_bytes_per_second = COPY_RATE
+    assert mover.throttle_bytes_per_second == COPY_RATE  # the config reached the copy
     reader = Reader(broker.bootstrap, topic, 2)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
@@ -136,7 +141,10 @@ def test_a_replica_moves_between_dirs_under_load(broker_factory: Any, tmp_path: 
 
 
 def test_alter_replica_log_dirs_bad_input(broker_factory: Any, tmp_path: Path) -> None:
-    broker, first, second = two_dir_broker(broker_factory, tmp_path)
+    # the copy's throttle, Kafka's broker config (also dynamic)
+    broker, first, second = two_dir_broker(
+        broker_factory, tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=COPY_RATE
+    )
     topic = f"move-{uuid.uuid4().hex[:8]}"
     with logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.create_topics([logbus.NewTopic(topic, num_partitions=1)])

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTP
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from brokers import FAST_GROUPS
 from kafka_wire import wait_for
@@ -99,7 +99,11 @@ def test_mirror_copies_keys_headers_timestamps_partitions_and_configs(
 ) -> None:
     source, target = broker_factory(**FAST_GROUPS), broker_factory(**FAST_GROUPS)
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
-    new = NewTopic("orders", 3, 1, config={"retention.ms": "86400000", "cleanup.policy": "delete"})
+    new = NewTopic("orders", 3, 1, config={
+        "retention.ms": "86400000", "cleanup.policy": "delete",
+        # the source's own replication settings, not copied (as MirrorMaker 2)
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true",
+    })  # fmt: skip
     for future in admin.create_topics([new]).values():
         future.result(30)
     produce(source.bootstrap, "orders", 300)
@@ -133,6 +137,9 @@ def test_mirror_copies_keys_headers_timestamps_partitions_and_configs(
     described = target_admin.describe_configs([ConfigResource("topic", "orders")])
     entries = next(iter(described.values())).result(30)
     assert entries["retention.ms"].value == "86400000"
+    assert entries["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    for name in ("min.insync.replicas", "unclean.leader.election.enable"):
+        assert entries[name].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value, name
     assert "300 records mirrored" in out
     assert "lag 0 records" in out
     committed = ConfluentConsumer({"bootstrap.servers": source.bootstrap, "group.id": "mirror"})

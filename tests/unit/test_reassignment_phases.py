@@ -11,8 +11,10 @@ import pytest
 
 from logbus.cli.common import CommandError
 from logbus.cli.reassignment_json import (
+    ReplicaLogDir,
     format_reassignment,
     parse_reassignment,
+    parse_replica_log_dirs,
     parse_topics_to_move,
 )
 from logbus.cli.reassignment_throttles import throttled_replicas
@@ -88,6 +90,18 @@ def test_the_reassignment_document_round_trips() -> None:
     assert parse_reassignment(text) == wanted
 
 
+def test_log_dirs_paths_are_replica_moves() -> None:
+    text = plan(
+        {"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/d2"]},
+        {"topic": "a", "partition": 1, "replicas": [2, 0], "log_dirs": ["/d1", "any"]},
+        {"topic": "b", "partition": 0, "replicas": [0]},
+    )
+    assert parse_reassignment(text)[TopicPartition("a", 1)] == [2, 0]
+    moves = parse_replica_log_dirs(text)
+    assert moves == {ReplicaLogDir("a", 0, 2): "/d2", ReplicaLogDir("a", 1, 2): "/d1"}
+    assert [str(r) for r in moves] == ["a-0-2", "a-1-2"]  # Kafka's TopicPartitionReplica
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
@@ -114,6 +128,10 @@ def test_the_reassignment_document_round_trips() -> None:
         (
             plan({"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}),
             "different from size of log dirs",
+        ),
+        (
+            plan({"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["disk2"]}),
+            'must be "any" or absolute paths',
         ),
     ],
 )

@@ -19,6 +19,7 @@ from logbus.controller.log_dir_events import (
 )
 from logbus.controller.metadata_store import EmbeddedStore
 from logbus.server.replica.alter_log_dirs import whole_batches
+from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_loader import parse_topic_partition
 from logbus.storage.log_manager import LogManager
 from logbus.types import TopicPartition
@@ -130,6 +131,23 @@ def test_a_dir_whose_checkpoint_fails_goes_offline_alone(tmp_path: Path) -> None
     assert "t 1" in (b / "replication-offset-checkpoint").read_text()
     new = m.get_or_create_log("u", 0)
     assert new.dir.parent == b.resolve()  # nothing new goes to an offline dir
+    m.shutdown()
+
+
+def test_the_cleaner_goes_on_with_the_other_dirs_after_one_failed(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = LogManager([a, b], broker_id=1, cluster_id="cluster-A", cleaner_config=CleanerConfig())
+    for p in range(4):
+        m.get_or_create_log("t", p)
+    assert m.cleaner is not None
+    m.cleaner.manager.update_checkpoint(b.resolve(), TopicPartition("t", 1), 0)
+    m.cleaner.manager.update_checkpoint(a.resolve(), TopicPartition("t", 0), 0)
+    shutil.rmtree(a)
+    a.write_text("not a directory")
+    m.mark_dir_offline(a.resolve())
+    # the failed dir's cleaner checkpoint is not read again (it would fail every pass)
+    assert m.cleaner.manager.all_checkpoints() == {TopicPartition("t", 1): 0}
+    assert m.cleaner.manager.grab_filthiest_log(0) is None  # nothing compacted: no error
     m.shutdown()
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from logbus.cli import cluster_services
+from logbus.cli import cluster_restart, cluster_services
+from logbus.cli.cluster_restart import pid_file, restart_request
 from logbus.cli.cluster_services import ChildRun, ServiceRun
 from logbus.cli.common import key_value, positive_int, whole_number
 from logbus.cli.zookeeper_process import (
@@ -130,6 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     cluster_services.add_arguments(up, _port)
     up.set_defaults(func=run_up)
+    cluster_restart.register(actions, DEFAULT_DATA_DIR)
 
 
 def _metrics_port(text: str) -> int:
@@ -215,6 +217,28 @@ class BrokerRun(ChildRun):
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "logbus.cli.main", "server", "start", str(self.config_file)]
+
+    @property
+    def pid_file(self) -> Path:
+        return pid_file(self.config_file.parent, self.broker_id)
+
+    def start(self, echo: Callable[[str], None] | None) -> None:
+        """Start the process and write its id where `cluster restart-broker` reads it."""
+        super().start(echo)
+        assert self.proc is not None
+        self.pid_file.write_text(f"{self.proc.pid}\n", encoding="ascii")
+
+    def restart_requested(self) -> bool:
+        """Whether `cluster restart-broker` asked for a restart (the request is taken)."""
+        request = restart_request(self.config_file.parent, self.broker_id)
+        if not request.exists():
+            return False
+        request.unlink(missing_ok=True)
+        return True
+
+    def close(self) -> None:
+        super().close()
+        self.pid_file.unlink(missing_ok=True)
 
     @property
     def label(self) -> str:
@@ -336,12 +360,23 @@ class Cluster:
                     say(f"the {service.name} exited unexpectedly; see {service.log_file}")
             for broker in self.brokers:
                 if broker.broker_id not in reported and not broker.running:
+                    if broker.restart_requested():
+                        self._restart(broker)
+                        continue
                     reported.add(broker.broker_id)
                     say(_exit_message(broker, "unexpectedly"))
             if len(reported) == len(self.brokers):
                 say("every broker has exited")
                 return 1
         return 0
+
+    def _restart(self, broker: BrokerRun) -> None:
+        """Start `broker` again (`cluster restart-broker`), from its properties as they
+        are now."""
+        status = broker.proc.returncode if broker.proc is not None else None
+        broker.close()
+        broker.start(self.echo)
+        say(f"broker {broker.broker_id} stopped (status {status}) and restarted")
 
     def _stop_services(self, timeout: float, killing: threading.Event) -> bool:
         return _stop_services_of(self.services, timeout, killing)

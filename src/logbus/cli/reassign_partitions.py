@@ -4,13 +4,15 @@
     logbus reassign-partitions --bootstrap-server B
         --generate --topics-to-move-json-file F --broker-list 0,1,2 [--disable-rack-aware]
       | --execute --reassignment-json-file F [--additional] [--throttle BYTES/S]
+                  [--replica-alter-log-dirs-throttle BYTES/S] [--timeout MS]
       | --verify --reassignment-json-file F [--preserve-throttles]
       | --cancel --reassignment-json-file F [--preserve-throttles]
       | --list
 
 `--generate` proposes an assignment of the topics' partitions over the brokers listed
 (nothing changes); `--execute` starts the moves (AlterPartitionReassignments on the
-controller) after printing the current assignment to keep for a rollback; `--verify`
+controller) after printing the current assignment to keep for a rollback, and the moves
+between log dirs the document's `log_dirs` ask for (reassignment_log_dirs.py); `--verify`
 tells, per partition, whether its move completed, and once all did removes the
 replication throttles; `--cancel` reverts moves in progress to their original replicas;
 `--list` shows the moves in progress. The JSON formats are in `reassignment_json.py`.
@@ -22,13 +24,17 @@ import argparse
 import random
 from collections.abc import Sequence
 
-from logbus.cli.common import CommandError, add_bootstrap, admin_command
+from logbus.cli.common import CommandError, add_bootstrap, admin_command, positive_int
 from logbus.cli.reassignment_json import (
+    ReplicaLogDir,
     format_reassignment,
     parse_reassignment,
+    parse_replica_log_dirs,
     parse_topics_to_move,
 )
+from logbus.cli.reassignment_log_dirs import log_dir_move_states, start_log_dir_moves
 from logbus.cli.reassignment_throttles import (
+    add_log_dir_throttle,
     add_throttles,
     clear_throttles,
     throttle_rate,
@@ -49,6 +55,8 @@ _OPTIONS = {
     "reassignment_json_file": ("--reassignment-json-file", {"execute", "verify", "cancel"}),
     "additional": ("--additional", {"execute"}),
     "throttle": ("--throttle", {"execute"}),
+    "replica_alter_log_dirs_throttle": ("--replica-alter-log-dirs-throttle", {"execute"}),
+    "timeout": ("--timeout", {"execute"}),
     "preserve_throttles": ("--preserve-throttles", {"verify", "cancel"}),
 }
 
@@ -90,6 +98,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=throttle_rate,
         metavar="BYTES/S",
         help="with --execute: cap the replication traffic of the moves (bytes/s per broker)",
+    )
+    parser.add_argument(
+        "--replica-alter-log-dirs-throttle",
+        type=throttle_rate,
+        metavar="BYTES/S",
+        help="with --execute: cap the copy of replicas between log dirs (bytes/s per broker)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_int,
+        metavar="MS",
+        help="with --execute: how long to wait for the log dir moves to start (default: 10000)",
     )
     parser.add_argument(
         "--preserve-throttles",
@@ -143,11 +163,14 @@ async def _run(admin: Admin, args: argparse.Namespace) -> int:
         return await _generate(admin, args)
     if args.list:
         return await _list(admin)
-    proposed = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
+    text = _read(args.reassignment_json_file, "--reassignment-json-file")
+    proposed = parse_reassignment(text)
+    log_dirs = parse_replica_log_dirs(text)
     if args.execute:
-        return await _execute(admin, args, proposed)
+        status = await _execute(admin, args, proposed)
+        return await _execute_log_dirs(admin, args, log_dirs) if log_dirs else status
     if args.verify:
-        return await _verify(admin, args, proposed)
+        return await _verify(admin, args, proposed, log_dirs)
     return await _cancel(admin, args, proposed)
 
 
@@ -282,8 +305,24 @@ async def _execute(
     return 0
 
 
+async def _execute_log_dirs(
+    admin: Admin, args: argparse.Namespace, moves: dict[ReplicaLogDir, str]
+) -> int:
+    if args.replica_alter_log_dirs_throttle is not None:
+        rate = args.replica_alter_log_dirs_throttle
+        await add_log_dir_throttle(admin, [r.broker for r in moves], rate)
+        print(f"The replica-alter-dir throttle limit was set to {rate} B/s")
+    await start_log_dir_moves(admin, moves, args.timeout or 10_000)
+    plural = "" if len(moves) == 1 else "s"
+    print(f"Successfully started log directory move{plural} for: {','.join(map(str, moves))}")
+    return 0
+
+
 async def _verify(
-    admin: Admin, args: argparse.Namespace, proposed: dict[TopicPartition, list[int]]
+    admin: Admin,
+    args: argparse.Namespace,
+    proposed: dict[TopicPartition, list[int]],
+    log_dirs: dict[ReplicaLogDir, str],
 ) -> int:
     ongoing = await admin.list_partition_reassignments(list(proposed))
     current = await current_replicas(admin, list(proposed))
@@ -301,6 +340,12 @@ async def _verify(
                 f"There is no active reassignment of partition {name}, but replica set is "
                 f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}."
             )
+    if log_dirs:
+        print()
+        print("Status of replica log directory movement:")
+        for completed, line in (await log_dir_move_states(admin, log_dirs)).values():
+            done = done and completed
+            print(line)
     if done and not args.preserve_throttles:
         print()
         await clear_throttles(admin, sorted({tp.topic for tp in proposed}))

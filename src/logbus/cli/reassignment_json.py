@@ -6,6 +6,8 @@ Topics to move (`--topics-to-move-json-file`):
 A reassignment (`--reassignment-json-file`, and what `--generate` proposes):
     {"version": 1, "partitions": [{"topic": "foo", "partition": 0, "replicas": [1, 2],
                                    "log_dirs": ["any", "any"]}]}
+where a path instead of "any" moves that replica to that log dir of its broker
+(AlterReplicaLogDirs).
 Every malformed or contradictory document is a `CommandError` naming the problem.
 """
 
@@ -13,12 +15,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbus.cli.common import CommandError
 from logbus.types import TopicPartition
 
 ANY_LOG_DIR = "any"
+
+
+class ReplicaLogDir(NamedTuple):
+    """One replica (a partition on a broker), as Kafka's TopicPartitionReplica."""
+
+    topic: str
+    partition: int
+    broker: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}-{self.broker}"
 
 
 def _load(text: str, what: str) -> dict[str, Any]:
@@ -113,12 +126,23 @@ def _partition_entry(entry: object) -> tuple[TopicPartition, list[int]]:
                 f"Size of replicas list {replicas} is different from size of log dirs list "
                 f"{log_dirs} for partition {topic}-{partition}"
             )
-        if any(d != ANY_LOG_DIR for d in log_dirs):
+        if any(d != ANY_LOG_DIR and not d.startswith("/") for d in log_dirs):
             raise CommandError(
-                f"Partition {topic}-{partition}: moving replicas between log directories "
-                '(log_dirs other than "any") is not supported by reassign-partitions'
+                f'"log_dirs" of partition {topic}-{partition} must be "any" or absolute '
+                f"paths: {log_dirs}"
             )
     return TopicPartition(topic, partition), list(replicas)
+
+
+def parse_replica_log_dirs(text: str) -> dict[ReplicaLogDir, str]:
+    """The log dir moves of a reassignment document (checked by `parse_reassignment`
+    first): the replicas whose `log_dirs` entry is a path rather than "any"."""
+    moves: dict[ReplicaLogDir, str] = {}
+    for entry in _load(text, "The reassignment JSON")["partitions"]:
+        for broker, log_dir in zip(entry["replicas"], entry.get("log_dirs") or (), strict=False):
+            if log_dir != ANY_LOG_DIR:
+                moves[ReplicaLogDir(entry["topic"], entry["partition"], broker)] = log_dir
+    return moves
 
 
 def format_reassignment(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:

@@ -6,8 +6,10 @@ kafka-reassign-partitions does.
 (dynamic broker configs), and on each topic `leader.replication.throttled.replicas` (the
 moving partitions' current replicas, which may lead the copy) and
 `follower.replication.throttled.replicas` (the replicas being added), as
-`partition:broker` lists. `--verify` (once every move completed) and `--cancel` remove
-them all, unless `--preserve-throttles`.
+`partition:broker` lists. `--replica-alter-log-dirs-throttle R` sets
+`replica.alter.log.dirs.io.max.bytes.per.second` to R on the brokers of the log dir moves
+(the copy into a future log). `--verify` (once every move completed) and `--cancel`
+remove them all, unless `--preserve-throttles`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def throttle_rate(text: str) -> int:
@@ -82,6 +85,14 @@ async def add_throttles(
     await admin.incremental_alter_configs(changes)
 
 
+async def add_log_dir_throttle(admin: Admin, brokers: Sequence[int], rate: int) -> None:
+    """Cap the copy of replicas between log dirs on `brokers` at `rate` bytes/s."""
+    await admin.incremental_alter_configs({
+        ConfigResource(ResourceType.BROKER, str(b)): [AlterConfigOp(LOG_DIR_RATE, str(rate))]
+        for b in sorted(set(brokers))
+    })  # fmt: skip
+
+
 async def clear_throttles(admin: Admin, topics: Sequence[str]) -> None:
     """Remove the throttles from every broker and from `topics`, saying so."""
     described = await admin.describe_cluster()
@@ -95,6 +106,7 @@ async def clear_throttles(admin: Admin, topics: Sequence[str]) -> None:
         ConfigResource(ResourceType.BROKER, str(b)): [
             AlterConfigOp(LEADER_RATE, None, delete),
             AlterConfigOp(FOLLOWER_RATE, None, delete),
+            AlterConfigOp(LOG_DIR_RATE, None, delete),
         ]
         for b in brokers
     }

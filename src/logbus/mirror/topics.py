@@ -5,6 +5,12 @@ target's brokers, not the source's, know how many copies their `min.insync.repli
 needs); each topic's partition counts on both sides decide whether records keep their
 partition.
 
+The configs that belong to the source cluster's own replication are not copied, as
+MirrorMaker 2's DefaultConfigPropertyFilter leaves them out (`min.insync.replicas`: a
+target with fewer brokers would refuse every acks=all write; the throttled replicas name
+the source's brokers; `unclean.leader.election.enable` and the timestamp settings are
+the target's to choose).
+
 The entry point is `TargetTopics`. As MirrorMaker 2's MirrorSourceConnector creates its
 remote topics (without the rename: the legacy MirrorMaker keeps topic names).
 """
@@ -23,6 +29,16 @@ from logbus.client.admin import (
     ResourceType,
 )
 from logbus.protocol import ErrorCode
+
+# MirrorMaker 2's DefaultConfigPropertyFilter's exclusions.
+NOT_COPIED = frozenset({
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.type",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +107,9 @@ class TargetTopics:
         configs = {
             name: entry.value
             for name, entry in described.items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and entry.value is not None
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+            and entry.value is not None
+            and name not in NOT_COPIED
         }
         new = NewTopic(topic, partitions, config=configs)
         try:

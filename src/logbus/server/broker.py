@@ -320,6 +320,7 @@ class Broker:
         credentials = await self._load_credentials(store, dynamic_config)
         await self._open_listeners(credentials, undo)
         replica_manager = ReplicaManager(self.broker_id, log_manager, self._log_config_for)
+        replica_manager.update_replication_rates(cfg)  # the log dir copy's, stand-alone too
         self._open_request_log()
         undo.callback(self._close_request_log)
         if self.metrics is not None:

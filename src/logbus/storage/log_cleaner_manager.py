@@ -52,6 +52,12 @@ class LogCleanerManager:
 
     # -- checkpoints -------------------------------------------------------------------
 
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Forget an offline dir's checkpoint (Kafka's `handleLogDirFailure`): its file can
+        no longer be read, and the logs of the other dirs must still be cleaned."""
+        with self._lock:
+            self._checkpoints.pop(log_dir, None)
+
     def all_checkpoints(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
         with self._lock:

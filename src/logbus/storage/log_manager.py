@@ -478,6 +478,7 @@ class LogManager:
         if self.cleaner is not None:
             for tp in gone:
                 self.cleaner.manager.abort_cleaning(tp)
+            self.cleaner.manager.handle_log_dir_failure(path)
         for log in logs:
             try:
                 log.close(clean=False)

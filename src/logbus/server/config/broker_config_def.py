@@ -429,6 +429,9 @@ _define("leader.replication.throttled.rate", _LONG, LONG_MAX, _at_least(1), _MED
 _define("follower.replication.throttled.rate", _LONG, LONG_MAX, _at_least(1), _MEDIUM,
         "Bytes/s this broker fetches as follower of the partitions its topics' "
         "follower.replication.throttled.replicas name (a reassignment's copy).", _PER_BROKER)
+_define("replica.alter.log.dirs.io.max.bytes.per.second", _LONG, LONG_MAX, _at_least(1),
+        _MEDIUM, "Bytes/s this broker copies when it moves replicas between its log dirs "
+        "(AlterReplicaLogDirs' future logs).", _PER_BROKER)
 _define("replica.fetch.max.bytes", _INT, 1048576, _at_least(0), _MEDIUM,
         "Bytes fetched per partition by a follower (not a hard limit).")
 _define("replica.fetch.response.max.bytes", _INT, 10485760, _at_least(0), _MEDIUM,

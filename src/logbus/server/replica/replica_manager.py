@@ -135,7 +135,13 @@ class ReplicaManager:
     # --- replication ----------------------------------------------------------------------
 
     def update_replication_rates(self, config: BrokerConfig) -> None:
-        """leader/follower.replication.throttled.rate (dynamic broker configs)."""
+        """leader/follower.replication.throttled.rate and
+        replica.alter.log.dirs.io.max.bytes.per.second (dynamic broker configs)."""
+        log_dir_rate = config.get("replica.alter.log.dirs.io.max.bytes.per.second")
+        self.log_dir_mover.throttle_bytes_per_second = (
+            float(log_dir_rate) if isinstance(log_dir_rate, int) and log_dir_rate < UNLIMITED
+            else None
+        )  # fmt: skip
         for quota, name in (
             (self.leader_quota, "leader.replication.throttled.rate"),
             (self.follower_quota, "follower.replication.throttled.rate"),
