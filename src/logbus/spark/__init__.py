@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from logbus.spark.options import LogbusSparkError
 from logbus.spark.source import LogbusDataSource
+from logbus.spark.worker_guard import GUARDED_DATA_SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
@@ -41,5 +42,6 @@ def register(spark: SparkSession | ConnectSession | None = None) -> SparkSession
     session = spark if spark is not None else SparkSession.getActiveSession()
     if session is None:
         raise RuntimeError("no active SparkSession: pass one to logbus.spark.register()")
-    session.dataSource.register(LogbusDataSource)
+    # LogbusDataSource behind a guard: where logbus cannot be imported, the error names the fix
+    session.dataSource.register(GUARDED_DATA_SOURCE)
     return session
