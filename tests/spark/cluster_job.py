@@ -7,7 +7,7 @@ Spark Connect client (`--remote sc://...`), with `logbus` registered as each req
 2. a streaming read of `--source` (Trigger.AvailableNow, micro-batches of at most
    `--max-offsets` records) into Parquet under `--out`/stream (partition, offset and value
    of each record) with `--stream-to parquet`, or copied by the sink to `<prefix>-stream`
-   with `--stream-to logbus`.
+   with `--stream-to logbus` (none with `--stream-to nothing`).
 
 The executors do the reading and writing; the driver only plans. It prints one JSON line
 last: the application id, the batch read's count and the seconds each step took.
@@ -84,7 +84,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--source", required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--stream-to", choices=("parquet", "logbus"), required=True)
+    parser.add_argument("--stream-to", choices=("parquet", "logbus", "nothing"), required=True)
     parser.add_argument("--max-offsets", type=int, default=2500)
     return parser.parse_args()
 
@@ -107,12 +107,14 @@ def batch_copy(spark: Any, args: argparse.Namespace) -> int:
 
 
 def stream(spark: Any, args: argparse.Namespace) -> None:
+    if args.stream_to == "nothing":
+        return
     if args.stream_to == "parquet":
         writer = (
             read_stream(spark, args).select("partition", "offset", "value")
             .writeStream.format("parquet").option("path", str(args.out / "stream"))
         )
-    else:
+    elif args.stream_to == "logbus":
         writer = (
             read_stream(spark, args).select("key", "value")
             .writeStream.format("logbus")

@@ -360,11 +360,14 @@ class ConnectServer:
             self.process.close()
 
 
-def run_cluster_job(tmp: Path, session: list[str], *args: str, timeout: float = 900) -> Any:
+def run_cluster_job(
+    tmp: Path, session: list[str], *args: str, timeout: float = 900,
+    env: dict[str, str] | None = None,
+) -> Any:
     """Run cluster_job.py as a driver of its own (`session`: `--master URL` or `--remote
-    URL`) in `tmp`, and return the JSON report it prints last."""
+    URL`; `env` over `spark_env()`) in `tmp`, and return the JSON report it prints last."""
     log = tmp / "cluster-job.log"
-    job = SparkProcess([sys.executable, str(CLUSTER_JOB), *session, *args], log, tmp)
+    job = SparkProcess([sys.executable, str(CLUSTER_JOB), *session, *args], log, tmp, env)
     try:
         returncode = job.proc.wait(timeout)
     finally:
