@@ -1,7 +1,8 @@
 """The `logbus` PySpark data source (Python Data Source API, PySpark 4.x).
 
 The entry point is `register(spark)`, which registers `LogbusDataSource` under the format
-name `logbus`; rows and options are those of Spark's Kafka source, so a job written for
+name `logbus` (through `worker_guard.GUARDED_DATA_SOURCE`, so that a Python worker without
+logbus names the fix); rows and options are those of Spark's Kafka source, so a job written for
 `format("kafka")` runs with `format("logbus")`. Needs the `spark` extra:
 `pip install 'logbus[spark]'`. See docs/spark.md.
 
