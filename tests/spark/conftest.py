@@ -77,8 +77,8 @@ def jobs() -> Iterator[list[Job]]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Spark jobs are slow to start on a busy machine: allow them more than the default
-    per-test limit (the first test also starts the JVM)."""
+    per-test limit (the first test also starts the JVM), unless a module sets its own."""
     here = os.path.dirname(__file__)
     for item in items:
-        if str(item.fspath).startswith(here):
+        if str(item.fspath).startswith(here) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(600))

@@ -1,10 +1,13 @@
 """The Spark tests' helpers: topics made and filled with confluent-kafka, a `logbus`
-reader, records read back (confluent-kafka, read_committed or not), and the exactly-once
-job (eos_job.py) run as a process of its own. The SparkSession is conftest.py's `spark`
-fixture."""
+reader, records read back (confluent-kafka, read_committed or not), the exactly-once
+job (eos_job.py) run as a process of its own, and Spark's own processes for the cluster
+tests (a standalone Master and Workers, a Spark Connect server, cluster_job.py as their
+driver). The SparkSession is conftest.py's `spark` fixture."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -13,11 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_processes import ProcessCluster
+import pyspark
+from cluster_processes import ProcessCluster, free_port
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_wire import wait_for
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
@@ -179,3 +185,193 @@ def transactional_cluster(zk_connect: str, tmp_path: Path) -> ProcessCluster:
         offsets_topic_num_partitions="3",
         group_initial_rebalance_delay_ms="0",
     )
+
+
+# --- Spark's own processes: a standalone cluster, a Spark Connect server, a driver -------
+
+SPARK_HOME = Path(pyspark.__file__).parent
+CLUSTER_JOB = Path(__file__).with_name("cluster_job.py")
+# Spark's settings for a session on the standalone cluster or the Connect server: small
+# executors (one core each, one per worker), loopback only, patient Python workers (they
+# start slowly on a busy machine; the default wait is 15 s).
+CLUSTER_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.memory": "512m",
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.cores.max": "2",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.python.authenticate.socketTimeout": "120s",
+}
+
+
+def spark_env() -> dict[str, str]:
+    """The environment of every Spark process the cluster tests start, as a worker machine
+    would have it: Spark's home, loopback, this virtualenv's Python for Python workers
+    (logbus is installed in it), and no PYTHONPATH nor the test process's Spark Connect
+    markers: executors import logbus from their own Python, nothing comes from the driver."""
+    left_out = {"PYTHONPATH", "SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"}
+    return {k: v for k, v in os.environ.items() if k not in left_out} | {
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+class SparkProcess:
+    """A Spark JVM (Master, Worker, Connect server) or a driver script, in a process group
+    of its own (with the executors and Python workers it starts) and logging to a file."""
+
+    def __init__(
+        self, args: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.log_path = log
+        with log.open("ab") as out:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                args, env=spark_env() | (env or {}), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def logged(self, text: str) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"exited with {self.proc.returncode}:\n{self.log_tail()}")
+        return text in self.log_path.read_text(errors="replace")
+
+    def wait_logged(self, text: str, timeout: float = 300) -> None:
+        try:
+            wait_for(lambda: self.logged(text), timeout, 0.2, what=repr(text))
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.log_tail()}") from None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return f"--- {self.log_path.name}:\n" + self.log_path.read_text(errors="replace")[-chars:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+
+class StandaloneCluster:
+    """Spark's standalone cluster manager from the installed PySpark: one Master and
+    `workers` Workers (`spark-class org.apache.spark.deploy.master.Master` / `...Worker`),
+    started together on loopback, each Worker offering one core and 1 GiB to executors.
+    `url` is the master URL a driver or a Connect server gives as `--master`. Use it in a
+    `with` block."""
+
+    def __init__(self, tmp: Path, workers: int = 2) -> None:
+        self.tmp = tmp
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.worker_dirs = [tmp / f"worker-{n}" for n in range(workers)]
+        self.processes: list[SparkProcess] = []
+
+    def __enter__(self) -> StandaloneCluster:
+        spark_class = str(SPARK_HOME / "bin" / "spark-class")
+        try:
+            master = self._start(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--webui-port", "0"],
+                "master",
+            )
+            workers = [
+                self._start(
+                    [spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
+                     "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", "1",
+                     "--memory", "1g", "--work-dir", str(work_dir), self.url],
+                    work_dir.name,
+                )
+                for work_dir in self.worker_dirs
+            ]
+            master.wait_logged(f"Starting Spark master at {self.url}")
+            for worker in workers:
+                worker.wait_logged("Successfully registered with master")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self, args: list[str], name: str) -> SparkProcess:
+        home = self.tmp / name
+        home.mkdir(exist_ok=True)
+        # the heap of the Master and Worker daemons themselves (the Connect server would
+        # take it for its driver: spark-submit gives that class the daemons' setting)
+        daemon = {"SPARK_DAEMON_MEMORY": "256m"}
+        process = SparkProcess(args, self.tmp / f"{name}.log", home, daemon)
+        self.processes.append(process)
+        return process
+
+    def executor_logs(self, app_id: str) -> list[Path]:
+        """The stderr of every executor the Workers ran for application `app_id`."""
+        return sorted(p for d in self.worker_dirs for p in d.glob(f"{app_id}/*/stderr"))
+
+    def log_tails(self) -> str:
+        return "\n".join(p.log_tail(2000) for p in self.processes)
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            process.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConnectServer:
+    """A Spark Connect server (`spark-submit --class ...SparkConnectServer`, the jar ships
+    in PySpark) on loopback, its driver on `master`; clients use `url`. Use it in a `with`
+    block."""
+
+    def __init__(self, tmp: Path, master: str) -> None:
+        self.tmp = tmp
+        self.port = free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        conf = CLUSTER_CONF | {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.pyspark.python": sys.executable,
+        }
+        self.args = [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master", master, "--name", "logbus-connect-tests",
+            *(arg for name, value in conf.items() for arg in ("--conf", f"{name}={value}")),
+        ]
+        self.process: SparkProcess | None = None
+
+    def __enter__(self) -> ConnectServer:
+        home = self.tmp / "connect-server"
+        home.mkdir(exist_ok=True)
+        self.process = SparkProcess(self.args, self.tmp / "connect-server.log", home)
+        try:
+            self.process.wait_logged("Spark Connect server started at")
+        except BaseException:
+            self.process.close()
+            raise
+        return self
+
+    def log_tail(self) -> str:
+        return self.process.log_tail() if self.process is not None else ""
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.close()
+
+
+def run_cluster_job(
+    tmp: Path, session: list[str], *args: str, timeout: float = 900,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """Run cluster_job.py as a driver of its own (`session`: `--master URL` or `--remote
+    URL`; `env` over `spark_env()`) in `tmp`, and return the JSON report it prints last."""
+    log = tmp / "cluster-job.log"
+    job = SparkProcess([sys.executable, str(CLUSTER_JOB), *session, *args], log, tmp, env)
+    try:
+        returncode = job.proc.wait(timeout)
+    finally:
+        job.close()
+    text = log.read_text(errors="replace")
+    assert returncode == 0, job.log_tail(6000)
+    return json.loads(text.strip().splitlines()[-1])

@@ -6,6 +6,12 @@ would fail with a bare `ModuleNotFoundError: No module named 'logbus'` before an
 code runs; instead each is pickled as a call of a small function pickled by value (so the
 worker needs only Spark's own cloudpickle to run it) that imports logbus first and, when
 it cannot, raises an error naming the fixes (docs/spark.md, "Spark clusters").
+
+The data source class itself travels too: `register` sends it to the Python workers that
+plan on the driver (or on a Spark Connect server), and a class importable on the sending
+side is pickled by name. `GUARDED_DATA_SOURCE` is the class `register` gives Spark instead:
+defined the same way (pickled by value), it imports logbus when Spark makes it and hands
+every call to `logbus.spark.source.LogbusDataSource`.
 """
 
 from __future__ import annotations
@@ -48,6 +54,61 @@ def _restore_function() -> Callable[[bytes, str], Any]:
 
 
 _RESTORE = _restore_function()
+
+_GUARDED_SOURCE = '''
+from pyspark.sql.datasource import DataSource
+
+
+def load_logbus_data_source(message):
+    try:
+        from logbus.spark.source import LogbusDataSource
+    except ImportError as error:
+        raise ModuleNotFoundError(message.format(error=error)) from None
+    return LogbusDataSource
+
+
+class LogbusDataSource(DataSource):
+    """logbus.spark.source.LogbusDataSource, loaded where Spark makes the data source and
+    again wherever Spark sends it (its state is the options only)."""
+
+    @classmethod
+    def name(cls):
+        return "logbus"
+
+    def __init__(self, options):
+        super().__init__(options)
+        load_logbus_data_source(MISSING_LOGBUS)
+
+    @property
+    def source(self):
+        return load_logbus_data_source(MISSING_LOGBUS)(self.options)
+
+    def schema(self):
+        return self.source.schema()
+
+    def reader(self, schema):
+        return self.source.reader(schema)
+
+    def streamReader(self, schema):
+        return self.source.streamReader(schema)
+
+    def writer(self, schema, overwrite):
+        return self.source.writer(schema, overwrite)
+
+    def streamWriter(self, schema, overwrite):
+        return self.source.streamWriter(schema, overwrite)
+'''
+
+
+def _guarded_data_source() -> type[Any]:
+    namespace: dict[str, Any] = {"__name__": "__main__", "MISSING_LOGBUS": MISSING_LOGBUS}
+    # the fixed source above, compiled once
+    exec(compile(_GUARDED_SOURCE, "<logbus.spark.worker_guard>", "exec"), namespace)
+    guarded: type[Any] = namespace["LogbusDataSource"]
+    return guarded
+
+
+GUARDED_DATA_SOURCE = _guarded_data_source()
 
 
 class ShippedToWorkers:
