@@ -336,6 +336,23 @@ def zk_store(
     return ZooKeeperStore(connect, session_ms, connection_ms)
 
 
+def opened_patiently(connect: str, session_ms: int, connection_ms: int) -> ZooKeeperStore:
+    """A store with a short `connection_ms`, for the calls a test makes while the server is
+    gone. A server just started may take longer than that to open the first session on a
+    loaded machine, so the store is asked for again until one opens."""
+    made: list[ZooKeeperStore] = []
+
+    def opened() -> bool:
+        try:
+            made.append(zk_store(connect, session_ms=session_ms, connection_ms=connection_ms))
+        except StoreUnavailable:
+            return False
+        return True
+
+    wait_for(opened, 30, what="a session")
+    return made[0]
+
+
 def test_split_connect() -> None:
     assert split_connect("a:1,b:2") == ("a:1,b:2", "")
     assert split_connect("a:1,b:2/") == ("a:1,b:2", "")
@@ -383,7 +400,7 @@ def test_calls_fail_while_the_connection_is_lost_and_work_again_after(
     zookeeper_factory: Any,
 ) -> None:
     server: ZooKeeperServer = zookeeper_factory()
-    store = zk_store(f"{server.connect}/c", session_ms=20000, connection_ms=1000)
+    store = opened_patiently(f"{server.connect}/c", session_ms=20000, connection_ms=1000)
     observer = zk_store(f"{server.connect}/c")
     events: list[SessionEvent] = []
     store.add_session_listener(events.append)
@@ -416,19 +433,7 @@ def test_a_call_to_a_paused_server_times_out_and_the_session_lives_on(
     zookeeper_factory: Any,
 ) -> None:
     server: ZooKeeperServer = zookeeper_factory()
-    # a server just started may take longer than 500 ms to open the first session on a
-    # loaded machine: ask again until one opens; the 500 ms bound is for the call below
-    made: list[ZooKeeperStore] = []
-
-    def opened() -> bool:
-        try:
-            made.append(zk_store(server.connect, session_ms=30000, connection_ms=500))
-        except StoreUnavailable:
-            return False
-        return True
-
-    wait_for(opened, 30, what="a session")
-    (store,) = made
+    store = opened_patiently(server.connect, session_ms=30000, connection_ms=500)
     try:
         store.create("/e", b"", ephemeral=True)
         server.pause()  # SIGSTOP: the connection stays open, nothing answers
