@@ -25,8 +25,8 @@ run: $(STAMP)
 ## Install what the tests need (kcat, ZooKeeper and Chromium from apt when missing and we are
 ## root) and run every test, in TEST_WORKERS parallel workers (tests mostly wait on timers
 ## and sockets, so more workers than cores pays; `make test TEST_WORKERS=0` runs them in
-## this one process). Two workers run the ZooKeeper cluster tests' lanes and two the Spark
-## sessions' lanes (tests/scheduling.py), so six leave two for everything else.
+## this one process). Two workers run the ZooKeeper cluster tests' lanes and one the Spark
+## session's lane (tests/scheduling.py), so six leave three for everything else.
 ## logbus's own modules are compiled once up front and their bytecode kept even where the
 ## environment says PYTHONDONTWRITEBYTECODE: the suite starts hundreds of broker and CLI
 ## processes, and each would otherwise compile every module it imports again.

@@ -34,8 +34,10 @@ ZOOKEEPER_FIXTURES = {
 # whose sessions expire when starved of CPU, so on 2 cores more than two such tests at a
 # time turn slow starts into failures.
 ZOOKEEPER_LANES = 2
-# How many workers run a SparkSession of their own (a JVM and its Python workers each)
-SPARK_LANES = 2
+# How many workers run a SparkSession of their own (a JVM and its Python workers each).
+# Two would halve the Spark tests' lane, but PySpark 4.3 gives a Python worker it starts on
+# the driver a fixed 10 s to connect back, and the second session's load made that fail.
+SPARK_LANES = 1
 # The guess for a test of a module the durations file does not know yet
 UNKNOWN_TEST_SECONDS = 2.0
 
@@ -94,7 +96,7 @@ def xdist_groups(items: list[pytest.Item], cost: dict[str, float]) -> dict[str, 
     """The worker group of each module that needs one: the tests of one group run in one
     worker, one after another; other tests go to whichever worker is free.
     - the tests that use a session's SparkSession (the `spark` fixture) are spread over
-      `SPARK_LANES` groups, so that many workers start one each; the Spark tests that start
+      `SPARK_LANES` groups, each a worker that starts its own; the Spark tests that start
       Spark in a process of their own (the bench's smoke run, the exactly-once jobs) go
       anywhere;
     - the modules that start ZooKeeper and broker processes share `ZOOKEEPER_LANES` groups;
