@@ -12,25 +12,35 @@ from confluent_kafka import Consumer, KafkaError
 
 
 class Ownership:
-    """Every member's assign and revoke callbacks in one ordered log: a partition handed
-    to a member while another still holds it is recorded as a violation."""
+    """Every member's assign, revoke and lost callbacks in one ordered log: a partition
+    handed to a member while another still holds it is a violation, unless the holder
+    then reports it lost. A member the coordinator fenced (its session expired, say while
+    the coordinator moved) loses its partitions at once, as in Kafka, and learns so only at
+    its next heartbeat."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.owner: dict[int, str] = {}
-        self.violations: list[str] = []
+        self.confirmed: list[str] = []
+        self.pending: dict[tuple[int, str], str] = {}
+        """Overlaps waiting for the holder's word: lost excuses them, revoked confirms."""
         self.phase = 0
         self.revoked_in_phase: dict[tuple[int, str], set[int]] = {}
         self.taken_back: dict[tuple[int, str], set[int]] = {}
         """Partitions revoked from a member and given back to it within one change: a
         member that keeps a partition must never have stopped consuming it."""
 
+    @property
+    def violations(self) -> list[str]:
+        with self.lock:
+            return [*self.confirmed, *self.pending.values()]
+
     def assigned(self, member: str, partitions: list[int]) -> None:
         with self.lock:
             for p in partitions:
                 holder = self.owner.get(p)
                 if holder is not None and holder != member:
-                    self.violations.append(f"p{p} given to {member} while {holder} owns it")
+                    self.pending[(p, holder)] = f"p{p} given to {member} while {holder} owns it"
                 self.owner[p] = member
                 if p in self.revoked_in_phase.get((self.phase, member), set()):
                     self.taken_back.setdefault((self.phase, member), set()).add(p)
@@ -38,6 +48,16 @@ class Ownership:
     def revoked(self, member: str, partitions: list[int]) -> None:
         with self.lock:
             for p in partitions:
+                if (p, member) in self.pending:
+                    self.confirmed.append(self.pending.pop((p, member)))
+                if self.owner.get(p) == member:
+                    del self.owner[p]
+            self.revoked_in_phase.setdefault((self.phase, member), set()).update(partitions)
+
+    def lost(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                self.pending.pop((p, member), None)
                 if self.owner.get(p) == member:
                     del self.owner[p]
             self.revoked_in_phase.setdefault((self.phase, member), set()).update(partitions)
@@ -79,8 +99,12 @@ class ConsumerProtocolMember(threading.Thread):
             if log is not None:
                 log.revoked(self.member_name, [p.partition for p in partitions])
 
+        def on_lost(_c: Any, partitions: list[Any]) -> None:
+            if log is not None:
+                log.lost(self.member_name, [p.partition for p in partitions])
+
         self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
-                                on_lost=on_revoke)
+                                on_lost=on_lost)
         super().__init__(daemon=True)
         self.consumed: list[tuple[str, int, int, bytes]] = []
         self.error: BaseException | None = None

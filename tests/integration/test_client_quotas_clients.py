@@ -87,9 +87,10 @@ def test_producer_quota_holds_and_other_clients_are_unaffected(broker_process: A
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, rate / QUOTA
     # librdkafka was told how long to wait: its throttle callback fired
     assert throttled.throttles and max(throttled.throttles) > 0
-    # the client with another id was never throttled and went far faster
+    # the client with another id was never throttled, and went faster than the band the
+    # quota holds the throttled one to (how much faster depends on the machine's load)
     assert free.throttles == []
-    assert free.acked_in_span / SPAN > 3 * QUOTA
+    assert free.acked_in_span / SPAN > 1.1 * QUOTA
 
 
 @pytest.mark.slow
