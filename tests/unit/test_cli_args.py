@@ -139,3 +139,18 @@ def test_every_bootstrap_server_is_tried(capsys: pytest.CaptureFixture[str]) -> 
     assert len(err.splitlines()) == 1
     assert f"127.0.0.1:{first}" in err
     assert f"127.0.0.1:{second}" in err
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    # in a fresh interpreter: this one has imported every command already
+    probe = (
+        "import sys\n"
+        "from logbus.cli.main import COMMANDS, build_parser\n"
+        "build_parser('topics').parse_args(['topics', 'list'])\n"
+        "others = [m for m in COMMANDS.values() if m != 'topics']\n"
+        "print(sorted(m for m in others if f'logbus.cli.{m}' in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
