@@ -6,7 +6,7 @@ coordinator asks to describe and delete a share group's offsets), answered from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from logbus.controller.controller import NewTopic
@@ -84,39 +84,55 @@ def _allowed(ctx: RequestContext) -> bool:
     return ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
 
+async def _each_partition(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    defaults: Body,
+    answer: Callable[[ShareStateKey, Any], Awaitable[Body]],
+) -> list[Body]:
+    """Each partition of a share-state request through the share coordinator: `answer`
+    (the partition's key and request entry) gives what its result adds to `defaults`; a
+    refused or failed partition keeps `defaults` with its error code."""
+    results: list[Body] = []
+    for topic in topics:
+        partitions: list[Body] = []
+        for partition in topic["partitions"]:
+            key = ShareStateKey(group_id, topic["topic_id"], partition["partition"])
+            body: Body = {"partition": key.partition, "error_code": ErrorCode.NONE,
+                          "error_message": None, **defaults}
+            try:
+                if not _allowed(ctx):
+                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                body.update(await answer(key, partition))
+            except ShareStateError as exc:
+                body["error_code"] = exc.error
+            partitions.append(body)
+        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    return results
+
+
 async def handle_read_share_group_state(
     ctx: RequestContext, request: ReadShareGroupStateRequest
 ) -> ReadShareGroupStateResponse:
     share = coordinator(ctx)
-    results = []
-    for topic in request["topics"]:
-        partitions: list[Body] = []
-        for partition in topic["partitions"]:
-            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
-            body: Body = {
-                "partition": key.partition, "error_code": ErrorCode.NONE, "error_message": None,
-                "state_epoch": 0, "start_offset": -1, "state_batches": [],
-            }
-            try:
-                if not _allowed(ctx):
-                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                state = share.read(key)
-            except ShareStateError as exc:
-                body["error_code"] = exc.error
-                partitions.append(body)
-                continue
-            if state is not None:
-                body.update(
-                    state_epoch=state.state_epoch,
-                    start_offset=state.start_offset,
-                    state_batches=[
-                        {"first_offset": b.first_offset, "last_offset": b.last_offset,
-                         "delivery_state": int(b.state), "delivery_count": b.delivery_count}
-                        for b in state.batches
-                    ],
-                )
-            partitions.append(body)
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+
+    async def answer(key: ShareStateKey, _partition: Any) -> Body:
+        state = share.read(key)
+        if state is None:
+            return {}
+        return {
+            "state_epoch": state.state_epoch,
+            "start_offset": state.start_offset,
+            "state_batches": [
+                {"first_offset": b.first_offset, "last_offset": b.last_offset,
+                 "delivery_state": int(b.state), "delivery_count": b.delivery_count}
+                for b in state.batches
+            ],
+        }
+
+    defaults: Body = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
+    results = await _each_partition(ctx, request["group_id"], request["topics"], defaults, answer)
     return {"results": results}  # type: ignore[typeddict-item]
 
 
@@ -130,24 +146,16 @@ async def _write_each(
     coordinator: an error code per partition (an unknown delivery state is
     INVALID_REQUEST), nothing written where a check fails."""
     share = coordinator(ctx)
-    results: list[Body] = []
-    for topic in topics:
-        partitions: list[Body] = []
-        for partition in topic["partitions"]:
-            key = ShareStateKey(group_id, topic["topic_id"], partition["partition"])
-            error = ErrorCode.NONE
-            try:
-                if not _allowed(ctx):
-                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                await share.write(key, state_of(partition))
-            except ShareStateError as exc:
-                error = exc.error
-            except ValueError:  # an unknown delivery state
-                error = ErrorCode.INVALID_REQUEST
-            partitions.append({"partition": key.partition, "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
-    return results
+
+    async def answer(key: ShareStateKey, partition: Any) -> Body:
+        try:
+            state = state_of(partition)
+        except ValueError as exc:  # an unknown delivery state
+            raise ShareStateError(ErrorCode.INVALID_REQUEST) from exc
+        await share.write(key, state)
+        return {}
+
+    return await _each_partition(ctx, group_id, topics, {}, answer)
 
 
 async def handle_write_share_group_state(
@@ -184,29 +192,16 @@ async def handle_read_share_group_state_summary(
     """Each partition's state epoch, leader epoch and start offset, without its in-flight
     records (-1 for a partition with no state)."""
     share = coordinator(ctx)
-    results = []
-    for topic in request["topics"]:
-        partitions: list[Body] = []
-        for partition in topic["partitions"]:
-            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
-            body: Body = {
-                "partition": key.partition, "error_code": ErrorCode.NONE, "error_message": None,
-                "state_epoch": 0, "leader_epoch": -1, "start_offset": -1,
-            }
-            try:
-                if not _allowed(ctx):
-                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                state = share.read(key)
-            except ShareStateError as exc:
-                body["error_code"] = exc.error
-                state = None
-            if state is not None:
-                body.update(
-                    state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
-                    start_offset=state.start_offset,
-                )
-            partitions.append(body)
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+
+    async def answer(key: ShareStateKey, _partition: Any) -> Body:
+        state = share.read(key)
+        if state is None:
+            return {}
+        return {"state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
+                "start_offset": state.start_offset}
+
+    defaults: Body = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1}
+    results = await _each_partition(ctx, request["group_id"], request["topics"], defaults, answer)
     return {"results": results}  # type: ignore[typeddict-item]
 
 
@@ -214,21 +209,12 @@ async def handle_delete_share_group_state(
     ctx: RequestContext, request: DeleteShareGroupStateRequest
 ) -> DeleteShareGroupStateResponse:
     share = coordinator(ctx)
-    results = []
-    for topic in request["topics"]:
-        partitions: list[Body] = []
-        for partition in topic["partitions"]:
-            key = ShareStateKey(request["group_id"], topic["topic_id"], partition["partition"])
-            error = ErrorCode.NONE
-            try:
-                if not _allowed(ctx):
-                    raise ShareStateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                await share.delete(key)
-            except ShareStateError as exc:
-                error = exc.error
-            partitions.append({"partition": key.partition, "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
+
+    async def answer(key: ShareStateKey, _partition: Any) -> Body:
+        await share.delete(key)
+        return {}
+
+    results = await _each_partition(ctx, request["group_id"], request["topics"], {}, answer)
     return {"results": results}  # type: ignore[typeddict-item]
 
 
