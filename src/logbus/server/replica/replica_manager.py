@@ -556,7 +556,11 @@ class ReplicaManager:
     ) -> FetchResult:
         log = part.log
         offset = request.fetch_offset
-        if request.last_fetched_epoch >= 0:
+        last_fetched = request.last_fetched_epoch
+        if last_fetched >= 0 and not (
+            # the leader's latest epoch ends at its log end: no divergence below it
+            last_fetched == log.leader_epoch_cache.latest_epoch and offset <= log.log_end_offset
+        ):
             # The follower's last epoch must end at or after its fetch offset here: if not,
             # its log diverged and it truncates first (KIP-595's check, as Kafka's leader).
             epoch, end = part.last_offset_for_leader_epoch(-1, request.last_fetched_epoch)
@@ -609,6 +613,31 @@ class ReplicaManager:
             return max_wait_ms
         return min(max_wait_ms, max(1, int(quota.delay() * 1000)))
 
+    def _fetch_state(
+        self, requests: list[FetchRequestPartition], read_committed: bool, replica_id: int
+    ) -> list[tuple[object, ...]]:
+        """What a fetch's read depends on, per partition: the partition and log objects, the
+        leadership, the log start, and the offset a read stops at (the log end for a
+        follower, the high watermark or the last stable offset for a consumer). Equal
+        states read the same records and answer the same errors."""
+        state: list[tuple[object, ...]] = []
+        for request in requests:
+            part = self.partitions.get(TopicPartition(request.topic, request.partition))
+            if part is None:
+                state.append((None,))
+                continue
+            log = part.log
+            if replica_id >= 0:
+                end = log.log_end_offset
+            elif read_committed:
+                end = log.last_stable_offset
+            else:
+                end = part.high_watermark
+            state.append(
+                (part, log, part.is_leader, part.leader_epoch, log.log_start_offset, end)
+            )
+        return state
+
     def read_all(
         self,
         requests: list[FetchRequestPartition],
@@ -648,9 +677,17 @@ class ReplicaManager:
         results = self.read_all(requests, max_bytes, read_committed, replica_id, replica_epoch)
         if replica_id >= 0:
             max_wait_ms = self._throttled_wait_ms(requests, max_wait_ms)
+        read_at = self._fetch_state(requests, read_committed, replica_id)
 
         def satisfied() -> bool:
-            nonlocal results
+            # A notify wakes every fetch watching the partition (an append, a high
+            # watermark moved by another follower): read again only when what this fetch
+            # would read changed since its last read.
+            nonlocal results, read_at
+            now = self._fetch_state(requests, read_committed, replica_id)
+            if now == read_at:
+                return False
+            read_at = now
             results = self.read_all(requests, max_bytes, read_committed, replica_id, replica_epoch)
             return sum(r.size for r in results) >= min_bytes or _any_answer(results)
 
@@ -664,12 +701,16 @@ class ReplicaManager:
             if metrics is not None:
                 metrics.delayed_fetch += 1
             try:
-                await self.purgatory.wait_until(
+                answered = await self.purgatory.wait_until(
                     satisfied,
                     [(r.topic, r.partition) for r in requests],
                     max_wait_ms,
                     known_unmet=True,
                 )
+                if not answered:  # the wait's end: what is there now, with today's marks
+                    results = self.read_all(
+                        requests, max_bytes, read_committed, replica_id, replica_epoch
+                    )
             finally:
                 if metrics is not None:
                     metrics.delayed_fetch -= 1
