@@ -189,6 +189,33 @@ def test_multi_applies_every_op_or_none(store: MetadataStore) -> None:
     store.multi([])
 
 
+def test_multi_each_applies_each_transaction_or_names_what_refused_it(
+    store: MetadataStore,
+) -> None:
+    """The controller's batched partition-state writes: every transaction stands alone,
+    in order (a later one sees an earlier one's write), refusals are answered, not
+    raised."""
+    store.create("/controller_epoch", b"1")
+    for p in range(4):
+        store.create(f"/p/{p}", b"s0")
+    outcomes = store.multi_each([
+        [CheckVersion("/controller_epoch", 0), SetData("/p/0", b"s1", 0)],
+        [CheckVersion("/controller_epoch", 0), SetData("/p/1", b"s1", 7)],  # stale version
+        [CheckVersion("/controller_epoch", 3), SetData("/p/2", b"s1", 0)],  # stale epoch
+        [CheckVersion("/controller_epoch", 0), SetData("/p/missing", b"s1", 0)],
+        [SetData("/p/0", b"s2", 1)],  # after the first one's write
+        [SetData("/p/3", b"s1", 0), Create("/p/3/x", b""), Create("/p/0", b"")],
+    ])  # fmt: skip
+    assert [type(o) for o in outcomes] == [
+        type(None), BadVersion, BadVersion, NoNode, type(None), NodeExists
+    ]
+    assert [store.get(f"/p/{p}") for p in range(4)] == [
+        (b"s2", 2), (b"s0", 0), (b"s0", 0), (b"s0", 0)
+    ]
+    assert store.children("/p/3") == []
+    assert store.multi_each([]) == []
+
+
 def test_data_watches_fire_once(store: MetadataStore) -> None:
     store.create("/n", b"0")
     on_get, on_absent, twice = Fired(), Fired(), Fired()

@@ -250,19 +250,49 @@ class ClusterController(Controller):
         try:
             self.store.multi([CheckVersion(EPOCH_PATH, self.epoch_zk_version), *ops])
         except BadVersion:
-            try:
-                _, version = self.store.get(EPOCH_PATH)
-            except NoNode:
-                version = -1
-            if version != self.epoch_zk_version:
-                log.warning(
-                    "controller epoch moved on (zk version %d, ours %d): resigning",
-                    version,
-                    self.epoch_zk_version,
-                )
-                self._resign()
-                raise ControllerMovedError("another broker became the controller") from None
+            self._check_epoch()
             raise
+
+    def _check_epoch(self) -> None:
+        """After a refused compare-and-set: if `/controller_epoch` moved on, another
+        broker is the controller (resign, ControllerMovedError); else the node itself
+        changed."""
+        try:
+            _, version = self.store.get(EPOCH_PATH)
+        except NoNode:
+            version = -1
+        if version != self.epoch_zk_version:
+            log.warning(
+                "controller epoch moved on (zk version %d, ours %d): resigning",
+                version,
+                self.epoch_zk_version,
+            )
+            self._resign()
+            raise ControllerMovedError("another broker became the controller") from None
+
+    def _write_states(
+        self, writes: Sequence[tuple[str, int, PartitionState]]
+    ) -> list[PartitionState | None]:
+        """Each write fenced by the controller epoch as `_write_state`'s, all sent before
+        the first answer is awaited (Kafka's controller pipelines them too)."""
+        self._check_active()
+        fence = CheckVersion(EPOCH_PATH, self.epoch_zk_version)
+        outcomes = self.store.multi_each([
+            [fence, SetData(
+                f"/brokers/topics/{topic}/partitions/{partition}/state",
+                json.dumps(state_json(state)).encode(), state.version,
+            )]
+            for topic, partition, state in writes
+        ])  # fmt: skip
+        if any(isinstance(outcome, BadVersion) for outcome in outcomes):
+            self._check_epoch()
+        return [
+            None if outcome is not None else PartitionState(
+                state.leader, state.leader_epoch, state.isr, state.replicas,
+                state.controller_epoch, state.version + 1,
+            )
+            for (_topic, _partition, state), outcome in zip(writes, outcomes, strict=True)
+        ]  # fmt: skip
 
     def _write_state(
         self, topic: str, partition: int, state: PartitionState, create: bool

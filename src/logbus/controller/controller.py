@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -36,7 +36,7 @@ from logbus.controller.cluster_metadata import (
     topic_id_to_str,
 )
 from logbus.controller.election import elect
-from logbus.controller.metadata_store import MetadataStore, NodeExists, NoNode
+from logbus.controller.metadata_store import BadVersion, MetadataStore, NodeExists, NoNode
 from logbus.controller.reassignment import ReplicaAssignment, resume_reassignments
 from logbus.controller.topic_admin import (
     EXCESSIVE_PARTITIONS_MESSAGE,
@@ -332,6 +332,20 @@ class Controller(TopicChecks):
             self.leader_elections += 1
             if new.leader not in old.isr:
                 self.unclean_leader_elections += 1
+
+    def _write_states(
+        self, writes: Sequence[tuple[str, int, PartitionState]]
+    ) -> list[PartitionState | None]:
+        """Write several existing partitions' state nodes, each a compare-and-set on its
+        version: the written state, or None for a write that lost a race (the node
+        changed or went). A controller whose store allows it sends them all at once."""
+        written: list[PartitionState | None] = []
+        for topic, partition, state in writes:
+            try:
+                written.append(self._write_state(topic, partition, state, create=False))
+            except (BadVersion, NoNode):
+                written.append(None)
+        return written
 
     def _write_state(
         self, topic: str, partition: int, state: PartitionState, create: bool

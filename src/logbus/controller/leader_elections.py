@@ -28,7 +28,6 @@ from logbus.controller.election import (
     without_follower,
 )
 from logbus.controller.isr_changes import UNKNOWN_BROKER_EPOCH, is_active, registered_broker_epoch
-from logbus.controller.metadata_store import BadVersion, NoNode
 from logbus.protocol import ErrorCode
 from logbus.types import TopicPartition
 
@@ -63,16 +62,24 @@ class _Changes:
     def write(self, topic: TopicMetadata, p: int, new: PartitionState) -> bool:
         """Write one partition's new state; False when the write lost a race (the
         controller's view is stale for it: left for a later attempt)."""
-        old = topic.partitions[p]
-        try:
-            written = self.controller._write_state(topic.name, p, new, create=False)
-        except (BadVersion, NoNode):
-            log.warning("partition %s-%d changed under the controller: not moved", topic.name, p)
-            return False
-        self.controller.count_election(old, written)
-        topic.partitions[p] = written
-        self.topics[topic.name] = topic
-        return True
+        return self.write_all([(topic, p, new)])[0]
+
+    def write_all(self, writes: list[tuple[TopicMetadata, int, PartitionState]]) -> list[bool]:
+        """`write` for several partitions at once (one round trip to the store)."""
+        written = self.controller._write_states([(t.name, p, new) for t, p, new in writes])
+        done = []
+        for (topic, p, _new), state in zip(writes, written, strict=True):
+            if state is None:
+                log.warning(
+                    "partition %s-%d changed under the controller: not moved", topic.name, p
+                )
+                done.append(False)
+                continue
+            self.controller.count_election(topic.partitions[p], state)
+            topic.partitions[p] = state
+            self.topics[topic.name] = topic
+            done.append(True)
+        return done
 
     def tell(self, broker: int, topic: str, p: int) -> None:
         self.leader_and_isr.setdefault((broker, topic), []).append(p)
@@ -122,27 +129,17 @@ def controlled_shutdown(
         return ErrorCode.STALE_BROKER_EPOCH, []
     controller.shutting_down.add(broker_id)
     live = _electable_live(controller)
+    moves = _shutdown_moves(controller, broker_id, live)
     changes = _Changes(controller)
     stop: dict[str, list[int]] = {}
-    for topic in list(controller.topics.values()):
-        for p, state in list(topic.partitions.items()):
-            if broker_id not in state.replicas or len(state.replicas) < 2:
-                continue
-            if state.leader == broker_id:
-                new = controlled_shutdown_leader(
-                    state, live, controller.shutting_down, controller.epoch
-                )
-            elif state.leader != NO_LEADER:
-                new = without_follower(state, broker_id, controller.epoch)
-            else:
-                continue
-            if new is None or not changes.write(topic, p, new):
-                continue
-            for replica in new.replicas:
-                if replica in live:
-                    changes.tell(replica, topic.name, p)
-            # Its replica stops (with the new leader epoch; its log stays).
-            stop.setdefault(topic.name, []).append(p)
+    for (topic, p, new), written in zip(moves, changes.write_all(moves), strict=True):
+        if not written:
+            continue
+        for replica in new.replicas:
+            if replica in live:
+                changes.tell(replica, topic.name, p)
+        # Its replica stops (with the new leader epoch; its log stays).
+        stop.setdefault(topic.name, []).append(p)
     changes.send()
     for name, parts in stop.items():
         controller.channel.send_stop_replica(broker_id, name, sorted(parts), False)
@@ -157,6 +154,29 @@ def controlled_shutdown(
         broker_id, len(remaining),
     )  # fmt: skip
     return ErrorCode.NONE, remaining
+
+
+def _shutdown_moves(
+    controller: Controller, broker_id: int, live: set[int]
+) -> list[tuple[TopicMetadata, int, PartitionState]]:
+    """The new state of each partition a stopping broker replicates with others: the
+    ones it leads move to another in-sync replica, it leaves the ISR of the others."""
+    moves = []
+    for topic in list(controller.topics.values()):
+        for p, state in list(topic.partitions.items()):
+            if broker_id not in state.replicas or len(state.replicas) < 2:
+                continue
+            if state.leader == broker_id:
+                new = controlled_shutdown_leader(
+                    state, live, controller.shutting_down, controller.epoch
+                )
+            elif state.leader != NO_LEADER:
+                new = without_follower(state, broker_id, controller.epoch)
+            else:
+                continue
+            if new is not None:
+                moves.append((topic, p, new))
+    return moves
 
 
 # --- ElectLeaders -------------------------------------------------------------------------

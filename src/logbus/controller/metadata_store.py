@@ -144,6 +144,20 @@ class MetadataStore(ABC):
     def multi(self, ops: Sequence[Op]) -> None:
         """Apply every op or none; raises the first failing op's BadVersion/NoNode/NodeExists."""
 
+    def multi_each(self, transactions: Sequence[Sequence[Op]]) -> list[Exception | None]:
+        """Several independent `multi`s, each all or nothing: per transaction None, or
+        the BadVersion/NoNode/NodeExists that refused it. A store may send them all
+        before waiting for the first answer (one round trip instead of one each)."""
+        outcomes: list[Exception | None] = []
+        for ops in transactions:
+            try:
+                self.multi(ops)
+            except (BadVersion, NoNode, NodeExists) as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return outcomes
+
     @abstractmethod
     def add_session_listener(self, listener: SessionListener) -> None: ...
 
