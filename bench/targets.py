@@ -83,6 +83,13 @@ def _definitions() -> list[Target]:
     # issue 26: the mirror between two local clusters against the single broker
     targets.append(Target("MM1 mirror MB/s >= 0.5x single-broker P1",
                           "MM1|1 KiB to rf=3 acks=all|logbus mirror|mb_s", p1, 0.5))
+    targets.append(Target("RA1 reassignment copy MB/s (unthrottled) >= 0.5x single-broker P1",
+                          "RA1|6 partitions to a new replica, unthrottled|logbus x3|mb_s", p1,
+                          0.5))
+    shutdown = "CS1|controlled shutdown of a leader of 30|logbus x3|"
+    targets.append(Target("CS1 controlled shutdown: p99 of a led partition's gap between acks "
+                          "<= 1 s", shutdown + "p99_ms", shutdown + "budget_ms", 1.0,
+                          higher_is_better=False))
     failover = "F1|kill -9 of a leader|logbus x3|"
     targets += [
         Target(f"F1 {q} failover <= zookeeper.session.timeout.ms + 1 s", failover + f"{q}_ms",

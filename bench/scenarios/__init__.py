@@ -18,13 +18,14 @@ from bench.scenarios.growth import S1
 from bench.scenarios.isolation import F2
 from bench.scenarios.latency import L1
 from bench.scenarios.mirror import MM1
+from bench.scenarios.operations import CS1, RA1
 from bench.scenarios.produce import P1, P2
 from bench.scenarios.requests import R1
 from bench.scenarios.security import SCRAM, TLS
 from bench.scenarios.transactions import TX1, TX2
 
 SCENARIOS: list[Scenario] = [CEIL, P1, P2, C1, L1, R1, CL, P3, L2, F1, F2, TX1, TX2, TLS,
-                             SCRAM, D1, D3, S1, MM1, G1]
+                             SCRAM, D1, D3, S1, MM1, RA1, CS1, G1]
 
 
 def by_name(name: str) -> Scenario:

@@ -1,0 +1,286 @@
+"""RA1 and CS1: operating the 3-broker cluster of P3 (issue 26).
+
+- RA1, a reassignment's copy rate: P1's 1 KiB load is written into a 6-partition topic whose
+  only replica is broker 0 (not timed); then AlterPartitionReassignments (the logbus admin
+  client, as `logbus reassign-partitions --execute` sends it) moves every partition to
+  broker 1, unthrottled. Broker 1 fetches the whole log as a new replica, joins the ISR,
+  takes leadership, and broker 0's copies are deleted. The headline is the values' MB over
+  the time from the request to the moment broker 1's log files hold as many bytes as
+  broker 0's ("copied"); the time until no reassignment is listed any more is beside it.
+  Target: >= 0.5x P1's single-broker MB/s, same run.
+- CS1, a controlled shutdown under load: a topic of 90 partitions, rf=3,
+  min.insync.replicas=2, so each broker leads 30; a confluent-kafka producer with its
+  defaults plus idempotence (acks=all) sends 100-byte records round-robin over every
+  partition at `CS1_RATE` records/s. A broker that is not the controller gets SIGTERM
+  (`logbus server start` then shuts down as Kafka does: ControlledShutdown, leadership
+  handed to the other replicas, then stop). For each partition it led, the longest gap
+  between two acknowledgements from the last one before the signal to `CS1_TAIL_S` after
+  the broker exited; the headline is the p99 over those 30 partitions (beside it, the
+  longest gap of the 60 it followed, which wait for it to leave their ISR). Target: <= 1 s
+  (F1 times a kill -9 of a leader: zookeeper.session.timeout.ms and more). The broker is
+  started again and the ISR made whole before the next run.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+import logbus
+from bench import load_kafka
+from bench.cluster import LogbusCluster
+from bench.core import Case, Context, Metrics, Scenario, percentile
+from bench.scenarios.common import KIB, PARTITIONS
+from bench.scenarios.isolation import longest_gap
+
+SYSTEM = "logbus x3"
+COPY_TIMEOUT_S = 600.0
+
+CS1_PARTITIONS = 90
+CS1_RATE = 1_000  # records/s over all partitions (as Kafka's system tests' producers)
+CS1_VALUE = b"x" * 100
+CS1_STEADY_S = 3.0
+CS1_TAIL_S = 3.0
+CS1_BUDGET_MS = 1000.0
+
+
+def log_bytes(directory: Path) -> int:
+    """Bytes in a partition directory's segment files (0 while it does not exist)."""
+    if not directory.is_dir():
+        return 0
+    total = 0
+    for segment in directory.glob("*.log"):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:  # a segment deleted or renamed between glob and stat
+            continue
+    return total
+
+
+def _topic_bytes(cluster: LogbusCluster, broker: int, topic: str) -> int:
+    data_dir = cluster.brokers[broker].data_dir
+    return sum(log_bytes(data_dir / f"{topic}-{p}") for p in range(PARTITIONS))
+
+
+# -- RA1 --------------------------------------------------------------------------------------
+
+
+def _create_on(cluster: LogbusCluster, topic: str, broker: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic, num_partitions=PARTITIONS,
+                   replica_assignment=[[broker]] * PARTITIONS,
+                   config={"min.insync.replicas": "1"})
+    for future in admin.create_topics([new]).values():
+        future.result(30)
+
+
+def _wait_copied(cluster: LogbusCluster, topic: str, target: int, size: int,
+                 started: float) -> float:
+    deadline = started + COPY_TIMEOUT_S
+    while _topic_bytes(cluster, target, topic) < size:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{topic}: broker {target} copied "
+                               f"{_topic_bytes(cluster, target, topic)} of {size} bytes")
+        time.sleep(0.01)
+    return time.perf_counter()
+
+
+def _wait_completed(admin: Any, topic: str, target: int, started: float) -> float:
+    parts = [logbus.TopicPartition(topic, p) for p in range(PARTITIONS)]
+    deadline = started + COPY_TIMEOUT_S
+    while admin.list_partition_reassignments(parts):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{topic}: the reassignment to broker {target} did not end")
+        time.sleep(0.02)
+    return time.perf_counter()
+
+
+def reassignment_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    source, target = 0, 1
+    topic = load_kafka.unique_name("RA1")
+    _create_on(cluster, topic, source)
+    cluster.wait_for(lambda: len(cluster.partitions(topic)) == PARTITIONS, 60,
+                     f"{topic}: every partition's leader")
+    written = load_kafka.produce(cluster.bootstrap, topic, KIB, ctx.scale.produce_bytes,
+                                 ctx.progress)
+    records = int(written["records"]) + 1  # and the one sent before produce's clock
+    size = _topic_bytes(cluster, source, topic)
+    plan = {logbus.TopicPartition(topic, p): [target] for p in range(PARTITIONS)}
+    try:
+        with logbus.Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+            ctx.progress.note(f"RA1: moving {size / 1e6:.0f} MB from broker {source} "
+                              f"to broker {target}")
+            started = time.perf_counter()
+            errors = {tp: e for tp, e in admin.alter_partition_reassignments(plan).items()
+                      if e is not None}
+            if errors:
+                raise RuntimeError(f"reassignment refused: {errors}")
+            copied = _wait_copied(cluster, topic, target, size, started)
+            completed = _wait_completed(admin, topic, target, started)
+        leaders = {p.leader for p in cluster.partitions(topic).values()}
+        if leaders != {target}:
+            raise RuntimeError(f"{topic}: leaders {leaders} after the move, not {target}")
+    finally:
+        load_kafka.delete_topic(cluster.bootstrap, topic)
+    copy_s = copied - started
+    return {"mb_s": records * KIB / copy_s / 1e6, "copy_s": copy_s,
+            "complete_s": completed - started, "log_mb": size / 1e6}
+
+
+RA1_METRICS = {
+    "mb_s": ("MB/s copied", True),
+    "copy_s": ("request to copied, s", False),
+    "complete_s": ("request to completed, s", False),
+    "log_mb": ("log MB moved", True),
+}
+
+
+def _cases_ra1(ctx: Context) -> list[Case]:
+    return [Case("6 partitions to a new replica, unthrottled", SYSTEM, reassignment_run,
+                 requires=("logbus",),
+                 note=f"{ctx.scale.produce_bytes >> 20} MiB of 1 KiB values, rf=1, "
+                 "broker 0 -> broker 1, the logbus admin client")]
+
+
+# -- CS1 --------------------------------------------------------------------------------------
+
+
+class PartitionAcks:
+    """A confluent-kafka producer (defaults, idempotent) sending round-robin over every
+    partition of `topic` at `rate` records/s; the perf_counter time of each partition's
+    acknowledgements."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                  "log_level": 0})
+        self.topic = topic
+        self.partitions = partitions
+        self.interval = 1.0 / rate
+        self.acks: dict[int, list[float]] = defaultdict(list)
+        self.failed = 0
+        self.sent = 0
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acks[msg.partition()].append(time.perf_counter())
+        else:
+            self.failed += 1
+
+    def run_for(self, seconds: float) -> None:
+        self.run_until(lambda: False, seconds)
+
+    def run_until(self, done: Any, timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        next_send = time.perf_counter()
+        while time.perf_counter() < deadline:
+            if done():
+                return True
+            now = time.perf_counter()
+            while now >= next_send:
+                self.producer.produce(self.topic, CS1_VALUE,
+                                      partition=self.sent % self.partitions,
+                                      on_delivery=self._delivered)
+                self.sent += 1
+                next_send += self.interval
+            self.producer.poll(0.001)
+        return bool(done())
+
+    def close(self) -> None:
+        self.producer.flush(60)
+
+
+def _shut_down(cluster: LogbusCluster, stream: PartitionAcks, victim: int) -> tuple[float, float]:
+    """SIGTERM to `victim` with the load running; the perf_counter times of the signal and
+    of the process's exit."""
+    proc = cluster.brokers[victim].proc
+    assert proc is not None
+    signalled = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    if not stream.run_until(lambda: proc.poll() is not None, 120):
+        raise RuntimeError(f"broker {victim} did not stop within 120 s of SIGTERM")
+    return signalled, time.perf_counter()
+
+
+def shutdown_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    topic = load_kafka.unique_name("CS1")
+    load_kafka.create_topic(cluster.bootstrap, topic, CS1_PARTITIONS, 3,
+                            {"min.insync.replicas": "2"})
+    cluster.wait_ready(topic, CS1_PARTITIONS)
+    controller = cluster.controller()
+    led: dict[int, list[int]] = defaultdict(list)
+    for p, meta in cluster.partitions(topic).items():
+        led[meta.leader].append(p)
+    victim = max((b for b in led if b != controller), key=lambda b: len(led[b]))
+    stream = PartitionAcks(cluster.bootstrap, topic, CS1_PARTITIONS, CS1_RATE)
+    try:
+        # connected, and every partition acknowledged (the first second or two of an
+        # idempotent producer over 90 partitions is its start), then steady
+        if not stream.run_until(lambda: len(stream.acks) == CS1_PARTITIONS, 60):
+            raise RuntimeError(f"{topic}: not every partition acknowledged within 60 s")
+        stream.run_for(CS1_STEADY_S)
+        signalled, exited = _shut_down(cluster, stream, victim)
+        stream.run_for(CS1_TAIL_S)
+        end = time.perf_counter()
+        gaps_ms = sorted(longest_gap(stream.acks[p], signalled, end)[0] * 1000
+                         for p in led[victim])
+        # the partitions it followed wait for it to leave their ISR
+        followed_ms = max(longest_gap(stream.acks[p], signalled, end)[0] * 1000
+                          for p in range(CS1_PARTITIONS) if p not in led[victim])
+        ctx.progress.note(f"CS1: broker {victim} stopped in {exited - signalled:.2f} s; "
+                          f"longest gap {gaps_ms[-1]:.0f} ms")
+        cluster.restart(victim)
+        ready_by = time.perf_counter() + 120
+        while True:  # the load goes on while the restarted broker catches up
+            stream.run_for(0.5)
+            try:
+                cluster.wait_ready(topic, CS1_PARTITIONS, timeout=0.1)
+                break
+            except RuntimeError:
+                if time.perf_counter() > ready_by:
+                    raise
+    finally:
+        stream.close()
+        for broker in cluster.brokers:  # the scenarios that follow need all three
+            if not broker.running:
+                cluster.restart(broker.broker_id)
+        load_kafka.delete_topic(cluster.bootstrap, topic)
+    return {"p99_ms": percentile(gaps_ms, 99), "p50_ms": percentile(gaps_ms, 50),
+            "max_ms": gaps_ms[-1], "followed_max_ms": followed_ms, "led": float(len(gaps_ms)),
+            "shutdown_s": exited - signalled, "failed": float(stream.failed),
+            "budget_ms": CS1_BUDGET_MS}
+
+
+CS1_METRICS = {
+    "p99_ms": ("longest gap between acks, p99 over led partitions, ms", False),
+    "p50_ms": ("longest gap p50 ms", False),
+    "max_ms": ("longest gap max ms", False),
+    "followed_max_ms": ("longest gap of a partition it followed, ms", False),
+    "led": ("partitions led", True),
+    "shutdown_s": ("SIGTERM to exit, s", False),
+    "failed": ("failed deliveries", False),
+    "budget_ms": ("target ms", True),
+}
+
+
+def _cases_cs1(ctx: Context) -> list[Case]:
+    return [Case("controlled shutdown of a leader of 30", SYSTEM, shutdown_run,
+                 requires=("logbus",),
+                 note=f"{CS1_PARTITIONS} partitions, rf=3, min.insync.replicas=2, "
+                 f"{CS1_RATE:,} records/s of 100 B, confluent-kafka defaults + idempotence")]
+
+
+RA1 = Scenario("RA1", "Reassignment copy rate", _cases_ra1, RA1_METRICS,
+               "6 partitions of 1 KiB values moved from broker 0 to broker 1 of the "
+               "3-broker cluster, unthrottled")
+CS1 = Scenario("CS1", "Controlled shutdown under load", _cases_cs1, CS1_METRICS,
+               "SIGTERM to a broker leading 30 of 90 partitions under an idempotent "
+               "acks=all load: each led partition's longest gap between acknowledgements")
