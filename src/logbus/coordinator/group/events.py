@@ -256,7 +256,9 @@ class InitialRebalanceDelayExpired:
 class ConsumerGroupHeartbeat(Answered[ConsumerGroupHeartbeatResponse]):
     """ConsumerGroupHeartbeat v0-1. Null request fields ("unchanged since the last
     heartbeat") are None; `owned` is the member's owned partitions (None: not sent);
-    `topics` is the cluster's topics as the request found them."""
+    `topics` is the cluster's topics as the request found them; `describable_topics` the
+    names among them the member's principal may DESCRIBE (None: every one, no authorizer),
+    which bounds what its regular expression resolves to."""
 
     token: Token
     now_ms: int
@@ -276,6 +278,7 @@ class ConsumerGroupHeartbeat(Answered[ConsumerGroupHeartbeatResponse]):
     api_version: int = 1
     new_member_uuid: str = ""
     """A member id for a member joining without one (v0), drawn by the runtime."""
+    describable_topics: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

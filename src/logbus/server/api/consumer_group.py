@@ -10,7 +10,7 @@ coordinator resolves subscriptions and computes assignments against them).
 from __future__ import annotations
 
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group.consumer_group import as_assignment
+from logbus.coordinator.group.consumer_group import TopicsImage, as_assignment
 from logbus.coordinator.group.consumer_heartbeat import error_response
 from logbus.coordinator.group.runtime import CoordinatorError, new_member_uuid
 from logbus.coordinator.group.state import Token
@@ -49,13 +49,15 @@ async def handle_consumer_group_heartbeat(
     member_uuid = new_member_uuid()
 
     def make(token: Token, now_ms: int) -> ev.ConsumerGroupHeartbeat:
+        topics = topics_image(ctx)
         return ev.ConsumerGroupHeartbeat(
             token=token,
             now_ms=now_ms,
             group_id=group_id,
             member_id=request["member_id"],
             member_epoch=request["member_epoch"],
-            topics=topics_image(ctx),
+            topics=topics,
+            describable_topics=describable_topics(ctx, topics),
             instance_id=request.get("instance_id"),
             rack_id=request.get("rack_id"),
             rebalance_timeout_ms=request.get("rebalance_timeout_ms", -1),
@@ -74,10 +76,27 @@ async def handle_consumer_group_heartbeat(
 
     try:
         require_group(ctx, AclOperation.READ, group_id)
+        require_subscribed_topics(ctx, names)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = error_response(exc.error)
     return {"throttle_time_ms": 0, **body}
+
+
+def require_subscribed_topics(ctx: RequestContext, names: list[str] | None) -> None:
+    """TOPIC_AUTHORIZATION_FAILED unless the principal may DESCRIBE every topic it
+    subscribes to by name (Kafka's KafkaApis checks this before the coordinator sees the
+    heartbeat, whether or not the topics exist)."""
+    if names and ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) != set(names):
+        raise CoordinatorError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def describable_topics(ctx: RequestContext, topics: TopicsImage) -> frozenset[str] | None:
+    """The topics the principal may DESCRIBE, which bound what its regular expression
+    resolves to; None when the broker has no authorizer (every topic)."""
+    if ctx.services.authorizer is None:
+        return None
+    return frozenset(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topics))
 
 
 async def handle_consumer_group_describe(
