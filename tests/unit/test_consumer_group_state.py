@@ -70,7 +70,7 @@ class Client:
         assert answer["error_code"] == E.NONE, answer
         self.member_id: str = answer["member_id"]
         # what the broker adds to each of its heartbeats (its principal's describable topics)
-        self.per_beat = {k: v for k, v in join.items() if k == "describable_topics"}
+        self.per_beat = {k: v for k, v in join.items() if k == "may_describe"}
         self.epoch: int = answer["member_epoch"]
         self.owned: Assignment = self._assignment(answer)
 
@@ -214,13 +214,13 @@ def test_regex_subscription_is_resolved_on_the_broker() -> None:
 def test_regex_resolves_to_the_topics_each_member_may_describe() -> None:
     c = Coordinator()
     regex = {"subscribed_topic_names": None, "subscribed_topic_regex": "t.*", "api_version": 1}
-    only_t1 = Client(c, **regex, member_id="a", describable_topics=frozenset({"t1"}))
-    only_t2 = Client(c, **regex, member_id="b", describable_topics=frozenset({"t2"}))
+    only_t1 = Client(c, **regex, member_id="a", may_describe={"t1"}.__contains__)
+    only_t2 = Client(c, **regex, member_id="b", may_describe={"t2"}.__contains__)
     settle([only_t1, only_t2])
     assert pairs_of(only_t1.owned) == {(T1.topic_id, p) for p in range(12)}
     assert pairs_of(only_t2.owned) == {(T2.topic_id, p) for p in range(3)}
     # an ACL added on t1 for the second member: its next heartbeat resolves t1 too
-    only_t2.per_beat["describable_topics"] = frozenset({"t1", "t2"})
+    only_t2.per_beat["may_describe"] = {"t1", "t2"}.__contains__
     settle([only_t1, only_t2])
     assert {t for t, _ in pairs_of(only_t2.owned)} == {T1.topic_id, T2.topic_id}
     assert {t for t, _ in pairs_of(only_t1.owned)} == {T1.topic_id}

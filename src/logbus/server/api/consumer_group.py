@@ -9,8 +9,10 @@ coordinator resolves subscriptions and computes assignments against them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from logbus.coordinator.group import events as ev
-from logbus.coordinator.group.consumer_group import TopicsImage, as_assignment
+from logbus.coordinator.group.consumer_group import as_assignment
 from logbus.coordinator.group.consumer_heartbeat import error_response
 from logbus.coordinator.group.runtime import CoordinatorError, new_member_uuid
 from logbus.coordinator.group.state import Token
@@ -49,15 +51,14 @@ async def handle_consumer_group_heartbeat(
     member_uuid = new_member_uuid()
 
     def make(token: Token, now_ms: int) -> ev.ConsumerGroupHeartbeat:
-        topics = topics_image(ctx)
         return ev.ConsumerGroupHeartbeat(
             token=token,
             now_ms=now_ms,
             group_id=group_id,
             member_id=request["member_id"],
             member_epoch=request["member_epoch"],
-            topics=topics,
-            describable_topics=describable_topics(ctx, topics),
+            topics=topics_image(ctx),
+            may_describe=topic_describe_check(ctx),
             instance_id=request.get("instance_id"),
             rack_id=request.get("rack_id"),
             rebalance_timeout_ms=request.get("rebalance_timeout_ms", -1),
@@ -91,12 +92,12 @@ def require_subscribed_topics(ctx: RequestContext, names: list[str] | None) -> N
         raise CoordinatorError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-def describable_topics(ctx: RequestContext, topics: TopicsImage) -> frozenset[str] | None:
-    """The topics the principal may DESCRIBE, which bound what its regular expression
+def topic_describe_check(ctx: RequestContext) -> Callable[[str], bool] | None:
+    """Whether the principal may DESCRIBE a topic, which bounds what its regular expression
     resolves to; None when the broker has no authorizer (every topic)."""
     if ctx.services.authorizer is None:
         return None
-    return frozenset(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topics))
+    return lambda topic: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
 
 
 async def handle_consumer_group_describe(
