@@ -1,7 +1,8 @@
 """Topic ACLs on KIP-848 and KIP-932 subscriptions, as Kafka 4 checks them: a heartbeat
 naming a topic its principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED; a regular
 expression resolves, for each member, to the matching topics its principal may describe
-only, and picks up a topic whose ACL is added at the member's next heartbeat.
+only, and picks up a topic whose ACL is added at the member's next heartbeat; describing
+a group whose members hold a topic the caller may not describe is refused.
 
 Principals come from the client id (`acl_helpers.assign_principals`), for the wire calls
 and for confluent-kafka alike."""
@@ -101,6 +102,11 @@ def test_regex_resolves_per_principal_and_picks_up_new_acls(broker_factory: Any)
     assert assigned(bob, names) == {"rx-b": [0]}
     assert describe_target(bootstrap, "rx", alice["member_id"]) == {"rx-a": [0, 1]}
     assert describe_target(bootstrap, "rx", bob["member_id"]) == {"rx-b": [0]}
+    # describing the group names bob's topic: refused to alice, who may not describe it
+    grant(bootstrap, acl(R.GROUP, "rx", Op.DESCRIBE))
+    (refused,) = call(bootstrap, ALICE, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                      {"group_ids": ["rx"], "include_authorized_operations": False})["groups"]
+    assert (refused["error_code"], refused["members"]) == (E.TOPIC_AUTHORIZATION_FAILED, [])
 
     # a topic whose ACL comes later joins the member's assignment at its next heartbeat
     solo = joined(bootstrap, ALICE, "rx-solo", subscribed_topic_regex="rx-.*")
@@ -121,6 +127,7 @@ def test_regex_resolves_per_principal_and_picks_up_new_acls(broker_factory: Any)
 
 
 def describe_target(bootstrap: str, group: str, member_id: str) -> dict[str, list[int]]:
+    """A member's target assignment as the admin describes it."""
     r = call(bootstrap, ADMIN, ApiKey.CONSUMER_GROUP_DESCRIBE,
              {"group_ids": [group], "include_authorized_operations": False})
     for m in r["groups"][0]["members"]:

@@ -100,6 +100,37 @@ def topic_describe_check(ctx: RequestContext) -> Callable[[str], bool] | None:
     return lambda topic: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
 
 
+UNDESCRIBABLE_TOPICS = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def _failed_describe(group_id: str, error: ErrorCode) -> DescribedGroup:
+    return {
+        "error_code": error,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": -1,
+        "assignment_epoch": -1,
+        "assignor_name": "",
+        "members": [],
+    }
+
+
+def _may_describe_topics_of(ctx: RequestContext, group: DescribedGroup) -> bool:
+    """Whether the principal may DESCRIBE every topic the group's members are assigned or
+    meant to be: Kafka refuses the whole group otherwise (TOPIC_AUTHORIZATION_FAILED), so
+    a describe never names a topic the caller may not see."""
+    names = {
+        t["topic_name"]
+        for m in group["members"]
+        for assignment in (m["assignment"], m["target_assignment"])
+        for t in assignment["topic_partitions"]
+    }
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) == names
+
+
 async def handle_consumer_group_describe(
     ctx: RequestContext, request: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
@@ -120,16 +151,10 @@ async def handle_consumer_group_describe(
             require_group(ctx, AclOperation.DESCRIBE, group_id)
             body = await runtime(ctx).submit(group_id, make)
         except CoordinatorError as exc:
-            body = {
-                "error_code": exc.error,
-                "error_message": None,
-                "group_id": group_id,
-                "group_state": "",
-                "group_epoch": -1,
-                "assignment_epoch": -1,
-                "assignor_name": "",
-                "members": [],
-            }
+            body = _failed_describe(group_id, exc.error)
+        if body["error_code"] == ErrorCode.NONE and not _may_describe_topics_of(ctx, body):
+            body = {**_failed_describe(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    "error_message": UNDESCRIBABLE_TOPICS}
         operations = (
             ctx.authorized_operations(ResourceType.GROUP, group_id, GROUP_OPERATIONS)
             if include_operations and body["error_code"] == ErrorCode.NONE
