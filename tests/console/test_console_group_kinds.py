@@ -26,7 +26,7 @@ from console_fixtures import (  # noqa: F401  (the console's fixtures)
 )
 from playwright.sync_api import expect
 
-from kafka_wire import create_topic, wait_for
+from kafka_wire import create_topic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -152,15 +152,12 @@ def _check_share_group_page(page: Any, bootstrap: str) -> None:
     expect(rows.nth(0).locator(".start-offset")).to_have_text("4")
     expect(rows.nth(1).locator(".start-offset")).to_have_text("2")
     expect(page.locator("#total-lag")).to_have_text("0")
-    # records nobody acknowledges yet are the share group's lag
+    # records nobody acknowledges yet are the share group's lag; htmx polls it, and the
+    # chart follows without a reload
     produce(bootstrap, "orders", {0: 3})
-
-    def lag_shown() -> bool:
-        page.reload()
-        return page.locator("#total-lag").inner_text() == "3"
-
-    wait_for(lag_shown, 30, 0.2, what="the share group's lag to show the new records")
+    expect(page.locator("#total-lag")).to_have_text("3", timeout=30_000)
     expect(rows.nth(0).locator(".lag")).to_have_text("3")
+    expect(page.locator("svg.lag-chart")).to_have_attribute("data-latest", "3")
 
 
 def test_a_share_group_page_is_found_without_its_type(
@@ -178,8 +175,11 @@ def test_a_share_group_page_is_found_without_its_type(
         page = httpx.get(console.url + "/groups/sorters", timeout=30)
         assert page.status_code == 200
         assert "Share group" in page.text and 'id="start-offsets"' in page.text
-        missing = httpx.get(console.url + "/groups/nobody?type=share", timeout=30)
-        assert missing.status_code == 404
-        assert "GROUP_ID_NOT_FOUND" in missing.text
+        fragment = httpx.get(console.url + "/groups/sorters/share-lag", timeout=30)
+        assert fragment.status_code == 200 and 'id="total-lag">0<' in fragment.text
+        for path in ("/groups/nobody?type=share", "/groups/nobody/share-lag"):
+            missing = httpx.get(console.url + path, timeout=30)
+            assert missing.status_code == 404, path
+            assert "GROUP_ID_NOT_FOUND" in missing.text
     finally:
         share.close()

@@ -126,8 +126,28 @@ async def group_page(request: Request) -> Response:
 
 
 async def _share_page(request: Request, group: ShareGroupDescription) -> Response:
-    lags = await share_group_lag(await admin(request), group.group_id)
-    return render(request, "share_group.html", group=group, lags=lags, total=total_lag(lags))
+    context = await _share_lag_context(request, group.group_id)
+    return render(request, "share_group.html", group=group, **context)
+
+
+async def _share_lag_context(request: Request, group_id: str) -> dict[str, Any]:
+    lags = await share_group_lag(await admin(request), group_id)
+    history = lag_history(request)
+    key = f"share:{group_id}"  # a share group may have the id of a consumer group
+    history.add(key, total_lag(lags))
+    return {
+        "group_id": group_id,
+        "lags": lags,
+        "total": total_lag(lags),
+        "chart": lag_chart(history.samples(key)),
+        "refresh": LAG_REFRESH_SECONDS,
+    }
+
+
+async def share_lag_fragment(request: Request) -> Response:
+    group_id = request.path_params["group"]
+    await _describe_share(await admin(request), group_id)  # a readable 404 if it is gone
+    return render(request, "share_group_lag.html", **(await _share_lag_context(request, group_id)))
 
 
 async def group_lag_fragment(request: Request) -> Response:
@@ -186,5 +206,6 @@ routes = [
     Route("/groups", group_list, name="groups"),
     Route("/groups/{group}", group_page, name="group"),
     Route("/groups/{group}/lag", group_lag_fragment, name="group_lag"),
+    Route("/groups/{group}/share-lag", share_lag_fragment, name="share_group_lag"),
     Route("/groups/{group}/reset", reset_offsets, methods=["POST"]),
 ]
