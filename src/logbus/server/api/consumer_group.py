@@ -127,6 +127,7 @@ def _may_describe_topics_of(ctx: RequestContext, group: DescribedGroup) -> bool:
         for m in group["members"]
         for assignment in (m["assignment"], m["target_assignment"])
         for t in assignment["topic_partitions"]
+        if t["topic_name"]  # a topic deleted since has no name to judge
     }
     return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) == names
 
