@@ -133,7 +133,7 @@ async def _share_page(request: Request, group: ShareGroupDescription) -> Respons
 async def _share_lag_context(request: Request, group_id: str) -> dict[str, Any]:
     lags = await share_group_lag(await admin(request), group_id)
     history = lag_history(request)
-    key = f"share:{group_id}"  # a share group may have the id of a consumer group
+    key = f"share:{group_id}"  # its samples kept apart from the consumer groups'
     history.add(key, total_lag(lags))
     return {
         "group_id": group_id,
