@@ -328,18 +328,31 @@ def test_groups_cli_shows_the_type_epochs_and_target_assignment(broker_factory: 
         listed = logbus_cli(broker.bootstrap, "groups", "list", "--state", "--type")
         assert listed[0] == ["GROUP", "STATE", "TYPE"]
         assert [group, "Stable", "Consumer"] in listed
+        # kafka-consumer-groups 4's columns: the epochs with --verbose only
         state = logbus_cli(broker.bootstrap, "groups", "describe", group, "--state")
+        assert "GROUP-EPOCH" not in state[0] and state[1][-1] == "2"
+        state = logbus_cli(broker.bootstrap, "groups", "describe", group, "--state",
+                           "--verbose")
         assert state[0][-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
         assert state[1][-1] == "2" and state[1][-2] == state[1][-3] == "2"
         rows = logbus_cli(broker.bootstrap, "groups", "describe", group, "--members",
                           "--verbose")
         header = rows[0]
-        assert header[-3:] == ["MEMBER-EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"]
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                          "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                          "TARGET-ASSIGNMENT"]
+        owned: list[str] = []
         for row in rows[1:]:
             cells = dict(zip(header, row, strict=True))
-            assert cells["MEMBER-EPOCH"] == "2"
-            assert cells["ASSIGNMENT"] == cells["TARGET-ASSIGNMENT"]
+            assert cells["CURRENT-EPOCH"] == cells["TARGET-EPOCH"] == "2"
+            assert cells["CURRENT-ASSIGNMENT"] == cells["TARGET-ASSIGNMENT"]
             assert cells["#PARTITIONS"] == "2"
+            topic_name, partitions = cells["CURRENT-ASSIGNMENT"].split(":")
+            assert topic_name == topic
+            owned += partitions.split(",")
+        assert sorted(owned) == ["0", "1", "2", "3"]
+        plain = logbus_cli(broker.bootstrap, "groups", "describe", group, "--members")
+        assert plain[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
         only_classic = logbus_cli(broker.bootstrap, "groups", "list", "--type", "classic")
         assert only_classic == [["GROUP", "TYPE"]]
     finally:

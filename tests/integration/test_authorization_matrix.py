@@ -880,7 +880,19 @@ CASES: dict[str, Case] = {
          "topic_partitions": []},
         top,
         E.GROUP_AUTHORIZATION_FAILED,
-        [acl(R.GROUP, "cgh", Op.READ)],
+        [acl(R.GROUP, "cgh", Op.READ), acl(R.TOPIC, "cgh-t", Op.DESCRIBE)],
+    ),
+    # DESCRIBE on every topic subscribed to by name, checked before the coordinator
+    "consumer_group_heartbeat_topic": Case(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        {"group_id": "cght", "member_id": "", "member_epoch": 0, "instance_id": None,
+         "rack_id": None, "rebalance_timeout_ms": 30000,
+         "subscribed_topic_names": ["cght-t"], "server_assignor": None,
+         "topic_partitions": []},
+        top,
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "cght-t", Op.DESCRIBE)],
+        extra={"base": [acl(R.GROUP, "cght", Op.READ)]},
     ),
     "consumer_group_describe": Case(
         ApiKey.CONSUMER_GROUP_DESCRIBE,
@@ -897,7 +909,16 @@ CASES: dict[str, Case] = {
          "subscribed_topic_names": ["sh-t"]},
         top,
         E.GROUP_AUTHORIZATION_FAILED,
-        [acl(R.GROUP, "sh", Op.READ)],
+        [acl(R.GROUP, "sh", Op.READ), acl(R.TOPIC, "sh-t", Op.DESCRIBE)],
+    ),
+    "share_group_heartbeat_topic": Case(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        {"group_id": "sht", "member_id": "m", "member_epoch": 0, "rack_id": None,
+         "subscribed_topic_names": ["sht-t"]},
+        top,
+        E.TOPIC_AUTHORIZATION_FAILED,
+        [acl(R.TOPIC, "sht-t", Op.DESCRIBE)],
+        extra={"base": [acl(R.GROUP, "sht", Op.READ)]},
     ),
     "share_group_describe": Case(
         ApiKey.SHARE_GROUP_DESCRIBE,

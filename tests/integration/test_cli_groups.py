@@ -164,6 +164,11 @@ def test_active_group_refuses_reset_and_delete(fast_broker: Any) -> None:
         assert "not empty" in failed(logbus(fast_broker, "groups", "delete", group))
         members = table(ok(logbus(fast_broker, "groups", "describe", group, "--members")))
         assert [m["#PARTITIONS"] for m in members] == ["1"]
+        # a classic group has no epochs nor target assignment: `-`, as kafka-consumer-groups
+        (member,) = table(ok(logbus(fast_broker, "groups", "describe", group, "--members",
+                                    "--verbose")))
+        assert (member["CURRENT-EPOCH"], member["TARGET-EPOCH"]) == ("-", "-")
+        assert (member["CURRENT-ASSIGNMENT"], member["TARGET-ASSIGNMENT"]) == (f"{topic}:0", "-")
         state = table(ok(logbus(fast_broker, "groups", "describe", group, "--state")))
         assert state[0]["STATE"] == "Stable"
     finally:

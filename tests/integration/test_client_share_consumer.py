@@ -254,3 +254,26 @@ def test_unsubscribe_accepts_and_leaves_and_subscribe_joins_again(broker: Any) -
         assert consumer.member_id == member_id  # the same member, joined again
     assert [r.value for r in first] == [b"u%d" % i for i in range(5)]
     assert [(r.value, r.delivery_count) for r in again] == [(b"later", 1)]
+
+
+def test_admin_lists_and_describes_share_groups(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+    group = earliest_share_group(broker.bootstrap)
+    with share_consumer(broker.bootstrap, group, topic, client_id="described") as member, \
+            logbus.Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        write(broker.bootstrap, topic, 0, [b"a", b"b"])
+        poll_until(lambda: member.poll(0.5), 2)
+        listed = wait_for(lambda: [g for g in admin.list_share_groups() if g.group_id == group],
+                          what="the share group listed")
+        assert [(g.group_type, g.state) for g in listed] == [("share", "Stable")]
+        assert group not in {g.group_id for g in admin.list_consumer_groups()}
+        described = admin.describe_share_groups([group])[group]
+        assert (described.state, described.assignor) == ("Stable", "simple")
+        assert described.group_epoch >= 1 and described.coordinator is not None
+        (m,) = described.members
+        assert (m.client_id, m.subscribed_topics, m.assignment) == (
+            "described", [topic], {topic: [0]})
+        assert m.member_epoch >= 1
+        with pytest.raises(logbus.KafkaError) as refused:
+            admin.describe_share_groups(["no-such-share-group"])
+        assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND

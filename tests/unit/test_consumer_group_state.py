@@ -69,6 +69,8 @@ class Client:
         )
         assert answer["error_code"] == E.NONE, answer
         self.member_id: str = answer["member_id"]
+        # what the broker adds to each of its heartbeats (its principal's describable topics)
+        self.per_beat = {k: v for k, v in join.items() if k == "may_describe"}
         self.epoch: int = answer["member_epoch"]
         self.owned: Assignment = self._assignment(answer)
 
@@ -80,7 +82,7 @@ class Client:
     def beat(self) -> dict[str, Any]:
         answer = self.c.heartbeat(
             group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
-            owned=self.owned,
+            owned=self.owned, **self.per_beat,
         )
         if answer["error_code"] == E.NONE:
             self.epoch = answer["member_epoch"]
@@ -207,6 +209,33 @@ def test_regex_subscription_is_resolved_on_the_broker() -> None:
     assert pairs_of(member.owned) == {(T1.topic_id, p) for p in range(12)} | {
         (T2.topic_id, p) for p in range(3)
     }
+
+
+def test_regex_resolves_to_the_topics_each_member_may_describe() -> None:
+    c = Coordinator()
+    regex = {"subscribed_topic_names": None, "subscribed_topic_regex": "t.*", "api_version": 1}
+    only_t1 = Client(c, **regex, member_id="a", may_describe={"t1"}.__contains__)
+    only_t2 = Client(c, **regex, member_id="b", may_describe={"t2"}.__contains__)
+    settle([only_t1, only_t2])
+    assert pairs_of(only_t1.owned) == {(T1.topic_id, p) for p in range(12)}
+    assert pairs_of(only_t2.owned) == {(T2.topic_id, p) for p in range(3)}
+    # an ACL added on t1 for the second member: its next heartbeat resolves t1 too
+    only_t2.per_beat["may_describe"] = {"t1", "t2"}.__contains__
+    settle([only_t1, only_t2])
+    assert {t for t, _ in pairs_of(only_t2.owned)} == {T1.topic_id, T2.topic_id}
+    assert {t for t, _ in pairs_of(only_t1.owned)} == {T1.topic_id}
+
+    # after a reload the coordinator no longer knows what each member may describe; the
+    # first member's heartbeat tells it again before it is given anything
+    reloaded = GroupsState()
+    for key, value in c.log:
+        replay(reloaded, key, value)
+    c.state = reloaded
+    for _ in range(5):
+        for client in (only_t2, only_t1):
+            assert client.beat()["error_code"] == E.NONE
+            assert {t for t, _ in pairs_of(only_t1.owned)} <= {T1.topic_id}
+    settle([only_t1, only_t2])
 
 
 def test_offset_commits_are_checked_against_the_member_epoch() -> None:

@@ -87,7 +87,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     shown.add_argument("--members", action="store_true", help="list the group's members")
     shown.add_argument("--state", action="store_true", help="show the group's state")
     describe.add_argument(
-        "--verbose", action="store_true", help="with --members: each member's partitions"
+        "--verbose", action="store_true",
+        help="with --members: each member's epoch, assignment and target assignment; with "
+        "--state: the group epoch and target assignment epoch",
     )
     describe.set_defaults(func=command(_describe, _check_describe, describe))
 
@@ -195,16 +197,7 @@ async def _describe_one(
     """The table `describe` prints for one group ("" for none), its warnings on stderr."""
     group_id = described.group_id
     if args.state:
-        node = described.coordinator
-        coordinator = (
-            "-" if node is None else f"{format_address(node.host, node.port)} ({node.node_id})"
-        )
-        row = [group_id, coordinator, described.partition_assignor or "-", described.state]
-        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
-        if described.group_type == "consumer":  # KIP-848: its epochs too
-            header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
-            row += [str(described.group_epoch), str(described.assignment_epoch)]
-        return table([*header, "#MEMBERS"], [[*row, str(len(described.members))]])
+        return _state_table(described, args.verbose)
     if not described.members:
         print(f"Consumer group '{group_id}' has no active members.", file=sys.stderr)
     elif described.state in ("PreparingRebalance", "CompletingRebalance"):
@@ -246,35 +239,58 @@ async def _describe_one(
     return table(header, rows)
 
 
-def _members_table(described: ConsumerGroupDescription, verbose: bool) -> str:
-    """`describe --members`: for a KIP-848 group also each member's epoch and, verbose,
-    its target assignment beside its current one."""
-    consumer = described.group_type == "consumer"
-    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-    if consumer:
-        header.append("MEMBER-EPOCH")
+def _state_table(described: ConsumerGroupDescription, verbose: bool) -> str:
+    """`describe --state`, as kafka-consumer-groups 4 prints it: with `--verbose` also the
+    group epoch and target assignment epoch (`-` for a classic group)."""
+    node = described.coordinator
+    coordinator = (
+        "-" if node is None else f"{format_address(node.host, node.port)} ({node.node_id})"
+    )
+    row = [described.group_id, coordinator, described.partition_assignor or "-",
+           described.state]
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
     if verbose:
-        header.append("ASSIGNMENT")
-        if consumer:
-            header.append("TARGET-ASSIGNMENT")
+        header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [_or_missing(described.group_epoch), _or_missing(described.assignment_epoch)]
+    return table([*header, "#MEMBERS"], [[*row, str(len(described.members))]])
+
+
+def _members_table(described: ConsumerGroupDescription, verbose: bool) -> str:
+    """`describe --members`, as kafka-consumer-groups 4 prints it: GROUP-INSTANCE-ID when
+    some member has one; with `--verbose` each member's epoch and assignment beside the
+    target assignment epoch and the member's target assignment (`-` where a classic group
+    has none)."""
+    members = sorted(described.members, key=lambda m: m.member_id)
+    static = any(m.group_instance_id for m in members)
+    header = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST",
+              "CLIENT-ID", "#PARTITIONS"]
+    if verbose:
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
     rows = []
-    for m in sorted(described.members, key=lambda m: m.member_id):
-        row = [described.group_id, m.member_id, m.client_host, m.client_id]
-        row.append(str(sum(len(ps) for ps in m.assignment.values())))
-        if consumer:
-            row.append(str(m.member_epoch))
+    for m in members:
+        row = [described.group_id, m.member_id]
+        if static:
+            row.append(m.group_instance_id or "-")
+        row += [m.client_host, m.client_id, str(sum(len(ps) for ps in m.assignment.values()))]
         if verbose:
-            row.append(_assignment_text(m.assignment))
-            if consumer:
-                row.append(_assignment_text(m.target_assignment or {}))
+            row += [
+                _or_missing(m.member_epoch),
+                _assignment_text(m.assignment),
+                _or_missing(described.assignment_epoch),
+                _assignment_text(m.target_assignment or {}),
+            ]
         rows.append(row)
     return table(header, rows) if rows else ""
 
 
+def _or_missing(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def _assignment_text(assignment: Mapping[str, Sequence[int]]) -> str:
-    if not assignment:
-        return "-"
-    return ",".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items()))
+    """`topic:0,1;other:2` (topics sorted), `-` for none, as kafka-consumer-groups."""
+    parts = [f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in assignment.items() if ps]
+    return ";".join(sorted(parts)) or "-"
 
 
 # --- delete ---------------------------------------------------------------------------

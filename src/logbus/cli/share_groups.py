@@ -29,15 +29,10 @@ from logbus.client import coordinator_lookup
 from logbus.client.admin import AdminBatchError
 from logbus.client.admin.client import Admin
 from logbus.client.admin.types import OffsetSpec
-from logbus.client.connection import Connection
 from logbus.client.errors import KafkaError
-from logbus.client.requests.common import send
-from logbus.client.requests.group_membership import read_list_groups
 from logbus.client.requests.share_groups import describe_share_groups
 from logbus.client.types import TopicPartition
-from logbus.protocol import ApiKey, ErrorCode
-from logbus.protocol.messages import apis
-from logbus.protocol.messages.list_groups_request import ListGroupsRequest
+from logbus.protocol import ErrorCode
 from logbus.protocol.messages.share_group_describe_response import DescribedGroup
 
 SYNTAX = ToolSyntax(
@@ -49,7 +44,6 @@ SYNTAX = ToolSyntax(
     "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
     "--delete-offsets",
 )
-LIST_GROUPS_TYPES_FROM = 5
 MISSING = "-"
 
 
@@ -154,18 +148,8 @@ def no_share_group(group_id: str) -> str:
 # --- list -----------------------------------------------------------------------------
 
 
-async def _list_on(conn: Connection) -> list[tuple[str, str]]:
-    version = conn.choose_version(ApiKey.LIST_GROUPS)
-    if version < LIST_GROUPS_TYPES_FROM:
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "the broker cannot list share groups")
-    body: ListGroupsRequest = {"states_filter": [], "types_filter": ["share"]}
-    response = await send(conn, apis.LIST_GROUPS, body, version)
-    return [(g.group_id, g.state) for g in read_list_groups(response)]
-
-
 async def _list(admin: Admin, args: argparse.Namespace) -> int:
-    found = await admin.calls.on_each_broker(None, _list_on, None)
-    groups = dict(sorted(g for listed in found.values() for g in listed))
+    groups = {g.group_id: g.state for g in await admin.list_share_groups()}
     if args.state:
         print(table(["GROUP", "STATE"], [[g, s] for g, s in groups.items()]))
     else:

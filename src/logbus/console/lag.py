@@ -50,6 +50,22 @@ async def group_lag(
     ]
 
 
+async def share_group_lag(admin: Admin, group_id: str) -> list[PartitionLag]:
+    """A share group's lag: per partition it has a start offset for, the records from its
+    share-partition start offset to the log end (what is not yet acknowledged, or not yet
+    delivered), as kafka-share-groups --describe shows it. `committed` holds the start
+    offset (None where the group has none yet)."""
+    starts = await admin.describe_share_group_offsets(group_id)
+    if not starts:
+        return []
+    ends = await admin.list_offsets(dict.fromkeys(starts, "latest"))
+    return [
+        PartitionLag(tp.topic, tp.partition, None if start is None else start.start_offset,
+                     ends[tp].offset)
+        for tp, start in sorted(starts.items())
+    ]
+
+
 def total_lag(lags: list[PartitionLag]) -> int:
     return sum(p.lag or 0 for p in lags)
 

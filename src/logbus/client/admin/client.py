@@ -29,9 +29,12 @@ from logbus.client.admin.quota_types import (
 )
 from logbus.client.admin.reassignments import alter_reassignments_of, list_reassignments_of
 from logbus.client.admin.share_groups import (
+    ShareGroupDescription,
     alter_share_offsets,
     delete_share_offsets,
+    describe_share_groups_of,
     describe_share_offsets,
+    list_share_groups,
 )
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
@@ -709,6 +712,20 @@ class Admin(AsyncService):
         )
 
     # --- share groups (kafka-share-groups) ----------------------------------------------
+
+    async def list_share_groups(
+        self, *, timeout_ms: int | None = None
+    ) -> list[ConsumerGroupListing]:
+        """The share groups (KIP-932) of every broker, sorted by id, with their state."""
+        return await list_share_groups(self.calls, timeout_ms)
+
+    async def describe_share_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, ShareGroupDescription]:
+        """Group id -> its state, epochs, assignor, coordinator and members (their
+        subscriptions and assigned partitions), from each group's coordinator. A group
+        that is not a share group is GROUP_ID_NOT_FOUND, raised as AdminBatchError."""
+        return await describe_share_groups_of(self.calls, group_ids, timeout_ms)
 
     async def describe_share_group_offsets(
         self,

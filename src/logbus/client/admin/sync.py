@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from logbus.client.admin import client
 from logbus.client.admin.quota_types import ClientQuotaEntity, ClientQuotaFilterComponent
+from logbus.client.admin.share_groups import ShareGroupDescription
 from logbus.client.admin.transactions import (
     AbortTransactionSpec,
     TransactionDescription,
@@ -364,6 +365,16 @@ class Admin(BlockingClient[client.Admin]):
         self._run(
             self._aio.delete_consumer_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
         )
+
+    def list_share_groups(self, *, timeout_ms: int | None = None) -> list[ConsumerGroupListing]:
+        """Share groups; see `logbus.aio.Admin.list_share_groups`."""
+        return self._run(self._aio.list_share_groups(timeout_ms=timeout_ms))
+
+    def describe_share_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, ShareGroupDescription]:
+        """Share groups' state and members; see `logbus.aio.Admin.describe_share_groups`."""
+        return self._run(self._aio.describe_share_groups(group_ids, timeout_ms=timeout_ms))
 
     def describe_share_group_offsets(
         self,

@@ -87,6 +87,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    describable_regex_topics: frozenset[str] | None = None
+    """The topics its regular expression matched, among those its principal could DESCRIBE
+    at its last heartbeat (None: no authorizer, every match counts). Kept in memory only:
+    after a reload the member's next heartbeat sets it again."""
     uses_classic_protocol: bool = False
     """A member of a classic group upgraded to this one, or a classic member joining it
     (JoinGroup / SyncGroup / Heartbeat, `migration.py`)."""
@@ -161,11 +165,13 @@ class ConsumerGroup:
 def member_topics(
     member: ConsumerMember, resolved_regex: Mapping[str, tuple[str, ...]], topics: TopicsImage
 ) -> set[str]:
-    """The existing topics a member subscribes to, by name or by its regular expression."""
+    """The existing topics a member subscribes to, by name or by its regular expression
+    (of these, only those its principal may describe)."""
     names = {t for t in member.subscribed_topic_names if t in topics}
     if member.subscribed_topic_regex is not None:
         matched = resolved_regex.get(member.subscribed_topic_regex, ())
-        names.update(t for t in matched if t in topics)
+        allowed = member.describable_regex_topics
+        names.update(t for t in matched if t in topics and (allowed is None or t in allowed))
     return names
 
 

@@ -154,7 +154,11 @@ def _heartbeat(
         r.records.append(cr.member_metadata_record(group.group_id, member))
     if is_new:
         group.add(member)
-    bump = is_new or _subscription_of(member) != _subscription_of(before)
+    bump = (
+        is_new
+        or _subscription_of(member) != _subscription_of(before)
+        or member.describable_regex_topics != before.describable_regex_topics
+    )
     if refresh_subscriptions(group, e.topics) or bump:
         group.group_epoch += 1
         r.records.append(cr.group_epoch_record(group))
@@ -302,8 +306,22 @@ def _update_member(member: ConsumerMember, e: ev.ConsumerGroupHeartbeat) -> None
         member.server_assignor = e.server_assignor
     member.client_id = e.client_id
     member.client_host = e.client_host
+    member.describable_regex_topics = _describable_matches(member, e)
     if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         member.member_epoch = member.previous_member_epoch
+
+
+def _describable_matches(
+    member: ConsumerMember, e: ev.ConsumerGroupHeartbeat
+) -> frozenset[str] | None:
+    """The topics the member's regular expression matches among those its principal may
+    describe now (KIP-848 resolves a regex for the member's principal): a topic it may not
+    describe is never assigned to it, and one whose ACL is added is picked up at its next
+    heartbeat."""
+    if e.may_describe is None or member.subscribed_topic_regex is None:
+        return None
+    pattern = compile_regex(member.subscribed_topic_regex)
+    return frozenset(t for t in e.topics if pattern.fullmatch(t) and e.may_describe(t))
 
 
 def _snapshot_member(member: ConsumerMember) -> ConsumerMember:

@@ -11,7 +11,7 @@ that the runtime's `submit` returns the type its handler builds on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Generic, Self, TypeVar
 from uuid import UUID
@@ -256,7 +256,10 @@ class InitialRebalanceDelayExpired:
 class ConsumerGroupHeartbeat(Answered[ConsumerGroupHeartbeatResponse]):
     """ConsumerGroupHeartbeat v0-1. Null request fields ("unchanged since the last
     heartbeat") are None; `owned` is the member's owned partitions (None: not sent);
-    `topics` is the cluster's topics as the request found them."""
+    `topics` is the cluster's topics as the request found them; `may_describe` tells
+    whether the member's principal may DESCRIBE a topic (None: every one, no authorizer),
+    which bounds what its regular expression resolves to (asked only of the topics the
+    expression matches)."""
 
     token: Token
     now_ms: int
@@ -276,6 +279,7 @@ class ConsumerGroupHeartbeat(Answered[ConsumerGroupHeartbeatResponse]):
     api_version: int = 1
     new_member_uuid: str = ""
     """A member id for a member joining without one (v0), drawn by the runtime."""
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ coordinator resolves subscriptions and computes assignments against them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from logbus.coordinator.group import events as ev
 from logbus.coordinator.group.consumer_group import as_assignment
 from logbus.coordinator.group.consumer_heartbeat import error_response
@@ -56,6 +58,7 @@ async def handle_consumer_group_heartbeat(
             member_id=request["member_id"],
             member_epoch=request["member_epoch"],
             topics=topics_image(ctx),
+            may_describe=topic_describe_check(ctx),
             instance_id=request.get("instance_id"),
             rack_id=request.get("rack_id"),
             rebalance_timeout_ms=request.get("rebalance_timeout_ms", -1),
@@ -74,10 +77,59 @@ async def handle_consumer_group_heartbeat(
 
     try:
         require_group(ctx, AclOperation.READ, group_id)
+        require_subscribed_topics(ctx, names)
         body = await runtime(ctx).submit(group_id, make)
     except CoordinatorError as exc:
         body = error_response(exc.error)
     return {"throttle_time_ms": 0, **body}
+
+
+def require_subscribed_topics(ctx: RequestContext, names: list[str] | None) -> None:
+    """TOPIC_AUTHORIZATION_FAILED unless the principal may DESCRIBE every topic it
+    subscribes to by name (Kafka's KafkaApis checks this before the coordinator sees the
+    heartbeat, whether or not the topics exist)."""
+    if names and ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) != set(names):
+        raise CoordinatorError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def topic_describe_check(ctx: RequestContext) -> Callable[[str], bool] | None:
+    """Whether the principal may DESCRIBE a topic, which bounds what its regular expression
+    resolves to; None when the broker has no authorizer (every topic)."""
+    if ctx.services.authorizer is None:
+        return None
+    return lambda topic: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
+UNDESCRIBABLE_TOPICS = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def _failed_describe(group_id: str, error: ErrorCode) -> DescribedGroup:
+    return {
+        "error_code": error,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "",
+        "group_epoch": -1,
+        "assignment_epoch": -1,
+        "assignor_name": "",
+        "members": [],
+    }
+
+
+def _may_describe_topics_of(ctx: RequestContext, group: DescribedGroup) -> bool:
+    """Whether the principal may DESCRIBE every topic the group's members are assigned or
+    meant to be: Kafka refuses the whole group otherwise (TOPIC_AUTHORIZATION_FAILED), so
+    a describe never names a topic the caller may not see."""
+    names = {
+        t["topic_name"]
+        for m in group["members"]
+        for assignment in (m["assignment"], m["target_assignment"])
+        for t in assignment["topic_partitions"]
+        if t["topic_name"]  # a topic deleted since has no name to judge
+    }
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) == names
 
 
 async def handle_consumer_group_describe(
@@ -100,16 +152,10 @@ async def handle_consumer_group_describe(
             require_group(ctx, AclOperation.DESCRIBE, group_id)
             body = await runtime(ctx).submit(group_id, make)
         except CoordinatorError as exc:
-            body = {
-                "error_code": exc.error,
-                "error_message": None,
-                "group_id": group_id,
-                "group_state": "",
-                "group_epoch": -1,
-                "assignment_epoch": -1,
-                "assignor_name": "",
-                "members": [],
-            }
+            body = _failed_describe(group_id, exc.error)
+        if body["error_code"] == ErrorCode.NONE and not _may_describe_topics_of(ctx, body):
+            body = {**_failed_describe(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    "error_message": UNDESCRIBABLE_TOPICS}
         operations = (
             ctx.authorized_operations(ResourceType.GROUP, group_id, GROUP_OPERATIONS)
             if include_operations and body["error_code"] == ErrorCode.NONE

@@ -90,6 +90,10 @@ async def handle_share_group_heartbeat(
 
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    names = request.get("subscribed_topic_names")
+    if names and ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names) != set(names):
+        # as Kafka's KafkaApis: every topic subscribed to by name must be describable
+        return error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if not group_id:
         return error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty")
     epoch = request["member_epoch"]
