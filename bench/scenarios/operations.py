@@ -125,9 +125,10 @@ def reassignment_run(ctx: Context) -> Metrics:
                 raise RuntimeError(f"reassignment refused: {errors}")
             copied = _wait_copied(cluster, topic, target, size, started)
             completed = _wait_completed(admin, topic, target, started)
-        leaders = {p.leader for p in cluster.partitions(topic).values()}
-        if leaders != {target}:
-            raise RuntimeError(f"{topic}: leaders {leaders} after the move, not {target}")
+        # every broker's metadata names the new leader soon after (not timed)
+        cluster.wait_for(
+            lambda: {p.leader for p in cluster.partitions(topic).values()} == {target}, 30,
+            f"{topic}: broker {target} leading every partition after the move")
     finally:
         load_kafka.delete_topic(cluster.bootstrap, topic)
     copy_s = copied - started
