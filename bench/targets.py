@@ -86,6 +86,13 @@ def _definitions() -> list[Target]:
     targets.append(Target("RA1 reassignment copy MB/s (unthrottled) >= 0.5x single-broker P1",
                           "RA1|6 partitions to a new replica, unthrottled|logbus x3|mb_s", p1,
                           0.5))
+    throttled = "RA1|6 partitions to a new replica, throttled|logbus x3|"
+    targets += [
+        Target("RA1 a throttled move copies at >= 0.8x the throttle", throttled + "mb_s",
+               throttled + "throttle_mb_s", 0.8),
+        Target("RA1 a throttled move copies at <= 1.2x the throttle", throttled + "mb_s",
+               throttled + "throttle_mb_s", 1.2, higher_is_better=False),
+    ]
     shutdown = "CS1|controlled shutdown of a leader of 30|logbus x3|"
     targets.append(Target("CS1 controlled shutdown: p99 of a led partition's gap between acks "
                           "<= 1 s", shutdown + "p99_ms", shutdown + "budget_ms", 1.0,

@@ -7,7 +7,9 @@
   takes leadership, and broker 0's copies are deleted. The headline is the values' MB over
   the time from the request to the moment broker 1's log files hold as many bytes as
   broker 0's ("copied"); the time until no reassignment is listed any more is beside it.
-  Target: >= 0.5x P1's single-broker MB/s, same run.
+  Target: >= 0.5x P1's single-broker MB/s, same run. A second case moves 64 MiB with
+  `logbus reassign-partitions --execute --throttle 10000000` (10 MB/s) and `--verify`:
+  the copy rate once the copy runs, against the throttle (target: within 20%).
 - CS1, a controlled shutdown under load: a topic of 90 partitions, rf=3,
   min.insync.replicas=2, so each broker leads 30; a confluent-kafka producer with its
   defaults plus idempotence (acks=all) sends 100-byte records round-robin over every
@@ -23,7 +25,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -37,9 +43,12 @@ from bench.cluster import LogbusCluster
 from bench.core import Case, Context, Metrics, Scenario, percentile
 from bench.scenarios.common import KIB, PARTITIONS
 from bench.scenarios.isolation import longest_gap
+from bench.systems import REPO
 
 SYSTEM = "logbus x3"
 COPY_TIMEOUT_S = 600.0
+THROTTLE = 10_000_000  # bytes/s, leader and follower
+THROTTLED_BYTES = 64 << 20
 
 CS1_PARTITIONS = 90
 CS1_RATE = 1_000  # records/s over all partitions (as Kafka's system tests' producers)
@@ -102,17 +111,30 @@ def _wait_completed(admin: Any, topic: str, target: int, started: float) -> floa
     return time.perf_counter()
 
 
-def reassignment_run(ctx: Context) -> Metrics:
-    cluster = ctx.cluster()
-    source, target = 0, 1
+def _loaded_topic(ctx: Context, cluster: LogbusCluster, source: int,
+                  volume: int) -> tuple[str, int, int]:
+    """A fresh topic on `source` alone holding `volume` bytes of 1 KiB values: its name,
+    its records and its log bytes."""
     topic = load_kafka.unique_name("RA1")
     _create_on(cluster, topic, source)
     cluster.wait_for(lambda: len(cluster.partitions(topic)) == PARTITIONS, 60,
                      f"{topic}: every partition's leader")
-    written = load_kafka.produce(cluster.bootstrap, topic, KIB, ctx.scale.produce_bytes,
-                                 ctx.progress)
+    written = load_kafka.produce(cluster.bootstrap, topic, KIB, volume, ctx.progress)
     records = int(written["records"]) + 1  # and the one sent before produce's clock
-    size = _topic_bytes(cluster, source, topic)
+    return topic, records, _topic_bytes(cluster, source, topic)
+
+
+def _moved(cluster: LogbusCluster, topic: str, target: int) -> None:
+    # every broker's metadata names the new leader soon after (not timed)
+    cluster.wait_for(
+        lambda: {p.leader for p in cluster.partitions(topic).values()} == {target}, 30,
+        f"{topic}: broker {target} leading every partition after the move")
+
+
+def reassignment_run(ctx: Context) -> Metrics:
+    cluster = ctx.cluster()
+    source, target = 0, 1
+    topic, records, size = _loaded_topic(ctx, cluster, source, ctx.scale.produce_bytes)
     plan = {logbus.TopicPartition(topic, p): [target] for p in range(PARTITIONS)}
     try:
         with logbus.Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
@@ -125,10 +147,7 @@ def reassignment_run(ctx: Context) -> Metrics:
                 raise RuntimeError(f"reassignment refused: {errors}")
             copied = _wait_copied(cluster, topic, target, size, started)
             completed = _wait_completed(admin, topic, target, started)
-        # every broker's metadata names the new leader soon after (not timed)
-        cluster.wait_for(
-            lambda: {p.leader for p in cluster.partitions(topic).values()} == {target}, 30,
-            f"{topic}: broker {target} leading every partition after the move")
+        _moved(cluster, topic, target)
     finally:
         load_kafka.delete_topic(cluster.bootstrap, topic)
     copy_s = copied - started
@@ -136,19 +155,82 @@ def reassignment_run(ctx: Context) -> Metrics:
             "complete_s": completed - started, "log_mb": size / 1e6}
 
 
+def _reassign_cli(cluster: LogbusCluster, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "logbus.cli.main", "reassign-partitions",
+         "--bootstrap-server", cluster.bootstrap, *args],
+        capture_output=True, text=True, timeout=120, check=False, env=_cli_env())
+    if done.returncode != 0:
+        raise RuntimeError(f"reassign-partitions {args[0]}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def throttled_run(ctx: Context) -> Metrics:
+    """The same move through `logbus reassign-partitions --execute --throttle`, as a user
+    runs it; the copy rate once the copy runs (from a tenth of the bytes, past the new
+    replicas' start), against the throttle; `--verify` removes the throttle after."""
+    cluster = ctx.cluster()
+    source, target = 0, 1
+    volume = min(ctx.scale.produce_bytes, THROTTLED_BYTES)
+    topic, _records, size = _loaded_topic(ctx, cluster, source, volume)
+    plan = ctx.workdir / f"{topic}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": [target]} for p in range(PARTITIONS)]}))
+    samples: list[tuple[float, int]] = []
+    try:
+        ctx.progress.note(f"RA1: moving {size / 1e6:.0f} MB at {THROTTLE / 1e6:g} MB/s")
+        _reassign_cli(cluster, "--execute", "--reassignment-json-file", str(plan),
+                      "--throttle", str(THROTTLE))
+        deadline = time.perf_counter() + COPY_TIMEOUT_S
+        while not samples or samples[-1][1] < size:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{topic}: the throttled copy did not end: {samples[-1]}")
+            samples.append((time.perf_counter(), _topic_bytes(cluster, target, topic)))
+            time.sleep(0.05)
+        verified = ""
+        while "Clearing broker-level throttles" not in verified:  # completed: throttle gone
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{topic}: --verify did not report the move completed")
+            time.sleep(0.2)
+            verified = _reassign_cli(cluster, "--verify", "--reassignment-json-file", str(plan))
+        _moved(cluster, topic, target)
+    finally:
+        load_kafka.delete_topic(cluster.bootstrap, topic)
+    start = next((t, n) for t, n in samples if n >= size // 10)
+    rate = (samples[-1][1] - start[1]) / (samples[-1][0] - start[0])
+    return {"mb_s": rate / 1e6, "copy_s": samples[-1][0] - samples[0][0],
+            "log_mb": size / 1e6, "throttle_mb_s": THROTTLE / 1e6}
+
+
 RA1_METRICS = {
     "mb_s": ("MB/s copied", True),
     "copy_s": ("request to copied, s", False),
     "complete_s": ("request to completed, s", False),
     "log_mb": ("log MB moved", True),
+    "throttle_mb_s": ("throttle MB/s", True),
 }
 
 
 def _cases_ra1(ctx: Context) -> list[Case]:
-    return [Case("6 partitions to a new replica, unthrottled", SYSTEM, reassignment_run,
-                 requires=("logbus",),
-                 note=f"{ctx.scale.produce_bytes >> 20} MiB of 1 KiB values, rf=1, "
-                 "broker 0 -> broker 1, the logbus admin client")]
+    throttled = min(ctx.scale.produce_bytes, THROTTLED_BYTES)
+    return [
+        Case("6 partitions to a new replica, unthrottled", SYSTEM, reassignment_run,
+             requires=("logbus",),
+             note=f"{ctx.scale.produce_bytes >> 20} MiB of 1 KiB values, rf=1, "
+             "broker 0 -> broker 1, the logbus admin client"),
+        Case("6 partitions to a new replica, throttled", SYSTEM, throttled_run,
+             requires=("logbus",),
+             note=f"{throttled >> 20} MiB, `logbus reassign-partitions --execute "
+             f"--throttle {THROTTLE}` then `--verify`; MB/s of log bytes from the first "
+             "tenth copied to the last"),
+    ]
 
 
 # -- CS1 --------------------------------------------------------------------------------------
