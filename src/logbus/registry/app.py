@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -83,8 +84,14 @@ async def _body(request: Request) -> Any:
         raise errors.bad_request(f"Unrecognized JSON body: {exc}") from None
 
 
+def _param(request: Request, name: str) -> str:
+    """A path segment, percent-decoded (the routes match the undecoded path: see
+    `RawPath`)."""
+    return urllib.parse.unquote(request.path_params[name])
+
+
 def _int_path(request: Request, name: str) -> int:
-    text = request.path_params[name]
+    text = _param(request, name)
     try:
         return int(text)
     except ValueError:
@@ -148,41 +155,42 @@ async def list_subjects(request: Request) -> Any:
 
 async def list_versions(request: Request) -> Any:
     return _registry(request).versions(
-        request.path_params["subject"], deleted=_flag(request, "deleted")
+        _param(request, "subject"), deleted=_flag(request, "deleted")
     )
 
 
 async def get_version(request: Request) -> Any:
-    p = request.path_params
     deleted = _flag(request, "deleted")
-    found = _registry(request).version(p["subject"], p["version"], deleted=deleted)
+    found = _registry(request).version(
+        _param(request, "subject"), _param(request, "version"), deleted=deleted
+    )
     return found.as_json()
 
 
 async def get_version_schema(request: Request) -> Response:
-    p = request.path_params
     deleted = _flag(request, "deleted")
-    found = _registry(request).version(p["subject"], p["version"], deleted=deleted)
+    found = _registry(request).version(
+        _param(request, "subject"), _param(request, "version"), deleted=deleted
+    )
     return Response(found.schema, media_type=MEDIA_TYPE)
 
 
 async def referenced_by(request: Request) -> Any:
-    p = request.path_params
     registry = _registry(request)
-    found = registry.version(p["subject"], p["version"], deleted=True)
+    found = registry.version(_param(request, "subject"), _param(request, "version"), deleted=True)
     return registry.state.referenced_by(found.subject, found.version)
 
 
 async def register(request: Request) -> Any:
     schema_id = await _registry(request).register(
-        request.path_params["subject"], await _body(request), normalize=_flag(request, "normalize")
+        _param(request, "subject"), await _body(request), normalize=_flag(request, "normalize")
     )
     return {"id": schema_id}
 
 
 async def lookup(request: Request) -> Any:
     found = _registry(request).lookup(
-        request.path_params["subject"],
+        _param(request, "subject"),
         await _body(request),
         normalize=_flag(request, "normalize"),
         deleted=_flag(request, "deleted"),
@@ -192,14 +200,14 @@ async def lookup(request: Request) -> Any:
 
 async def delete_subject(request: Request) -> Any:
     return await _registry(request).delete_subject(
-        request.path_params["subject"], permanent=_flag(request, "permanent")
+        _param(request, "subject"), permanent=_flag(request, "permanent")
     )
 
 
 async def delete_version(request: Request) -> Any:
-    p = request.path_params
     return await _registry(request).delete_version(
-        p["subject"], p["version"], permanent=_flag(request, "permanent")
+        _param(request, "subject"), _param(request, "version"),
+        permanent=_flag(request, "permanent"),
     )
 
 
@@ -208,7 +216,7 @@ async def delete_version(request: Request) -> Any:
 
 async def _compatibility(request: Request, version: str | None) -> Any:
     messages = _registry(request).test_compatibility(
-        request.path_params["subject"],
+        _param(request, "subject"),
         version,
         await _body(request),
         normalize=_flag(request, "normalize"),
@@ -220,7 +228,7 @@ async def _compatibility(request: Request, version: str | None) -> Any:
 
 
 async def compatibility_with_version(request: Request) -> Any:
-    return await _compatibility(request, request.path_params["version"])
+    return await _compatibility(request, _param(request, "version"))
 
 
 async def compatibility_with_subject(request: Request) -> Any:
@@ -231,8 +239,10 @@ async def compatibility_with_subject(request: Request) -> Any:
 
 
 def _subject(request: Request) -> str | None:
-    subject: str | None = request.path_params.get("subject")
-    return subject
+    """The subject of a /config or /mode route; None for the global one."""
+    if "subject" not in request.path_params:
+        return None
+    return _param(request, "subject")
 
 
 async def get_config(request: Request) -> Any:
@@ -266,7 +276,7 @@ async def put_mode(request: Request) -> Any:
 
 
 async def delete_mode(request: Request) -> Any:
-    return {"mode": await _registry(request).delete_mode(request.path_params["subject"])}
+    return {"mode": await _registry(request).delete_mode(_param(request, "subject"))}
 
 
 async def root(request: Request) -> Any:
@@ -370,6 +380,27 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
 ]
 
 
+class RawPath:
+    """Routes match the path as the client sent it, still percent-encoded, and handlers
+    decode each segment (`_param`). A subject may be any string, "/" included, and
+    clients send it encoded (`/subjects/a%2Fb/versions`, as confluent-kafka's client
+    quotes it); the server's decoded `path` would split it into two segments. The
+    undecoded path is also what a forwarded write sends on to the primary."""
+
+    # what stays as it is when the raw path is re-quoted: its escapes and reserved
+    # characters (RFC 3986); anything else (a client's unencoded UTF-8) is encoded
+    _SAFE = "/%:@!$&'()*+,;=~"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw: bytes | None = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw:
+            scope = {**scope, "path": urllib.parse.quote(raw, safe=self._SAFE)}
+        await self.app(scope, receive, send)
+
+
 class IdLookups:
     """`GET /schemas/ids/{id}` answered before routing: the serializers' hot path (each
     new id a consumer meets is looked up), served without the router's walk over every
@@ -462,7 +493,7 @@ def create_app(
     return Starlette(
         debug=False,
         routes=routes,
-        middleware=[Middleware(IdLookups)],
+        middleware=[Middleware(RawPath), Middleware(IdLookups)],
         lifespan=lifespan,
         exception_handlers={
             RegistryError: _registry_error,
