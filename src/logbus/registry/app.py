@@ -397,16 +397,21 @@ class RawPath:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw: bytes | None = scope.get("raw_path") if scope["type"] == "http" else None
         if raw:
-            scope = {**scope, "path": urllib.parse.quote(raw, safe=self._SAFE)}
+            path = urllib.parse.quote(raw, safe=self._SAFE)
+            if path != scope["path"]:
+                scope = {**scope, "path": path}
         await self.app(scope, receive, send)
 
 
 class IdLookups:
     """`GET /schemas/ids/{id}` answered before routing: the serializers' hot path (each
     new id a consumer meets is looked up), served without the router's walk over every
-    route. Anything else, and an id not found, goes on to the routes."""
+    route, the id looked up in the state on each request and answered with the bytes
+    encoded once beside its schema (`SchemaVersion.id_answer`). Anything else, and an id
+    not found, goes on to the routes."""
 
     _PREFIX = "/schemas/ids/"
+    _CONTENT_TYPE = (b"content-type", MEDIA_TYPE.encode())
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -418,10 +423,17 @@ class IdLookups:
                 registry: SchemaRegistry = scope["app"].state.registry
                 found = registry.state.schema_by_id(int(path[len(self._PREFIX):]))
                 if found is not None:
-                    body = registry.id_body(found.schema_id)
-                    await RegistryResponse(body)(scope, receive, send)
+                    await self._answer(send, found.id_answer)
                     return
         await self.app(scope, receive, send)
+
+    async def _answer(self, send: Send, body: bytes) -> None:
+        await send({
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-length", b"%d" % len(body)), self._CONTENT_TYPE],
+        })
+        await send({"type": "http.response.body", "body": body})
 
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
