@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from logbus.registry import errors
 from logbus.registry.compatibility import DEFAULT_LEVEL
 from logbus.registry.election import PrimaryElection
-from logbus.registry.errors import RegistryError
+from logbus.registry.errors import RegistryError, StoreFencedError
 from logbus.registry.schema_types import SCHEMA_TYPES
 from logbus.registry.service import SchemaRegistry
 from logbus.registry.store import KafkaStore
@@ -67,6 +67,16 @@ def _flag(request: Request, name: str) -> bool:
 
 
 async def _body(request: Request) -> Any:
+    raw: bytes | None = getattr(request.state, "body", None)
+    if raw is None:
+        raw = await _read_body(request)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise errors.bad_request(f"Unrecognized JSON body: {exc}") from None
+
+
+async def _read_body(request: Request) -> bytes:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type and content_type not in ACCEPTED_BODIES:
         raise RegistryError(415, 415, "HTTP 415 Unsupported Media Type")
@@ -78,10 +88,10 @@ async def _body(request: Request) -> Any:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise RegistryError(413, 413, "HTTP 413 Request Entity Too Large")
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise errors.bad_request(f"Unrecognized JSON body: {exc}") from None
+    # kept for a write this registry turns out not to be the one to do (`_write`)
+    body = bytes(raw)
+    request.state.body = body
+    return body
 
 
 def _param(request: Request, name: str) -> str:
@@ -312,34 +322,46 @@ def _send(method: str, url: str, body: bytes, content_type: str) -> tuple[int, b
 def _write(handler: Handler) -> Handler:
     """A change: done here on the primary, else forwarded to it (as Confluent's
     registries forward), its answer passed back once this registry has read the store
-    up to what the primary wrote."""
+    up to what the primary wrote. A primary that finds itself fenced (another was elected
+    while it was paused) forwards the change too."""
 
     async def endpoint(request: Request) -> Any:
         election: PrimaryElection | None = request.app.state.election
-        if election is None or election.is_primary:
+        if election is None:
             return await handler(request)
+        if election.is_primary:
+            try:
+                return await handler(request)
+            except StoreFencedError:
+                election.lost_writes()
         primary = await election.wait_for_primary(_registry(request).store.timeout)
         if primary is None:
             raise RegistryError(500, 50004, "Unknown primary: no registry is elected yet")
         if primary == election.url:
             return await handler(request)
-        target = primary.rstrip("/") + request.url.path
-        if request.url.query:
-            target += "?" + request.url.query
-        body = await request.body()
-        content_type = request.headers.get("content-type", MEDIA_TYPE)
-        try:
-            status, content = await asyncio.to_thread(
-                _send, request.method, target, body, content_type
-            )
-        except OSError as exc:
-            raise RegistryError(
-                500, 50003, f"Error while forwarding the request to the primary: {exc}"
-            ) from None
-        await _registry(request).store.catch_up()
-        return Response(content, status_code=status, media_type=MEDIA_TYPE)
+        return await _forward(request, primary)
 
     return endpoint
+
+
+async def _forward(request: Request, primary: str) -> Response:
+    target = primary.rstrip("/") + request.url.path
+    if request.url.query:
+        target += "?" + request.url.query
+    body: bytes | None = getattr(request.state, "body", None)
+    if body is None:
+        body = await request.body()
+    content_type = request.headers.get("content-type", MEDIA_TYPE)
+    try:
+        status, content = await asyncio.to_thread(
+            _send, request.method, target, body, content_type
+        )
+    except OSError as exc:
+        raise RegistryError(
+            500, 50003, f"Error while forwarding the request to the primary: {exc}"
+        ) from None
+    await _registry(request).store.catch_up()
+    return Response(content, status_code=status, media_type=MEDIA_TYPE)
 
 
 _ROUTES: list[tuple[str, Handler, list[str]]] = [
@@ -487,12 +509,14 @@ def create_app(
         election = None
         if advertised_url is not None:
             election = PrimaryElection(
-                client_settings, topic, advertised_url, group_id, on_primary=store.sync
+                client_settings, topic, advertised_url, group_id, on_primary=store.claim_writes
             )
         app.state.election = election
         try:
             if election is not None:
                 await election.start()
+            else:  # the only registry: it writes
+                await store.claim_writes()
             yield
         finally:
             if election is not None:
