@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -96,8 +97,11 @@ def test_writes_go_through_the_primary_and_survive_its_death(
     id_a = wait_for(lambda: registered(first.url, "a", SCHEMA), 60, what="a primary")
     assert registered(second.url, "b", {"type": "string"}) == id_a + 1
     assert registered(second.url, "a", SCHEMA) == id_a  # already there: no new version
+    # a subject with reserved characters, percent-encoded: one of the two forwards it
     for registry in (first, second):
-        assert httpx.get(f"{registry.url}/subjects").json() == ["a", "b"]
+        assert registered(registry.url, quote("x/y z", safe=""), {"type": "int"}) == id_a + 2
+    for registry in (first, second):
+        assert httpx.get(f"{registry.url}/subjects").json() == ["a", "b", "x/y z"]
         assert httpx.get(f"{registry.url}/subjects/a/versions").json() == [1]
 
     # the primary says so in its log; kill it, the survivor must take over
@@ -112,8 +116,8 @@ def test_writes_go_through_the_primary_and_survive_its_death(
         lambda: registered(survivor.url, "c", {"type": "long"}), 90,
         what="the survivor to write",
     )
-    assert id_c == id_a + 2
-    assert httpx.get(f"{survivor.url}/subjects").json() == ["a", "b", "c"]
+    assert id_c == id_a + 3
+    assert httpx.get(f"{survivor.url}/subjects").json() == ["a", "b", "c", "x/y z"]
     assert "elected the primary" in survivor.log_text()
 
 
