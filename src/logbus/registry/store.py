@@ -157,7 +157,12 @@ class KafkaStore:
         """Become the store's writer: a new transactional producer, whose initialization
         fences every earlier one of the topic's registries (ours included), then read the
         topic to its end (after a NOOP record of our own), so that the state has what
-        the earlier writer wrote before it was fenced."""
+        the earlier writer wrote before it was fenced. Holds `lock`: no change of ours
+        is under way with the producer it replaces."""
+        async with self.lock:
+            await self._claim_writes()
+
+    async def _claim_writes(self) -> None:
         await self._close_producer()
         producer = Producer(
             {
