@@ -26,10 +26,14 @@ P1's MB/s; proxy consume >= 0.25x C1's.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import contextlib
 import datetime as dt
-import http.client
 import json
+import multiprocessing
+import os
+import queue
 import shutil
 import socket
 import subprocess
@@ -37,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,8 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.profile import Profiler, summarize
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VALUE_BYTES = 1024
@@ -77,17 +83,21 @@ def answers(url: str) -> bool:
 class Services:
     """The broker, registry and proxy processes of one run."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, *, profile: bool = False) -> None:
         self.work = work
+        self.profile = profile
         self.broker_port = free_port()
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.registry = f"http://127.0.0.1:{free_port()}"
         self.proxy = f"http://127.0.0.1:{free_port()}"
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _spawn(self, name: str, args: list[str]) -> None:
         with (self.work / f"{name}.log").open("wb") as log:
-            self.procs.append(subprocess.Popen([*CLI, *args], stdout=log, stderr=log))
+            self.procs[name] = subprocess.Popen([*CLI, *args], stdout=log, stderr=log)
+
+    def pid_of(self, name: str) -> int:
+        return self.procs[name].pid
 
     def start(self) -> None:
         self._spawn("broker", [
@@ -104,7 +114,7 @@ class Services:
         wait_until(lambda: answers(f"{self.proxy}/topics"), "the proxy")
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
+        for proc in reversed(self.procs.values()):
             proc.terminate()
             try:
                 proc.wait(30)
@@ -142,31 +152,149 @@ def bench_registry(services: Services, subjects: int, lookups: int) -> list[dict
             ids.append(response.json()["id"])
         register_s = time.perf_counter() - start
 
-    per_thread = lookups // 4
-
     host, port = services.registry.removeprefix("http://").split(":")
-
-    def look_up(index: int) -> None:
-        # the standard library's client: lighter than httpx, so the client's own cost
-        # weighs less on what is measured
-        connection = http.client.HTTPConnection(host, int(port), timeout=60)
-        try:
-            for n in range(per_thread):
-                schema_id = ids[(index * per_thread + n) % len(ids)]
-                connection.request("GET", f"/schemas/ids/{schema_id}")
-                response = connection.getresponse()
-                response.read()
-                assert response.status == 200
-        finally:
-            connection.close()
-
-    lookup_s = in_threads(4, look_up)
+    profile = services.work / "registry-lookups.raw" if services.profile else None
+    with _profiled(services.pid_of("registry"), profile):
+        count, lookup_s = lookup_load(host, int(port), ids, lookups)
+    if profile is not None:
+        print(summarize(profile))
     return [
         {"name": "register subjects", "count": subjects, "seconds": register_s,
          "per_s": subjects / register_s},
-        {"name": "id lookups", "count": per_thread * 4, "seconds": lookup_s,
-         "per_s": per_thread * 4 / lookup_s, "target_per_s": 5000},
+        {"name": "id lookups", "count": count, "seconds": lookup_s,
+         "per_s": count / lookup_s, "target_per_s": 5000,
+         "load": f"{LOOKUP_PROCESSES} processes x {LOOKUP_CONNECTIONS} keep-alive connections"},
     ]
+
+
+@contextlib.contextmanager
+def _profiled(pid: int, raw_path: Path | None) -> Iterator[None]:
+    if raw_path is None:
+        yield
+        return
+    with Profiler(pid, raw_path):
+        yield
+
+
+# The lookup load: several processes (the generator must not be what saturates first on
+# 2 cores), each an event loop of asyncio protocols, one a keep-alive connection with
+# one request in flight (no pipelining, as the serializers' clients do), parsing only the
+# status line and Content-Length of each answer.
+LOOKUP_PROCESSES = 2
+LOOKUP_CONNECTIONS = 8
+
+
+class _LookupConnection(asyncio.Protocol):
+    """Sends its requests one after another on one connection; `done` gets the count
+    answered 200 once the last answer came."""
+
+    def __init__(self, requests: list[bytes], done: asyncio.Future[int]) -> None:
+        self.requests = requests
+        self.done = done
+        self.sent = 0
+        self.ok = 0
+        self.buffer = b""
+        self.transport: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's transports are not asyncio.Transport subclasses)
+        self.transport = transport
+
+    def start(self) -> None:
+        self._send_next()
+
+    def _send_next(self) -> None:
+        assert self.transport is not None
+        if self.sent == len(self.requests):
+            self.transport.close()
+            self.done.set_result(self.ok)
+            return
+        self.transport.write(self.requests[self.sent])
+        self.sent += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buffer[:head_end].lower()
+            length_at = head.find(b"content-length:")
+            length = int(head[length_at + 15:].split(b"\r\n", 1)[0]) if length_at >= 0 else 0
+            end = head_end + 4 + length
+            if len(self.buffer) < end:
+                return
+            # an answer of 200 with a schema in it
+            self.ok += head[9:12] == b"200" and b'"schema":' in self.buffer[head_end:end]
+            self.buffer = self.buffer[end:]
+            self._send_next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc or ConnectionError("the registry closed a connection"))
+
+
+async def _lookup_process(
+    host: str, port: int, paths: list[str], connections: int, start: Any
+) -> tuple[int, float, float]:
+    loop = asyncio.get_running_loop()
+    per_connection = [paths[i::connections] for i in range(connections)]
+    protocols = []
+    for chunk in per_connection:
+        requests = [f"GET {p} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() for p in chunk]
+        done: asyncio.Future[int] = loop.create_future()
+        _, protocol = await loop.create_connection(
+            lambda r=requests, d=done: _LookupConnection(r, d), host, port
+        )
+        protocols.append(protocol)
+    await loop.run_in_executor(None, start.wait)  # every process connected: go
+    began = time.monotonic()
+    for protocol in protocols:
+        protocol.start()
+    ok = sum(await asyncio.gather(*(p.done for p in protocols)))
+    return ok, began, time.monotonic()
+
+
+def _lookup_worker(host: str, port: int, paths: list[str], connections: int, start: Any,
+                   results: Any) -> None:
+    try:
+        import uvloop
+        runner: Callable[..., Any] = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    results.put(runner(_lookup_process(host, port, paths, connections, start)))
+
+
+def lookup_load(host: str, port: int, ids: list[int], lookups: int) -> tuple[int, float]:
+    """`lookups` GETs of /schemas/ids/{id} (cycling over `ids`) from LOOKUP_PROCESSES
+    processes: how many were answered 200, and the seconds from the first process's start
+    to the last one's end."""
+    paths = [f"/schemas/ids/{ids[n % len(ids)]}" for n in range(lookups)]
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(LOOKUP_PROCESSES + 1)
+    results = context.Queue()
+    workers = [
+        context.Process(target=_lookup_worker, args=(
+            host, port, paths[i::LOOKUP_PROCESSES], LOOKUP_CONNECTIONS, start, results,
+        ))
+        for i in range(LOOKUP_PROCESSES)
+    ]
+    for worker in workers:
+        worker.start()
+    start.wait(120)
+    outcomes = []
+    while len(outcomes) < len(workers):
+        try:
+            outcomes.append(results.get(timeout=5))
+        except queue.Empty:
+            if not all(worker.is_alive() for worker in workers):
+                raise RuntimeError("a lookup process failed (its error is above)") from None
+    for worker in workers:
+        worker.join(60)
+    ok = sum(o[0] for o in outcomes)
+    if ok != lookups:
+        raise RuntimeError(f"{lookups - ok} of {lookups} lookups were not answered 200")
+    return ok, max(o[2] for o in outcomes) - min(o[1] for o in outcomes)
 
 
 def create_topics(bootstrap: str, *names: str) -> None:
@@ -276,6 +404,8 @@ def bench_proxy(services: Services, records: int) -> list[dict[str, Any]]:
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# HTTP services ({report['date']}, {report['commit']})", "",
+        f"Load average (1 min) before and after: {report['load_average'][0]}, "
+        f"{report['load_average'][1]}.", "",
         "| what | count | seconds | per s | MB/s | ratio (target) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -306,17 +436,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lookups", type=int, default=20_000)
     parser.add_argument("--subjects", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--registry-only", action="store_true",
+                        help="measure the registry only (no proxy runs)")
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy the registry during the lookups and print where its "
+                             "time went")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="logbus-http-bench-"))
-    services = Services(work)
+    services = Services(work, profile=args.profile)
+    load_before = os.getloadavg()
     try:
         services.start()
         results = bench_registry(services, args.subjects, args.lookups)
-        results += bench_proxy(services, args.records)
+        if not args.registry_only:
+            results += bench_proxy(services, args.records)
     finally:
         services.stop()
         shutil.rmtree(work, ignore_errors=True)
-    report = {"date": dt.date.today().isoformat(), "commit": commit(), "results": results}
+    report = {
+        "date": dt.date.today().isoformat(), "commit": commit(), "results": results,
+        # the machine's 1-minute load average before and after the run: on shared cores
+        # every figure depends on it
+        "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"http-{report['date']}-{report['commit']}"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")

@@ -31,12 +31,16 @@ class AsgiServer:
         self.thread.join(30)
 
 
-def serve_in_thread(app: Any, name: str, timeout: float = 60) -> AsgiServer:
-    """Serve `app` on a free port; RuntimeError naming it when it has not started within
-    `timeout` seconds (or its thread died)."""
+def serve_in_thread(
+    app: Any, name: str, timeout: float = 60, http: Any = "auto"
+) -> AsgiServer:
+    """Serve `app` on a free port (`http`: uvicorn's HTTP protocol, a name or a class);
+    RuntimeError naming it when it has not started within `timeout` seconds (or its
+    thread died)."""
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on"
+        app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio", lifespan="on",
+        http=http,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=name, daemon=True)

@@ -1,7 +1,8 @@
 """Fixtures of the schema registry's tests (imported by each test module): the registry
-served by uvicorn in a thread of the test process, on a free loopback port, over a real
-broker; `registry_factory` starts as many as a test asks for (a restart is a second one
-on the same broker) and stops them at the end."""
+served by uvicorn (with the CLI's one-write-per-answer protocol) in a thread of the test
+process, on a free loopback port, over a real broker; `registry_factory` starts as many
+as a test asks for (a restart is a second one on the same broker) and stops them at the
+end."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from asgi_servers import AsgiServer, serve_in_thread
+from logbus.cli.http_coalescing import CoalescingHttpToolsProtocol
 from logbus.registry import create_app
 
 JSON_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -26,7 +28,8 @@ def start_registry(
     app = create_app(
         {"bootstrap.servers": bootstrap, **(settings or {})}, replication_factor=1, **options
     )
-    return serve_in_thread(app, "schema registry")
+    # served as `logbus schema-registry start` serves it: one write per answer
+    return serve_in_thread(app, "schema registry", http=CoalescingHttpToolsProtocol)
 
 
 @pytest.fixture(name="registry_factory")

@@ -452,6 +452,65 @@ def test_produce_avro_through_the_registry(
     ]
 
 
+def ping_descriptor() -> Any:
+    """A FileDescriptorProto of `message Ping { string who = 1; int64 at = 2; }` in
+    package `ex`, built with protobuf's own classes (no protoc here)."""
+    from google.protobuf import descriptor_pb2
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file_proto = descriptor_pb2.FileDescriptorProto(name="ping.proto", package="ex",
+                                                    syntax="proto3")
+    file_proto.message_type.add(name="Ping", field=[
+        field(name="who", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL),
+        field(name="at", number=2, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL),
+    ])
+    return file_proto
+
+
+def test_produce_protobuf_through_the_registry(
+    fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer], sr_clients: Any,
+    registry_factory: Callable[..., Any],
+) -> None:
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pool, message_factory
+
+    registry = registry_factory(fast_broker.bootstrap)
+    proxy = proxy_factory(fast_broker.bootstrap, schema_registry_url=registry.url)
+    create_topic(fast_broker.bootstrap, "pings")
+    file_proto = ping_descriptor()
+    text = base64.b64encode(file_proto.SerializeToString()).decode()
+    schema_id = sr_clients(registry).register_schema("pings-value", Schema(text, "PROTOBUF"))
+    with httpx.Client(base_url=proxy.url, timeout=60) as http:
+        cluster_id = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        path = f"/v3/clusters/{cluster_id}/topics/pings/records"
+        by_id, latest, typed, bad = produce(
+            http, path,
+            {"value": {"schema_id": schema_id, "data": {"who": "ada", "at": "36"}}},
+            {"value": {"data": {"who": "alan"}}},  # the subject's latest version
+            {"value": {"type": "PROTOBUF", "data": {"at": 7}}},
+            {"value": {"schema_id": schema_id, "data": {"nobody": 1}}},  # no such field
+        )
+        assert [r["error_code"] for r in (by_id, latest, typed)] == [200, 200, 200]
+        assert latest["value"]["type"] == "PROTOBUF"
+        assert latest["value"]["schema_id"] == schema_id
+        assert bad["error_code"] == 42203
+        as_text = produce(http, path, {"value": {"type": "PROTOBUF", "data": {},
+                                                  "schema": "message P { int32 a = 1; }"}})
+        assert as_text[0]["error_code"] == 42205  # .proto text: not encoded here
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
+    ping = message_factory.GetMessageClass(pool.FindMessageTypeByName("ex.Ping"))
+    # with the registry: it resolves each record's schema id and message index too
+    deserializer = ProtobufDeserializer(
+        ping, {"use.deprecated.format": False}, sr_clients(registry)
+    )
+    context = SerializationContext("pings", MessageField.VALUE)
+    got = [deserializer(m.value(), context) for m in read_back(fast_broker.bootstrap, "pings", 3)]
+    assert [(m.who, m.at) for m in got] == [("ada", 36), ("alan", 0), ("", 7)]
+
+
 # -- consumer groups ----------------------------------------------------------------------
 
 

@@ -56,6 +56,14 @@ def read_properties(args: argparse.Namespace, bootstrap_key: str) -> dict[str, s
     return props
 
 
+def _http_protocol() -> Any:
+    try:
+        from logbus.cli.http_coalescing import CoalescingHttpToolsProtocol
+    except ImportError:  # httptools is not installed: uvicorn's own choice
+        return "auto"
+    return CoalescingHttpToolsProtocol
+
+
 def serve(app: Any, host: str, port: int, banner: str) -> int:
     """Serve `app` until interrupted; 1 with a message when the port cannot be bound."""
     # Imported here: the web stack is needed by these commands only.
@@ -67,8 +75,11 @@ def serve(app: Any, host: str, port: int, banner: str) -> int:
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning",
         # uvloop and httptools (C event loop, C HTTP parser) when installed: the lookups
-        # and produce requests are many and small, and parsing them in Python costs
-        loop="auto", http="auto", lifespan="on",
+        # and produce requests are many and small, and parsing them in Python costs; with
+        # httptools, one write per answer (http_coalescing)
+        loop="auto", http=_http_protocol(), lifespan="on",
+        # no line per request (the registry's id lookups are thousands a second)
+        access_log=False,
     )
     print(f"{banner}: http://{host}:{port}/", flush=True)
     try:

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -28,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from logbus.registry import errors
 from logbus.registry.compatibility import DEFAULT_LEVEL
 from logbus.registry.election import PrimaryElection
-from logbus.registry.errors import RegistryError
+from logbus.registry.errors import RegistryError, StoreFencedError
 from logbus.registry.schema_types import SCHEMA_TYPES
 from logbus.registry.service import SchemaRegistry
 from logbus.registry.store import KafkaStore
@@ -66,6 +67,16 @@ def _flag(request: Request, name: str) -> bool:
 
 
 async def _body(request: Request) -> Any:
+    raw: bytes | None = getattr(request.state, "body", None)
+    if raw is None:
+        raw = await _read_body(request)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise errors.bad_request(f"Unrecognized JSON body: {exc}") from None
+
+
+async def _read_body(request: Request) -> bytes:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type and content_type not in ACCEPTED_BODIES:
         raise RegistryError(415, 415, "HTTP 415 Unsupported Media Type")
@@ -77,14 +88,20 @@ async def _body(request: Request) -> Any:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise RegistryError(413, 413, "HTTP 413 Request Entity Too Large")
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise errors.bad_request(f"Unrecognized JSON body: {exc}") from None
+    # kept for a write this registry turns out not to be the one to do (`_write`)
+    body = bytes(raw)
+    request.state.body = body
+    return body
+
+
+def _param(request: Request, name: str) -> str:
+    """A path segment, percent-decoded (the routes match the undecoded path: see
+    `RawPath`)."""
+    return urllib.parse.unquote(request.path_params[name])
 
 
 def _int_path(request: Request, name: str) -> int:
-    text = request.path_params[name]
+    text = _param(request, name)
     try:
         return int(text)
     except ValueError:
@@ -148,41 +165,42 @@ async def list_subjects(request: Request) -> Any:
 
 async def list_versions(request: Request) -> Any:
     return _registry(request).versions(
-        request.path_params["subject"], deleted=_flag(request, "deleted")
+        _param(request, "subject"), deleted=_flag(request, "deleted")
     )
 
 
 async def get_version(request: Request) -> Any:
-    p = request.path_params
     deleted = _flag(request, "deleted")
-    found = _registry(request).version(p["subject"], p["version"], deleted=deleted)
+    found = _registry(request).version(
+        _param(request, "subject"), _param(request, "version"), deleted=deleted
+    )
     return found.as_json()
 
 
 async def get_version_schema(request: Request) -> Response:
-    p = request.path_params
     deleted = _flag(request, "deleted")
-    found = _registry(request).version(p["subject"], p["version"], deleted=deleted)
+    found = _registry(request).version(
+        _param(request, "subject"), _param(request, "version"), deleted=deleted
+    )
     return Response(found.schema, media_type=MEDIA_TYPE)
 
 
 async def referenced_by(request: Request) -> Any:
-    p = request.path_params
     registry = _registry(request)
-    found = registry.version(p["subject"], p["version"], deleted=True)
+    found = registry.version(_param(request, "subject"), _param(request, "version"), deleted=True)
     return registry.state.referenced_by(found.subject, found.version)
 
 
 async def register(request: Request) -> Any:
     schema_id = await _registry(request).register(
-        request.path_params["subject"], await _body(request), normalize=_flag(request, "normalize")
+        _param(request, "subject"), await _body(request), normalize=_flag(request, "normalize")
     )
     return {"id": schema_id}
 
 
 async def lookup(request: Request) -> Any:
     found = _registry(request).lookup(
-        request.path_params["subject"],
+        _param(request, "subject"),
         await _body(request),
         normalize=_flag(request, "normalize"),
         deleted=_flag(request, "deleted"),
@@ -192,14 +210,14 @@ async def lookup(request: Request) -> Any:
 
 async def delete_subject(request: Request) -> Any:
     return await _registry(request).delete_subject(
-        request.path_params["subject"], permanent=_flag(request, "permanent")
+        _param(request, "subject"), permanent=_flag(request, "permanent")
     )
 
 
 async def delete_version(request: Request) -> Any:
-    p = request.path_params
     return await _registry(request).delete_version(
-        p["subject"], p["version"], permanent=_flag(request, "permanent")
+        _param(request, "subject"), _param(request, "version"),
+        permanent=_flag(request, "permanent"),
     )
 
 
@@ -208,7 +226,7 @@ async def delete_version(request: Request) -> Any:
 
 async def _compatibility(request: Request, version: str | None) -> Any:
     messages = _registry(request).test_compatibility(
-        request.path_params["subject"],
+        _param(request, "subject"),
         version,
         await _body(request),
         normalize=_flag(request, "normalize"),
@@ -220,7 +238,7 @@ async def _compatibility(request: Request, version: str | None) -> Any:
 
 
 async def compatibility_with_version(request: Request) -> Any:
-    return await _compatibility(request, request.path_params["version"])
+    return await _compatibility(request, _param(request, "version"))
 
 
 async def compatibility_with_subject(request: Request) -> Any:
@@ -231,8 +249,10 @@ async def compatibility_with_subject(request: Request) -> Any:
 
 
 def _subject(request: Request) -> str | None:
-    subject: str | None = request.path_params.get("subject")
-    return subject
+    """The subject of a /config or /mode route; None for the global one."""
+    if "subject" not in request.path_params:
+        return None
+    return _param(request, "subject")
 
 
 async def get_config(request: Request) -> Any:
@@ -266,7 +286,7 @@ async def put_mode(request: Request) -> Any:
 
 
 async def delete_mode(request: Request) -> Any:
-    return {"mode": await _registry(request).delete_mode(request.path_params["subject"])}
+    return {"mode": await _registry(request).delete_mode(_param(request, "subject"))}
 
 
 async def root(request: Request) -> Any:
@@ -302,34 +322,46 @@ def _send(method: str, url: str, body: bytes, content_type: str) -> tuple[int, b
 def _write(handler: Handler) -> Handler:
     """A change: done here on the primary, else forwarded to it (as Confluent's
     registries forward), its answer passed back once this registry has read the store
-    up to what the primary wrote."""
+    up to what the primary wrote. A primary that finds itself fenced (another was elected
+    while it was paused) forwards the change too."""
 
     async def endpoint(request: Request) -> Any:
         election: PrimaryElection | None = request.app.state.election
-        if election is None or election.is_primary:
+        if election is None:
             return await handler(request)
+        if election.is_primary:
+            try:
+                return await handler(request)
+            except StoreFencedError:
+                election.lost_writes()
         primary = await election.wait_for_primary(_registry(request).store.timeout)
         if primary is None:
             raise RegistryError(500, 50004, "Unknown primary: no registry is elected yet")
         if primary == election.url:
             return await handler(request)
-        target = primary.rstrip("/") + request.url.path
-        if request.url.query:
-            target += "?" + request.url.query
-        body = await request.body()
-        content_type = request.headers.get("content-type", MEDIA_TYPE)
-        try:
-            status, content = await asyncio.to_thread(
-                _send, request.method, target, body, content_type
-            )
-        except OSError as exc:
-            raise RegistryError(
-                500, 50003, f"Error while forwarding the request to the primary: {exc}"
-            ) from None
-        await _registry(request).store.catch_up()
-        return Response(content, status_code=status, media_type=MEDIA_TYPE)
+        return await _forward(request, primary)
 
     return endpoint
+
+
+async def _forward(request: Request, primary: str) -> Response:
+    target = primary.rstrip("/") + request.url.path
+    if request.url.query:
+        target += "?" + request.url.query
+    body: bytes | None = getattr(request.state, "body", None)
+    if body is None:
+        body = await request.body()
+    content_type = request.headers.get("content-type", MEDIA_TYPE)
+    try:
+        status, content = await asyncio.to_thread(
+            _send, request.method, target, body, content_type
+        )
+    except OSError as exc:
+        raise RegistryError(
+            500, 50003, f"Error while forwarding the request to the primary: {exc}"
+        ) from None
+    await _registry(request).store.catch_up()
+    return Response(content, status_code=status, media_type=MEDIA_TYPE)
 
 
 _ROUTES: list[tuple[str, Handler, list[str]]] = [
@@ -370,12 +402,38 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
 ]
 
 
+class RawPath:
+    """Routes match the path as the client sent it, still percent-encoded, and handlers
+    decode each segment (`_param`). A subject may be any string, "/" included, and
+    clients send it encoded (`/subjects/a%2Fb/versions`, as confluent-kafka's client
+    quotes it); the server's decoded `path` would split it into two segments. The
+    undecoded path is also what a forwarded write sends on to the primary."""
+
+    # what stays as it is when the raw path is re-quoted: its escapes and reserved
+    # characters (RFC 3986); anything else (a client's unencoded UTF-8) is encoded
+    _SAFE = "/%:@!$&'()*+,;=~"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw: bytes | None = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw:
+            path = urllib.parse.quote(raw, safe=self._SAFE)
+            if path != scope["path"]:
+                scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
 class IdLookups:
     """`GET /schemas/ids/{id}` answered before routing: the serializers' hot path (each
     new id a consumer meets is looked up), served without the router's walk over every
-    route. Anything else, and an id not found, goes on to the routes."""
+    route, the id looked up in the state on each request and answered with the bytes
+    encoded once beside its schema (`SchemaVersion.id_answer`). Anything else, and an id
+    not found, goes on to the routes."""
 
     _PREFIX = "/schemas/ids/"
+    _CONTENT_TYPE = (b"content-type", MEDIA_TYPE.encode())
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -387,10 +445,17 @@ class IdLookups:
                 registry: SchemaRegistry = scope["app"].state.registry
                 found = registry.state.schema_by_id(int(path[len(self._PREFIX):]))
                 if found is not None:
-                    body = registry.id_body(found.schema_id)
-                    await RegistryResponse(body)(scope, receive, send)
+                    await self._answer(send, found.id_answer)
                     return
         await self.app(scope, receive, send)
+
+    async def _answer(self, send: Send, body: bytes) -> None:
+        await send({
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-length", b"%d" % len(body)), self._CONTENT_TYPE],
+        })
+        await send({"type": "http.response.body", "body": body})
 
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
@@ -444,12 +509,14 @@ def create_app(
         election = None
         if advertised_url is not None:
             election = PrimaryElection(
-                client_settings, topic, advertised_url, group_id, on_primary=store.sync
+                client_settings, topic, advertised_url, group_id, on_primary=store.claim_writes
             )
         app.state.election = election
         try:
             if election is not None:
                 await election.start()
+            else:  # the only registry: it writes
+                await store.claim_writes()
             yield
         finally:
             if election is not None:
@@ -462,7 +529,7 @@ def create_app(
     return Starlette(
         debug=False,
         routes=routes,
-        middleware=[Middleware(IdLookups)],
+        middleware=[Middleware(RawPath), Middleware(IdLookups)],
         lifespan=lifespan,
         exception_handlers={
             RegistryError: _registry_error,

@@ -4,8 +4,10 @@ do, every process joins one Kafka consumer group (`schema.registry.group.id`, de
 store topic, which has one partition, so exactly one member is assigned it, and that
 member is the primary. Its client id carries its URL, so the others find it by
 describing the group and forward writes to it. When the primary leaves or dies (its
-session times out) the group gives the partition to another member, which reads the
-store to its end before it writes.
+session times out) the group gives the partition to another member, which claims the
+store's writes (fencing the old primary's producer: `store.KafkaStore.claim_writes`) and
+reads the store to its end before it writes. A primary that was only paused learns it
+lost when the group or the store tells it, whichever comes first.
 
 The entry point is `PrimaryElection`.
 """
@@ -22,6 +24,7 @@ from logbus.client.admin import Admin
 from logbus.client.consumer import Consumer, ConsumerRebalanceListener
 from logbus.client.errors import KafkaError
 from logbus.client.types import TopicPartition
+from logbus.registry.errors import RegistryError
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +95,22 @@ class PrimaryElection:
         await self._admin.close()
 
     async def became_primary(self) -> None:
+        """Claim the store's writes (which fences the previous primary), then write."""
         if self._on_primary is not None:
-            await self._on_primary()
+            try:
+                await self._on_primary()
+            except (KafkaError, RegistryError) as exc:
+                log.warning("elected the primary but could not claim the store: %s", exc)
+                return
         self.is_primary = True
         log.info("elected the primary (%s)", self.url)
+
+    def lost_writes(self) -> None:
+        """The store refused our write: another registry claimed it (we were paused or
+        cut off past our group session, and the group has not told us yet)."""
+        if self.is_primary:
+            self.is_primary = False
+            log.info("fenced: no longer the primary")
 
     async def _keep_membership(self) -> None:
         while True:
@@ -119,7 +134,9 @@ class PrimaryElection:
             return None
 
     async def primary_url(self) -> str | None:
-        """The primary's URL (ours when we are it); None while there is none."""
+        """The primary's URL (ours when we are it); None while there is none, or while
+        the group names us but we do not write (we were fenced and the group has not
+        moved on yet, or we are still claiming the store)."""
         if self.is_primary:
             return self.url
         try:
@@ -131,5 +148,6 @@ class PrimaryElection:
             if member.assignment.get(self.topic) and member.client_id.startswith(
                 CLIENT_ID_PREFIX
             ):
-                return member.client_id.removeprefix(CLIENT_ID_PREFIX)
+                url = member.client_id.removeprefix(CLIENT_ID_PREFIX)
+                return None if url == self.url else url
         return None

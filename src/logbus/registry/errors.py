@@ -142,3 +142,16 @@ def store_error(message: str) -> RegistryError:
 
 def store_timeout(message: str) -> RegistryError:
     return RegistryError(500, 50002, f"Operation timed out - {message}")
+
+
+class StoreFencedError(RegistryError):
+    """This registry's producer was fenced: another registry claimed the store's writes
+    (it was elected primary while this one was paused or cut off). Nothing was written;
+    a registry in a group forwards the request to the primary instead."""
+
+
+def store_fenced() -> StoreFencedError:
+    return StoreFencedError(
+        500, 50001, "Error in the backend data store - another registry writes the store "
+        "topic now: this one was fenced"
+    )

@@ -126,13 +126,7 @@ class SchemaRegistry:
 
     def id_body(self, schema_id: int, *, fetch_max_id: bool = False) -> dict[str, Any]:
         """The body of GET /schemas/ids/{id}."""
-        found = self.schema_by_id(schema_id)
-        body: dict[str, Any] = {}
-        if found.schema_type != AVRO:
-            body["schemaType"] = found.schema_type
-        if found.references:
-            body["references"] = [r.as_json() for r in found.references]
-        body["schema"] = found.schema
+        body = self.schema_by_id(schema_id).id_json()
         if fetch_max_id:
             body["maxId"] = self.state.max_id
         return body

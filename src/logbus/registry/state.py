@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,23 @@ class SchemaVersion:
         if with_schema:
             body["schema"] = self.schema
         return body
+
+    def id_json(self) -> dict[str, Any]:
+        """The body of GET /schemas/ids/{id} for this version's id."""
+        body: dict[str, Any] = {}
+        if self.schema_type != "AVRO":
+            body["schemaType"] = self.schema_type
+        if self.references:
+            body["references"] = [ref.as_json() for ref in self.references]
+        body["schema"] = self.schema
+        return body
+
+    @cached_property
+    def id_answer(self) -> bytes:
+        """`id_json()` encoded once, when first asked for: the answer to the serializers'
+        lookups, which are many, of few schemas (a frozen dataclass still takes a cached
+        property: it is kept in the instance's __dict__, outside the compared fields)."""
+        return json.dumps(self.id_json(), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @dataclass

@@ -1,12 +1,17 @@
 """The proxy's side of the schema registry (`schema.registry.url`): registering the
 schemas a produce request carries, fetching schemas by id, and Confluent's framing (a
-zero byte, the 4-byte schema id, then the encoding) for the AVRO and JSONSCHEMA embedded
-formats. Avro is encoded and decoded with Apache Avro's library; the registry is called
-over HTTP (urllib, in a worker thread, so the event loop never waits on it)."""
+zero byte, the 4-byte schema id, then the encoding) for the AVRO, JSONSCHEMA and
+PROTOBUF embedded formats. Avro is encoded and decoded with Apache Avro's library,
+Protobuf with protobuf's (a schema given as a base64 `FileDescriptorProto`, as
+confluent-kafka's serializers register it; the record is the file's first message, and
+its framing carries Confluent's message-index list for it, the single byte 0); the
+registry is called over HTTP (urllib, in a worker thread, so the event loop never waits
+on it)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import struct
@@ -19,6 +24,8 @@ from typing import Any
 import avro.errors
 import avro.io
 import avro.schema
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf.message import DecodeError
 
 from logbus.restproxy import errors
 
@@ -110,21 +117,20 @@ class SchemaRegistryClient:
         )
         result = await asyncio.to_thread(self._call, "GET", path)
         schema_type = result.get("schemaType", "AVRO")
-        text = result["schema"]
-        parsed = avro.schema.parse(text) if schema_type == "AVRO" else json.loads(text)
+        parsed = parse_registered(schema_type, result["schema"])
         self._by_id.setdefault(int(result["id"]), (schema_type, parsed))
         return RegisteredSchema(subject, int(result["id"]), int(result["version"]),
                                 schema_type, parsed)
 
     async def schema(self, schema_id: int) -> tuple[str, Any]:
-        """(schema type, parsed schema: an Avro schema or a JSON Schema document)."""
+        """(schema type, parsed schema: an Avro schema, a JSON Schema document, or a
+        Protobuf message class)."""
         self._check_configured()
         found = self._by_id.get(schema_id)
         if found is None:
             result = await asyncio.to_thread(self._call, "GET", f"/schemas/ids/{schema_id}")
             schema_type = result.get("schemaType", "AVRO")
-            text = result["schema"]
-            parsed = avro.schema.parse(text) if schema_type == "AVRO" else json.loads(text)
+            parsed = parse_registered(schema_type, result["schema"])
             found = self._by_id[schema_id] = (schema_type, parsed)
         return found
 
@@ -163,3 +169,57 @@ def parse_avro(text: str) -> avro.schema.Schema:
         return avro.schema.parse(text)
     except (avro.errors.AvroException, ValueError, TypeError) as exc:
         raise errors.invalid_schema(str(exc)) from None
+
+
+def parse_registered(schema_type: str, text: str) -> Any:
+    """A schema the registry holds, parsed for encoding (None for a Protobuf schema this
+    proxy cannot encode with: a record of it is refused when it is produced)."""
+    if schema_type == "AVRO":
+        return avro.schema.parse(text)
+    if schema_type == "PROTOBUF":
+        try:
+            return parse_protobuf(text)
+        except errors.ProxyError:
+            return None
+    return json.loads(text)
+
+
+# Confluent's message-index list naming the file's first message: [0], written as one 0
+FIRST_MESSAGE = b"\x00"
+
+
+def parse_protobuf(text: str) -> Any:
+    """The message class of the first message of a base64 `FileDescriptorProto` without
+    imports. 422 for a .proto text or a file that imports others (not supported)."""
+    try:
+        file_proto = descriptor_pb2.FileDescriptorProto.FromString(
+            base64.b64decode(text, validate=True)
+        )
+    except (ValueError, DecodeError):
+        raise errors.invalid_schema(
+            "a PROTOBUF schema must be a base64 FileDescriptorProto here (.proto text is "
+            "not supported by the proxy)"
+        ) from None
+    if file_proto.dependency or not file_proto.message_type:
+        raise errors.invalid_schema(
+            "a PROTOBUF schema must define a message and import no other file here"
+        )
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        pool.Add(file_proto)
+        name = ".".join(filter(None, (file_proto.package, file_proto.message_type[0].name)))
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+    except (TypeError, KeyError) as exc:
+        raise errors.invalid_schema(str(exc)) from None
+
+
+def protobuf_encode(message_class: Any, value: Any) -> bytes:
+    """`value` (the message as protobuf's JSON mapping) encoded, after the message index."""
+    if message_class is None:
+        raise errors.invalid_schema("this PROTOBUF schema cannot be encoded by the proxy")
+    try:
+        message = json_format.ParseDict(value, message_class())
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        raise errors.conversion_failed(str(exc)) from None
+    encoded: bytes = message.SerializeToString()
+    return FIRST_MESSAGE + encoded

@@ -6,7 +6,7 @@ with `Transfer-Encoding: chunked`): each record is sent as soon as it has been r
 the answer streams one JSON object per record, in the order the records came, each with
 its own `error_code` (200 when it was written) while the HTTP status stays 200. A key or
 value is `{"type": "BINARY" | "JSON" | "STRING", "data": ...}`, or a schema record
-(`"type": "AVRO" | "JSONSCHEMA"`, or no type) whose schema the registry holds: by
+(`"type": "AVRO" | "JSONSCHEMA" | "PROTOBUF"`, or no type) whose schema the registry holds: by
 `schema_id`, by `schema_version` of its subject, as a raw `schema` to register, or the
 subject's latest version. The subject is `subject`, else `<topic>-key` / `<topic>-value`.
 
@@ -45,6 +45,8 @@ from logbus.restproxy.schemas import (
     avro_encode,
     frame,
     parse_avro,
+    parse_protobuf,
+    protobuf_encode,
 )
 from logbus.restproxy.v3.resources import (
     V3_JSON,
@@ -64,8 +66,8 @@ log = logging.getLogger(__name__)
 IN_FLIGHT = 1000
 TOPIC_CACHE_SECONDS = 5.0
 _PLAIN = ("BINARY", "JSON", "STRING")
-_SCHEMA_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON"}
-_FORMATS = {"AVRO": "AVRO", "JSON": "JSONSCHEMA"}
+_SCHEMA_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON", "PROTOBUF": "PROTOBUF"}
+_FORMATS = {"AVRO": "AVRO", "JSON": "JSONSCHEMA", "PROTOBUF": "PROTOBUF"}
 
 
 def _bad(detail: str) -> ProxyError:
@@ -128,7 +130,7 @@ class RecordEncoder:
             if not isinstance(raw, str):
                 raise _bad("schema must be a string.")
             schema_type = _SCHEMA_TYPES.get(kind or "AVRO", "AVRO")
-            parsed = parse_avro(raw) if schema_type == "AVRO" else _json_schema(raw)
+            parsed = _parse(schema_type, raw)
             found = await self.registry.register_version(subject, raw, schema_type, parsed)
         else:
             found = await self.registry.version(subject, "latest" if version is None else version)
@@ -142,7 +144,17 @@ class RecordEncoder:
     def _framed(schema: RegisteredSchema, data: Any) -> bytes:
         if schema.schema_type == "AVRO":
             return frame(schema.schema_id, avro_encode(schema.parsed, data))
+        if schema.schema_type == "PROTOBUF":
+            return frame(schema.schema_id, protobuf_encode(schema.parsed, data))
         return frame(schema.schema_id, json.dumps(data, separators=(",", ":")).encode())
+
+
+def _parse(schema_type: str, text: str) -> Any:
+    if schema_type == "AVRO":
+        return parse_avro(text)
+    if schema_type == "PROTOBUF":
+        return parse_protobuf(text)
+    return _json_schema(text)
 
 
 def _json_schema(text: str) -> Any:
