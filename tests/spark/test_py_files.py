@@ -8,44 +8,21 @@ of its own, on `local[2]` (the Python side is the same as on a cluster's executo
 
 from __future__ import annotations
 
-import subprocess
-import sysconfig
-import venv
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import CLUSTER_CONF, consume_all, create_topic, produce, run_cluster_job
-
-import logbus
+from spark_support import (
+    CLUSTER_CONF,
+    consume_all,
+    create_topic,
+    logbus_zip,
+    produce,
+    python_without_logbus,
+    run_cluster_job,
+)
 
 RECORDS = 600
-
-
-def python_without_logbus(tmp: Path) -> Path:
-    """A virtualenv that sees this one's packages (a path entry to its site-packages, whose
-    own .pth files, logbus's development install among them, are not read) but not logbus."""
-    venv.create(tmp / "workers-venv", with_pip=False)
-    [site_packages] = (tmp / "workers-venv" / "lib").glob("python*/site-packages")
-    (site_packages / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    python = tmp / "workers-venv" / "bin" / "python"
-    probe = subprocess.run([python, "-c", "import numpy, pyarrow, pyspark; import logbus"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp)
-    assert "No module named 'logbus'" in probe.stderr, probe.stderr
-    return python
-
-
-def logbus_zip(tmp: Path) -> Path:
-    """The logbus package as a zip for --py-files (pure Python: the compiled record walker
-    has a numpy fallback)."""
-    package = Path(logbus.__file__).parent
-    path = tmp / "logbus.zip"
-    with zipfile.ZipFile(path, "w") as archive:
-        for file in sorted(package.rglob("*")):
-            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".so":
-                archive.write(file, file.relative_to(package.parent))
-    return path
 
 
 def job_args(broker: Any, tmp: Path, stream_to: str, *conf: str) -> list[str]:
