@@ -24,7 +24,7 @@ MISSING_LOGBUS = (
     "this Spark worker's Python cannot import logbus ({error}): executors run the logbus "
     "data source's readers and writers themselves. Install logbus in the Python of every "
     "worker and point PYSPARK_PYTHON at it, or ship it with the job: "
-    "spark.archives=<packed environment>#env with PYSPARK_PYTHON=./env/bin/python, or "
+    "spark.archives=logbus.tar.gz#logbus (the files of the logbus package directory), or "
     "--py-files / spark.submit.pyFiles=<logbus wheel or zip> (see docs/spark.md, "
     "'Spark clusters')"
 )
