@@ -4,10 +4,10 @@ with that Python as PYSPARK_PYTHON, and so is the driver (cluster_job.py, a proc
 own) for the Python workers it starts. logbus travels with the job as `logbus.tar.gz` (the
 files of the package directory, its compiled helper too), packed as the recipe packs it;
 Spark unpacks it as `logbus/` into each executor's working directory and into the
-driver's, both on its Python workers' path. A batch read and a batch write through the
-sink run; confluent-kafka writes the input and reads the sink's output back. Streaming
-reads need logbus in the driver's Python (docs/spark.md), as with --py-files
-(test_py_files.py)."""
+driver's, both on its Python workers' path. A batch read, a batch write through the sink
+and a streaming read into Parquet run (the streaming planner on the driver finds logbus in
+the session's job files: logbus.spark.worker_guard); confluent-kafka writes the input and
+reads the sink's output back."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from spark_support import (
     CLUSTER_CONF,
@@ -58,12 +59,15 @@ def test_logbus_shipped_with_spark_archives(
         ["--master", standalone.url,
          *(arg for name, value in conf.items() for arg in ("--conf", f"{name}={value}"))],
         "--bootstrap", broker.bootstrap, "--source", "source", "--prefix", "copy",
-        "--out", str(tmp_path), "--stream-to", "nothing",
+        "--out", str(tmp_path), "--stream-to", "parquet", "--max-offsets", "500",
         env={"PYSPARK_PYTHON": str(workers_python)},
     )
     assert report["batch_count"] == RECORDS
     records = consume_all(broker.bootstrap, "copy-batch", 1, RECORDS)
     assert sorted(m.value() for m in records) == sorted(values)
+    # The streaming read (two micro-batches, planned on the driver): each record once.
+    table = pq.read_table(tmp_path / "stream").to_pydict()
+    assert sorted(table["value"]) == sorted(values)
     # Both Workers ran an executor, each with logbus unpacked from the archive.
     executor_logs = standalone.executor_logs(report["app_id"])
     assert len(executor_logs) == 2, standalone.log_tails()

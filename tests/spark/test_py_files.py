@@ -2,9 +2,9 @@
 logbus: ship logbus with the job (`--py-files` / `spark.submit.pyFiles`, here a zip of the
 package). The Python workers (the driver's planners and the executors') run a Python that
 cannot import logbus until Spark puts the shipped file on their path; without it, the
-job fails with the error that names the fix. Batch reads and writes: streaming reads need
-logbus in the driver's Python (docs/spark.md). cluster_job.py is the driver, in a process
-of its own, on `local[2]` (the Python side is the same as on a cluster's executors)."""
+job fails with the error that names the fix. A batch read and write, and a streaming copy
+through the sink. cluster_job.py is the driver, in a process of its own, on `local[2]` (the
+Python side is the same as on a cluster's executors)."""
 
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ def test_logbus_shipped_with_py_files(broker: Any, tmp_path: Path) -> None:
     assert "--py-files" in str(failed.value)
 
     shipped = logbus_zip(tmp_path)
-    # Batch reads and writes only: PySpark 4.3 starts a streaming source's planner on the
-    # driver without the shipped files on its path (docs/spark.md).
-    args = job_args(broker, tmp_path, "nothing", f"spark.submit.pyFiles={shipped}")
+    # The streaming source's planner on the driver finds the shipped file too (PySpark 4.3
+    # leaves it off that worker's path: logbus.spark.worker_guard looks for it).
+    args = job_args(broker, tmp_path, "logbus", f"spark.submit.pyFiles={shipped}")
     report = run_cluster_job(tmp_path, args, env=workers)
     assert report["batch_count"] == RECORDS
     records = consume_all(broker.bootstrap, "copy-batch", 1, RECORDS)
+    assert sorted(m.value() for m in records) == sorted(values)
+    records = consume_all(broker.bootstrap, "copy-stream", 1, RECORDS)
     assert sorted(m.value() for m in records) == sorted(values)
