@@ -240,15 +240,16 @@ def test_retention_under_a_running_query_fails_it(
     try:
         start = held.hold_while_retention_deletes()
         held.release()
-        # The first offset lost and where the log starts now (at least `start`), and the
-        # option that would let the query go on.
+        # The offsets lost (from the first one the query planned up to where the log
+        # starts now, at least `start`), and the option that would let the query go on.
         with pytest.raises(Exception, match=(
             r"partition aging-0: offset 4 is out of range \(the log now starts at \d+\); "
-            r"some records planned for this query are gone \(set failOnDataLoss=false"
+            r"offsets 4 to \d+ planned for this query are gone \(set failOnDataLoss=false"
         )) as failed:
             held.query.awaitTermination(120)
-        now_starts = re.search(r"the log now starts at (\d+)", str(failed.value))
-        assert now_starts is not None and int(now_starts.group(1)) >= start
+        lost = re.search(r"now starts at (\d+)\); offsets 4 to (\d+) ", str(failed.value))
+        assert lost is not None
+        assert int(lost.group(1)) >= start and int(lost.group(2)) == int(lost.group(1)) - 1
     finally:
         held.stop()
     # Nothing of micro-batch 2 was added: the rows read are those of 0 and 1.

@@ -62,9 +62,16 @@ class _SkipTo(NamedTuple):
     offset: int
 
 
-def _data_loss(rng: OffsetRange, what: str) -> LogbusSparkError:
+def _data_loss(
+    rng: OffsetRange, what: str, lost: tuple[int, int] | None = None
+) -> LogbusSparkError:
+    """failOnDataLoss=true: the task fails naming the partition, what happened and, when
+    known, the offsets [start, end) that are gone."""
+    gone = (
+        "some records" if lost is None else f"offsets {lost[0]} to {lost[1] - 1}"
+    )
     return LogbusSparkError(
-        f"partition {rng.topic}-{rng.partition}: {what}; some records planned for this query "
+        f"partition {rng.topic}-{rng.partition}: {what}; {gone} planned for this query "
         "are gone (set failOnDataLoss=false to read what is left)"
     )
 
@@ -159,7 +166,7 @@ class _RangeReader:
             what = (f"the log ends at offset {fetched.high_watermark}, before the planned "
                     f"end {rng.end}")
             if self.fail:
-                raise _data_loss(rng, what)
+                raise _data_loss(rng, what, (self.position, rng.end))
             _warn_skipped(rng, what, self.position, rng.end)
             return None
         self.empty_fetches += 1
@@ -253,13 +260,12 @@ class _RangeReader:
         conn = await self.cluster.leader(rng.topic, rng.partition)
         earliest = await list_offsets(conn, rng.topic, rng.partition, EARLIEST)
         what = f"offset {self.position} is out of range (the log now starts at {earliest})"
+        # Below the log's start (retention): up to it; past its end (truncation): the rest.
+        lost_end = rng.end if earliest <= self.position else min(earliest, rng.end)
         if self.fail:
-            raise _data_loss(rng, what)
-        if earliest <= self.position:  # the log was truncated below the position
-            _warn_skipped(rng, what, self.position, rng.end)
-            return None
-        _warn_skipped(rng, what, self.position, min(earliest, rng.end))
-        return None if earliest >= rng.end else _SkipTo(earliest)
+            raise _data_loss(rng, what, (self.position, lost_end))
+        _warn_skipped(rng, what, self.position, lost_end)
+        return None if lost_end == rng.end else _SkipTo(earliest)
 
 
 class _CommittedFilter:
