@@ -12,7 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
+import tarfile
 import time
+import venv
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import logbus
 from kafka_wire import wait_for
 
 
@@ -259,11 +264,12 @@ class StandaloneCluster:
     """Spark's standalone cluster manager from the installed PySpark: one Master and
     `workers` Workers (`spark-class org.apache.spark.deploy.master.Master` / `...Worker`),
     started together on loopback, each Worker offering one core and 1 GiB to executors.
-    `url` is the master URL a driver or a Connect server gives as `--master`. Use it in a
-    `with` block."""
+    `url` is the master URL a driver or a Connect server gives as `--master`; `env` adds
+    to the daemons' environment (`spark_env()`). Use it in a `with` block."""
 
-    def __init__(self, tmp: Path, workers: int = 2) -> None:
+    def __init__(self, tmp: Path, workers: int = 2, env: dict[str, str] | None = None) -> None:
         self.tmp = tmp
+        self.env = env or {}
         self.port = free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.worker_dirs = [tmp / f"worker-{n}" for n in range(workers)]
@@ -299,7 +305,7 @@ class StandaloneCluster:
         home.mkdir(exist_ok=True)
         # the heap of the Master and Worker daemons themselves (the Connect server would
         # take it for its driver: spark-submit gives that class the daemons' setting)
-        daemon = {"SPARK_DAEMON_MEMORY": "256m"}
+        daemon = self.env | {"SPARK_DAEMON_MEMORY": "256m"}
         process = SparkProcess(args, self.tmp / f"{name}.log", home, daemon)
         self.processes.append(process)
         return process
@@ -375,3 +381,53 @@ def run_cluster_job(
     text = log.read_text(errors="replace")
     assert returncode == 0, job.log_tail(6000)
     return json.loads(text.strip().splitlines()[-1])
+
+
+# --- workers whose Python lacks logbus, and logbus shipped to them ---------------------------
+
+
+def python_without_logbus(tmp: Path) -> Path:
+    """A virtualenv that sees this one's packages (a path entry to its site-packages, whose
+    own .pth files, logbus's development install among them, are not read) but not logbus:
+    the Python of worker machines that have logbus's dependencies and not logbus."""
+    venv.create(tmp / "workers-venv", with_pip=False)
+    [site_packages] = (tmp / "workers-venv" / "lib").glob("python*/site-packages")
+    (site_packages / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = tmp / "workers-venv" / "bin" / "python"
+    probe = subprocess.run([python, "-c", "import numpy, pyarrow, pyspark; import logbus"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp)
+    assert "No module named 'logbus'" in probe.stderr, probe.stderr
+    return python
+
+
+def _package_files(compiled: bool) -> list[Path]:
+    package = Path(logbus.__file__).parent
+    return [
+        file for file in sorted(package.rglob("*"))
+        if file.is_file() and "__pycache__" not in file.parts
+        and (compiled or file.suffix != ".so")
+    ]
+
+
+def logbus_zip(tmp: Path) -> Path:
+    """The logbus package as a zip for --py-files (pure Python: the compiled record walker
+    has a numpy fallback, and Python cannot import a compiled module from a zip)."""
+    package = Path(logbus.__file__).parent
+    path = tmp / "logbus.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for file in _package_files(compiled=False):
+            archive.write(file, file.relative_to(package.parent))
+    return path
+
+
+def logbus_archive(tmp: Path) -> Path:
+    """docs/spark.md's `logbus.tar.gz` for `spark.archives=logbus.tar.gz#logbus`: the
+    files of the `logbus` package directory (its compiled helper too, built for the
+    workers' Python) at the archive's top, as `tar -czf logbus.tar.gz -C <package dir> .`
+    packs them."""
+    package = Path(logbus.__file__).parent
+    path = tmp / "logbus.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for file in _package_files(compiled=True):
+            archive.add(file, str(file.relative_to(package)))
+    return path

@@ -2,50 +2,27 @@
 logbus: ship logbus with the job (`--py-files` / `spark.submit.pyFiles`, here a zip of the
 package). The Python workers (the driver's planners and the executors') run a Python that
 cannot import logbus until Spark puts the shipped file on their path; without it, the
-job fails with the error that names the fix. Batch reads and writes: streaming reads need
-logbus in the driver's Python (docs/spark.md). cluster_job.py is the driver, in a process
-of its own, on `local[2]` (the Python side is the same as on a cluster's executors)."""
+job fails with the error that names the fix. A batch read and write, and a streaming copy
+through the sink. cluster_job.py is the driver, in a process of its own, on `local[2]` (the
+Python side is the same as on a cluster's executors)."""
 
 from __future__ import annotations
 
-import subprocess
-import sysconfig
-import venv
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import CLUSTER_CONF, consume_all, create_topic, produce, run_cluster_job
-
-import logbus
+from spark_support import (
+    CLUSTER_CONF,
+    consume_all,
+    create_topic,
+    logbus_zip,
+    produce,
+    python_without_logbus,
+    run_cluster_job,
+)
 
 RECORDS = 600
-
-
-def python_without_logbus(tmp: Path) -> Path:
-    """A virtualenv that sees this one's packages (a path entry to its site-packages, whose
-    own .pth files, logbus's development install among them, are not read) but not logbus."""
-    venv.create(tmp / "workers-venv", with_pip=False)
-    [site_packages] = (tmp / "workers-venv" / "lib").glob("python*/site-packages")
-    (site_packages / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    python = tmp / "workers-venv" / "bin" / "python"
-    probe = subprocess.run([python, "-c", "import numpy, pyarrow, pyspark; import logbus"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp)
-    assert "No module named 'logbus'" in probe.stderr, probe.stderr
-    return python
-
-
-def logbus_zip(tmp: Path) -> Path:
-    """The logbus package as a zip for --py-files (pure Python: the compiled record walker
-    has a numpy fallback)."""
-    package = Path(logbus.__file__).parent
-    path = tmp / "logbus.zip"
-    with zipfile.ZipFile(path, "w") as archive:
-        for file in sorted(package.rglob("*")):
-            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".so":
-                archive.write(file, file.relative_to(package.parent))
-    return path
 
 
 def job_args(broker: Any, tmp: Path, stream_to: str, *conf: str) -> list[str]:
@@ -73,10 +50,12 @@ def test_logbus_shipped_with_py_files(broker: Any, tmp_path: Path) -> None:
     assert "--py-files" in str(failed.value)
 
     shipped = logbus_zip(tmp_path)
-    # Batch reads and writes only: PySpark 4.3 starts a streaming source's planner on the
-    # driver without the shipped files on its path (docs/spark.md).
-    args = job_args(broker, tmp_path, "nothing", f"spark.submit.pyFiles={shipped}")
+    # The streaming source's planner on the driver finds the shipped file too (PySpark 4.3
+    # leaves it off that worker's path: logbus.spark.worker_guard looks for it).
+    args = job_args(broker, tmp_path, "logbus", f"spark.submit.pyFiles={shipped}")
     report = run_cluster_job(tmp_path, args, env=workers)
     assert report["batch_count"] == RECORDS
     records = consume_all(broker.bootstrap, "copy-batch", 1, RECORDS)
+    assert sorted(m.value() for m in records) == sorted(values)
+    records = consume_all(broker.bootstrap, "copy-stream", 1, RECORDS)
     assert sorted(m.value() for m in records) == sorted(values)

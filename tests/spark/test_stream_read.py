@@ -4,15 +4,24 @@ limit, Trigger.AvailableNow, new partitions, a failed micro-batch replayed, prog
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark.sql.functions import udf
+from pyspark.sql.types import BinaryType
 from spark_support import create_topic, produce
 
-from logbus.spark.options import LogbusSparkError, parse_read_options
+from kafka_wire import wait_for
+from logbus.spark.offset_range import OffsetRange
+from logbus.spark.offset_reader import OffsetReader
+from logbus.spark.options import ClientSettings, LogbusSparkError, parse_read_options
+from logbus.spark.partition_reader import read_range
+from logbus.spark.schema import arrow_schema
 
 
 def stream(spark: Any, bootstrap: str, **options: str) -> Any:
@@ -130,9 +139,6 @@ def test_offsets_removed_by_retention_fail_the_stream(
     df = stream(spark, b, subscribe="logs", startingOffsets="earliest")
     run_available_now(df, out, checkpoint)  # the query is now at offset 1
     produce(b, "logs", [b"y" * 200 for _ in range(40)], batch_num_messages=1)
-    from logbus.spark.offset_reader import OffsetReader
-    from logbus.spark.options import ClientSettings
-
     offsets = OffsetReader(ClientSettings(b))
     try:
         deadline = time.monotonic() + 30
@@ -155,6 +161,140 @@ def test_offsets_removed_by_retention_fail_the_stream(
     offsets_read = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
     assert offsets_read[0] == 0 and offsets_read[-1] == 40
     assert 1 not in offsets_read  # removed before it was read, skipped as asked
+
+
+class HeldAtBatchOne:
+    """A running query over a topic whose segments retention deletes: micro-batch 1 waits
+    in its tasks (a UDF at a gate) while the test writes enough for retention to remove
+    the next offsets the query would read; `release()` lets it go on, and micro-batch 2
+    starts at an offset no longer in the log."""
+
+    def __init__(self, spark: Any, b: str, topic: str, tmp: Path, fail: str) -> None:
+        self.spark, self.b, self.topic, self.name = spark, b, topic, f"{topic}_rows"
+        self.gate = tmp / "gate"
+        self.gate.mkdir()
+        gate_dir = str(self.gate)
+
+        def hold_batch_one(value: bytes) -> bytes:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            if context is not None and context.getLocalProperty("streaming.sql.batchId") == "1":
+                Path(gate_dir, "held").touch()
+                deadline = time.monotonic() + 300
+                while not Path(gate_dir, "go").exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            return value
+
+        create_topic(b, topic, 1, **{"segment.bytes": "1024", "retention.bytes": "1024"})
+        produce(b, topic, [b"a" * 200 for _ in range(3)], batch_num_messages=1)
+        self.query = (
+            stream(spark, b, subscribe=topic, startingOffsets="earliest", failOnDataLoss=fail)
+            .select("offset", udf(hold_batch_one, BinaryType(), useArrow=False)("value"))
+            .writeStream.format("memory").queryName(self.name)
+            .option("checkpointLocation", str(tmp / "checkpoint"))
+            .trigger(processingTime="100 milliseconds").start()
+        )
+
+    def offsets(self) -> list[int]:
+        return [r.offset for r in self.spark.table(self.name).select("offset").collect()]
+
+    def wait_rows(self, count: int) -> None:
+        wait_for(lambda: self.query.exception() is not None or len(self.offsets()) >= count,
+                 120, 0.2, what=f"{count} rows read")
+        assert self.query.exception() is None
+
+    def hold_while_retention_deletes(self) -> int:
+        """Micro-batch 0 reads offsets 0-2; micro-batch 1 (offset 3) waits at the gate
+        while 40 more records (4-43) arrive and retention deletes the segments holding
+        offset 4 and more. The log's new start offset."""
+        self.wait_rows(3)
+        produce(self.b, self.topic, [b"b" * 200], batch_num_messages=1)
+        wait_for(lambda: self.query.exception() is not None or (self.gate / "held").exists(),
+                 120, 0.2, what="micro-batch 1 at the gate")
+        assert self.query.exception() is None
+        produce(self.b, self.topic, [b"c" * 200 for _ in range(40)], batch_num_messages=1)
+        offsets = OffsetReader(ClientSettings(self.b))
+        try:
+            return int(wait_for(
+                lambda: (start := offsets.earliest([(self.topic, 0)])[(self.topic, 0)]) > 4
+                and start,
+                30, 0.2, what="retention to remove offset 4",
+            ))
+        finally:
+            offsets.close()
+
+    def release(self) -> None:
+        (self.gate / "go").touch()
+
+    def stop(self) -> None:
+        self.release()
+        self.query.stop()
+
+
+def test_retention_under_a_running_query_fails_it(
+    spark: Any, broker_factory: Any, tmp_path: Path
+) -> None:
+    b = broker_factory(log_retention_check_interval_ms="100").bootstrap
+    held = HeldAtBatchOne(spark, b, "aging", tmp_path, fail="true")
+    try:
+        start = held.hold_while_retention_deletes()
+        held.release()
+        # The offsets lost (from the first one the query planned up to where the log
+        # starts now, at least `start`), and the option that would let the query go on.
+        with pytest.raises(Exception, match=(
+            r"partition aging-0: offset 4 is out of range \(the log now starts at \d+\); "
+            r"offsets 4 to \d+ planned for this query are gone \(set failOnDataLoss=false"
+        )) as failed:
+            held.query.awaitTermination(120)
+        lost = re.search(r"now starts at (\d+)\); offsets 4 to (\d+) ", str(failed.value))
+        assert lost is not None
+        assert int(lost.group(1)) >= start and int(lost.group(2)) == int(lost.group(1)) - 1
+    finally:
+        held.stop()
+    # Nothing of micro-batch 2 was added: the rows read are those of 0 and 1.
+    assert sorted(held.offsets()) == [0, 1, 2, 3]
+
+
+def test_retention_under_a_running_query_with_fail_on_data_loss_false(
+    spark: Any, broker_factory: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    b = broker_factory(log_retention_check_interval_ms="100").bootstrap
+    held = HeldAtBatchOne(spark, b, "fading", tmp_path, fail="false")
+    try:
+        start = held.hold_while_retention_deletes()
+        held.release()
+        wait_for(lambda: held.query.exception() is not None or 43 in held.offsets(),
+                 120, 0.2, what="micro-batch 2")
+        assert held.query.exception() is None
+        produce(b, "fading", [b"d" * 200 for _ in range(3)], batch_num_messages=1)
+        wait_for(lambda: held.query.exception() is not None or 46 in held.offsets(),
+                 120, 0.2, what="micro-batch 3")
+        assert held.query.exception() is None
+        assert held.query.isActive
+    finally:
+        held.stop()
+    # Micro-batch 2 went on from where the log started then (the offsets retention had
+    # removed were skipped), and the query kept reading: each offset read once.
+    offsets = held.offsets()
+    assert len(offsets) == len(set(offsets))
+    resumed = min(o for o in offsets if o > 3)
+    assert resumed >= start > 4
+    assert sorted(offsets) == [0, 1, 2, 3, *range(resumed, 47)]
+
+    # What a task logs as it skips them (Spark's Kafka source warns too): the same range,
+    # read in this process.
+    with caplog.at_level(logging.WARNING, logger="logbus.spark.partition_reader"):
+        batches = list(read_range(ClientSettings(b), OffsetRange("fading", 0, 4, 47),
+                                  arrow_schema(False), fail_on_data_loss=False))
+    read = [o for batch in batches for o in batch.column("offset").to_pylist()]
+    assert read == list(range(read[0], 47))
+    assert read[0] >= resumed
+    assert (
+        f"partition fading-0: offset 4 is out of range (the log now starts at {read[0]}); "
+        f"offsets 4 to {read[0] - 1} planned for this query are gone and skipped "
+        "(failOnDataLoss=false)"
+    ) in caplog.messages
 
 
 def test_stream_bad_options(spark: Any, broker: Any) -> None:

@@ -5,7 +5,8 @@ Spark runs `read_range` in a Python worker process, so it opens its own connecti
 own event loop and closes both when the iterator ends (or is closed early). The rows
 depend only on the range, so a retried task returns the same rows. Records missing from
 the range (removed by retention after planning, or a truncated log) fail the task when
-`failOnDataLoss` is true, naming the partition; otherwise the rows still there are read.
+`failOnDataLoss` is true, naming the partition and the first missing offset; otherwise a
+warning names the records skipped and the rows still there are read.
 With `kafka.isolation.level=read_committed` the batches of aborted transactions are
 dropped as Kafka's consumer drops them (`_CommittedFilter`), and the planned ranges end
 at the last stable offset.
@@ -14,6 +15,7 @@ at the last stable offset.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -42,6 +44,8 @@ from logbus.spark.retry import RetryBudget, is_retriable
 from logbus.spark.schema import columns_to_record_batch
 from logbus.types import TopicPartition
 
+log = logging.getLogger(__name__)
+
 # An empty answer at an offset below the high watermark can only be a fetch that timed out
 # waiting; give up after this many in a row.
 _MAX_EMPTY_FETCHES = 20
@@ -58,10 +62,26 @@ class _SkipTo(NamedTuple):
     offset: int
 
 
-def _data_loss(rng: OffsetRange, what: str) -> LogbusSparkError:
+def _data_loss(
+    rng: OffsetRange, what: str, lost: tuple[int, int] | None = None
+) -> LogbusSparkError:
+    """failOnDataLoss=true: the task fails naming the partition, what happened and, when
+    known, the offsets [start, end) that are gone."""
+    gone = (
+        "some records" if lost is None else f"offsets {lost[0]} to {lost[1] - 1}"
+    )
     return LogbusSparkError(
-        f"partition {rng.topic}-{rng.partition}: {what}; some records planned for this query "
+        f"partition {rng.topic}-{rng.partition}: {what}; {gone} planned for this query "
         "are gone (set failOnDataLoss=false to read what is left)"
+    )
+
+
+def _warn_skipped(rng: OffsetRange, what: str, start: int, end: int) -> None:
+    """failOnDataLoss=false: records of the range are gone; say which, and read on (as
+    Spark's Kafka source logs a warning and skips them)."""
+    log.warning(
+        "partition %s-%d: %s; offsets %d to %d planned for this query are gone and "
+        "skipped (failOnDataLoss=false)", rng.topic, rng.partition, what, start, end - 1,
     )
 
 
@@ -143,12 +163,11 @@ class _RangeReader:
             if self.short_log_checks <= _SHORT_LOG_CHECKS:
                 await asyncio.sleep(_SHORT_LOG_PAUSE)
                 return decode_columns([])
+            what = (f"the log ends at offset {fetched.high_watermark}, before the planned "
+                    f"end {rng.end}")
             if self.fail:
-                raise _data_loss(
-                    rng,
-                    f"the log ends at offset {fetched.high_watermark}, before the planned "
-                    f"end {rng.end}",
-                )
+                raise _data_loss(rng, what, (self.position, rng.end))
+            _warn_skipped(rng, what, self.position, rng.end)
             return None
         self.empty_fetches += 1
         if self.empty_fetches > _MAX_EMPTY_FETCHES:
@@ -240,14 +259,13 @@ class _RangeReader:
         rng = self.rng
         conn = await self.cluster.leader(rng.topic, rng.partition)
         earliest = await list_offsets(conn, rng.topic, rng.partition, EARLIEST)
+        what = f"offset {self.position} is out of range (the log now starts at {earliest})"
+        # Below the log's start (retention): up to it; past its end (truncation): the rest.
+        lost_end = rng.end if earliest <= self.position else min(earliest, rng.end)
         if self.fail:
-            raise _data_loss(
-                rng,
-                f"offset {self.position} is out of range (the log now starts at {earliest})",
-            )
-        if earliest <= self.position or earliest >= rng.end:
-            return None
-        return _SkipTo(earliest)
+            raise _data_loss(rng, what, (self.position, lost_end))
+        _warn_skipped(rng, what, self.position, lost_end)
+        return None if lost_end == rng.end else _SkipTo(earliest)
 
 
 class _CommittedFilter:

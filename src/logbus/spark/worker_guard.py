@@ -24,19 +24,55 @@ MISSING_LOGBUS = (
     "this Spark worker's Python cannot import logbus ({error}): executors run the logbus "
     "data source's readers and writers themselves. Install logbus in the Python of every "
     "worker and point PYSPARK_PYTHON at it, or ship it with the job: "
-    "spark.archives=<packed environment>#env with PYSPARK_PYTHON=./env/bin/python, or "
+    "spark.archives=logbus.tar.gz#logbus (the files of the logbus package directory), or "
     "--py-files / spark.submit.pyFiles=<logbus wheel or zip> (see docs/spark.md, "
     "'Spark clusters')"
 )
 
+# Run on the worker, before the error: logbus shipped with the job where PySpark leaves it
+# off the path. PySpark 4.3 gives the Python worker that plans a streaming query on the
+# driver a job-files directory of its own (`<session files>/streaming_job`) that holds
+# none of the session's files, so logbus shipped with `spark.archives=...#logbus` or
+# `--py-files` is not on its path: it is looked for in the session's directory (and its
+# .zip/.egg/.whl files), as Spark's other Python workers see it.
+_SHIPPED_SOURCE = '''
+def import_shipped_logbus():
+    import os
+    import sys
+    try:
+        from pyspark.core.files import SparkFiles
+    except ImportError:
+        return False
+    root = SparkFiles._root_directory
+    if not root:
+        return False
+    session = os.path.dirname(os.path.abspath(root))
+    if not os.path.isdir(session):
+        return False
+    entries = [session] + [
+        os.path.join(session, name) for name in sorted(os.listdir(session))
+        if name.endswith((".zip", ".egg", ".whl"))
+    ]
+    added = [entry for entry in entries if entry not in sys.path]
+    sys.path[1:1] = added
+    try:
+        import logbus.spark  # noqa: F401
+    except ImportError:
+        for entry in added:
+            sys.path.remove(entry)
+        return False
+    return True
+'''
+
 # Run on the worker; defined in a namespace named __main__ so that cloudpickle sends its
 # code, not a reference into logbus (which the worker may lack).
-_RESTORE_SOURCE = '''
+_RESTORE_SOURCE = _SHIPPED_SOURCE + '''
 def restore_logbus_object(payload, message):
     try:
         import logbus.spark
     except ImportError as error:
-        raise ModuleNotFoundError(message.format(error=error)) from None
+        if not import_shipped_logbus():
+            raise ModuleNotFoundError(message.format(error=error)) from None
     import pickle
     cls, state = pickle.loads(payload)
     obj = cls.__new__(cls)
@@ -55,7 +91,7 @@ def _restore_function() -> Callable[[bytes, str], Any]:
 
 _RESTORE = _restore_function()
 
-_GUARDED_SOURCE = '''
+_GUARDED_SOURCE = _SHIPPED_SOURCE + '''
 from pyspark.sql.datasource import DataSource
 
 
@@ -63,7 +99,9 @@ def load_logbus_data_source(message):
     try:
         from logbus.spark.source import LogbusDataSource
     except ImportError as error:
-        raise ModuleNotFoundError(message.format(error=error)) from None
+        if not import_shipped_logbus():
+            raise ModuleNotFoundError(message.format(error=error)) from None
+        from logbus.spark.source import LogbusDataSource
     return LogbusDataSource
 
 
