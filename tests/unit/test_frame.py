@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logbus.common.network.frame_stream import accept_frame_stream
 from logbus.protocol.errors import ProtocolError
 from logbus.protocol.frame import GROWTH_STEP, SIZE_PREFIX, FrameAssembler, FrameTooLarge
 
@@ -203,3 +206,27 @@ def test_pending_counts_a_partial_frame(scratch_size: int) -> None:
 def test_scratch_size_must_hold_a_size_prefix() -> None:
     with pytest.raises(ValueError, match="too small"):
         FrameAssembler(10, scratch_size=4)
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_write_after_the_connection_closed_is_a_connection_error(loop_kind: str) -> None:
+    """A response written after the peer left (the broker's connection then closes as
+    for any lost peer), not uvloop's RuntimeError escaping the connection's task."""
+
+    async def main() -> None:
+        ours, theirs = socket.socketpair()
+        stream = await accept_frame_stream(ours, 1024)
+        stream.write_chunks([b"\0\0\0\1x"])  # open: written
+        assert theirs.recv(5) == b"\0\0\0\1x"
+        stream.abort()
+        await asyncio.sleep(0)
+        for write in (lambda: stream.write_chunks([b"late"]), lambda: stream.write(b"late")):
+            with pytest.raises(ConnectionResetError):
+                write()
+        theirs.close()
+
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(main())
+    else:
+        asyncio.run(main())

@@ -311,8 +311,8 @@ class Connection(AsyncCloseable):
             if expects_response:
                 future = asyncio.get_running_loop().create_future()
                 self._in_flight[correlation_id] = _InFlight(api_key, version, future)
-            self._stream.write_chunks(chunks)
             try:
+                self._stream.write_chunks(chunks)
                 await self._stream.drain()
             except OSError as exc:
                 reason = KafkaConnectionError(

@@ -343,14 +343,23 @@ class FrameStream(asyncio.BufferedProtocol):
         assert self._transport is not None, "not connected yet"
         return self._transport
 
+    def _open_transport(self) -> asyncio.Transport:
+        """The transport, or ConnectionResetError once it is closing or lost (uvloop's
+        write on a closed transport raises RuntimeError, asyncio's only logs)."""
+        transport = self.transport
+        if self._lost or transport.is_closing():
+            raise ConnectionResetError("connection lost")
+        return transport
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.transport.write(data)
+        self._open_transport().write(data)
 
     def write_chunks(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
         """Write chunks in order: small ones joined into one write, large ones written as
         they are (a Produce's batches, a Fetch's records) unless the transport could keep
-        a reference to a buffer the caller may change, which is copied then."""
-        write = self.transport.write
+        a reference to a buffer the caller may change, which is copied then.
+        ConnectionResetError when the connection is closing or gone."""
+        write = self._open_transport().write
         pending: list[bytes | bytearray | memoryview] = []
         for chunk in chunks:
             if len(chunk) >= COALESCE_BELOW and (
