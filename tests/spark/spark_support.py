@@ -394,8 +394,10 @@ def python_without_logbus(tmp: Path) -> Path:
     [site_packages] = (tmp / "workers-venv" / "lib").glob("python*/site-packages")
     (site_packages / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     python = tmp / "workers-venv" / "bin" / "python"
+    # Without the PYTHONPATH the session's SparkSession fixture sets for its executors.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     probe = subprocess.run([python, "-c", "import numpy, pyarrow, pyspark; import logbus"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp)
+                           capture_output=True, text=True, timeout=120, cwd=tmp, env=clean)
     assert "No module named 'logbus'" in probe.stderr, probe.stderr
     return python
 
