@@ -107,23 +107,35 @@ class PartitionableCluster(LogbusCluster):
 
 class AckStream:
     """One idempotent acks=all librdkafka producer sending small records to `topic`
-    (at most `MAX_PENDING` unacknowledged), with the perf_counter time of every
-    acknowledgement and the count of failed deliveries."""
+    (at most `max_pending` unacknowledged), one every `interval` seconds (catching up
+    after a stall), with the perf_counter time of every acknowledgement and the count of
+    failed deliveries."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, **F2_PRODUCER})
+    max_pending = MAX_PENDING
+    interval = SEND_INTERVAL_S
+
+    def __init__(self, bootstrap: str, topic: str,
+                 settings: dict[str, Any] | None = None) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap,
+                                  **(F2_PRODUCER if settings is None else settings)})
         self.topic = topic
         self.acks: list[float] = []
         self.failed = 0
         self.pending = 0
         self.sent = 0
 
-    def _delivered(self, err: Any, _msg: Any) -> None:
+    def _produce(self) -> None:
+        self.producer.produce(self.topic, b"f2-%d" % self.sent, on_delivery=self._delivered)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
         self.pending -= 1
         if err is None:
-            self.acks.append(time.perf_counter())
+            self._acked(msg, time.perf_counter())
         else:
             self.failed += 1
+
+    def _acked(self, _msg: Any, at: float) -> None:
+        self.acks.append(at)
 
     def flowing(self) -> bool:
         """Whether the last acknowledgement came within the last 100 ms."""
@@ -139,17 +151,32 @@ class AckStream:
             if done():
                 return True
             now = time.perf_counter()
-            if self.pending < MAX_PENDING and now >= next_send:
-                self.producer.produce(self.topic, b"f2-%d" % self.sent,
-                                      on_delivery=self._delivered)
+            while self.pending < self.max_pending and now >= next_send:
+                self._produce()
                 self.sent += 1
                 self.pending += 1
-                next_send = now + SEND_INTERVAL_S
+                next_send += self.interval
+            next_send = max(next_send, now - self.interval)  # no burst past one interval
             self.producer.poll(0.001)
         return bool(done())
 
     def close(self) -> None:
         self.producer.flush(60)
+
+
+def load_until_ready(stream: AckStream, cluster: LogbusCluster, topic: str, partitions: int,
+                     after: str, timeout: float = 120.0, step: float = 1.0) -> None:
+    """Keep `stream` sending while a broker catches up, until every partition of `topic`
+    has its whole ISR again; RuntimeError after `timeout` seconds."""
+    ready_by = time.perf_counter() + timeout
+    while time.perf_counter() < ready_by:
+        stream.run_for(step)
+        try:
+            cluster.wait_ready(topic, partitions, timeout=0.1)
+            return
+        except RuntimeError:
+            continue
+    raise RuntimeError(f"{topic}: the ISR is not whole {timeout:g} s after {after}")
 
 
 def longest_gap(acks: list[float], cut_at: float, healed_at: float) -> tuple[float, float]:
@@ -194,16 +221,7 @@ def isolation_run(ctx: Context) -> Metrics:
             gaps_ms.append(gap * 1000)
             resume_ms.append((resumed_at - cut_at) * 1000)
             ctx.progress.advance(1, 0)
-            ready_by = time.perf_counter() + 120
-            while time.perf_counter() < ready_by:  # load on while the old leader catches up
-                stream.run_for(1.0)
-                try:
-                    cluster.wait_ready(topic, 1, timeout=0.1)
-                    break
-                except RuntimeError:
-                    continue
-            else:
-                raise RuntimeError(f"{topic}: the ISR is not whole 120 s after the heal")
+            load_until_ready(stream, cluster, topic, 1, "the heal")
     finally:
         ctx.progress.end()
         if stream is not None:

@@ -35,14 +35,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
 import logbus
 from bench import load_kafka
 from bench.cluster import LogbusCluster
 from bench.core import Case, Context, Metrics, Scenario, percentile
 from bench.scenarios.common import KIB, PARTITIONS
-from bench.scenarios.isolation import longest_gap
+from bench.scenarios.isolation import AckStream, load_until_ready, longest_gap
 from bench.systems import REPO
 
 SYSTEM = "logbus x3"
@@ -236,48 +234,25 @@ def _cases_ra1(ctx: Context) -> list[Case]:
 # -- CS1 --------------------------------------------------------------------------------------
 
 
-class PartitionAcks:
-    """A confluent-kafka producer (defaults, idempotent) sending round-robin over every
-    partition of `topic` at `rate` records/s; the perf_counter time of each partition's
-    acknowledgements."""
+class PartitionAcks(AckStream):
+    """F2's acknowledgement stream with a confluent-kafka producer of its defaults plus
+    idempotence, sending round-robin over every partition of `topic` at `rate` records/s;
+    the perf_counter time of each partition's acknowledgements."""
+
+    max_pending = 1 << 30  # the rate alone paces it
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                                  "log_level": 0})
-        self.topic = topic
+        super().__init__(bootstrap, topic, {"enable.idempotence": True, "log_level": 0})
         self.partitions = partitions
         self.interval = 1.0 / rate
-        self.acks: dict[int, list[float]] = defaultdict(list)
-        self.failed = 0
-        self.sent = 0
+        self.by_partition: dict[int, list[float]] = defaultdict(list)
 
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acks[msg.partition()].append(time.perf_counter())
-        else:
-            self.failed += 1
+    def _produce(self) -> None:
+        self.producer.produce(self.topic, CS1_VALUE, partition=self.sent % self.partitions,
+                              on_delivery=self._delivered)
 
-    def run_for(self, seconds: float) -> None:
-        self.run_until(lambda: False, seconds)
-
-    def run_until(self, done: Any, timeout: float) -> bool:
-        deadline = time.perf_counter() + timeout
-        next_send = time.perf_counter()
-        while time.perf_counter() < deadline:
-            if done():
-                return True
-            now = time.perf_counter()
-            while now >= next_send:
-                self.producer.produce(self.topic, CS1_VALUE,
-                                      partition=self.sent % self.partitions,
-                                      on_delivery=self._delivered)
-                self.sent += 1
-                next_send += self.interval
-            self.producer.poll(0.001)
-        return bool(done())
-
-    def close(self) -> None:
-        self.producer.flush(60)
+    def _acked(self, msg: Any, at: float) -> None:
+        self.by_partition[msg.partition()].append(at)
 
 
 def _shut_down(cluster: LogbusCluster, stream: PartitionAcks, victim: int) -> tuple[float, float]:
@@ -307,29 +282,21 @@ def shutdown_run(ctx: Context) -> Metrics:
     try:
         # connected, and every partition acknowledged (the first second or two of an
         # idempotent producer over 90 partitions is its start), then steady
-        if not stream.run_until(lambda: len(stream.acks) == CS1_PARTITIONS, 60):
+        if not stream.run_until(lambda: len(stream.by_partition) == CS1_PARTITIONS, 60):
             raise RuntimeError(f"{topic}: not every partition acknowledged within 60 s")
         stream.run_for(CS1_STEADY_S)
         signalled, exited = _shut_down(cluster, stream, victim)
         stream.run_for(CS1_TAIL_S)
         end = time.perf_counter()
-        gaps_ms = sorted(longest_gap(stream.acks[p], signalled, end)[0] * 1000
+        gaps_ms = sorted(longest_gap(stream.by_partition[p], signalled, end)[0] * 1000
                          for p in led[victim])
         # the partitions it followed wait for it to leave their ISR
-        followed_ms = max(longest_gap(stream.acks[p], signalled, end)[0] * 1000
+        followed_ms = max(longest_gap(stream.by_partition[p], signalled, end)[0] * 1000
                           for p in range(CS1_PARTITIONS) if p not in led[victim])
         ctx.progress.note(f"CS1: broker {victim} stopped in {exited - signalled:.2f} s; "
                           f"longest gap {gaps_ms[-1]:.0f} ms")
         cluster.restart(victim)
-        ready_by = time.perf_counter() + 120
-        while True:  # the load goes on while the restarted broker catches up
-            stream.run_for(0.5)
-            try:
-                cluster.wait_ready(topic, CS1_PARTITIONS, timeout=0.1)
-                break
-            except RuntimeError:
-                if time.perf_counter() > ready_by:
-                    raise
+        load_until_ready(stream, cluster, topic, CS1_PARTITIONS, "the restart", step=0.5)
     finally:
         stream.close()
         for broker in cluster.brokers:  # the scenarios that follow need all three
