@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -29,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from logbus.spark.avro_format import AvroColumnDecoder, decode_batch, decoded_schema, read_decoders
 from logbus.spark.offset_range import OffsetRange, split_ranges
 from logbus.spark.offset_reader import TP, OffsetReader, describe
 from logbus.spark.options import (
@@ -36,6 +38,7 @@ from logbus.spark.options import (
     ReadOptions,
     parse_read_options,
     parse_write_options,
+    read_formats,
 )
 from logbus.spark.partition_reader import read_range
 from logbus.spark.schema import arrow_schema, source_schema
@@ -74,8 +77,12 @@ class LogbusDataSource(DataSource):
         return "logbus"
 
     def schema(self) -> StructType:
-        text = str(self.options.get("includeheaders", "false")).strip().lower()
-        return source_schema(text == "true")
+        """Spark's Kafka source's columns; with keyFormat/valueFormat=avro, the key or
+        value is the struct of the subject's reader schema."""
+        lowered = {str(k).lower(): str(v) for k, v in self.options.items()}
+        text = lowered.get("includeheaders", "false").strip().lower()
+        decoders = read_decoders(read_formats(lowered))
+        return decoded_schema(source_schema(text == "true"), decoders)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LogbusBatchReader(parse_read_options(self.options, streaming=False))
@@ -90,13 +97,23 @@ class LogbusDataSource(DataSource):
         return LogbusStreamWriter(parse_write_options(self.options), schema)
 
 
-def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(
+    options: ReadOptions, decoders: tuple[AvroColumnDecoder, ...], partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, OffsetRange):
         return  # Spark asks for one partition of its own when the plan has none
-    yield from read_range(
+    batches = read_range(
         options.client, partition, arrow_schema(options.include_headers),
         options.fail_on_data_loss,
     )
+    if not decoders:
+        yield from batches
+        return
+    schema = to_arrow_schema(
+        decoded_schema(source_schema(options.include_headers), decoders), timezone="UTC"
+    )
+    for batch in batches:
+        yield decode_batch(batch, decoders, schema)
 
 
 class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
@@ -104,6 +121,8 @@ class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        # the reader schemas, fetched on the driver once for the query's tasks
+        self.decoders = read_decoders(options.formats)
 
     def partitions(self) -> list[OffsetRange]:
         reader = OffsetReader(self.options.client)
@@ -126,7 +145,7 @@ class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, self.decoders, partition)
 
 
 class LogbusStreamReader(
@@ -140,6 +159,7 @@ class LogbusStreamReader(
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.decoders = read_decoders(options.formats)
         self._reader: OffsetReader | None = None
         self._target: dict[TP, int] | None = None
         self._latest: dict[TP, int] | None = None
@@ -147,8 +167,8 @@ class LogbusStreamReader(
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "options": self.options, "_reader": None, "_target": None, "_latest": None,
-            "_last_trigger": 0.0,
+            "options": self.options, "decoders": self.decoders, "_reader": None,
+            "_target": None, "_latest": None, "_last_trigger": 0.0,
         }
 
     @property
@@ -236,7 +256,7 @@ class LogbusStreamReader(
         return split_ranges(ranges, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, self.decoders, partition)
 
     def commit(self, end: JsonOffsets) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to the broker."""
