@@ -26,6 +26,9 @@ from registry_fixtures import (  # noqa: F401  (the registry's fixtures)
 )
 from spark_support import consume_all, create_topic, produce, reader
 
+from logbus.spark.avro_format import avro_schema_of, spark_type_of
+from logbus.spark.options import LogbusSparkError
+
 USER_V1 = {
     "type": "record",
     "name": "User",
@@ -79,6 +82,38 @@ def evolved_fixture(broker: Any, registry: RegistryServer, sr_clients: Any) -> t
 
 def expected_v2(i: int) -> dict[str, Any]:
     return user(i) | {"email": f"u{i}@x" if i >= 3 else "none"}
+
+
+def test_spark_types_follow_from_avro() -> None:
+    schema = {
+        "type": "record", "name": "R", "namespace": "n",
+        "fields": [
+            {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+            {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                     "scale": 2}},
+            {"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}},
+            {"name": "again", "type": ["null", "F"]},
+            {"name": "m", "type": {"type": "map", "values": ["null", "long"]}},
+            {"name": "inner", "type": {"type": "record", "name": "I",
+                                       "fields": [{"name": "x", "type": "float"}]}},
+            {"name": "inners", "type": {"type": "array", "items": "n.I"}},
+        ],
+    }
+    assert spark_type_of(schema).simpleString() == (
+        "struct<d:date,ms:timestamp,local:timestamp_ntz,dec:decimal(9,2),f:binary,"
+        "again:binary,m:map<string,bigint>,inner:struct<x:float>,inners:array<struct<x:float>>>"
+    )
+    with pytest.raises(LogbusSparkError, match="only a union of null and one other type"):
+        spark_type_of(["int", "string"])
+    with pytest.raises(LogbusSparkError, match="recursive Avro type 'Node'"):
+        spark_type_of({"type": "record", "name": "Node",
+                       "fields": [{"name": "next", "type": ["null", "Node"]}]})
+    # and back: the struct's schema derived as to_avro derives it, read as the same type
+    derived = avro_schema_of(spark_type_of(schema), "n.R", "column 'value'")
+    assert derived["name"] == "R" and derived["namespace"] == "n"
+    assert spark_type_of(derived).simpleString() == spark_type_of(schema).simpleString()
 
 
 def test_batch_read_resolves_every_writer_schema_to_the_reader_schema(
@@ -137,7 +172,7 @@ def test_spark_write_is_read_by_confluent_deserializer(
     create_topic(b, "orders", 2)
     rows = [
         (
-            f"k{i}".encode(),
+            (f"k{i}",),
             (i, f"item-{i}", None if i % 2 else [1.5 * i], {"a": i}, dt.date(2024, 1, i + 1),
              dt.datetime(2024, 1, 1, 12, 0, i, tzinfo=dt.UTC), Decimal(f"{i}.25"),
              (f"street {i}", i)),
@@ -145,13 +180,13 @@ def test_spark_write_is_read_by_confluent_deserializer(
         for i in range(10)
     ]
     df = spark.createDataFrame(
-        rows, "key binary, value struct<id:int,item:string,prices:array<double>,"
+        rows, "key struct<customer:string>, value struct<id:int,item:string,prices:array<double>,"
         "counts:map<string,bigint>,day:date,at:timestamp,amount:decimal(10,2),"
         "address:struct<street:string,number:int>>",
     )
     (df.write.format("logbus").option("kafka.bootstrap.servers", b).option("topic", "orders")
-     .option("valueFormat", "avro").option("schema.registry.url", registry.url)
-     .mode("append").save())
+     .option("valueFormat", "avro").option("keyFormat", "avro")
+     .option("schema.registry.url", registry.url).mode("append").save())
 
     client = sr_clients(registry)
     registered = client.get_latest_version("orders-value")
@@ -160,24 +195,26 @@ def test_spark_write_is_read_by_confluent_deserializer(
     deserializer = AvroDeserializer(client)
     messages = consume_all(b, "orders", 2, 10)
     decoded = {
-        m.key(): deserializer(m.value(), SerializationContext("orders", MessageField.VALUE))
+        deserializer(m.key(), SerializationContext("orders", MessageField.KEY))["customer"]:
+        deserializer(m.value(), SerializationContext("orders", MessageField.VALUE))
         for m in messages
     }
-    assert decoded[b"k3"] == {
+    assert decoded["k3"] == {
         "id": 3, "item": "item-3", "prices": None, "counts": {"a": 3},
         "day": dt.date(2024, 1, 4), "at": dt.datetime(2024, 1, 1, 12, 0, 3, tzinfo=dt.UTC),
         "amount": Decimal("3.25"), "address": {"street": "street 3", "number": 3},
     }
-    assert decoded[b"k4"]["prices"] == [6.0]
-    # And Spark reads its own writes back into the same struct.
+    assert decoded["k4"]["prices"] == [6.0]
+    # And Spark reads its own writes back into the same structs.
     back = reader(
-        spark, b, subscribe="orders", valueFormat="avro", **{"schema.registry.url": registry.url}
+        spark, b, subscribe="orders", valueFormat="avro", keyFormat="avro",
+        **{"schema.registry.url": registry.url},
     ).load()
     value_type = df.schema["value"].dataType
     assert back.schema["value"].dataType.simpleString() == value_type.simpleString()
-    got = {r.key: r.value.asDict(recursive=True) for r in back.collect()}
-    assert got[b"k3"]["at"] == dt.datetime(2024, 1, 1, 12, 0, 3)  # session time zone UTC
-    assert got[b"k3"]["counts"] == {"a": 3} and got[b"k3"]["amount"] == Decimal("3.25")
+    got = {r.key.customer: r.value.asDict(recursive=True) for r in back.collect()}
+    assert got["k3"]["at"] == dt.datetime(2024, 1, 1, 12, 0, 3)  # session time zone UTC
+    assert got["k3"]["counts"] == {"a": 3} and got["k3"]["amount"] == Decimal("3.25")
 
 
 def test_write_refuses_an_incompatible_evolution_and_lookup_only(
