@@ -85,16 +85,33 @@ class LogbusDataSource(DataSource):
         return decoded_schema(source_schema(text == "true"), decoders)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LogbusBatchReader(parse_read_options(self.options, streaming=False))
+        reader = LogbusBatchReader(parse_read_options(self.options, streaming=False))
+        _check_reader_schemas(reader.decoders, schema)
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LogbusStreamReader(parse_read_options(self.options, streaming=True))
+        reader = LogbusStreamReader(parse_read_options(self.options, streaming=True))
+        _check_reader_schemas(reader.decoders, schema)
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return LogbusBatchWriter(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return LogbusStreamWriter(parse_write_options(self.options), schema)
+
+
+def _check_reader_schemas(decoders: tuple[AvroColumnDecoder, ...], schema: StructType) -> None:
+    """The reader schemas fetched for the tasks give the columns Spark planned with (a
+    version registered in between would not)."""
+    for decoder in decoders:
+        planned = schema[decoder.column].dataType if decoder.column in schema.names else None
+        if planned is None or planned.simpleString() != decoder.spark_type.simpleString():
+            raise LogbusSparkError(
+                f"the latest version of the subject of column {decoder.column!r} changed "
+                "while the query was planned; run it again (or set "
+                f"'{decoder.column}SchemaVersion')"
+            )
 
 
 def _read(
