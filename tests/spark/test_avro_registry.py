@@ -1,6 +1,7 @@
 """Confluent-framed Avro in the `logbus` source and sink with the schema registry
 (keyFormat/valueFormat=avro): records written by confluent-kafka's AvroSerializer with an
-evolving schema read by Spark (batch and AvailableNow) with the newest reader schema,
+evolving schema read by Spark (batch, and AvailableNow streaming into an Avro streaming
+write) with the newest reader schema,
 Spark's writes read back by confluent-kafka's AvroDeserializer, a refused evolution,
 corrupt records under FAILFAST and PERMISSIVE, and the errors for bad options."""
 
@@ -143,7 +144,7 @@ def test_batch_read_resolves_every_writer_schema_to_the_reader_schema(
             ] == [user(i) for i in range(6)]
 
 
-def test_available_now_stream_reads_every_record(
+def test_available_now_stream_reads_and_writes_every_record(
     spark: Any, evolved: tuple[str, str], tmp_path: Path
 ) -> None:
     bootstrap, url = evolved
@@ -152,17 +153,25 @@ def test_available_now_stream_reads_every_record(
         .option("subscribe", "users").option("startingOffsets", "earliest")
         .option("valueFormat", "avro").option("schema.registry.url", url).load()
     )
+    # a streaming write of the decoded structs, as Avro again, to a topic of its own
     query = (
-        df.select("offset", "value.*").writeStream.format("parquet")
-        .option("path", str(tmp_path / "out"))
+        df.selectExpr("struct(offset, value.*) AS value").writeStream.format("logbus")
+        .option("kafka.bootstrap.servers", bootstrap).option("topic", "users-copy")
+        .option("valueFormat", "avro").option("schema.registry.url", url)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True).start()
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
-    got = [{k: v for k, v in r.asDict(recursive=True).items() if k != "offset"} for r in rows]
-    assert got == [expected_v2(i) for i in range(6)]
+    copy = reader(
+        spark, bootstrap, subscribe="users-copy", valueFormat="avro",
+        **{"schema.registry.url": url},
+    ).load()
+    rows = sorted((r.value.asDict(recursive=True) for r in copy.collect()),
+                  key=lambda v: v["offset"])
+    assert [{k: v for k, v in r.items() if k != "offset"} for r in rows] == [
+        expected_v2(i) for i in range(6)
+    ]
 
 
 def test_spark_write_is_read_by_confluent_deserializer(
