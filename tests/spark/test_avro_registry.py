@@ -1,9 +1,9 @@
 """Confluent-framed Avro in the `logbus` source and sink with the schema registry
 (keyFormat/valueFormat=avro): records written by confluent-kafka's AvroSerializer with an
-evolving schema read by Spark (batch, and AvailableNow streaming into an Avro streaming
-write) with the newest reader schema,
-Spark's writes read back by confluent-kafka's AvroDeserializer, a refused evolution,
-corrupt records under FAILFAST and PERMISSIVE, and the errors for bad options."""
+evolving schema read by Spark with the newest reader schema (batch, and an AvailableNow
+stream written back as Avro by the streaming sink), Spark's writes read back by
+confluent-kafka's AvroDeserializer, a refused evolution, corrupt records under FAILFAST
+and PERMISSIVE, and the errors for bad options."""
 
 from __future__ import annotations
 
