@@ -45,6 +45,15 @@ _READ_OPTIONS = (
     "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger",
     "maxTriggerDelay",
+    # Confluent-framed Avro with a schema registry (docs/spark.md)
+    "keyFormat",
+    "valueFormat",
+    "schema.registry.url",
+    "keySubject",
+    "valueSubject",
+    "keySchemaVersion",
+    "valueSchemaVersion",
+    "mode",
 )
 _WRITE_OPTIONS = (
     "topic",
@@ -52,6 +61,16 @@ _WRITE_OPTIONS = (
     "exactlyOnce",
     "transactionalIdPrefix",
     "exactlyOnceMarkerTopic",
+    "keyFormat",
+    "valueFormat",
+    "schema.registry.url",
+    "keySubject",
+    "valueSubject",
+    "keySchemaId",
+    "valueSchemaId",
+    "keyRecordName",
+    "valueRecordName",
+    "auto.register.schemas",
 )
 # Spark Kafka source options that tune its Kafka consumer and mean nothing here: accepted
 # so that jobs port unchanged, and ignored.
@@ -159,6 +178,32 @@ class ClientSettings:
 
 
 @dataclass(frozen=True)
+class AvroColumn:
+    """A `key` or `value` column in Confluent-framed Avro: the registry subject its
+    schema lives under and, for a read, the version of the reader schema; for a write,
+    a schema id to use as it is, or the record name of the schema derived from the
+    column's type."""
+
+    column: str
+    subject: str
+    version: str = "latest"
+    schema_id: int | None = None
+    record_name: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordFormats:
+    """How keys and values are encoded: binary (Spark's Kafka source) unless a column is
+    in `avro`. `permissive` is mode=PERMISSIVE (an undecodable record reads as null);
+    `auto_register` is auto.register.schemas."""
+
+    registry_url: str | None = None
+    avro: tuple[AvroColumn, ...] = ()
+    permissive: bool = False
+    auto_register: bool = True
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     """What to read: which partitions, between which offsets, and how."""
 
@@ -183,6 +228,7 @@ class ReadOptions:
     # since the last one (Spark's minOffsetsPerTrigger and maxTriggerDelay)
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    formats: RecordFormats = RecordFormats()
     given: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -201,6 +247,7 @@ class WriteOptions:
     producer_config: dict[str, str]
     topic: str | None = None
     exactly_once: ExactlyOnce | None = None
+    formats: RecordFormats = RecordFormats()
 
 
 @dataclass(frozen=True)
@@ -446,7 +493,93 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         max_offsets_per_trigger=_int(own, "maxOffsetsPerTrigger", minimum=1),
         min_offsets_per_trigger=_trigger_minimum(own, streaming),
         max_trigger_delay_ms=_duration_ms(own, "maxTriggerDelay", 15 * 60 * 1000),
+        formats=_record_formats(own, _single_topic(subscribe, assign), writing=False),
         given=frozenset(own),
+    )
+
+
+def read_formats(raw: Mapping[str, str]) -> RecordFormats:
+    """The key and value formats of a read's options (for its schema, before the rest
+    is checked)."""
+    options = _lower(raw)
+    subscribe = tuple(t.strip() for t in options.get("subscribe", "").split(",") if t.strip())
+    assign = (
+        parse_partition_numbers("assign", options["assign"]) if "assign" in options else None
+    )
+    return _record_formats(options, _single_topic(subscribe, assign), writing=False)
+
+
+def _single_topic(
+    subscribe: tuple[str, ...], assign: dict[str, tuple[int, ...]] | None
+) -> str | None:
+    topics = set(subscribe) | set(assign or ())
+    return next(iter(topics)) if len(topics) == 1 else None
+
+
+_COLUMN_OPTIONS = {
+    False: ("Subject", "SchemaVersion"),
+    True: ("Subject", "SchemaId", "RecordName"),
+}
+
+
+def _record_formats(own: dict[str, str], topic: str | None, *, writing: bool) -> RecordFormats:
+    """keyFormat/valueFormat and the options of the registry that goes with them."""
+    avro: list[AvroColumn] = []
+    for column in ("key", "value"):
+        fmt = own.get(f"{column}format", "binary").strip().lower()
+        if fmt not in ("binary", "avro"):
+            raise LogbusSparkError(
+                f"option '{column}Format' must be 'binary' or 'avro', not {fmt!r}"
+            )
+        names = [f"{column}{suffix}" for suffix in _COLUMN_OPTIONS[writing]]
+        if fmt == "binary":
+            for name in names:
+                if name.lower() in own:
+                    raise LogbusSparkError(f"option {name!r} needs {column}Format=avro")
+            continue
+        avro.append(_avro_column(own, column, topic, writing))
+    url = own.get("schema.registry.url", "").strip()
+    if not avro:
+        for name in ("schema.registry.url", "mode", "auto.register.schemas"):
+            if name.lower() in own:
+                raise LogbusSparkError(
+                    f"option {name!r} needs keyFormat=avro or valueFormat=avro"
+                )
+        return RecordFormats()
+    if not url:
+        raise LogbusSparkError(
+            f"option 'schema.registry.url' is required with {avro[0].column}Format=avro"
+        )
+    mode = own.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise LogbusSparkError(f"option 'mode' must be FAILFAST or PERMISSIVE, not {mode!r}")
+    return RecordFormats(
+        registry_url=url, avro=tuple(avro), permissive=mode == "PERMISSIVE",
+        auto_register=_bool(own, "auto.register.schemas", True),
+    )
+
+
+def _avro_column(
+    own: dict[str, str], column: str, topic: str | None, writing: bool
+) -> AvroColumn:
+    subject = own.get(f"{column}subject", "").strip()
+    if not subject:
+        if topic is None:
+            where = "option 'topic'" if writing else "exactly one topic"
+            raise LogbusSparkError(
+                f"option '{column}Subject' is required with {column}Format=avro when the "
+                f"query names no single topic ({where}) to make '<topic>-{column}' from"
+            )
+        subject = f"{topic}-{column}"
+    version = own.get(f"{column}schemaversion", "latest").strip().lower()
+    if version != "latest" and not (version.isdigit() and int(version) > 0):
+        raise LogbusSparkError(
+            f"option '{column}SchemaVersion' must be 'latest' or a version number, "
+            f"not {version!r}"
+        )
+    record_name = own.get(f"{column}recordname", "").strip() or None
+    return AvroColumn(
+        column, subject, version, _int(own, f"{column}SchemaId", minimum=0), record_name
     )
 
 
@@ -564,7 +697,10 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         for name in ("transactionalIdPrefix", "exactlyOnceMarkerTopic"):
             if name.lower() in own:
                 raise LogbusSparkError(f"option {name!r} needs exactlyOnce=true")
-    return WriteOptions(producer_config=kafka, topic=topic, exactly_once=exactly_once)
+    return WriteOptions(
+        producer_config=kafka, topic=topic, exactly_once=exactly_once,
+        formats=_record_formats(own, topic, writing=True),
+    )
 
 
 def _exactly_once(own: dict[str, str], topic: str | None) -> ExactlyOnce:

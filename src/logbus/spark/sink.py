@@ -42,6 +42,7 @@ from logbus.client.producer.config import parse_producer_config
 from logbus.client.producer.sync import Producer
 from logbus.common.config_def import ConfigError
 from logbus.spark.arrow_producer import ArrowProducer, Rows
+from logbus.spark.avro_format import AvroColumnEncoder, encode_batch, write_encoders
 from logbus.spark.options import LogbusSparkError, WriteOptions
 from logbus.spark.schema import HEADERS_TYPE
 from logbus.spark.transactional_writer import TaskTransaction, WriterTask, end_transactions
@@ -67,7 +68,11 @@ def check_input_schema(options: WriteOptions, schema: StructType) -> None:
         parse_producer_config(config, {})
     except ConfigError as exc:
         raise LogbusSparkError(f"the kafka.* options: {exc}") from None
-    types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
+    # keyFormat/valueFormat=avro columns are structs, checked by `write_encoders`
+    avro = {column.column for column in options.formats.avro}
+    types: dict[str, DataType] = {
+        f.name: f.dataType for f in schema.fields if f.name not in avro
+    }
 
     def expect(column: str, allowed: tuple[DataType, ...], what: str) -> None:
         # Types compared as Spark prints them: nullability does not matter (a headers
@@ -79,7 +84,7 @@ def check_input_schema(options: WriteOptions, schema: StructType) -> None:
                 f"column {column!r} must be {what}, not {types[column].simpleString()}"
             )
 
-    if "value" not in types:
+    if "value" not in types and "value" not in avro:
         raise LogbusSparkError("a 'value' column (binary or string) is required to write")
     if options.topic is None and "topic" not in types:
         raise LogbusSparkError(
@@ -281,6 +286,15 @@ def _records(options: WriteOptions, batch: pa.RecordBatch) -> list[ProducerRecor
     ]
 
 
+def _encoded(
+    encoders: tuple[AvroColumnEncoder, ...], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Spark's batches with their Avro columns encoded (Confluent's framing)."""
+    if not encoders:
+        return batches
+    return (encode_batch(batch, encoders) for batch in batches)
+
+
 class LogbusBatchWriter(ShippedToWorkers, DataSourceArrowWriter):
     """`df.write.format("logbus")`: every task sends its rows, acknowledged."""
 
@@ -292,9 +306,11 @@ class LogbusBatchWriter(ShippedToWorkers, DataSourceArrowWriter):
             )
         check_input_schema(options, schema)
         self.options = options
+        # the writer schemas, registered on the driver before any task runs
+        self.encoders = write_encoders(options.formats, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
-        return WrittenRecords(write_batches(self.options, iterator))
+        return WrittenRecords(write_batches(self.options, _encoded(self.encoders, iterator)))
 
 
 class LogbusStreamWriter(ShippedToWorkers, DataSourceStreamArrowWriter):
@@ -306,11 +322,13 @@ class LogbusStreamWriter(ShippedToWorkers, DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_input_schema(options, schema)
         self.options = options
+        self.encoders = write_encoders(options.formats, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        batches = _encoded(self.encoders, iterator)
         if self.options.exactly_once is not None:
-            return write_transaction(self.options, iterator)
-        return WrittenRecords(write_batches(self.options, iterator))
+            return write_transaction(self.options, batches)
+        return WrittenRecords(write_batches(self.options, batches))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """At-least-once: every record was acknowledged when its task ended, nothing is

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -29,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from logbus.spark.avro_format import AvroColumnDecoder, decode_batch, decoded_schema, read_decoders
 from logbus.spark.offset_range import OffsetRange, split_ranges
 from logbus.spark.offset_reader import TP, OffsetReader, describe
 from logbus.spark.options import (
@@ -36,6 +38,7 @@ from logbus.spark.options import (
     ReadOptions,
     parse_read_options,
     parse_write_options,
+    read_formats,
 )
 from logbus.spark.partition_reader import read_range
 from logbus.spark.schema import arrow_schema, source_schema
@@ -74,14 +77,22 @@ class LogbusDataSource(DataSource):
         return "logbus"
 
     def schema(self) -> StructType:
-        text = str(self.options.get("includeheaders", "false")).strip().lower()
-        return source_schema(text == "true")
+        """Spark's Kafka source's columns; with keyFormat/valueFormat=avro, the key or
+        value is the struct of the subject's reader schema."""
+        lowered = {str(k).lower(): str(v) for k, v in self.options.items()}
+        text = lowered.get("includeheaders", "false").strip().lower()
+        decoders = read_decoders(read_formats(lowered))
+        return decoded_schema(source_schema(text == "true"), decoders)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LogbusBatchReader(parse_read_options(self.options, streaming=False))
+        reader = LogbusBatchReader(parse_read_options(self.options, streaming=False))
+        _check_reader_schemas(reader.decoders, schema)
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LogbusStreamReader(parse_read_options(self.options, streaming=True))
+        reader = LogbusStreamReader(parse_read_options(self.options, streaming=True))
+        _check_reader_schemas(reader.decoders, schema)
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return LogbusBatchWriter(parse_write_options(self.options), schema)
@@ -90,13 +101,36 @@ class LogbusDataSource(DataSource):
         return LogbusStreamWriter(parse_write_options(self.options), schema)
 
 
-def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _check_reader_schemas(decoders: tuple[AvroColumnDecoder, ...], schema: StructType) -> None:
+    """The reader schemas fetched for the tasks give the columns Spark planned with (a
+    version registered in between would not)."""
+    for decoder in decoders:
+        planned = schema[decoder.column].dataType if decoder.column in schema.names else None
+        if planned is None or planned.simpleString() != decoder.spark_type.simpleString():
+            raise LogbusSparkError(
+                f"the latest version of the subject of column {decoder.column!r} changed "
+                "while the query was planned; run it again (or set "
+                f"'{decoder.column}SchemaVersion')"
+            )
+
+
+def _read(
+    options: ReadOptions, decoders: tuple[AvroColumnDecoder, ...], partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, OffsetRange):
         return  # Spark asks for one partition of its own when the plan has none
-    yield from read_range(
+    batches = read_range(
         options.client, partition, arrow_schema(options.include_headers),
         options.fail_on_data_loss,
     )
+    if not decoders:
+        yield from batches
+        return
+    schema = to_arrow_schema(
+        decoded_schema(source_schema(options.include_headers), decoders), timezone="UTC"
+    )
+    for batch in batches:
+        yield decode_batch(batch, decoders, schema)
 
 
 class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
@@ -104,6 +138,8 @@ class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        # the reader schemas, fetched on the driver once for the query's tasks
+        self.decoders = read_decoders(options.formats)
 
     def partitions(self) -> list[OffsetRange]:
         reader = OffsetReader(self.options.client)
@@ -126,7 +162,7 @@ class LogbusBatchReader(ShippedToWorkers, DataSourceReader):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, self.decoders, partition)
 
 
 class LogbusStreamReader(
@@ -140,6 +176,7 @@ class LogbusStreamReader(
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.decoders = read_decoders(options.formats)
         self._reader: OffsetReader | None = None
         self._target: dict[TP, int] | None = None
         self._latest: dict[TP, int] | None = None
@@ -147,8 +184,8 @@ class LogbusStreamReader(
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "options": self.options, "_reader": None, "_target": None, "_latest": None,
-            "_last_trigger": 0.0,
+            "options": self.options, "decoders": self.decoders, "_reader": None,
+            "_target": None, "_latest": None, "_last_trigger": 0.0,
         }
 
     @property
@@ -236,7 +273,7 @@ class LogbusStreamReader(
         return split_ranges(ranges, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, self.decoders, partition)
 
     def commit(self, end: JsonOffsets) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to the broker."""
