@@ -214,6 +214,8 @@ def test_multi_each_applies_each_transaction_or_names_what_refused_it(
     ]
     assert store.children("/p/3") == []
     assert store.multi_each([]) == []
+    assert store.multi_each([[], [SetData("/p/1", b"s3", 0)]]) == [None, None]
+    assert store.get("/p/1") == (b"s3", 1)
 
 
 def test_data_watches_fire_once(store: MetadataStore) -> None:

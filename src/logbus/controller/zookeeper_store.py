@@ -311,9 +311,12 @@ class ZooKeeperStore(MetadataStore):
     def multi_each(self, transactions: Sequence[Sequence[Op]]) -> list[Exception | None]:
         """Every transaction is sent before the first answer is awaited: ZooKeeper
         applies them in order on the one session, in about one round trip."""
-        pending = [(ops, self._commit(ops)) for ops in transactions if ops]
+        pending = [(ops, self._commit(ops) if ops else None) for ops in transactions]
         outcomes: list[Exception | None] = []
         for ops, result in pending:
+            if result is None:  # nothing to apply
+                outcomes.append(None)
+                continue
             error = self._refusal(ops, self._wait(result, ops[0].path))
             if error is not None and not isinstance(error, BadVersion | NoNode | NodeExists):
                 raise error
