@@ -707,7 +707,7 @@ class ReplicaManager:
                     max_wait_ms,
                     known_unmet=True,
                 )
-                if not answered:  # the wait's end: what is there now, with today's marks
+                if not answered:  # the wait ended: read once more, for the marks of now
                     results = self.read_all(
                         requests, max_bytes, read_committed, replica_id, replica_epoch
                     )
