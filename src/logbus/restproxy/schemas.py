@@ -15,9 +15,7 @@ import base64
 import io
 import json
 import struct
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +25,10 @@ import avro.schema
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
 
+from logbus.common.registry_http import RegistryRefused, RegistryUnreachable, call_registry
 from logbus.restproxy import errors
 
 _FRAME = struct.Struct(">bI")
-_REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 @dataclass(frozen=True)
@@ -56,25 +54,16 @@ class SchemaRegistryClient:
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         assert self.url is not None
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method,
-            headers={"Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            try:
-                detail = json.loads(exc.read()).get("message", str(exc))
-            except ValueError:
-                detail = str(exc)
-            if exc.code == 409 or exc.code == 422:
+            return call_registry(self.url, method, path, body, timeout=self.timeout)
+        except RegistryRefused as exc:
+            detail = exc.message
+            if exc.status == 409 or exc.status == 422:
                 raise errors.invalid_schema(detail) from None
-            if exc.code == 404:
+            if exc.status == 404:
                 raise errors.ProxyError(404, 40403, f"Schema not found: {detail}") from None
             raise errors.ProxyError(500, 50002, f"Schema registry error: {detail}") from None
-        except (OSError, ValueError) as exc:
+        except RegistryUnreachable as exc:
             raise errors.ProxyError(500, 50002, f"Schema registry error: {exc}") from None
 
     def _check_configured(self) -> None:

@@ -10,16 +10,13 @@ can tell an unknown subject or id from a registry that is down.
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from logbus.common.registry_http import RegistryRefused, RegistryUnreachable, call_registry
 from logbus.spark.options import LogbusSparkError
 
-_REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
 # Confluent's error codes a caller tells apart.
 SUBJECT_NOT_FOUND = 40401
 VERSION_NOT_FOUND = 40402
@@ -55,25 +52,14 @@ class RegistryClient:
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method,
-            headers={"Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            try:
-                answer = json.loads(exc.read())
-                message, code = str(answer.get("message", exc)), answer.get("error_code")
-            except (ValueError, AttributeError):
-                message, code = str(exc), None
+            return call_registry(self.url, method, path, body, timeout=self.timeout)
+        except RegistryRefused as exc:
             raise RegistryError(
-                f"the schema registry answered {exc.code}: {message}", exc.code,
-                code if isinstance(code, int) else None,
+                f"the schema registry answered {exc.status}: {exc.message}", exc.status,
+                exc.error_code,
             ) from None
-        except (OSError, ValueError) as exc:
+        except RegistryUnreachable as exc:
             raise RegistryError(
                 f"cannot reach the schema registry at {self.url} "
                 f"(option 'schema.registry.url'): {exc}"
