@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError
@@ -29,6 +30,16 @@ class Ownership:
         self.taken_back: dict[tuple[int, str], set[int]] = {}
         """Partitions revoked from a member and given back to it within one change: a
         member that keeps a partition must never have stopped consuming it."""
+        self.events: list[tuple[int, str, str, tuple[int, ...]]] = []
+        """(phase, member, assigned/revoked/lost, partitions): what a failure shows."""
+
+    def history_of(
+        self, members: Iterable[tuple[int, str] | str]
+    ) -> list[tuple[int, str, str, tuple[int, ...]]]:
+        """The callbacks of these members (or of the members of `taken_back`'s keys)."""
+        names = {m[1] if isinstance(m, tuple) else m for m in members}
+        with self.lock:
+            return [e for e in self.events if e[1] in names]
 
     @property
     def violations(self) -> list[str]:
@@ -37,6 +48,7 @@ class Ownership:
 
     def assigned(self, member: str, partitions: list[int]) -> None:
         with self.lock:
+            self.events.append((self.phase, member, "assigned", tuple(partitions)))
             for p in partitions:
                 holder = self.owner.get(p)
                 if holder is not None and holder != member:
@@ -47,6 +59,7 @@ class Ownership:
 
     def revoked(self, member: str, partitions: list[int]) -> None:
         with self.lock:
+            self.events.append((self.phase, member, "revoked", tuple(partitions)))
             for p in partitions:
                 if (p, member) in self.pending:
                     self.confirmed.append(self.pending.pop((p, member)))
@@ -56,6 +69,7 @@ class Ownership:
 
     def lost(self, member: str, partitions: list[int]) -> None:
         with self.lock:
+            self.events.append((self.phase, member, "lost", tuple(partitions)))
             for p in partitions:
                 self.pending.pop((p, member), None)
                 if self.owner.get(p) == member:

@@ -106,7 +106,7 @@ def test_consumer_group_scales_through_a_coordinator_kill(
                 if m.is_alive():
                     m.stop()
         assert ownership.violations == []
-        assert ownership.taken_back == {}
+        assert ownership.taken_back == {}, ownership.history_of(ownership.taken_back)
         # Per member, the records it polled: nothing acknowledged is missing, and no
         # member's polls of a partition went backwards.
         polled = [Consumed(*r) for m in everyone for r in m.records()]

@@ -138,7 +138,7 @@ def test_three_six_two_members_under_load(broker_factory: Any) -> None:
             if m.is_alive():
                 m.stop()
     assert ownership.violations == []
-    assert ownership.taken_back == {}
+    assert ownership.taken_back == {}, ownership.history_of(ownership.taken_back)
 
 
 def test_classic_groups_beside_consumer_groups(broker_factory: Any) -> None:
