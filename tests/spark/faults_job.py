@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_job import run_available_now, session
+from cluster_job import read_stream, run_available_now, session
 from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
 
@@ -88,12 +88,7 @@ def batch_read(spark: Any, args: argparse.Namespace) -> None:
 def stream_read(spark: Any, args: argparse.Namespace) -> None:
     held = gate(args.gate, "stream", frozenset({0, 1}), batch_id="1")
     writer = (
-        spark.readStream.format("logbus")
-        .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("subscribe", args.source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets))
-        .load()
+        read_stream(spark, args)
         .select("partition", "offset", held("value").alias("value"))
         .writeStream.format("parquet").option("path", str(args.out / "stream"))
     )
