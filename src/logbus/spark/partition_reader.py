@@ -217,7 +217,11 @@ class _RangeReader:
             except KafkaError as exc:
                 if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     return await self._out_of_range()
-                if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.fail:
+                if (
+                    exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    and self.fail
+                    and await self._deleted()
+                ):
                     raise _data_loss(rng, "the topic or partition was deleted") from None
                 if not await budget.pause(exc):
                     raise LogbusSparkError(
@@ -225,6 +229,22 @@ class _RangeReader:
                         f"{self.position}: {budget.describe(exc)}"
                     ) from None
                 await self._refresh(budget)
+
+    async def _deleted(self) -> bool:
+        """Whether fresh metadata lacks the partition. A broker that does not host it yet
+        (a restarted one the last metadata named leader) answers UNKNOWN_TOPIC_OR_PARTITION
+        too: that one is retried, as Kafka's consumer retries it."""
+        assert self.cluster is not None
+        try:
+            fresh = await self.cluster.refresh([self.rng.topic])
+        except KafkaError:
+            return False  # no answer: the retry decides
+        info = fresh.topics.get(self.rng.topic)
+        return (
+            info is None
+            or info.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            or self.rng.partition not in info.partitions
+        )
 
     async def _refresh(self, budget: RetryBudget) -> None:
         """New metadata after a failed fetch (the leader moved or died); a refresh that
