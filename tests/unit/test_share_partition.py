@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from share_partition_model import PerOffsetModel
 
 from logbus.coordinator.share.share_group import ShareGroup, ShareGroupError, simple_assignment
 from logbus.coordinator.share.share_partition import (
@@ -196,3 +197,81 @@ def test_done_records_are_never_delivered_again(
         done |= {o for o, rec in share.in_flight.items() if rec.state == RecordState.ARCHIVED}
         assert share.start_offset >= start
         start = share.start_offset
+
+
+KINDS = st.sampled_from([GAP, ACCEPT, RELEASE, REJECT])
+BATCH = st.tuples(st.integers(0, 30), st.integers(0, 6), st.lists(KINDS, min_size=1, max_size=7))
+STEP = st.one_of(
+    st.tuples(st.just("acquire"), st.sampled_from("ab"), st.integers(0, 30),
+              st.integers(0, 12), st.integers(0, 8)),
+    st.tuples(st.just("ack"), st.sampled_from("ab"), st.lists(BATCH, min_size=1, max_size=3)),
+    st.tuples(st.just("ack held"), st.sampled_from("ab"), st.lists(KINDS, min_size=1, max_size=9)),
+    st.tuples(st.just("expire"), st.integers(0, 4)),
+    st.tuples(st.just("leave"), st.sampled_from("ab")),
+    st.tuples(st.just("log start"), st.integers(0, 30)),
+    st.tuples(st.just("restore")),
+)
+
+
+def _held_batch(model: PerOffsetModel, member: str, kinds: list[int]) -> AcknowledgementBatch:
+    """An acknowledgement of the first run of offsets `member` holds (per offset when
+    `kinds` has one type for each), or of offset 0 when it holds none."""
+    held = sorted(o for o, r in model.in_flight.items()
+                  if r.state == RecordState.ACQUIRED and r.member_id == member)
+    first = last = held[0] if held else 0
+    while last + 1 in held:
+        last += 1
+    size = last - first + 1
+    return AcknowledgementBatch(first, last, tuple(kinds[:size]) if len(kinds) >= size
+                                else (kinds[0],))
+
+
+def _batches(specs: list[tuple[int, int, list[int]]]) -> list[AcknowledgementBatch]:
+    """Acknowledgement batches from (first, span, types): one type for the whole batch,
+    or one per offset when the list is as long as the batch."""
+    batches = []
+    for first, span, kinds in specs:
+        types = tuple(kinds[: span + 1]) if len(kinds) > span else (kinds[0],)
+        batches.append(AcknowledgementBatch(first, first + span, types))
+    return batches
+
+
+@settings(max_examples=300)
+@given(st.lists(STEP, min_size=30, max_size=100), st.integers(2, 12))
+def test_runs_answer_as_the_per_offset_model(steps: list[tuple], max_in_flight: int) -> None:
+    """The partition keeps runs of offsets; every answer and every state it reaches is the
+    one the per-offset model reaches."""
+    settings = {"record_lock_duration_ms": 10, "delivery_count_limit": 3,
+                "max_in_flight": max_in_flight}
+    share, model = SharePartition(0, **settings), PerOffsetModel(0, **settings)
+    now = 0
+    for step in steps:
+        now += 3
+        match step:
+            case ("acquire", member, first, span, most):
+                assert share.acquire(member, first, first + span, most, now) == model.acquire(
+                    member, first, first + span, most, now)
+            case ("ack", member, specs):
+                batches = _batches(specs)
+                assert share.acknowledge(member, batches) == model.acknowledge(member, batches)
+            case ("ack held", member, kinds):
+                batch = _held_batch(model, member, kinds)
+                assert share.acknowledge(member, [batch]) == model.acknowledge(member, [batch])
+            case ("expire", later):
+                now += later
+                assert share.expire_locks(now) == model.expire_locks(now)
+            case ("leave", member):
+                assert share.release_member(member) == model.release_member(member)
+            case ("log start", offset):
+                share.move_start(offset)
+                model.move_start(offset)
+            case _:
+                share.restore(share.start_offset, share.state_batches())
+                model.restore(model.start_offset, model.state_batches())
+        assert (share.start_offset, share.next_fetch_offset) == (
+            model.start_offset, model.next_fetch_offset)
+        assert share.in_flight == model.in_flight
+        assert share.state_batches() == model.state_batches()
+        assert share.counts() == model.counts()
+        assert share.next_lock_deadline() == model.next_lock_deadline()
+        assert share.first_acquirable(40) == model.first_acquirable(40)

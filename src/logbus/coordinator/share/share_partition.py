@@ -29,7 +29,8 @@ share between threads (one event loop owns it).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -54,10 +55,45 @@ class AcknowledgeType(enum.IntEnum):
 
 @dataclass(slots=True)
 class InFlightRecord:
+    """One in-flight offset's state (the per-offset view `in_flight` gives)."""
+
     state: RecordState
     delivery_count: int
     member_id: str = ""
     lock_deadline_ms: int = 0
+
+
+@dataclass(slots=True)
+class Run:
+    """Offsets `first`..`last` (inclusive) that share one state, delivery count, owner and
+    lock deadline: the unit the partition's state is kept in, so that a fetch or an
+    acknowledgement of a few hundred records is a few list operations, not one per record
+    (Kafka's `InFlightBatch`, split into per-offset state only where it has to be)."""
+
+    first: int
+    last: int
+    state: RecordState
+    delivery_count: int
+    member_id: str = ""
+    lock_deadline_ms: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+    def joins(self, following: Run) -> bool:
+        return (
+            self.last + 1 == following.first
+            and self.state == following.state
+            and self.delivery_count == following.delivery_count
+            and self.member_id == following.member_id
+            and self.lock_deadline_ms == following.lock_deadline_ms
+        )
+
+    def take(self, state: RecordState, member_id: str = "", deadline_ms: int = 0) -> None:
+        self.state = state
+        self.member_id = member_id
+        self.lock_deadline_ms = deadline_ms
 
 
 class AcquiredRange(NamedTuple):
@@ -88,28 +124,39 @@ class StateBatch(NamedTuple):
 
 @dataclass(slots=True)
 class SharePartition:
-    """One share group's view of one topic partition: the SPSO and the in-flight records."""
+    """One share group's view of one topic partition: the SPSO and the in-flight records,
+    kept as `runs`: sorted, non-overlapping, within [start_offset, next_fetch_offset). An
+    offset of that window in no run is done with (the log has no record there)."""
 
     start_offset: int
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     max_in_flight: int = 2_000
     next_fetch_offset: int = -1
-    in_flight: dict[int, InFlightRecord] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
     state_epoch: int = 0
 
     def __post_init__(self) -> None:
         if self.next_fetch_offset < self.start_offset:
             self.next_fetch_offset = self.start_offset
 
+    @property
+    def in_flight(self) -> dict[int, InFlightRecord]:
+        """Every in-flight offset's state (a copy, one entry per offset: for checks)."""
+        return {
+            offset: InFlightRecord(run.state, run.delivery_count, run.member_id,
+                                   run.lock_deadline_ms)
+            for run in self.runs
+            for offset in range(run.first, run.last + 1)
+        }
+
     # --- what may be delivered -------------------------------------------------------------
 
     def first_acquirable(self, log_end_offset: int) -> int | None:
         """The first offset a fetch could acquire now (below `log_end_offset`), if any."""
-        for offset in range(self.start_offset, self.next_fetch_offset):
-            record = self.in_flight.get(offset)
-            if record is not None and record.state == RecordState.AVAILABLE:
-                return offset
+        for run in self.runs:
+            if run.state == RecordState.AVAILABLE:
+                return run.first
         if self.next_fetch_offset < log_end_offset and self._room():
             return self.next_fetch_offset
         return None
@@ -121,121 +168,169 @@ class SharePartition:
         self, member_id: str, first: int, last: int, max_records: int, now_ms: int
     ) -> list[AcquiredRange]:
         """Acquire the available offsets of `first`..`last` (a batch read from the log) for
-        `member_id`, at most `max_records`; returns the ranges acquired."""
-        runs: list[list[int]] = []  # [first, last, delivery count]
+        `member_id`, at most `max_records`, lowest first; returns the ranges acquired."""
         deadline = now_ms + self.record_lock_duration_ms
-        count = 0
-        for offset in range(max(first, self.start_offset), last + 1):
-            if count >= max_records:
-                break
-            record = self.in_flight.get(offset)
-            if record is None:
-                if offset < self.next_fetch_offset or not self._room():
-                    continue  # done with (below the SPSO's horizon) or no room for more
-                record = self.in_flight[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
-                self.next_fetch_offset = offset + 1
-            if record.state != RecordState.AVAILABLE:
-                continue
-            record.state = RecordState.ACQUIRED
-            record.delivery_count += 1
-            record.member_id = member_id
-            record.lock_deadline_ms = deadline
-            count += 1
-            run = runs[-1] if runs else None
-            if run is not None and run[1] + 1 == offset and run[2] == record.delivery_count:
-                run[1] = offset
-            else:
-                runs.append([offset, offset, record.delivery_count])
-        return [AcquiredRange(*run) for run in runs]
+        low = max(first, self.start_offset)
+        remaining = max_records
+        taken: list[Run] = []
+        if low < self.next_fetch_offset:
+            index = self._cut(low)
+            while index < len(self.runs) and remaining > 0:
+                run = self.runs[index]
+                if run.first > last:
+                    break
+                if run.state == RecordState.AVAILABLE:
+                    self._cut(min(run.last, last, run.first + remaining - 1) + 1)
+                    run.take(RecordState.ACQUIRED, member_id, deadline)
+                    run.delivery_count += 1
+                    remaining -= run.size
+                    taken.append(run)
+                index += 1
+        fresh = max(low, self.next_fetch_offset)
+        if remaining > 0 and fresh <= last and self._room():
+            # the first new offset needs room before it; each next one, room with it
+            end = min(last, fresh + remaining - 1,
+                      max(fresh, self.start_offset + self.max_in_flight - 1))
+            run = Run(fresh, end, RecordState.ACQUIRED, 1, member_id, deadline)
+            self.runs.append(run)
+            self.next_fetch_offset = end + 1
+            taken.append(run)
+        acquired = _ranges(taken)
+        self._coalesce()
+        return acquired
 
     # --- acknowledgements -------------------------------------------------------------------
 
     def acknowledge(self, member_id: str, batches: Iterable[AcknowledgementBatch]) -> ErrorCode:
         """Apply a member's acknowledgements of this partition, all or nothing."""
-        changes: list[tuple[int, AcknowledgeType]] = []
+        changes: list[tuple[int, int, AcknowledgeType]] = []
         previous_last = -1
         for batch in batches:
-            error = _check_batch(batch, previous_last)
+            error = check_batch(batch, previous_last)
             if error != ErrorCode.NONE:
                 return error
             previous_last = batch.last_offset
             if batch.last_offset >= self.next_fetch_offset:
                 # never delivered (and a range as long as the request says is never walked)
                 return ErrorCode.INVALID_RECORD_STATE
-            for offset, kind in _expand(batch, self.start_offset):
-                record = self.in_flight.get(offset)
-                if kind == AcknowledgeType.GAP and (record is None and offset < self.start_offset):
-                    continue
-                if (
-                    record is None
-                    or record.state != RecordState.ACQUIRED
-                    or record.member_id != member_id
-                ):
-                    return ErrorCode.INVALID_RECORD_STATE
-                changes.append((offset, kind))
-        for offset, kind in changes:
-            record = self.in_flight[offset]
-            if kind == AcknowledgeType.ACCEPT:
-                self._finish(record, RecordState.ACKNOWLEDGED)
-            elif kind == AcknowledgeType.RELEASE:
-                self._release(record)
-            else:
-                self._finish(record, RecordState.ARCHIVED)
+            for low, high, kind in _spans(batch):
+                if low < self.start_offset:
+                    if kind != AcknowledgeType.GAP:  # only a gap may name a finished offset
+                        return ErrorCode.INVALID_RECORD_STATE
+                    low = self.start_offset
+                if low <= high:
+                    if not self._held(member_id, low, high):
+                        return ErrorCode.INVALID_RECORD_STATE
+                    changes.append((low, high, kind))
+        for low, high, kind in changes:
+            self._apply(low, high, kind)
         self._advance_start()
         return ErrorCode.NONE
 
+    def _held(self, member_id: str, low: int, high: int) -> bool:
+        """Whether every offset of `low`..`high` is ACQUIRED by `member_id`."""
+        index = bisect_right(self.runs, low, key=_first) - 1
+        expected = low
+        while expected <= high:
+            if index < 0 or index >= len(self.runs):
+                return False
+            run = self.runs[index]
+            if (
+                run.first > expected
+                or run.last < expected
+                or run.state != RecordState.ACQUIRED
+                or run.member_id != member_id
+            ):
+                return False
+            expected = run.last + 1
+            index += 1
+        return True
+
+    def _apply(self, low: int, high: int, kind: AcknowledgeType) -> None:
+        index = self._cut(low)
+        self._cut(high + 1)
+        while index < len(self.runs) and self.runs[index].last <= high:
+            run = self.runs[index]
+            if kind == AcknowledgeType.ACCEPT:
+                run.take(RecordState.ACKNOWLEDGED)
+            elif kind == AcknowledgeType.RELEASE:
+                self._release(run)
+            else:
+                run.take(RecordState.ARCHIVED)
+            index += 1
+
     def release_member(self, member_id: str) -> int:
         """Release every offset `member_id` holds (it left, or closed its share session)."""
+        return self._release_where(
+            lambda run: run.state == RecordState.ACQUIRED and run.member_id == member_id
+        )
+
+    def expire_locks(self, now_ms: int) -> int:
+        """Release the offsets whose acquisition lock has expired."""
+        return self._release_where(
+            lambda run: run.state == RecordState.ACQUIRED and run.lock_deadline_ms <= now_ms
+        )
+
+    def _release_where(self, chosen: Callable[[Run], bool]) -> int:
         released = 0
-        for record in self.in_flight.values():
-            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
-                self._release(record)
-                released += 1
+        for run in self.runs:
+            if chosen(run):
+                self._release(run)
+                released += run.size
         if released:
             self._advance_start()
         return released
 
-    def expire_locks(self, now_ms: int) -> int:
-        """Release the offsets whose acquisition lock has expired."""
-        expired = 0
-        for record in self.in_flight.values():
-            if record.state == RecordState.ACQUIRED and record.lock_deadline_ms <= now_ms:
-                self._release(record)
-                expired += 1
-        if expired:
-            self._advance_start()
-        return expired
-
     def next_lock_deadline(self) -> int | None:
-        deadlines = [
-            r.lock_deadline_ms for r in self.in_flight.values() if r.state == RecordState.ACQUIRED
-        ]
+        deadlines = [r.lock_deadline_ms for r in self.runs if r.state == RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
-    def _release(self, record: InFlightRecord) -> None:
-        if record.delivery_count >= self.delivery_count_limit:
-            self._finish(record, RecordState.ARCHIVED)
+    def _release(self, run: Run) -> None:
+        if run.delivery_count >= self.delivery_count_limit:
+            run.take(RecordState.ARCHIVED)
         else:
-            self._finish(record, RecordState.AVAILABLE)
-
-    @staticmethod
-    def _finish(record: InFlightRecord, state: RecordState) -> None:
-        record.state = state
-        record.member_id = ""
-        record.lock_deadline_ms = 0
+            run.take(RecordState.AVAILABLE)
 
     def _advance_start(self) -> None:
-        offset = self.start_offset
-        while offset < self.next_fetch_offset:
-            record = self.in_flight.get(offset)
-            if record is not None and record.state not in (
-                RecordState.ACKNOWLEDGED,
-                RecordState.ARCHIVED,
-            ):
+        """Move the SPSO past every leading finished offset (and forget them)."""
+        done = 0
+        start = self.next_fetch_offset
+        for run in self.runs:
+            if run.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                start = run.first
                 break
-            self.in_flight.pop(offset, None)
-            offset += 1
-        self.start_offset = offset
+            done += 1
+        del self.runs[:done]
+        self.start_offset = start
+        self._coalesce()
+
+    # --- the runs ---------------------------------------------------------------------------
+
+    def _cut(self, offset: int) -> int:
+        """The index of the first run at or after `offset`, splitting the run that holds
+        `offset` so that a run starts there."""
+        index = bisect_right(self.runs, offset, key=_first)
+        if index == 0:
+            return 0
+        run = self.runs[index - 1]
+        if offset > run.last:
+            return index
+        if offset == run.first:
+            return index - 1
+        self.runs.insert(index, Run(offset, run.last, run.state, run.delivery_count,
+                                    run.member_id, run.lock_deadline_ms))
+        run.last = offset - 1
+        return index
+
+    def _coalesce(self) -> None:
+        runs = self.runs
+        index = 1
+        while index < len(runs):
+            if runs[index - 1].joins(runs[index]):
+                runs[index - 1].last = runs[index].last
+                del runs[index]
+            else:
+                index += 1
 
     # --- the log moved ----------------------------------------------------------------------
 
@@ -243,8 +338,9 @@ class SharePartition:
         """Offsets deleted from the log (retention, DeleteRecords) are done with."""
         if log_start_offset <= self.start_offset:
             return
-        for offset in [o for o in self.in_flight if o < log_start_offset]:
-            del self.in_flight[offset]
+        self.runs = [run for run in self.runs if run.last >= log_start_offset]
+        if self.runs and self.runs[0].first < log_start_offset:
+            self.runs[0].first = log_start_offset
         self.start_offset = log_start_offset
         self.next_fetch_offset = max(self.next_fetch_offset, log_start_offset)
         self._advance_start()
@@ -254,49 +350,66 @@ class SharePartition:
     def state_batches(self) -> list[StateBatch]:
         """The in-flight offsets as runs (what `__share_group_state` keeps): an ACQUIRED
         offset is written as AVAILABLE, since its lock does not survive a new leader."""
-        runs: list[list[int]] = []  # [first, last, state, delivery count]
-        for offset in sorted(self.in_flight):
-            record = self.in_flight[offset]
-            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
-            last = runs[-1] if runs else None
+        batches: list[StateBatch] = []
+        for run in self.runs:
+            state = RecordState.AVAILABLE if run.state == RecordState.ACQUIRED else run.state
+            last = batches[-1] if batches else None
             if (
                 last is not None
-                and last[1] + 1 == offset
-                and last[2] == state
-                and last[3] == record.delivery_count
+                and last.last_offset + 1 == run.first
+                and last.state == state
+                and last.delivery_count == run.delivery_count
             ):
-                last[1] = offset
+                batches[-1] = last._replace(last_offset=run.last)
             else:
-                runs.append([offset, offset, state, record.delivery_count])
-        return [StateBatch(a, b, RecordState(s), n) for a, b, s, n in runs]
+                batches.append(StateBatch(run.first, run.last, state, run.delivery_count))
+        return batches
 
     def restore(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
         """Take the state a share coordinator kept (a new leader, or a restart)."""
         self.start_offset = start_offset
-        self.in_flight.clear()
         self.next_fetch_offset = start_offset
-        for batch in batches:
-            for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):
-                state = batch.state
-                if state == RecordState.ACQUIRED:
-                    state = RecordState.AVAILABLE
-                self.in_flight[offset] = InFlightRecord(state, batch.delivery_count)
-                self.next_fetch_offset = max(self.next_fetch_offset, offset + 1)
-        for record in self.in_flight.values():
-            if record.state == RecordState.AVAILABLE and (
-                record.delivery_count >= self.delivery_count_limit
-            ):
-                record.state = RecordState.ARCHIVED
+        self.runs = []
+        for batch in sorted(batches):
+            low = max(batch.first_offset, start_offset, self.next_fetch_offset)
+            if low > batch.last_offset:
+                continue
+            state = batch.state
+            if state == RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            if state == RecordState.AVAILABLE and batch.delivery_count >= self.delivery_count_limit:
+                state = RecordState.ARCHIVED
+            self.runs.append(Run(low, batch.last_offset, state, batch.delivery_count))
+            self.next_fetch_offset = batch.last_offset + 1
         self._advance_start()
 
     def counts(self) -> dict[RecordState, int]:
         counts = dict.fromkeys(RecordState, 0)
-        for record in self.in_flight.values():
-            counts[record.state] += 1
+        for run in self.runs:
+            counts[run.state] += run.size
         return counts
 
 
-def _check_batch(batch: AcknowledgementBatch, previous_last: int) -> ErrorCode:
+def _first(run: Run) -> int:
+    return run.first
+
+
+def _ranges(taken: list[Run]) -> list[AcquiredRange]:
+    """Acquired runs as the ranges a fetch answers with: adjacent ones of one delivery
+    count as one."""
+    ranges: list[AcquiredRange] = []
+    for run in taken:
+        last = ranges[-1] if ranges else None
+        if last is not None and last.last_offset + 1 == run.first and (
+            last.delivery_count == run.delivery_count
+        ):
+            ranges[-1] = last._replace(last_offset=run.last)
+        else:
+            ranges.append(AcquiredRange(run.first, run.last, run.delivery_count))
+    return ranges
+
+
+def check_batch(batch: AcknowledgementBatch, previous_last: int) -> ErrorCode:
     """INVALID_REQUEST for a batch Kafka refuses: reversed, overlapping the previous one,
     types of the wrong count, or an unknown type."""
     size = batch.last_offset - batch.first_offset + 1
@@ -309,21 +422,13 @@ def _check_batch(batch: AcknowledgementBatch, previous_last: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _expand(
-    batch: AcknowledgementBatch, start_offset: int
-) -> Iterator[tuple[int, AcknowledgeType]]:
-    """Each offset's type; with one type for the batch, the offsets below `start_offset`
-    (finished) come as one: a GAP there is fine, anything else refuses the batch."""
+def _spans(batch: AcknowledgementBatch) -> Iterator[tuple[int, int, AcknowledgeType]]:
+    """The batch as ranges of one type each: (first, last, type)."""
     if len(batch.types) == 1:
-        kind = AcknowledgeType(batch.types[0])
-        first = batch.first_offset
-        if first < start_offset:
-            yield first, kind
-            first = start_offset
-        for offset in range(first, batch.last_offset + 1):
-            yield offset, kind
+        yield batch.first_offset, batch.last_offset, AcknowledgeType(batch.types[0])
         return
-    for offset, raw in zip(
-        range(batch.first_offset, batch.last_offset + 1), batch.types, strict=True
-    ):
-        yield offset, AcknowledgeType(raw)
+    low = batch.first_offset
+    for index in range(1, len(batch.types) + 1):
+        if index == len(batch.types) or batch.types[index] != batch.types[index - 1]:
+            yield low, batch.first_offset + index - 1, AcknowledgeType(batch.types[index - 1])
+            low = batch.first_offset + index

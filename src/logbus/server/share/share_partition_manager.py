@@ -33,7 +33,7 @@ from logbus.coordinator.share.state_coordinator import ShareStateError
 from logbus.coordinator.share.state_records import SavedState
 from logbus.protocol import ErrorCode
 from logbus.records.batch import InvalidBatch, split_batches
-from logbus.server.replica.partition import PartitionError
+from logbus.server.replica.partition import Partition, PartitionError
 from logbus.server.replica.replica_manager import FetchRequestPartition, ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,10 @@ SharePartitionKey = tuple[str, str, int]
 """(group id, topic, partition)."""
 
 MAX_WAIT_STEP_MS = 1_000
+# A share fetch reads the log this much at a time, and reads on only while it may acquire
+# more: a member takes a few hundred records, and the fetch's own max_bytes (50 MiB by
+# default) would copy most of the log each time.
+READ_STEP_BYTES = 1 << 20
 """Longest a waiting fetch sleeps before it looks at expired locks again."""
 
 
@@ -251,33 +255,60 @@ class SharePartitionManager:
         first = share.first_acquirable(part.high_watermark)
         if first is None:
             return PartitionFetch(ErrorCode.NONE, b"", [], led.leader_epoch)
-        read = self.replica_manager.read(
-            FetchRequestPartition(topic, index, first, max_bytes), max_bytes, True, False
+        return self._acquire_from_log(
+            share, member_id, part, first, max_records, max_bytes, led.leader_epoch
         )
-        if read.error != ErrorCode.NONE or read.records is None:
-            return PartitionFetch(read.error, b"", [], led.leader_epoch)
-        data = read.records.read()
-        try:
-            batches = split_batches(data)
-        except InvalidBatch as exc:
-            log.warning("share fetch of %s-%d at %d: %s", topic, index, first, exc)
-            return PartitionFetch(ErrorCode.CORRUPT_MESSAGE, b"", [], led.leader_epoch)
+
+    def _acquire_from_log(
+        self, share: SharePartition, member_id: str, part: Partition, first: int,
+        max_records: int, max_bytes: int, leader_epoch: int,
+    ) -> PartitionFetch:
+        """Read the log from `first` a step at a time, acquiring for `member_id` what each
+        batch holds that is available, until `max_records` are taken, `max_bytes` are
+        read or nothing further may be acquired; the batches holding what was taken."""
+        topic, index = part.topic, part.index
         acquired: list[AcquiredRange] = []
         chunks: list[bytes] = []
         now = now_ms()
-        for position, header in batches:
-            taken = share.acquire(
-                member_id, header.base_offset, header.last_offset, max_records, now
+        position, budget = first, max_bytes
+        while True:
+            step = min(budget, READ_STEP_BYTES)
+            read = self.replica_manager.read(
+                FetchRequestPartition(topic, index, position, step), step, True, False
             )
-            if taken:
-                acquired += taken
-                chunks.append(data[position:position + header.size])
-                max_records -= sum(r.last_offset - r.first_offset + 1 for r in taken)
-            if max_records <= 0:
+            if read.error != ErrorCode.NONE or read.records is None:
+                if chunks:
+                    break  # what was acquired goes out; the next fetch meets the error
+                return PartitionFetch(read.error, b"", [], leader_epoch)
+            data = read.records.read()
+            try:
+                batches = split_batches(data)
+            except InvalidBatch as exc:
+                log.warning("share fetch of %s-%d at %d: %s", topic, index, position, exc)
+                if chunks:
+                    break
+                return PartitionFetch(ErrorCode.CORRUPT_MESSAGE, b"", [], leader_epoch)
+            if not batches:
                 break
+            for at, header in batches:
+                taken = share.acquire(
+                    member_id, header.base_offset, header.last_offset, max_records, now
+                )
+                if taken:
+                    acquired += taken
+                    chunks.append(data[at:at + header.size])
+                    max_records -= sum(r.last_offset - r.first_offset + 1 for r in taken)
+                if max_records <= 0:
+                    break
+            budget -= len(data)
+            position = batches[-1][1].last_offset + 1
+            ahead = share.first_acquirable(part.high_watermark)
+            if max_records <= 0 or budget <= 0 or ahead is None:
+                break
+            position = max(position, ahead)
         # Acquisitions are not written (as in Kafka): a new leader finds the records
         # available again; their delivery counts are written with the next change.
-        return PartitionFetch(ErrorCode.NONE, b"".join(chunks), acquired, led.leader_epoch)
+        return PartitionFetch(ErrorCode.NONE, b"".join(chunks), acquired, leader_epoch)
 
     # --- the partitions led here ------------------------------------------------------------
 
