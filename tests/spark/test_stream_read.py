@@ -367,3 +367,58 @@ def test_min_offsets_per_trigger_checks() -> None:
         parse_read_options(base | {"maxTriggerDelay": "soon"}, streaming=True)
     with pytest.raises(LogbusSparkError, match="for streaming queries only"):
         parse_read_options(base | {"minOffsetsPerTrigger": "10"}, streaming=False)
+
+
+def _delete_topic(b: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.delete_topics([topic])[topic].result(30)
+    wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 30, 0.2,
+             what=f"{topic} gone from metadata")
+
+
+def test_a_topic_deleted_under_a_running_query_fails_it(spark: Any, broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "doomed", 2)
+    produce(b, "doomed", [b"%d" % i for i in range(10)])
+    query = (
+        stream(spark, b, subscribe="doomed", startingOffsets="earliest")
+        .select("partition", "offset").writeStream.format("memory").queryName("doomed_rows")
+        .trigger(processingTime="100 milliseconds").start()
+    )
+    try:
+        wait_for(lambda: query.exception() is not None
+                 or spark.table("doomed_rows").count() >= 10, 120, 0.2, what="10 rows read")
+        assert query.exception() is None
+        _delete_topic(b, "doomed")
+        # The planner's next look finds the partitions gone: data may have been lost, and
+        # failOnDataLoss (true by default) stops the query, naming the option.
+        with pytest.raises(Exception, match=(
+            r"partition doomed-\d no longer exists; some data may have been lost "
+            r"\(set failOnDataLoss=false to go on without it\)"
+        )):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+
+
+def test_a_task_whose_topic_was_deleted(broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A range planned before its topic was deleted: the task fails with failOnDataLoss,
+    or warns, naming the offsets, and ends without them."""
+    b = broker.bootstrap
+    create_topic(b, "vanished", 1)
+    produce(b, "vanished", [b"v" * 10 for _ in range(5)])
+    _delete_topic(b, "vanished")
+    planned = OffsetRange("vanished", 0, 0, 5)
+    with pytest.raises(LogbusSparkError, match=(
+        r"partition vanished-0: the topic or partition was deleted; offsets 0 to 4 planned "
+        r"for this query are gone \(set failOnDataLoss=false to read what is left\)"
+    )):
+        list(read_range(ClientSettings(b), planned, arrow_schema(False),
+                        fail_on_data_loss=True))
+    with caplog.at_level(logging.WARNING, logger="logbus.spark.partition_reader"):
+        assert list(read_range(ClientSettings(b), planned, arrow_schema(False),
+                               fail_on_data_loss=False)) == []
+    assert (
+        "partition vanished-0: the topic or partition was deleted; offsets 0 to 4 planned "
+        "for this query are gone and skipped (failOnDataLoss=false)"
+    ) in caplog.messages

@@ -219,10 +219,13 @@ class _RangeReader:
                     return await self._out_of_range()
                 if (
                     exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    and self.fail
                     and await self._deleted()
                 ):
-                    raise _data_loss(rng, "the topic or partition was deleted") from None
+                    what = "the topic or partition was deleted"
+                    if self.fail:
+                        raise _data_loss(rng, what, (self.position, rng.end)) from None
+                    _warn_skipped(rng, what, self.position, rng.end)
+                    return None
                 if not await budget.pause(exc):
                     raise LogbusSparkError(
                         f"cannot read partition {rng.topic}-{rng.partition} at offset "
