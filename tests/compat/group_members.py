@@ -24,11 +24,18 @@ def new_group() -> str:
     return f"group-{uuid.uuid4().hex[:8]}"
 
 
-def produce_values(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
-    """Spread `values` round-robin over the partitions (confluent-kafka producer)."""
+def produce_values(
+    bootstrap: str, topic: str, values: list[bytes], partitions: int,
+    per_batch: int | None = None,
+) -> None:
+    """Spread `values` round-robin over the partitions (confluent-kafka producer), at
+    most `per_batch` records a batch when given."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    config: dict[str, object] = {"bootstrap.servers": bootstrap}
+    if per_batch is not None:
+        config["batch.num.messages"] = per_batch
+    producer = Producer(config)
     for i, value in enumerate(values):
         producer.produce(topic, value, partition=i % partitions)
     assert producer.flush(20) == 0

@@ -103,6 +103,27 @@ def test_four_members_on_one_partition_accept_every_record_once(broker: Any) -> 
         assert [r.value for r in poll_until(lambda: late.poll(0.5), 1)] == [b"last"]
 
 
+def test_a_whole_batch_is_acquired_and_polled_max_poll_records_at_a_time(broker: Any) -> None:
+    """The broker acquires the whole batch for the first member that asks (MaxRecords
+    yields to the batch's boundary, as in Kafka's batch-optimized mode); the consumer
+    returns it max.poll.records at a time, and each record is accepted once, by the poll
+    after the one that returned it."""
+    topic = make_topic(broker.bootstrap)
+    group = earliest_share_group(broker.bootstrap)
+    write(broker.bootstrap, topic, 0, [b"b%d" % i for i in range(45)])  # one batch
+    with share_consumer(broker.bootstrap, group, topic, max_poll_records=10) as first:
+        polls = [wait_for(lambda: first.poll(0.5), what="a delivery")]
+        polls += [first.poll(0.5) for _ in range(4)]
+        with share_consumer(broker.bootstrap, group, topic) as second:
+            assert second.poll(1.0) == []  # all 45 are the first member's
+        assert first.poll(0.5) == []  # accepts the last 5
+    assert [len(p) for p in polls] == [10, 10, 10, 10, 5]
+    assert [r.offset for p in polls for r in p] == list(range(45))
+    with share_consumer(broker.bootstrap, group, topic) as late:
+        write(broker.bootstrap, topic, 0, [b"after"])
+        assert [r.value for r in poll_until(lambda: late.poll(0.5), 1)] == [b"after"]
+
+
 def test_released_records_go_to_another_member(broker: Any) -> None:
     topic = make_topic(broker.bootstrap)
     group = earliest_share_group(broker.bootstrap)

@@ -51,10 +51,14 @@ class PerOffsetModel:
         return self.next_fetch_offset - self.start_offset < self.max_in_flight
 
     def acquire(
-        self, member_id: str, first: int, last: int, max_records: int, now_ms: int
+        self, member_id: str, first: int, last: int, max_records: int, now_ms: int,
+        *, whole_batch: bool = False,
     ) -> list[AcquiredRange]:
-        """Acquire the available offsets of `first`..`last` (a batch read from the log) for
-        `member_id`, at most `max_records`; returns the ranges acquired."""
+        """Acquire the available offsets of `first`..`last` for `member_id`, at most
+        `max_records` (with `whole_batch`: the limits checked once, before the batch)."""
+        if whole_batch and max_records > 0:
+            max_records = last - max(first, self.start_offset) + 1
+        room_before = self._room()
         runs: list[list[int]] = []  # [first, last, delivery count]
         deadline = now_ms + self.record_lock_duration_ms
         count = 0
@@ -63,7 +67,8 @@ class PerOffsetModel:
                 break
             record = self.in_flight.get(offset)
             if record is None:
-                if offset < self.next_fetch_offset or not self._room():
+                room = room_before if whole_batch else self._room()
+                if offset < self.next_fetch_offset or not room:
                     continue  # done with (below the SPSO's horizon) or no room for more
                 record = self.in_flight[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
                 self.next_fetch_offset = offset + 1

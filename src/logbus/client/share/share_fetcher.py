@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,17 @@ class ShareSession:
         self.partitions.clear()
 
 
+@dataclass(slots=True)
+class _Acquired:
+    """Records a fetch acquired from one partition that no poll has returned yet (from
+    `start` on)."""
+
+    node_id: int
+    tp: TopicPartition
+    records: list[ShareConsumerRecord]
+    start: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class FetchSettings:
     group_id: str
@@ -104,18 +116,25 @@ class ShareFetcher:
         self._stale_metadata = False
         self.troubled = False  # the last fetch() met an error (the poll backs off)
         self._error: BaseException | None = None  # raised by the next fetch()
+        # Acquired and not returned yet. A broker acquires whole batches (MaxRecords may be
+        # exceeded up to a batch boundary, Kafka's batch-optimized mode); a poll returns at
+        # most max.poll.records and the rest waits for the next, its locks running.
+        self._acquired: deque[_Acquired] = deque()
 
     # --- fetching ---------------------------------------------------------------------
 
     async def fetch(
         self, assignment: Iterable[TopicPartition], topics: Sequence[str], max_wait_ms: int
     ) -> list[ShareConsumerRecord]:
-        """One ShareFetch to each leader of an assigned partition (and each broker owed
-        acknowledgements), concurrently; the records they acquired for this member."""
+        """Records acquired for this member, at most `max_records`: those a previous fetch
+        acquired beyond that first; else one ShareFetch to each leader of an assigned
+        partition (and each broker owed acknowledgements), concurrently."""
         self.troubled = False
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if self._acquired:
+            return self._hand_over()
         by_node = await self._by_leader(list(assignment), topics)
         nodes = set(by_node) | self.tracker.nodes() | {
             node for node, session in self.sessions.items() if session.partitions
@@ -124,7 +143,7 @@ class ShareFetcher:
             *(self._fetch_node(node, by_node.get(node, []), max_wait_ms) for node in nodes),
             return_exceptions=True,
         )
-        records = [r for answer in answers if isinstance(answer, list) for r in answer]
+        records = self._hand_over()
         errors = [answer for answer in answers if isinstance(answer, BaseException)]
         if errors and not records:
             raise errors[0]
@@ -133,6 +152,26 @@ class ShareFetcher:
             # waits for the next poll
             self._error = errors[0]
         return records
+
+    def _hand_over(self) -> list[ShareConsumerRecord]:
+        """Up to `max_records` of the records acquired, oldest first, now the
+        application's to acknowledge."""
+        out: list[ShareConsumerRecord] = []
+        room = self.settings.max_records
+        while self._acquired and room > 0:
+            acquired = self._acquired[0]
+            taken = acquired.records[acquired.start:acquired.start + room]
+            acquired.start += len(taken)
+            if acquired.start >= len(acquired.records):
+                self._acquired.popleft()
+            self.tracker.delivered(acquired.node_id, acquired.tp, taken, ())
+            out += taken
+            room -= len(taken)
+        return out
+
+    def _drop_acquired(self, node_id: int | None = None) -> None:
+        """The share session that acquired them is over (the broker released them)."""
+        self._acquired = deque(a for a in self._acquired if node_id not in (None, a.node_id))
 
     async def _by_leader(
         self, assignment: list[TopicPartition], topics: Sequence[str]
@@ -166,7 +205,7 @@ class ShareFetcher:
 
     async def _fetch_node(
         self, node_id: int, partitions: list[TopicPartition], max_wait_ms: int
-    ) -> list[ShareConsumerRecord]:
+    ) -> None:
         session = self.sessions.setdefault(node_id, ShareSession(node_id))
         async with session.lock:
             pending, _ = self._take_acks(session)
@@ -175,7 +214,7 @@ class ShareFetcher:
             forgotten = [tp for tp in session.partitions - set(wanted) if tp.topic in ids]
             if session.epoch == 0 and not wanted:
                 session.partitions.clear()
-                return []
+                return
             try:
                 conn = await self.cluster.node(node_id)
                 response = await share_fetch(
@@ -190,7 +229,7 @@ class ShareFetcher:
                 if not _unreachable(exc):
                     raise
                 self._session_lost(session, pending, exc)
-                return []
+                return
             except asyncio.CancelledError:
                 # the broker may have taken the request: the session's epoch is unknown
                 self._session_lost(session, pending, KafkaError(
@@ -200,12 +239,12 @@ class ShareFetcher:
             code = response["error_code"]
             if code != ErrorCode.NONE:
                 self._refused(session, pending, KafkaError(code, response["error_message"]))
-                return []
+                return
             session.advance()
             session.partitions = set(wanted)
             if response.get("acquisition_lock_timeout_ms", 0) > 0:
                 self.acquisition_lock_timeout_ms = response["acquisition_lock_timeout_ms"]
-            return self._read_answers(node_id, response["responses"], names, pending)
+            self._read_answers(node_id, response["responses"], names, pending)
 
     def _take_acks(
         self, session: ShareSession
@@ -224,8 +263,7 @@ class ShareFetcher:
     def _read_answers(
         self, node_id: int, responses: Sequence[Any], names: dict[UUID, str],
         pending: list[PendingAcknowledgements],
-    ) -> list[ShareConsumerRecord]:
-        out: list[ShareConsumerRecord] = []
+    ) -> None:
         acks = {p.tp: p for p in pending}
         fatal: KafkaError | None = None
         for topic in responses:
@@ -249,17 +287,14 @@ class ShareFetcher:
                 elif code != ErrorCode.NONE:
                     log.info("share fetch of %s: %s", tp, ErrorCode(code).name)
                 if answer["acquired_records"]:
-                    out += self._delivered(node_id, tp, answer)
+                    self._delivered(node_id, tp, answer)
         self._fail(list(acks.values()), KafkaError(
             ErrorCode.UNKNOWN_SERVER_ERROR, "the broker did not answer these acknowledgements"
         ))
         if fatal is not None:
             raise fatal
-        return out
 
-    def _delivered(
-        self, node_id: int, tp: TopicPartition, answer: Any
-    ) -> list[ShareConsumerRecord]:
+    def _delivered(self, node_id: int, tp: TopicPartition, answer: Any) -> None:
         settings = self.settings
         delivery = read_delivery(
             tp, answer["records"],
@@ -269,8 +304,9 @@ class ShareFetcher:
             key_deserializer=settings.key_deserializer,
             value_deserializer=settings.value_deserializer,
         )
-        self.tracker.delivered(node_id, tp, delivery.records, delivery.gaps)
-        return delivery.records
+        self.tracker.delivered(node_id, tp, (), delivery.gaps)
+        if delivery.records:
+            self._acquired.append(_Acquired(node_id, tp, delivery.records))
 
     # --- acknowledging ----------------------------------------------------------------
 
@@ -281,6 +317,7 @@ class ShareFetcher:
         nodes = self.tracker.nodes()
         if closing:
             nodes |= {node for node, s in self.sessions.items() if s.epoch > 0}
+            self._drop_acquired()  # the last request of each session releases them
         results: AckResults = {}
         answers = await asyncio.gather(*(self._acknowledge_node(n, closing) for n in nodes))
         for answer in answers:
@@ -356,6 +393,7 @@ class ShareFetcher:
     ) -> None:
         log.info("share session with broker %d lost: %s", session.node_id, error)
         session.reset()
+        self._drop_acquired(session.node_id)
         self._fail(pending, error)
         self._stale_metadata = self.troubled = True
 
@@ -366,6 +404,7 @@ class ShareFetcher:
         self.troubled = True
         if error.code in _SESSION_ERRORS:
             session.reset()
+            self._drop_acquired(session.node_id)
             if error.code == ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_unknown = True
             return

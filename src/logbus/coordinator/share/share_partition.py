@@ -165,13 +165,20 @@ class SharePartition:
         return self.next_fetch_offset - self.start_offset < self.max_in_flight
 
     def acquire(
-        self, member_id: str, first: int, last: int, max_records: int, now_ms: int
+        self, member_id: str, first: int, last: int, max_records: int, now_ms: int,
+        *, whole_batch: bool = False,
     ) -> list[AcquiredRange]:
         """Acquire the available offsets of `first`..`last` (a batch read from the log) for
-        `member_id`, at most `max_records`, lowest first; returns the ranges acquired."""
+        `member_id`, at most `max_records`, lowest first; returns the ranges acquired.
+        `whole_batch` (Kafka's batch-optimized acquisition, its default): `max_records`
+        and the in-flight limit are checked before the batch, which is then taken whole,
+        so a batch is never split between members, nor a record read for nothing."""
         deadline = now_ms + self.record_lock_duration_ms
         low = max(first, self.start_offset)
+        if whole_batch and max_records > 0:
+            max_records = last - low + 1
         remaining = max_records
+        room = self._room()  # before the batch: whole_batch checks it only here
         taken: list[Run] = []
         if low < self.next_fetch_offset:
             index = self._cut(low)
@@ -187,10 +194,12 @@ class SharePartition:
                     taken.append(run)
                 index += 1
         fresh = max(low, self.next_fetch_offset)
-        if remaining > 0 and fresh <= last and self._room():
-            # the first new offset needs room before it; each next one, room with it
-            end = min(last, fresh + remaining - 1,
-                      max(fresh, self.start_offset + self.max_in_flight - 1))
+        if remaining > 0 and fresh <= last and room:
+            # else the first new offset needs room before it; each next one, room with it
+            end = last if whole_batch else min(
+                last, fresh + remaining - 1,
+                max(fresh, self.start_offset + self.max_in_flight - 1),
+            )
             run = Run(fresh, end, RecordState.ACQUIRED, 1, member_id, deadline)
             self.runs.append(run)
             self.next_fetch_offset = end + 1

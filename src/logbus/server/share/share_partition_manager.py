@@ -292,7 +292,8 @@ class SharePartitionManager:
                 break
             for at, header in batches:
                 taken = share.acquire(
-                    member_id, header.base_offset, header.last_offset, max_records, now
+                    member_id, header.base_offset, header.last_offset, max_records, now,
+                    whole_batch=True,
                 )
                 if taken:
                     acquired += taken
