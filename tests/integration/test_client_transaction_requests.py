@@ -9,6 +9,7 @@ leaves as soon as the last batch is acknowledged, before the RecordMetadata list
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -116,6 +117,57 @@ def test_keyed_partitions_join_in_one_request_before_any_record_is_encoded(
 
     partitions = asyncio.run(main())
     assert added == [(sorted(partitions), [0] * len(partitions))]
+
+
+def test_a_partition_added_sends_its_batch_while_the_next_request_is_in_flight(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 0 joins in one AddPartitionsToTxn, partition 1 (buffered meanwhile) in
+    the next, which is held until partition 0's record is acknowledged (or 10 s): the
+    sender must ship partition 0's batch as soon as the first answer comes."""
+    topic = _make_topic(broker.bootstrap, "txn-requests-wake", 2)
+    real = transaction_manager.add_partitions_to_txn
+    acknowledged = asyncio.Event()
+    order: list[str] = []
+    requests = 0
+
+    async def second_held(*args: Any) -> Any:
+        nonlocal requests
+        requests += 1
+        if requests == 2:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(acknowledged.wait(), 10)
+        answer = await real(*args)
+        order.append(f"AddPartitionsToTxn {requests} answered")
+        return answer
+
+    monkeypatch.setattr(transaction_manager, "add_partitions_to_txn", second_held)
+
+    def on_acknowledged(_future: object) -> None:
+        order.append("partition 0 acknowledged")
+        acknowledged.set()
+
+    async def main() -> None:
+        async with AioProducer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "transactional.id": "t-requests-wake",
+                "linger.ms": 0,
+            }
+        ) as producer:
+            await producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            first = await producer.send(topic, b"a", partition=0)
+            first.add_done_callback(on_acknowledged)
+            await producer.send(topic, b"b", partition=1)
+            await producer.commit_transaction(TIMEOUT)
+
+    asyncio.run(main())
+    assert order[:3] == [
+        "AddPartitionsToTxn 1 answered",
+        "partition 0 acknowledged",
+        "AddPartitionsToTxn 2 answered",
+    ]
 
 
 def test_end_txn_leaves_before_the_record_metadata_is_built(

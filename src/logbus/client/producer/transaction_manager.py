@@ -385,6 +385,10 @@ class TransactionManager:
                     else:
                         self.fail(error)
                         return
+                if self.sender is not None:
+                    # The batches of the partitions added go now, not once the ones
+                    # queued meanwhile are added too.
+                    self.sender.wakeup()
                 if retry is None:
                     attempt = 0
                     continue
