@@ -1,6 +1,7 @@
 """When the logbus transactional producer sends its transaction requests, on a real
 broker: a partition joins the transaction (AddPartitionsToTxn) as soon as records for it
-are buffered, so the partitions one `send_many` fills share one request; and EndTxn
+are about to be buffered, the request leaving before they are encoded (keyed records'
+partitions, all known at once, share one request); and EndTxn
 leaves as soon as the last batch is acknowledged, before the RecordMetadata list of a
 `send_many` is built (it is done by the time `commit_transaction` returns, as a plain
 `flush()` leaves every `send_many` future done)."""
@@ -8,6 +9,7 @@ leaves as soon as the last batch is acknowledged, before the RecordMetadata list
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,16 +41,26 @@ def _recorded(
     monkeypatch.setattr(transaction_manager, name, recording)
 
 
-def test_partitions_filled_by_one_send_many_join_in_one_request(
+def _buffered(producer: AioProducer, tps: Any) -> list[int]:
+    """How many records the producer holds for each of `tps` (unsent or in flight)."""
+    batches = producer.accumulator.batches
+    return [sum(batch.count for batch in batches.get(tp, ())) for tp in tps]
+
+
+def test_a_partition_joins_before_its_first_records_are_encoded(
     broker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = _make_topic(broker.bootstrap, "txn-requests-add", 2)
-    added: list[list[int]] = []
+    holder: list[AioProducer] = []
+    added: list[tuple[list[int], list[int]]] = []
     _recorded(
         monkeypatch,
         "add_partitions_to_txn",
         added,
-        lambda _conn, _txn_id, _producer, tps: sorted(tp.partition for tp in tps),
+        lambda _conn, _txn_id, _producer, tps: (
+            sorted(tp.partition for tp in tps),
+            _buffered(holder[0], tps),
+        ),
     )
 
     async def main() -> list[int]:
@@ -59,6 +71,7 @@ def test_partitions_filled_by_one_send_many_join_in_one_request(
                 "batch.size": 16384,
             }
         ) as producer:
+            holder.append(producer)
             await producer.init_transactions(TIMEOUT)
             producer.begin_transaction()
             # 20 x 1000 B of keyless values: one partition's batch fills up (16 KiB), the
@@ -68,7 +81,93 @@ def test_partitions_filled_by_one_send_many_join_in_one_request(
             return sorted({m.partition for m in await sent})
 
     assert asyncio.run(main()) == [0, 1]
-    assert added == [[0, 1]]
+    # each partition joined once; the first left before any record was encoded (the
+    # second, queued while the first request was in flight, follows its answer)
+    assert sorted(p for partitions, _counts in added for p in partitions) == [0, 1]
+    assert added[0][1] == [0]
+
+
+def test_keyed_partitions_join_in_one_request_before_any_record_is_encoded(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-add-keyed", 3)
+    holder: list[AioProducer] = []
+    added: list[tuple[list[int], list[int]]] = []
+    _recorded(
+        monkeypatch,
+        "add_partitions_to_txn",
+        added,
+        lambda _conn, _txn_id, _producer, tps: (
+            sorted(tp.partition for tp in tps),
+            _buffered(holder[0], tps),
+        ),
+    )
+
+    async def main() -> set[int]:
+        async with AioProducer(
+            {"bootstrap.servers": broker.bootstrap, "transactional.id": "t-requests-keyed"}
+        ) as producer:
+            holder.append(producer)
+            await producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            keys = [f"key-{i}".encode() for i in range(60)]
+            sent = await producer.send_many(topic=topic, values=[b"v"] * 60, keys=keys)
+            await producer.commit_transaction(TIMEOUT)
+            return {m.partition for m in await sent}
+
+    partitions = asyncio.run(main())
+    assert added == [(sorted(partitions), [0] * len(partitions))]
+
+
+def test_a_partition_added_sends_its_batch_while_the_next_request_is_in_flight(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 0 joins in one AddPartitionsToTxn, partition 1 (buffered meanwhile) in
+    the next, which is held until partition 0's record is acknowledged (or 10 s): the
+    sender must ship partition 0's batch as soon as the first answer comes."""
+    topic = _make_topic(broker.bootstrap, "txn-requests-wake", 2)
+    real = transaction_manager.add_partitions_to_txn
+    acknowledged = asyncio.Event()
+    order: list[str] = []
+    requests = 0
+
+    async def second_held(*args: Any) -> Any:
+        nonlocal requests
+        requests += 1
+        if requests == 2:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(acknowledged.wait(), 10)
+        answer = await real(*args)
+        order.append(f"AddPartitionsToTxn {requests} answered")
+        return answer
+
+    monkeypatch.setattr(transaction_manager, "add_partitions_to_txn", second_held)
+
+    def on_acknowledged(_future: object) -> None:
+        order.append("partition 0 acknowledged")
+        acknowledged.set()
+
+    async def main() -> None:
+        async with AioProducer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "transactional.id": "t-requests-wake",
+                "linger.ms": 0,
+            }
+        ) as producer:
+            await producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            first = await producer.send(topic, b"a", partition=0)
+            first.add_done_callback(on_acknowledged)
+            await producer.send(topic, b"b", partition=1)
+            await producer.commit_transaction(TIMEOUT)
+
+    asyncio.run(main())
+    assert order[:3] == [
+        "AddPartitionsToTxn 1 answered",
+        "partition 0 acknowledged",
+        "AddPartitionsToTxn 2 answered",
+    ]
 
 
 def test_end_txn_leaves_before_the_record_metadata_is_built(

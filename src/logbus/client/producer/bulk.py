@@ -34,6 +34,7 @@ from logbus.client.producer.records import ProducerRecord, RecordMetadata, metad
 from logbus.client.producer.router import KEY_CACHE_SIZE, PartitionRouter
 from logbus.client.producer.sender import Sender
 from logbus.client.producer.serializers import Serializer
+from logbus.client.types import TopicPartition
 from logbus.records.builder import now_ms
 from logbus.records.varint import size_of_varint, size_of_varlong
 
@@ -58,15 +59,26 @@ class Columns(NamedTuple):
     keys: Sequence[Any] | None
 
 
+_JOINING = -2  # append_plain: the partition is new to the transaction, nothing appended
+
+
+def _not_transactional(tp: TopicPartition) -> bool:
+    return False
+
+
 class BulkAppender(NamedTuple):
-    """The producer's collaborators the bulk path works with, and its check that the
-    producer is still open (ClientClosedError) after a wait."""
+    """The producer's collaborators the bulk path works with, its check that the
+    producer is still open (ClientClosedError) after a wait, and, for a transactional
+    producer, the hook told of each partition records are buffered for
+    (`TransactionManager.partition_buffered`: True when the partition has just started
+    joining the transaction)."""
 
     router: PartitionRouter
     admission: RecordAdmission
     accumulator: RecordAccumulator
     sender: Sender
     check_open: Callable[[], object]
+    partition_buffered: Callable[[TopicPartition], bool] = _not_transactional
 
 
 class Segment(NamedTuple):
@@ -346,12 +358,36 @@ async def _wait_for_memory(
 ) -> int:
     """Reserve `need` bytes of buffer.memory, waiting (up to max.block.ms) while the
     batches filled so far are sent at once to free it; returns `need`."""
-    _router, admission, _accumulator, sender, check_open = appender
+    admission, sender = appender.admission, appender.sender
     sender.expedite.update(b.tp for b in batches.values())
     sender.wakeup()
     await admission.pool.reserve(need, admission.max_block)
-    check_open()
+    appender.check_open()
     return need
+
+
+async def _join_transaction(
+    appender: BulkAppender, tps: list[TopicPartition], segments: list[Segment]
+) -> bool:
+    """Keyed records' partitions, all known before any is encoded, join the transaction
+    in one AddPartitionsToTxn that leaves now; whether it waited for that."""
+    started = [appender.partition_buffered(tps[p]) for p, _low, _high in segments if p is not None]
+    if any(started):
+        await asyncio.sleep(0)
+        return True
+    return False
+
+
+async def _batch_filled(appender: BulkAppender, tp: TopicPartition, *, sticky: bool) -> None:
+    """`tp`'s batch is full: ship it while the next one is encoded, and move keyless
+    records (`sticky`) on to the next partition (KIP-480)."""
+    appender.sender.expedite.add(tp)
+    appender.sender.wakeup()
+    if sticky:
+        with appender.accumulator.lock:
+            appender.router.batch_filled(tp.topic)
+    await asyncio.sleep(0)
+    appender.check_open()
 
 
 async def append_plain(
@@ -366,7 +402,7 @@ async def append_plain(
     reserved at once, each full batch handed to the sender before the next is encoded.
     Appends a Run per batch to `runs` and the batches to `batches`; returns the order the
     records were placed in (None: as given)."""
-    router, admission, accumulator, sender, check_open = appender
+    router, admission, accumulator, _sender, check_open, partition_buffered = appender
     pool = admission.pool
     topic, values, keys = plain
     sizes, ends, same_length = record_sizes(plain)
@@ -381,6 +417,8 @@ async def append_plain(
         keys = list(map(keys.__getitem__, order))
         sizes = list(map(sizes.__getitem__, order))
         ends = list(accumulate(sizes))
+    if await _join_transaction(appender, tps, segments):
+        check_open()
     batch_size = accumulator.batch_size
     reserved = 0  # buffer space reserved and not yet used
     now = now_ms()
@@ -407,7 +445,9 @@ async def append_plain(
                     end = bisect.bisect_right(ends, before + pool.limit, index, index + fitting)
                     end = max(end, index + 1)
                     total = ends[end - 1] - before
-                    if total <= reserved or pool.try_reserve(total - reserved):
+                    if partition_buffered(tp):
+                        first = _JOINING
+                    elif total <= reserved or pool.try_reserve(total - reserved):
                         reserved = max(reserved - total, 0)
                         first = batch.append_values(
                             values[index:end],
@@ -418,6 +458,13 @@ async def append_plain(
                         )
                     else:
                         first = -1
+                if first == _JOINING:
+                    # New to the transaction: its AddPartitionsToTxn leaves now, before
+                    # the partition's records are encoded, so that its round trip
+                    # overlaps that work instead of holding the batch after it.
+                    await asyncio.sleep(0)
+                    check_open()
+                    continue
                 if first < 0:
                     reserved += await _wait_for_memory(appender, batches, total - reserved)
                     now = now_ms()
@@ -426,15 +473,7 @@ async def append_plain(
                 batches[id(batch)] = batch
                 index = end
                 if index < high and len(batch.buf) + sizes[index] - slack > batch_size:
-                    # The batch is full: ship it while the next one is encoded, and
-                    # move keyless records on to the next partition (KIP-480).
-                    sender.expedite.add(tp)
-                    sender.wakeup()
-                    if chosen is None:
-                        with accumulator.lock:
-                            router.batch_filled(topic)
-                    await asyncio.sleep(0)
-                    check_open()
+                    await _batch_filled(appender, tp, sticky=chosen is None)
     finally:
         if reserved:
             pool.release(reserved)

@@ -467,7 +467,14 @@ class Producer(TransactionalProducer, AsyncService):
         if isinstance(plain, PlainRecords):
             count = await self.partition_count(plain.topic)
             order = await append_plain(
-                BulkAppender(self.router, admission, self._accumulator, sender, self._check_open),
+                BulkAppender(
+                    self.router,
+                    admission,
+                    self._accumulator,
+                    sender,
+                    self._check_open,
+                    *(() if self._txn is None else (self._txn.partition_buffered,)),
+                ),
                 plain,
                 count,
                 runs,

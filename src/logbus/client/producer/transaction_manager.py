@@ -194,6 +194,25 @@ class TransactionManager:
             self.pending.update(new)
             self.maybe_add_partitions()
 
+    def partition_buffered(self, tp: TopicPartition) -> bool:
+        """Records of `tp` are about to be buffered (on the event loop): a partition new
+        to the transaction is queued to be added, as the Java producer adds a partition
+        on its first append. Returns whether an AddPartitionsToTxn was started for it
+        (none was in flight): the caller then yields once before encoding the records,
+        so that the request leaves first and its round trip overlaps the encoding
+        instead of holding the batch after it. Partitions queued while a request is in
+        flight go together in the next one."""
+        if tp in self.partitions or tp in self.pending or self.state not in (
+            TxnState.IN_TRANSACTION,
+            TxnState.COMMITTING,
+        ):
+            return False
+        self.pending.add(tp)
+        if self._adding is not None:
+            return False
+        self.maybe_add_partitions()
+        return True
+
     def maybe_add_partitions(self) -> None:
         """Start adding the partitions waiting to be added, unless that is under way."""
         if self.pending and self._adding is None and self.state in (
@@ -366,6 +385,10 @@ class TransactionManager:
                     else:
                         self.fail(error)
                         return
+                if self.sender is not None:
+                    # The batches of the partitions added go now, not once the ones
+                    # queued meanwhile are added too.
+                    self.sender.wakeup()
                 if retry is None:
                     attempt = 0
                     continue
