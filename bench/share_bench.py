@@ -4,7 +4,7 @@ each record acknowledged on the member's next poll, every acknowledgement kept i
 `__share_group_state`) against one classic confluent-kafka Consumer reading the same
 partition from offset 0. The issue's target: the share group >= 0.5x the classic consumer.
 
-    python -m bench.share_bench [--records 50000] [--value-size 100] [--runs 3]
+    python -m bench.share_bench [--records 200000] [--value-size 100] [--runs 3]
 
 Each figure is the median of `--runs` runs, with min and max; the result is written to
 `bench/results/<date>-<commit>-share.json`. The time counts from creating the consumers to
@@ -74,7 +74,7 @@ def classic(bootstrap: str, topic: str, records: int) -> float:
     return records / elapsed
 
 
-def share_group(bootstrap: str, topic: str, records: int) -> float:
+def share_group(bootstrap: str, topic: str, records: int) -> tuple[float, list[int]]:
     group = uuid.uuid4().hex
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
@@ -83,10 +83,11 @@ def share_group(bootstrap: str, topic: str, records: int) -> float:
         future.result(30)
     lock = threading.Lock()
     counts = [0]
+    per_member = [0] * MEMBERS
     done = threading.Event()
     started = [0.0]
 
-    def member() -> None:
+    def member(index: int) -> None:
         consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
         consumer.subscribe([topic])
         while not done.is_set():
@@ -94,11 +95,12 @@ def share_group(bootstrap: str, topic: str, records: int) -> float:
             n = sum(1 for m in batch if m.error() is None)
             with lock:
                 counts[0] += n
+                per_member[index] += n
                 if counts[0] >= records:
                     done.set()
         consumer.close()
 
-    threads = [threading.Thread(target=member, daemon=True) for _ in range(MEMBERS)]
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(MEMBERS)]
     started[0] = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -106,7 +108,7 @@ def share_group(bootstrap: str, topic: str, records: int) -> float:
     elapsed = time.perf_counter() - started[0]
     for thread in threads:
         thread.join(60)
-    return records / elapsed
+    return records / elapsed, per_member
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -115,12 +117,13 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     share_rates: list[float] = []
     classic_rates: list[float] = []
+    shares: list[list[int]] = []
     with tempfile.TemporaryDirectory() as workdir:
         broker = LogbusBroker(Path(workdir))
         broker.start()
@@ -132,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.runs):
                 topic = setup(broker.bootstrap, args.records, args.value_size)
                 classic_rates.append(classic(broker.bootstrap, topic, args.records))
-                share_rates.append(share_group(broker.bootstrap, topic, args.records))
+                rate, per_member = share_group(broker.bootstrap, topic, args.records)
+                share_rates.append(rate)
+                shares.append(per_member)
         finally:
             broker.stop()
     result: dict[str, Any] = {
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "classic_records_per_s": summary(classic_rates),
         "share_group_records_per_s": summary(share_rates),
+        "records_per_member": shares,
         "ratio": statistics.median(share_rates) / statistics.median(classic_rates),
         "target_ratio": 0.5,
     }
