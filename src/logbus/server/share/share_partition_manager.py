@@ -42,9 +42,11 @@ SharePartitionKey = tuple[str, str, int]
 """(group id, topic, partition)."""
 
 MAX_WAIT_STEP_MS = 1_000
-# A share fetch reads the log this much at a time, and reads on only while it may acquire
-# more: a member takes a few hundred records, and the fetch's own max_bytes (50 MiB by
-# default) would copy most of the log each time.
+# A share fetch reads the log a step at a time, the first small and each next larger up to
+# the last, and reads on only while it may acquire more: a member takes a few hundred
+# records, and the fetch's own max_bytes (50 MiB by default) would copy most of the log
+# each time. (A batch larger than a step is read whole.)
+FIRST_READ_BYTES = 64 << 10
 READ_STEP_BYTES = 1 << 20
 """Longest a waiting fetch sleeps before it looks at expired locks again."""
 
@@ -270,11 +272,12 @@ class SharePartitionManager:
         acquired: list[AcquiredRange] = []
         chunks: list[bytes] = []
         now = now_ms()
-        position, budget = first, max_bytes
+        position, budget, step = first, max_bytes, FIRST_READ_BYTES
         while True:
-            step = min(budget, READ_STEP_BYTES)
+            size = min(budget, step)
+            step = min(step * 4, READ_STEP_BYTES)
             read = self.replica_manager.read(
-                FetchRequestPartition(topic, index, position, step), step, True, False
+                FetchRequestPartition(topic, index, position, size), size, True, False
             )
             if read.error != ErrorCode.NONE or read.records is None:
                 if chunks:
