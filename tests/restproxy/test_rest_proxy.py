@@ -144,6 +144,38 @@ def test_binary_produce_to_a_partition_assign_and_seek(
     assert [r["offset"] for r in again] == [0, 1, 2, 3]
 
 
+def test_json_values_are_written_compact_in_utf8_and_exact(
+    fast_broker: RunningBroker, http: httpx.Client
+) -> None:
+    """As Confluent's proxy (Jackson) writes them: compact, non-ASCII as UTF-8, integers
+    past 64 bits exact; a string with a lone surrogate keeps its escape."""
+    create_topic(fast_broker.bootstrap, "utf8", 2)
+    body = (
+        '{"records": [{"value": {"name": "caf\\u00e9 \\u2615", "n": 1.5}, "partition": 1},'
+        ' {"value": 123456789012345678901234567890, "key": [1, 2]},'
+        ' {"value": "lone \\ud800 surrogate", "partition": 1}]}'
+    )
+    response = http.post("/topics/utf8", content=body,
+                         headers={"Content-Type": embedded("json")})
+    assert response.status_code == 200, response.text
+    offsets = response.json()["offsets"]
+    assert [o["partition"] for o in offsets][::2] == [1, 1]
+    assert all(o["error_code"] is None and isinstance(o["offset"], int) for o in offsets)
+
+    post(http, "/consumers/g5", {"name": "b", "format": "binary",
+                                 "auto.offset.reset": "earliest"})
+    base = "/consumers/g5/instances/b"
+    post(http, f"{base}/subscription", {"topics": ["utf8"]})
+    got = read_records(http, base, 3, embedded("binary"))
+    stored = {(base64.b64decode(r["key"]) if r["key"] else None, base64.b64decode(r["value"]))
+              for r in got}
+    assert stored == {
+        (None, '{"name":"café ☕","n":1.5}'.encode()),
+        (b"[1,2]", b"123456789012345678901234567890"),
+        (None, b'"lone \\ud800 surrogate"'),
+    }
+
+
 def test_avro_produce_registers_the_schema_and_reads_back(
     fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer], sr_clients: Any,
     registry_factory: Callable[..., Any],
@@ -191,6 +223,7 @@ BAD_PRODUCE: list[tuple[str, Any, str, int, int]] = [
     # (path, body, content type, status, error_code)
     ("/topics/bad", {"records": [{"value": 1}]}, "text/plain", 415, 415),
     ("/topics/bad", "{not json", embedded("json"), 400, 400),
+    ("/topics/bad", '{"records": [{"value": NaN}]}', embedded("json"), 400, 400),
     ("/topics/bad", {"nothing": []}, embedded("json"), 422, 422),
     ("/topics/bad", {"records": [{"value": "***"}]}, embedded("binary"), 422, 42203),
     ("/topics/bad", {"records": [{"value": {"a": 1}}]}, embedded("avro"), 422, 42202),
