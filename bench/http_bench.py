@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000,
                         help="records the proxy produces (and consumes) per run")
-    parser.add_argument("--p1-records", type=int, default=1_000_000,
+    parser.add_argument("--p1-records", type=int, default=2_000_000,
                         help="records P1's librdkafka load produces per run")
     parser.add_argument("--runs", type=int, default=3,
                         help="runs of proxy produce and of P1, in turn (median, min-max)")
