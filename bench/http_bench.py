@@ -52,6 +52,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench import load_kafka
 from bench.profile import Profiler, summarize
 from bench.progress import Progress
+from bench.systems import ResourceSampler
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VALUE_BYTES = 1024
@@ -439,20 +440,33 @@ def summary(values: list[float]) -> dict[str, Any]:
 def produce_rows(services: Services, records: int, p1_records: int,
                  runs: int) -> list[dict[str, Any]]:
     """Proxy produce and P1, run after run in turn (so both meet the same machine load):
-    the median of `runs` with min-max."""
+    the median of `runs` with min-max, and the CPU seconds the proxy and the broker spent
+    per GB (on shared cores, steadier than the rates)."""
     proxy_s: list[float] = []
     p1_s: list[float] = []
+    cpu: dict[str, list[float]] = {"proxy": [], "broker": [], "p1 broker": []}
     for _ in range(runs):
-        proxy_s.append(proxy_produce(services, records))
-        p1_s.append(librdkafka_produce(services.bootstrap, p1_records))
+        with (ResourceSampler(services.pid_of("proxy")) as proxy_cpu,
+              ResourceSampler(services.pid_of("broker")) as broker_cpu):
+            proxy_s.append(proxy_produce(services, records))
+        cpu["proxy"].append(proxy_cpu.usage.cpu_seconds)
+        cpu["broker"].append(broker_cpu.usage.cpu_seconds)
+        with ResourceSampler(services.pid_of("broker")) as broker_cpu:
+            p1_s.append(librdkafka_produce(services.bootstrap, p1_records))
+        cpu["p1 broker"].append(broker_cpu.usage.cpu_seconds)
     stored = end_offsets(services.bootstrap, PROXIED)
     if stored != runs * records:
         raise RuntimeError(f"{PROXIED} holds {stored} records, not {runs * records}")
+    proxy_gb = records * VALUE_BYTES / 1e9
+    p1_gb = p1_records * VALUE_BYTES / 1e9
     rows = [
         timed_row("proxy produce (v2 JSON, 100 a request)", records, proxy_s,
                   load=f"{PRODUCE_PROCESSES} processes x {PRODUCE_CONNECTIONS} keep-alive "
-                       "connections, one request in flight each"),
-        timed_row("P1 load (librdkafka produce)", p1_records, p1_s),
+                       "connections, one request in flight each",
+                  cpu_s_per_gb={"proxy": summary([c / proxy_gb for c in cpu["proxy"]]),
+                                "broker": summary([c / proxy_gb for c in cpu["broker"]])}),
+        timed_row("P1 load (librdkafka produce)", p1_records, p1_s,
+                  cpu_s_per_gb={"broker": summary([c / p1_gb for c in cpu["p1 broker"]])}),
     ]
     rows[0]["ratio_to_reference"] = rows[0]["mb_per_s"]["median"] / rows[1]["mb_per_s"]["median"]
     rows[0]["target_ratio"] = 0.25
@@ -494,13 +508,20 @@ def _figure(value: Any, fmt: str) -> str:
     return f"{median} ({format(value['min'], fmt)}-{format(value['max'], fmt)})"
 
 
+def _cpu(row: dict[str, Any]) -> str:
+    spent = row.get("cpu_s_per_gb")
+    if not spent:
+        return "-"
+    return ", ".join(f"{name} {_figure(value, '.1f')}" for name, value in spent.items())
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# HTTP services ({report['date']}, {report['commit']})", "",
         f"Load average (1 min) before and after: {report['load_average'][0]}, "
         f"{report['load_average'][1]}. Several runs: median (min-max).", "",
-        "| what | count | runs | seconds | per s | MB/s | ratio (target) | load |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| what | count | runs | seconds | per s | MB/s | ratio (target) | CPU s per GB | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in report["results"]:
         mb = _figure(row["mb_per_s"], ".1f") if "mb_per_s" in row else "-"
@@ -513,7 +534,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {row['name']} | {row['count']:,} | {row.get('runs', 1)} | "
             f"{_figure(row['seconds'], '.2f')} | {_figure(row['per_s'], ',.0f')} | {mb} | "
-            f"{ratio} | {row.get('load', '-')} |"
+            f"{ratio} | {_cpu(row)} | {row.get('load', '-')} |"
         )
     return "\n".join(lines) + "\n"
 
