@@ -176,6 +176,27 @@ def test_json_values_are_written_compact_in_utf8_and_exact(
     }
 
 
+def test_a_record_too_large_gets_its_error_and_the_others_are_written(
+    fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer]
+) -> None:
+    """As Confluent's proxy answers it: the producer refuses that record only."""
+    create_topic(fast_broker.bootstrap, "big")
+    proxy = proxy_factory(fast_broker.bootstrap, producer_settings={"max.request.size": 10_000})
+    records = [{"value": "a"}, {"value": "x" * 20_000}, {"value": "b"}]
+    with httpx.Client(base_url=proxy.url, timeout=60) as http:
+        for path, written in (("/topics/big", [0, 1]), ("/topics/big/partitions/0", [2, 3])):
+            response = post(http, path, {"records": records}, embedded("json"))
+            assert response.status_code == 200, response.text
+            offsets = response.json()["offsets"]
+            assert [o["offset"] for o in offsets] == [written[0], None, written[1]]
+            assert [o["partition"] for o in offsets] == [0, None, 0]
+            assert [o["error_code"] for o in offsets] == [None, 50002, None]
+            assert "max.request.size" in offsets[1]["error"]
+    with Admin({"bootstrap.servers": fast_broker.bootstrap}) as admin:
+        ends = admin.list_offsets({TopicPartition("big", 0): "latest"})
+    assert next(iter(ends.values())).offset == 4
+
+
 def test_avro_produce_registers_the_schema_and_reads_back(
     fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer], sr_clients: Any,
     registry_factory: Callable[..., Any],

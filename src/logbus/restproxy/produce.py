@@ -2,7 +2,10 @@
 `POST /topics/{topic}/partitions/{partition}` with a batch of records in one embedded
 format. Every key and value is encoded before the first record is sent, so a request
 that cannot be encoded stores nothing; the records then go out together through one
-shared producer, and the answer lists each record's partition and offset (or error)."""
+shared producer, and the answer lists each record's partition and offset (or error). A
+record the producer refuses (larger than its max.request.size) gets its error in the
+answer and the others are written, as with Confluent's proxy, whose producer fails that
+record's send only."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 
 from logbus.client.errors import KafkaError
 from logbus.client.producer import Producer
+from logbus.client.producer.accumulator import record_size
 from logbus.restproxy import errors
 from logbus.restproxy.formats import Encoder
 from logbus.restproxy.schemas import SchemaRegistryClient
@@ -41,10 +45,20 @@ async def produce(
     targets = _targets(records, topic, partition_count, partition)
     keys = encoder.encode_column("key", [record.get("key") for record in records])
     values = encoder.encode_column("value", [record.get("value") for record in records])
-    if targets is None:
+    refused = _too_large(producer, keys, values)
+    if refused:
+        keep = [i for i in range(len(records)) if i not in refused]
+        keys = [keys[i] for i in keep]
+        values = [values[i] for i in keep]
+        targets = None if targets is None else [targets[i] for i in keep]
+    if not values:
+        offsets = []
+    elif targets is None:
         offsets = await _send_together(producer, topic, keys, values)
     else:
         offsets = await _send_each(producer, topic, keys, values, targets)
+    for index in sorted(refused):
+        offsets.insert(index, _offset(None, None, refused[index]))
     return {
         "key_schema_id": encoder.schema_id("key"),
         "value_schema_id": encoder.schema_id("value"),
@@ -68,6 +82,22 @@ def _targets(
         ):
             raise errors.partition_not_found(topic, target)
     return None if all(target is None for target in targets) else targets
+
+
+def _too_large(
+    producer: Producer, keys: list[bytes | None], values: list[bytes | None]
+) -> dict[int, KafkaError]:
+    """The records the producer would refuse for their size, by index, with its error."""
+    limit = producer.admission.max_request_size
+    refused: dict[int, KafkaError] = {}
+    for index, (key, value) in enumerate(zip(keys, values, strict=True)):
+        size = record_size(key, value, None)
+        if size > limit:
+            try:
+                producer.admission.check_size(size)
+            except KafkaError as exc:
+                refused[index] = exc
+    return refused
 
 
 def _offset(
