@@ -153,7 +153,8 @@ def test_json_values_are_written_compact_in_utf8_and_exact(
     body = (
         '{"records": [{"value": {"name": "caf\\u00e9 \\u2615", "n": 1.5}, "partition": 1},'
         ' {"value": 123456789012345678901234567890, "key": [1, 2]},'
-        ' {"value": "lone \\ud800 surrogate", "partition": 1}]}'
+        ' {"value": "lone \\ud800 surrogate", "partition": 1},'
+        ' {"value": "caf\\u00e9 \\"quoted\\"\\n"}]}'
     )
     response = http.post("/topics/utf8", content=body,
                          headers={"Content-Type": embedded("json")})
@@ -166,13 +167,14 @@ def test_json_values_are_written_compact_in_utf8_and_exact(
                                  "auto.offset.reset": "earliest"})
     base = "/consumers/g5/instances/b"
     post(http, f"{base}/subscription", {"topics": ["utf8"]})
-    got = read_records(http, base, 3, embedded("binary"))
+    got = read_records(http, base, 4, embedded("binary"))
     stored = {(base64.b64decode(r["key"]) if r["key"] else None, base64.b64decode(r["value"]))
               for r in got}
     assert stored == {
         (None, '{"name":"café ☕","n":1.5}'.encode()),
         (b"[1,2]", b"123456789012345678901234567890"),
         (None, b'"lone \\ud800 surrogate"'),
+        (None, '"café \\"quoted\\"\\n"'.encode()),
     }
 
 
