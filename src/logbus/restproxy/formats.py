@@ -112,7 +112,8 @@ class Encoder:
         """The keys or the values of a request's records, in order (JSON's without a
         call per record)."""
         if self.embedded == JSON:
-            return json_codec.dumps_each(values)
+            dumps = json_codec.dumps
+            return [None if value is None else dumps(value) for value in values]
         return [self.encode(part, value) for value in values]
 
     def encode(self, part: str, value: Any) -> bytes | None:

@@ -12,7 +12,6 @@ stay valid UTF-8."""
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring
 from typing import Any
 
 import orjson
@@ -25,17 +24,3 @@ def dumps(value: Any) -> bytes:
     except TypeError:
         return json.dumps(value, separators=(",", ":")).encode()
 
-
-def dumps_each(values: list[Any]) -> list[bytes | None]:
-    """Each value as `dumps` writes it (None stays None). Strings, the common value, are
-    quoted and escaped by the standard library's C helper: for a column of them it costs
-    less than orjson, whose many live results are slow to allocate."""
-    try:
-        return [
-            None if value is None
-            else encode_basestring(value).encode() if type(value) is str
-            else dumps(value)
-            for value in values
-        ]
-    except UnicodeEncodeError:  # a string with a lone surrogate
-        return [None if value is None else dumps(value) for value in values]
