@@ -1,26 +1,30 @@
 """The HTTP services: the schema registry and the REST proxy (issue 23).
 
-    python -m bench.http_bench [--records N] [--lookups N] [--subjects N] [--out DIR]
+    python -m bench.http_bench [--records N] [--p1-records N] [--runs N] [--lookups N]
+                               [--subjects N] [--out DIR] [--registry-only | --proxy-only]
 
 Starts a `logbus server start` subprocess, then `logbus schema-registry start` and
 `logbus rest-proxy start` subprocesses beside it, all on loopback with data in a temp
-directory, and measures, one run each:
+directory, and measures:
 
 - registry id lookups: `GET /schemas/ids/{id}` (the serializers' hot path, which their
-  clients cache; not cached here), over 4 keep-alive connections in threads (the
-  standard library's HTTP client);
-- registering `--subjects` subjects (one schema each), one request at a time;
-- proxy produce: v2 JSON produce (`application/vnd.kafka.json.v2+json`) of records with
-  1 KiB string values in requests of 100 records, 4 requests in flight, to a topic of 6
-  partitions; beside it, in the same run, P1's load: librdkafka producing the same
-  number of 1 KiB values (6 partitions, acks=1, linger.ms=5, batch.size=1 MB);
+  clients cache; not cached here), from 2 processes of 8 keep-alive connections; one run;
+- registering `--subjects` subjects (one schema each), one request at a time; one run;
+- proxy produce: v2 JSON produce (`application/vnd.kafka.json.v2+json`) of `--records`
+  records with 1 KiB string values in requests of 100 records to a topic of 6
+  partitions, from 2 processes of 4 keep-alive connections, every answer checked (each
+  record given a partition and an offset, no error) and the topic's end offsets counted
+  at the end; in turn with P1's load (`bench.load_kafka.produce`: librdkafka producing
+  `--p1-records` 1 KiB values to another topic of 6 partitions, acks=1, linger.ms=5,
+  1 MB batches), `--runs` runs of each, reported as the median with min-max, with the
+  CPU seconds per GB the proxy and the broker spent;
 - proxy consume: a binary-format consumer instance assigned the produced topic's
-  partitions, reading from offset 0 (records requests until every record came); beside
-  it C1's load: a librdkafka consumer reading P1's topic from offset 0.
+  partitions, reading `--records` from offset 0; beside it C1's load: a librdkafka
+  consumer reading P1's topic from offset 0; one run each.
 
 MB is 10^6 bytes of record values. Writes `bench/results/http-<date>-<commit>.json` and a
 Markdown table beside it. Targets: lookups >= 5,000 requests/s; proxy produce >= 0.25x
-P1's MB/s; proxy consume >= 0.25x C1's.
+P1's MB/s (the medians); proxy consume >= 0.25x C1's.
 """
 
 from __future__ import annotations
@@ -549,7 +553,7 @@ def commit() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=200_000,
+    parser.add_argument("--records", type=int, default=300_000,
                         help="records the proxy produces (and consumes) per run")
     parser.add_argument("--p1-records", type=int, default=2_000_000,
                         help="records P1's librdkafka load produces per run")
