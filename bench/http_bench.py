@@ -1,26 +1,30 @@
 """The HTTP services: the schema registry and the REST proxy (issue 23).
 
-    python -m bench.http_bench [--records N] [--lookups N] [--subjects N] [--out DIR]
+    python -m bench.http_bench [--records N] [--p1-records N] [--runs N] [--lookups N]
+                               [--subjects N] [--out DIR] [--registry-only | --proxy-only]
 
 Starts a `logbus server start` subprocess, then `logbus schema-registry start` and
 `logbus rest-proxy start` subprocesses beside it, all on loopback with data in a temp
-directory, and measures, one run each:
+directory, and measures:
 
 - registry id lookups: `GET /schemas/ids/{id}` (the serializers' hot path, which their
-  clients cache; not cached here), over 4 keep-alive connections in threads (the
-  standard library's HTTP client);
-- registering `--subjects` subjects (one schema each), one request at a time;
-- proxy produce: v2 JSON produce (`application/vnd.kafka.json.v2+json`) of records with
-  1 KiB string values in requests of 100 records, 4 requests in flight, to a topic of 6
-  partitions; beside it, in the same run, P1's load: librdkafka producing the same
-  number of 1 KiB values (6 partitions, acks=1, linger.ms=5, batch.size=1 MB);
+  clients cache; not cached here), from 2 processes of 8 keep-alive connections; one run;
+- registering `--subjects` subjects (one schema each), one request at a time; one run;
+- proxy produce: v2 JSON produce (`application/vnd.kafka.json.v2+json`) of `--records`
+  records with 1 KiB string values in requests of 100 records to a topic of 6
+  partitions, from 2 processes of 4 keep-alive connections, every answer checked (each
+  record given a partition and an offset, no error) and the topic's end offsets counted
+  at the end; in turn with P1's load (`bench.load_kafka.produce`: librdkafka producing
+  `--p1-records` 1 KiB values to another topic of 6 partitions, acks=1, linger.ms=5,
+  1 MB batches), `--runs` runs of each, reported as the median with min-max, with the
+  CPU seconds per GB the proxy and the broker spent;
 - proxy consume: a binary-format consumer instance assigned the produced topic's
-  partitions, reading from offset 0 (records requests until every record came); beside
-  it C1's load: a librdkafka consumer reading P1's topic from offset 0.
+  partitions, reading `--records` from offset 0; beside it C1's load: a librdkafka
+  consumer reading P1's topic from offset 0; one run each.
 
 MB is 10^6 bytes of record values. Writes `bench/results/http-<date>-<commit>.json` and a
 Markdown table beside it. Targets: lookups >= 5,000 requests/s; proxy produce >= 0.25x
-P1's MB/s; proxy consume >= 0.25x C1's.
+P1's MB/s (the medians); proxy consume >= 0.25x C1's.
 """
 
 from __future__ import annotations
@@ -36,26 +40,30 @@ import os
 import queue
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench import load_kafka
 from bench.profile import Profiler, summarize
+from bench.progress import Progress
+from bench.systems import ResourceSampler
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VALUE_BYTES = 1024
 BATCH = 100
 PARTITIONS = 6
+PROXIED = "proxied"  # the proxy's topic
+DIRECT = "direct"  # P1's topic
 CLI = [sys.executable, "-m", "logbus.cli.main"]
 
 
@@ -131,14 +139,6 @@ def _listening(port: int) -> bool:
         return False
 
 
-def in_threads(count: int, work: Callable[[int], None]) -> float:
-    """Seconds `count` threads take running work(index)."""
-    start = time.perf_counter()
-    with ThreadPoolExecutor(count) as pool:
-        list(pool.map(work, range(count)))
-    return time.perf_counter() - start
-
-
 def bench_registry(services: Services, subjects: int, lookups: int) -> list[dict[str, Any]]:
     schema = '{"type":"record","name":"R%d","fields":[{"name":"a","type":"int"}]}'
     with httpx.Client(base_url=services.registry, timeout=60) as client:
@@ -152,10 +152,9 @@ def bench_registry(services: Services, subjects: int, lookups: int) -> list[dict
             ids.append(response.json()["id"])
         register_s = time.perf_counter() - start
 
-    host, port = services.registry.removeprefix("http://").split(":")
     profile = services.work / "registry-lookups.raw" if services.profile else None
     with _profiled(services.pid_of("registry"), profile):
-        count, lookup_s = lookup_load(host, int(port), ids, lookups)
+        count, lookup_s = lookup_load(services.registry, ids, lookups)
     if profile is not None:
         print(summarize(profile))
     return [
@@ -176,20 +175,45 @@ def _profiled(pid: int, raw_path: Path | None) -> Iterator[None]:
         yield
 
 
-# The lookup load: several processes (the generator must not be what saturates first on
-# 2 cores), each an event loop of asyncio protocols, one a keep-alive connection with
-# one request in flight (no pipelining, as the serializers' clients do), parsing only the
-# status line and Content-Length of each answer.
+# The HTTP loads (lookups, proxy produce): several processes (the generator must not be
+# what saturates first on 2 cores), each an event loop of asyncio protocols, one a
+# keep-alive connection with one request in flight (no pipelining, as the serializers'
+# clients and Confluent's REST clients do), parsing only the status line and
+# Content-Length of each answer and handing the answer's body to a check.
 LOOKUP_PROCESSES = 2
 LOOKUP_CONNECTIONS = 8
+PRODUCE_PROCESSES = 2
+PRODUCE_CONNECTIONS = 4
 
 
-class _LookupConnection(asyncio.Protocol):
-    """Sends its requests one after another on one connection; `done` gets the count
-    answered 200 once the last answer came."""
+def schema_found(status: bytes, body: bytes) -> int:
+    """1 for an id lookup answered 200 with a schema in it."""
+    return int(status == b"200" and b'"schema":' in body)
 
-    def __init__(self, requests: list[bytes], done: asyncio.Future[int]) -> None:
+
+def records_written(status: bytes, body: bytes) -> int:
+    """The records of a produce answer that name a partition and an offset and no error
+    (0 unless it is a 200)."""
+    if status != b"200":
+        return 0
+    offsets = json.loads(body)["offsets"]
+    return sum(
+        isinstance(o["partition"], int) and isinstance(o["offset"], int)
+        and o["error_code"] is None
+        for o in offsets
+    )
+
+
+class _HttpConnection(asyncio.Protocol):
+    """Sends `count` requests one after another on one connection (cycling over
+    `requests`); `done` gets the sum of `check(status, body)` over the answers once the
+    last answer came."""
+
+    def __init__(self, requests: list[bytes], count: int, check: Callable[[bytes, bytes], int],
+                 done: asyncio.Future[int]) -> None:
         self.requests = requests
+        self.count = count
+        self.check = check
         self.done = done
         self.sent = 0
         self.ok = 0
@@ -205,11 +229,11 @@ class _LookupConnection(asyncio.Protocol):
 
     def _send_next(self) -> None:
         assert self.transport is not None
-        if self.sent == len(self.requests):
+        if self.sent == self.count:
             self.transport.close()
             self.done.set_result(self.ok)
             return
-        self.transport.write(self.requests[self.sent])
+        self.transport.write(self.requests[self.sent % len(self.requests)])
         self.sent += 1
 
     def data_received(self, data: bytes) -> None:
@@ -224,27 +248,29 @@ class _LookupConnection(asyncio.Protocol):
             end = head_end + 4 + length
             if len(self.buffer) < end:
                 return
-            # an answer of 200 with a schema in it
-            self.ok += head[9:12] == b"200" and b'"schema":' in self.buffer[head_end:end]
+            self.ok += self.check(head[9:12], self.buffer[head_end + 4:end])
             self.buffer = self.buffer[end:]
             self._send_next()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.done.done():
-            self.done.set_exception(exc or ConnectionError("the registry closed a connection"))
+            self.done.set_exception(exc or ConnectionError("the server closed a connection"))
 
 
-async def _lookup_process(
-    host: str, port: int, paths: list[str], connections: int, start: Any
+# One connection's share of a load: the requests it cycles over, and how many it sends.
+ConnectionLoad = tuple[list[bytes], int]
+
+
+async def _load_process(
+    host: str, port: int, loads: list[ConnectionLoad], check: Callable[[bytes, bytes], int],
+    start: Any,
 ) -> tuple[int, float, float]:
     loop = asyncio.get_running_loop()
-    per_connection = [paths[i::connections] for i in range(connections)]
     protocols = []
-    for chunk in per_connection:
-        requests = [f"GET {p} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() for p in chunk]
+    for requests, count in loads:
         done: asyncio.Future[int] = loop.create_future()
         _, protocol = await loop.create_connection(
-            lambda r=requests, d=done: _LookupConnection(r, d), host, port
+            lambda r=requests, n=count, d=done: _HttpConnection(r, n, check, d), host, port
         )
         protocols.append(protocol)
     await loop.run_in_executor(None, start.wait)  # every process connected: go
@@ -255,29 +281,30 @@ async def _lookup_process(
     return ok, began, time.monotonic()
 
 
-def _lookup_worker(host: str, port: int, paths: list[str], connections: int, start: Any,
-                   results: Any) -> None:
+def _load_worker(host: str, port: int, loads: list[ConnectionLoad],
+                 check: Callable[[bytes, bytes], int], start: Any, results: Any) -> None:
     try:
         import uvloop
         runner: Callable[..., Any] = uvloop.run
     except ImportError:
         runner = asyncio.run
-    results.put(runner(_lookup_process(host, port, paths, connections, start)))
+    results.put(runner(_load_process(host, port, loads, check, start)))
 
 
-def lookup_load(host: str, port: int, ids: list[int], lookups: int) -> tuple[int, float]:
-    """`lookups` GETs of /schemas/ids/{id} (cycling over `ids`) from LOOKUP_PROCESSES
-    processes: how many were answered 200, and the seconds from the first process's start
-    to the last one's end."""
-    paths = [f"/schemas/ids/{ids[n % len(ids)]}" for n in range(lookups)]
+def http_load(
+    url: str, per_process: list[list[ConnectionLoad]], check: Callable[[bytes, bytes], int]
+) -> tuple[int, float]:
+    """One process per item of `per_process`, each with those connections: the sum of
+    `check` over every answer, and the seconds from the first process's start to the last
+    one's end."""
+    host, port = url.removeprefix("http://").split(":")
     context = multiprocessing.get_context("spawn")
-    start = context.Barrier(LOOKUP_PROCESSES + 1)
+    start = context.Barrier(len(per_process) + 1)
     results = context.Queue()
     workers = [
-        context.Process(target=_lookup_worker, args=(
-            host, port, paths[i::LOOKUP_PROCESSES], LOOKUP_CONNECTIONS, start, results,
-        ))
-        for i in range(LOOKUP_PROCESSES)
+        context.Process(target=_load_worker, args=(host, int(port), loads, check, start,
+                                                    results))
+        for loads in per_process
     ]
     for worker in workers:
         worker.start()
@@ -288,13 +315,29 @@ def lookup_load(host: str, port: int, ids: list[int], lookups: int) -> tuple[int
             outcomes.append(results.get(timeout=5))
         except queue.Empty:
             if not all(worker.is_alive() for worker in workers):
-                raise RuntimeError("a lookup process failed (its error is above)") from None
+                raise RuntimeError("a load process failed (its error is above)") from None
     for worker in workers:
         worker.join(60)
     ok = sum(o[0] for o in outcomes)
+    return ok, max(o[2] for o in outcomes) - min(o[1] for o in outcomes)
+
+
+def lookup_load(url: str, ids: list[int], lookups: int) -> tuple[int, float]:
+    """`lookups` GETs of /schemas/ids/{id} (cycling over `ids`) from LOOKUP_PROCESSES
+    processes of LOOKUP_CONNECTIONS connections: how many were answered 200, and the
+    seconds they took."""
+    host = url.removeprefix("http://")
+    requests = [f"GET /schemas/ids/{ids[n % len(ids)]} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                .encode() for n in range(lookups)]
+    per_connection = LOOKUP_PROCESSES * LOOKUP_CONNECTIONS
+    shares = [requests[i::per_connection] for i in range(per_connection)]
+    ok, seconds = http_load(url, [
+        [(share, len(share)) for share in shares[p::LOOKUP_PROCESSES]]
+        for p in range(LOOKUP_PROCESSES)
+    ], schema_found)
     if ok != lookups:
         raise RuntimeError(f"{lookups - ok} of {lookups} lookups were not answered 200")
-    return ok, max(o[2] for o in outcomes) - min(o[1] for o in outcomes)
+    return ok, seconds
 
 
 def create_topics(bootstrap: str, *names: str) -> None:
@@ -304,41 +347,53 @@ def create_topics(bootstrap: str, *names: str) -> None:
 
 
 def proxy_produce(services: Services, records: int) -> float:
-    value = "x" * VALUE_BYTES
-    body = json.dumps({"records": [{"value": value}] * BATCH})
-    batches = records // BATCH
-    counter = iter(range(batches))
-    lock = threading.Lock()
-
-    def send(_: int) -> None:
-        with httpx.Client(base_url=services.proxy, timeout=120) as client:
-            while True:
-                with lock:
-                    if next(counter, None) is None:
-                        return
-                response = client.post(
-                    "/topics/proxied", content=body,
-                    headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
-                )
-                response.raise_for_status()
-
-    return in_threads(4, send)
+    """`records` 1 KiB string values through the proxy in v2 JSON requests of BATCH
+    records, over PRODUCE_PROCESSES x PRODUCE_CONNECTIONS keep-alive connections; every
+    answer must give each record a partition and an offset and no error."""
+    host = services.proxy.removeprefix("http://")
+    body = json.dumps({"records": [{"value": "x" * VALUE_BYTES}] * BATCH}).encode()
+    request = (
+        f"POST /topics/{PROXIED} HTTP/1.1\r\nHost: {host}\r\n"
+        f"Content-Type: application/vnd.kafka.json.v2+json\r\n"
+        f"Accept: application/vnd.kafka.v2+json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    connections = PRODUCE_PROCESSES * PRODUCE_CONNECTIONS
+    requests = records // BATCH
+    counts = [requests // connections + (i < requests % connections)
+              for i in range(connections)]
+    profile = services.work / "proxy-produce.raw" if services.profile else None
+    with _profiled(services.pid_of("proxy"), profile):
+        written, seconds = http_load(services.proxy, [
+            [([request], n) for n in counts[p::PRODUCE_PROCESSES]]
+            for p in range(PRODUCE_PROCESSES)
+        ], records_written)
+    if profile is not None:
+        print(summarize(profile))
+    if written != requests * BATCH:
+        raise RuntimeError(f"{requests * BATCH - written} of {requests * BATCH} records "
+                           "were not answered with a partition and an offset")
+    return seconds
 
 
 def librdkafka_produce(bootstrap: str, records: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                         "batch.size": 1_000_000})
-    value = b"x" * VALUE_BYTES
-    start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce("direct", value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    producer.flush(120)
-    return time.perf_counter() - start
+    """P1's load (bench.load_kafka): `records` 1 KiB values, timed to the last
+    acknowledgement."""
+    with Progress(live=False) as progress:
+        metrics = load_kafka.produce(bootstrap, DIRECT, VALUE_BYTES, records * VALUE_BYTES,
+                                     progress)
+    return metrics["seconds"]
+
+
+def end_offsets(bootstrap: str, topic: str) -> int:
+    """The sum of the topic's partitions' end offsets: how many records it holds."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        )
+    finally:
+        consumer.close()
 
 
 def proxy_consume(services: Services, records: int) -> float:
@@ -348,7 +403,7 @@ def proxy_consume(services: Services, records: int) -> float:
                     headers={"Content-Type": "application/vnd.kafka.v2+json"})
         base = "/consumers/bench/instances/c"
         # assigned partitions, as C1's consumer has them
-        partitions = [{"topic": "proxied", "partition": p} for p in range(PARTITIONS)]
+        partitions = [{"topic": PROXIED, "partition": p} for p in range(PARTITIONS)]
         for path in ("assignments", "positions/beginning"):
             client.post(f"{base}/{path}", json={"partitions": partitions},
                         headers={"Content-Type": "application/vnd.kafka.v2+json"})
@@ -370,7 +425,7 @@ def proxy_consume(services: Services, records: int) -> float:
 def librdkafka_consume(bootstrap: str, records: int) -> float:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "c1",
                          "fetch.max.bytes": 64 * 1024 * 1024, "enable.auto.commit": False})
-    consumer.assign([TopicPartition("direct", p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(DIRECT, p, 0) for p in range(PARTITIONS)])
     seen = 0
     start = time.perf_counter()
     while seen < records:
@@ -381,44 +436,110 @@ def librdkafka_consume(bootstrap: str, records: int) -> float:
     return seconds
 
 
-def bench_proxy(services: Services, records: int) -> list[dict[str, Any]]:
-    create_topics(services.bootstrap, "proxied", "direct")
-    megabytes = records * VALUE_BYTES / 1e6
-    timed = [
-        ("proxy produce (v2 JSON, 100 a request)", proxy_produce(services, records)),
-        ("P1 load (librdkafka produce)", librdkafka_produce(services.bootstrap, records)),
-        ("proxy consume (v2 binary)", proxy_consume(services, records)),
-        ("C1 load (librdkafka consume)", librdkafka_consume(services.bootstrap, records)),
+def summary(values: list[float]) -> dict[str, Any]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "values": values}
+
+
+def produce_rows(services: Services, records: int, p1_records: int,
+                 runs: int) -> list[dict[str, Any]]:
+    """Proxy produce and P1, run after run in turn (so both meet the same machine load):
+    the median of `runs` with min-max, and the CPU seconds the proxy and the broker spent
+    per GB (on shared cores, steadier than the rates)."""
+    proxy_s: list[float] = []
+    p1_s: list[float] = []
+    cpu: dict[str, list[float]] = {"proxy": [], "broker": [], "p1 broker": []}
+    for _ in range(runs):
+        with (ResourceSampler(services.pid_of("proxy")) as proxy_cpu,
+              ResourceSampler(services.pid_of("broker")) as broker_cpu):
+            proxy_s.append(proxy_produce(services, records))
+        cpu["proxy"].append(proxy_cpu.usage.cpu_seconds)
+        cpu["broker"].append(broker_cpu.usage.cpu_seconds)
+        with ResourceSampler(services.pid_of("broker")) as broker_cpu:
+            p1_s.append(librdkafka_produce(services.bootstrap, p1_records))
+        cpu["p1 broker"].append(broker_cpu.usage.cpu_seconds)
+    stored = end_offsets(services.bootstrap, PROXIED)
+    if stored != runs * records:
+        raise RuntimeError(f"{PROXIED} holds {stored} records, not {runs * records}")
+    proxy_gb = records * VALUE_BYTES / 1e9
+    p1_gb = p1_records * VALUE_BYTES / 1e9
+    rows = [
+        timed_row("proxy produce (v2 JSON, 100 a request)", records, proxy_s,
+                  load=f"{PRODUCE_PROCESSES} processes x {PRODUCE_CONNECTIONS} keep-alive "
+                       "connections, one request in flight each",
+                  cpu_s_per_gb={"proxy": summary([c / proxy_gb for c in cpu["proxy"]]),
+                                "broker": summary([c / proxy_gb for c in cpu["broker"]])}),
+        timed_row("P1 load (librdkafka produce)", p1_records, p1_s,
+                  cpu_s_per_gb={"broker": summary([c / p1_gb for c in cpu["p1 broker"]])}),
     ]
-    rows: list[dict[str, Any]] = [
-        {"name": name, "count": records, "seconds": seconds, "per_s": records / seconds,
-         "mb_per_s": megabytes / seconds}
-        for name, seconds in timed
-    ]
-    rows[0]["ratio_to_reference"] = rows[0]["mb_per_s"] / rows[1]["mb_per_s"]
-    rows[2]["ratio_to_reference"] = rows[2]["mb_per_s"] / rows[3]["mb_per_s"]
-    rows[0]["target_ratio"] = rows[2]["target_ratio"] = 0.25
+    rows[0]["ratio_to_reference"] = rows[0]["mb_per_s"]["median"] / rows[1]["mb_per_s"]["median"]
+    rows[0]["target_ratio"] = 0.25
     return rows
+
+
+def timed_row(name: str, count: int, seconds: list[float], **extra: Any) -> dict[str, Any]:
+    megabytes = count * VALUE_BYTES / 1e6
+    return {
+        "name": name, "count": count, "runs": len(seconds), "seconds": summary(seconds),
+        "per_s": summary([count / s for s in seconds]),
+        "mb_per_s": summary([megabytes / s for s in seconds]), **extra,
+    }
+
+
+def bench_proxy(services: Services, records: int, p1_records: int,
+                runs: int) -> list[dict[str, Any]]:
+    create_topics(services.bootstrap, PROXIED, DIRECT)
+    rows = produce_rows(services, records, p1_records, runs)
+    consume = [
+        timed_row("proxy consume (v2 binary)", records, [proxy_consume(services, records)]),
+        timed_row("C1 load (librdkafka consume)", records,
+                  [librdkafka_consume(services.bootstrap, records)]),
+    ]
+    consume[0]["ratio_to_reference"] = (
+        consume[0]["mb_per_s"]["median"] / consume[1]["mb_per_s"]["median"]
+    )
+    consume[0]["target_ratio"] = 0.25
+    return rows + consume
+
+
+def _figure(value: Any, fmt: str) -> str:
+    """A figure, or a median with its min-max for a measurement of several runs."""
+    if not isinstance(value, dict):
+        return format(value, fmt)
+    median = format(value["median"], fmt)
+    if len(value["values"]) == 1:
+        return median
+    return f"{median} ({format(value['min'], fmt)}-{format(value['max'], fmt)})"
+
+
+def _cpu(row: dict[str, Any]) -> str:
+    spent = row.get("cpu_s_per_gb")
+    if not spent:
+        return "-"
+    return ", ".join(f"{name} {_figure(value, '.1f')}" for name, value in spent.items())
 
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# HTTP services ({report['date']}, {report['commit']})", "",
         f"Load average (1 min) before and after: {report['load_average'][0]}, "
-        f"{report['load_average'][1]}.", "",
-        "| what | count | seconds | per s | MB/s | ratio (target) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        f"{report['load_average'][1]}. Several runs: median (min-max).", "",
+        "| what | count | runs | seconds | per s | MB/s | ratio (target) | CPU s per GB | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in report["results"]:
-        mb = f"{row['mb_per_s']:.1f}" if "mb_per_s" in row else "-"
+        mb = _figure(row["mb_per_s"], ".1f") if "mb_per_s" in row else "-"
         if "ratio_to_reference" in row:
             ratio = f"{row['ratio_to_reference']:.2f}x (>= {row['target_ratio']}x)"
         elif "target_per_s" in row:
             ratio = f">= {row['target_per_s']:,}/s"
         else:
             ratio = "-"
-        lines.append(f"| {row['name']} | {row['count']:,} | {row['seconds']:.2f} | "
-                     f"{row['per_s']:,.0f} | {mb} | {ratio} |")
+        lines.append(
+            f"| {row['name']} | {row['count']:,} | {row.get('runs', 1)} | "
+            f"{_figure(row['seconds'], '.2f')} | {_figure(row['per_s'], ',.0f')} | {mb} | "
+            f"{ratio} | {_cpu(row)} | {row.get('load', '-')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -432,24 +553,32 @@ def commit() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--records", type=int, default=300_000,
+                        help="records the proxy produces (and consumes) per run")
+    parser.add_argument("--p1-records", type=int, default=2_000_000,
+                        help="records P1's librdkafka load produces per run")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs of proxy produce and of P1, in turn (median, min-max)")
     parser.add_argument("--lookups", type=int, default=20_000)
     parser.add_argument("--subjects", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--registry-only", action="store_true",
                         help="measure the registry only (no proxy runs)")
+    parser.add_argument("--proxy-only", action="store_true",
+                        help="measure the proxy only (no registry runs)")
     parser.add_argument("--profile", action="store_true",
-                        help="py-spy the registry during the lookups and print where its "
-                             "time went")
+                        help="py-spy the registry during the lookups and the proxy during "
+                             "its produce runs, and print where their time went")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="logbus-http-bench-"))
     services = Services(work, profile=args.profile)
     load_before = os.getloadavg()
     try:
         services.start()
-        results = bench_registry(services, args.subjects, args.lookups)
+        results = [] if args.proxy_only else bench_registry(services, args.subjects,
+                                                            args.lookups)
         if not args.registry_only:
-            results += bench_proxy(services, args.records)
+            results += bench_proxy(services, args.records, args.p1_records, args.runs)
     finally:
         services.stop()
         shutil.rmtree(work, ignore_errors=True)

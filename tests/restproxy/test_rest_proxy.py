@@ -144,6 +144,61 @@ def test_binary_produce_to_a_partition_assign_and_seek(
     assert [r["offset"] for r in again] == [0, 1, 2, 3]
 
 
+def test_json_values_are_written_compact_in_utf8_and_exact(
+    fast_broker: RunningBroker, http: httpx.Client
+) -> None:
+    """As Confluent's proxy (Jackson) writes them: compact, non-ASCII as UTF-8, integers
+    past 64 bits exact; a string with a lone surrogate keeps its escape."""
+    create_topic(fast_broker.bootstrap, "utf8", 2)
+    body = (
+        '{"records": [{"value": {"name": "caf\\u00e9 \\u2615", "n": 1.5}, "partition": 1},'
+        ' {"value": 123456789012345678901234567890, "key": [1, 2]},'
+        ' {"value": "lone \\ud800 surrogate", "partition": 1},'
+        ' {"value": "caf\\u00e9 \\"quoted\\"\\n"}]}'
+    )
+    response = http.post("/topics/utf8", content=body,
+                         headers={"Content-Type": embedded("json")})
+    assert response.status_code == 200, response.text
+    offsets = response.json()["offsets"]
+    assert [o["partition"] for o in offsets][::2] == [1, 1]
+    assert all(o["error_code"] is None and isinstance(o["offset"], int) for o in offsets)
+
+    post(http, "/consumers/g5", {"name": "b", "format": "binary",
+                                 "auto.offset.reset": "earliest"})
+    base = "/consumers/g5/instances/b"
+    post(http, f"{base}/subscription", {"topics": ["utf8"]})
+    got = read_records(http, base, 4, embedded("binary"))
+    stored = {(base64.b64decode(r["key"]) if r["key"] else None, base64.b64decode(r["value"]))
+              for r in got}
+    assert stored == {
+        (None, '{"name":"café ☕","n":1.5}'.encode()),
+        (b"[1,2]", b"123456789012345678901234567890"),
+        (None, b'"lone \\ud800 surrogate"'),
+        (None, '"café \\"quoted\\"\\n"'.encode()),
+    }
+
+
+def test_a_record_too_large_gets_its_error_and_the_others_are_written(
+    fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer]
+) -> None:
+    """As Confluent's proxy answers it: the producer refuses that record only."""
+    create_topic(fast_broker.bootstrap, "big")
+    proxy = proxy_factory(fast_broker.bootstrap, producer_settings={"max.request.size": 10_000})
+    records = [{"value": "a"}, {"value": "x" * 20_000}, {"value": "b"}]
+    with httpx.Client(base_url=proxy.url, timeout=60) as http:
+        for path, written in (("/topics/big", [0, 1]), ("/topics/big/partitions/0", [2, 3])):
+            response = post(http, path, {"records": records}, embedded("json"))
+            assert response.status_code == 200, response.text
+            offsets = response.json()["offsets"]
+            assert [o["offset"] for o in offsets] == [written[0], None, written[1]]
+            assert [o["partition"] for o in offsets] == [0, None, 0]
+            assert [o["error_code"] for o in offsets] == [None, 50002, None]
+            assert "max.request.size" in offsets[1]["error"]
+    with Admin({"bootstrap.servers": fast_broker.bootstrap}) as admin:
+        ends = admin.list_offsets({TopicPartition("big", 0): "latest"})
+    assert next(iter(ends.values())).offset == 4
+
+
 def test_avro_produce_registers_the_schema_and_reads_back(
     fast_broker: RunningBroker, proxy_factory: Callable[..., ProxyServer], sr_clients: Any,
     registry_factory: Callable[..., Any],
@@ -191,6 +246,7 @@ BAD_PRODUCE: list[tuple[str, Any, str, int, int]] = [
     # (path, body, content type, status, error_code)
     ("/topics/bad", {"records": [{"value": 1}]}, "text/plain", 415, 415),
     ("/topics/bad", "{not json", embedded("json"), 400, 400),
+    ("/topics/bad", '{"records": [{"value": NaN}]}', embedded("json"), 400, 400),
     ("/topics/bad", {"nothing": []}, embedded("json"), 422, 422),
     ("/topics/bad", {"records": [{"value": "***"}]}, embedded("binary"), 422, 42203),
     ("/topics/bad", {"records": [{"value": {"a": 1}}]}, embedded("avro"), 422, 42202),

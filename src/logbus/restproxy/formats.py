@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from logbus.restproxy import errors
+from logbus.restproxy import errors, json_codec
 from logbus.restproxy.schemas import (
     SchemaRegistryClient,
     avro_decode,
@@ -108,6 +108,14 @@ class Encoder:
         choice = self.schemas[part]
         return None if choice is None else choice.schema_id
 
+    def encode_column(self, part: str, values: list[Any]) -> list[bytes | None]:
+        """The keys or the values of a request's records, in order (JSON's without a
+        call per record)."""
+        if self.embedded == JSON:
+            dumps = json_codec.dumps
+            return [None if value is None else dumps(value) for value in values]
+        return [self.encode(part, value) for value in values]
+
     def encode(self, part: str, value: Any) -> bytes | None:
         if value is None:
             return None
@@ -119,12 +127,12 @@ class Encoder:
             except binascii.Error as exc:
                 raise errors.conversion_failed(f"{part} is not base64: {exc}") from None
         if self.embedded == JSON:
-            return json.dumps(value, separators=(",", ":")).encode()
+            return json_codec.dumps(value)
         choice = self.schemas[part]
         assert choice is not None and choice.schema_id is not None
         if self.embedded == AVRO:
             return frame(choice.schema_id, avro_encode(choice.parsed, value))
-        return frame(choice.schema_id, json.dumps(value, separators=(",", ":")).encode())
+        return frame(choice.schema_id, json_codec.dumps(value))
 
 
 def decode_plain(embedded: str, data: bytes | None) -> Any:

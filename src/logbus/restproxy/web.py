@@ -10,7 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from logbus.restproxy import errors
+from logbus.restproxy import errors, json_codec
 from logbus.restproxy.errors import ProxyError
 from logbus.restproxy.formats import V2_JSON, embedded_format
 
@@ -25,7 +25,7 @@ class V2Response(JSONResponse):
     media_type = V2_JSON
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode()
+        return json_codec.dumps(content)
 
 
 async def read_json(request: Request, *, allow_empty: bool = False) -> Any:
@@ -38,9 +38,14 @@ async def read_json(request: Request, *, allow_empty: bool = False) -> Any:
     if not raw.strip() and allow_empty:
         return None
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)
     except ValueError as exc:
         raise errors.bad_request(f"Unexpected JSON body: {exc}") from None
+
+
+def _not_json(constant: str) -> Any:
+    # NaN and Infinity are not JSON: Confluent's proxy (Jackson) refuses them too
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def check_v2_body(request: Request) -> None:
