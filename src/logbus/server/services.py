@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
+    from logbus.server.controller_forwarding import ActiveController
     from logbus.server.controller_link import ControllerLink
     from logbus.server.metrics.broker_metrics import BrokerMetrics
     from logbus.server.producer_ids import ProducerIdManager
@@ -68,6 +69,9 @@ class BrokerServices:
     """The share coordinator: the `__share_group_state` partitions led here."""
     share_state_store: CoordinatorStateStore | None = None
     """The way to every share coordinator of the cluster (the share-group offsets APIs)."""
+    forwarding: ActiveController | None = None
+    """A KRaft broker's way to the active controller: admin requests and topics a client
+    asks for implicitly go there (None in ZooKeeper mode and stand-alone)."""
 
     @property
     def in_cluster(self) -> bool:
