@@ -1,5 +1,7 @@
 """`logbus server start [server.properties] [--override key=value]...`: run one broker in
-the foreground until SIGTERM or SIGINT, then shut down cleanly."""
+the foreground until SIGTERM or SIGINT, then shut down cleanly. With `process.roles`
+(KRaft) it runs a broker-role node (`broker`, or combined `broker,controller`) or a
+controller-only node."""
 
 from __future__ import annotations
 
@@ -23,17 +25,15 @@ def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
 async def serve(config: BrokerConfig) -> None:
     from logbus.server.broker import Broker
     from logbus.server.controller_node import ControllerNode
+    from logbus.server.kraft_broker import KRaftBroker
 
     broker: Broker | ControllerNode
-    if config.kraft is not None and config.kraft.is_broker:
-        from logbus.server.cluster_member import BrokerStartupError
-
-        raise BrokerStartupError(
-            "process.roles with the broker role is not available yet: a KRaft quorum of "
-            "controller-only nodes runs today (process.roles=controller), brokers run in "
-            "ZooKeeper mode or stand-alone (docs/kraft.md)"
-        )
-    broker = ControllerNode(config) if config.kraft is not None else Broker(config)
+    if config.kraft is None:
+        broker = Broker(config)
+    elif config.kraft.is_broker:  # a broker-only or combined (broker,controller) node
+        broker = KRaftBroker(config)
+    else:
+        broker = ControllerNode(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -7,7 +7,8 @@ DescribeQuorum) carries the controller's metadata records: `QuorumController`
 active controller, turns BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics,
 CreatePartitions, AlterPartition, IncrementalAlterConfigs, AllocateProducerIds,
 CreateAcls, DeleteAcls, AlterClientQuotas and AlterUserScramCredentials into records.
-KRaft brokers replaying the log are the next step (docs/kraft.md).
+A combined node (`process.roles=broker,controller`) runs one inside its `KRaftBroker`
+(kraft_broker.py), whose broker follows the same Raft client's log.
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
 configuration.
