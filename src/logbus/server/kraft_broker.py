@@ -12,9 +12,10 @@ caught up with its registration). Admin requests go to the active controller
 (`controller_forwarding.py`), and so do producer id blocks and ISR changes
 (AlterPartition, through the replica manager's `AlterPartitionManager`).
 
-The parts a ZooKeeper-mode broker reads from its metadata store (dynamic broker configs,
-client quotas, SCRAM credentials) are still read from a local embedded store here, which
-nothing writes: docs/kraft.md lists what is not taken from the image yet.
+Client quotas, SCRAM credentials, dynamic broker configs and topic configs follow the
+image. The parts that still read a metadata store (the ZooKeeper-era Describe* and
+AlterConfigs handlers) get a local embedded store nothing writes: docs/kraft.md lists
+what is not taken from the image yet.
 
 The entry point is `KRaftBroker`; `logbus server start` runs it for the broker role.
 Owned by one event loop.
@@ -27,15 +28,17 @@ import contextlib
 import logging
 from typing import Final
 
+from logbus.common.config_def import ConfigValue
 from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import Controller
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
+from logbus.metadata.image import MetadataImage
 from logbus.raft.raft_client import RaftClient
 from logbus.server.broker import Broker, BrokerParts
 from logbus.server.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
 from logbus.server.cluster_member import BrokerStartupError, ClusterMember
 from logbus.server.config.broker_config import BrokerConfig
-from logbus.server.config.dynamic_config import DynamicConfigManager
+from logbus.server.config.dynamic_config import DynamicConfigManager, config_with_layers
 from logbus.server.config.kraft import KRaftSettings
 from logbus.server.config.listeners import Listener as ListenerConfig
 from logbus.server.controller_forwarding import (
@@ -46,10 +49,16 @@ from logbus.server.controller_forwarding import (
 from logbus.server.controller_link import ControllerLink
 from logbus.server.controller_node import ControllerNode, check_formatted, quorum_config
 from logbus.server.metadata_loader import MetadataLoader
-from logbus.server.metadata_publisher import MetadataPublisher
+from logbus.server.metadata_publisher import (
+    MetadataPublisher,
+    broker_config_layers,
+    publish_client_quotas,
+    publish_scram_credentials,
+)
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.alter_partition_manager import ControllerEndpoint
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.credential_cache import CredentialCache
 from logbus.storage.log_manager import LogManager
 from logbus.storage.meta_properties import MetaProperties
 
@@ -93,6 +102,8 @@ class KRaftBroker(Broker):
         self.raft: RaftClient | None = None
         self.loader: MetadataLoader | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
+        self._credential_cache: CredentialCache | None = None
+        self._static: dict[str, ConfigValue] = {}
         self.active_controller = ActiveController(
             self.broker_id,
             kraft.voters,
@@ -146,7 +157,15 @@ class KRaftBroker(Broker):
         undo.push_async_callback(self._close_store, store)
         dynamic = self._dynamic_config_manager(store)
         self.config = dynamic.load()
+        self._static = dynamic.static
         return store, dynamic
+
+    async def _load_credentials(
+        self, store: MetadataStore, dynamic_config: DynamicConfigManager
+    ) -> CredentialCache:
+        """An empty cache the image fills (`publish_scram_credentials`)."""
+        self._credential_cache = CredentialCache(store)
+        return self._credential_cache
 
     async def _follow_quorum(self, meta: MetaProperties, undo: contextlib.AsyncExitStack) -> None:
         """Combined: the local controller (a voter); broker only: an observer."""
@@ -187,6 +206,11 @@ class KRaftBroker(Broker):
             if lifecycle.broker_epoch >= 0:
                 link.registered(lifecycle.broker_epoch)
 
+        publisher.followers += [
+            lambda old, new: publish_client_quotas(old, new, self.quotas),
+            self._follow_credentials,
+            self._follow_broker_configs,
+        ]
         loader = MetadataLoader(self.raft, after_replay=after_replay)
         lifecycle = self._lifecycle_manager(loader)
         await loader.start()
@@ -205,6 +229,18 @@ class KRaftBroker(Broker):
                        endpoints[0].listener, endpoints),
         )  # fmt: skip
         return placeholder, None, None
+
+    def _follow_credentials(self, old: MetadataImage, new: MetadataImage) -> None:
+        if self._credential_cache is not None:
+            publish_scram_credentials(old, new, self._credential_cache)
+
+    def _follow_broker_configs(self, old: MetadataImage, new: MetadataImage) -> None:
+        """Dynamic broker configs (the cluster-wide default and this broker's) of the
+        image applied as a ZooKeeper-mode broker applies stored ones."""
+        layers = broker_config_layers(new, self.broker_id)
+        if layers != broker_config_layers(old, self.broker_id):
+            self.reconfigure(config_with_layers(self._static, *layers))
+            log.info("broker %d: applied dynamic broker configs from the image", self.broker_id)
 
     async def _wait_unfenced(self, lifecycle: BrokerLifecycleManager) -> None:
         """As Kafka's broker, wait (as long as it takes) until the controller has

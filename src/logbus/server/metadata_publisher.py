@@ -13,6 +13,9 @@ with the one it published before.
 - Partitions of removed topics, or no longer assigned to this broker, are stopped and
   their logs deleted (`apply_stop_replica`); the first image also removes logs of topics
   deleted while the broker was down.
+- Client quotas and SCRAM credentials the broker enforces follow the image
+  (`publish_client_quotas`, `publish_scram_credentials`), and so do the dynamic broker
+  configs (`broker_config_layers`); the broker adds them as `followers`.
 
 `image_changes` is the pure part (two images in, what to do out); `MetadataPublisher`
 applies it. The entry point is `MetadataPublisher`. Event loop only.
@@ -21,11 +24,13 @@ applies it. The entry point is `MetadataPublisher`. Event loop only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
+from logbus.common.security.scram import MECHANISM_TYPES
+from logbus.common.security.scram import ScramCredential as StoredCredential
 from logbus.controller.cluster_metadata import (
     BrokerInfo,
     EndPoint,
@@ -40,18 +45,33 @@ from logbus.metadata.image import (
     ConfigResource,
     MetadataImage,
     PartitionRegistration,
+    QuotaEntity,
     TopicImage,
 )
+from logbus.server.quotas.entity import CLIENT_ID_TYPE, DEFAULT, USER_TYPE
+from logbus.server.quotas.entity import QuotaEntity as ClientQuotaEntity
 
 if TYPE_CHECKING:
     from logbus.server.controller_link import ControllerLink
+    from logbus.server.quotas.manager import ClientQuotas
+    from logbus.server.security.credential_cache import CredentialCache
     from logbus.storage.log_manager import LogManager
 
-__all__ = ["ImageChanges", "MetadataPublisher", "cache_brokers", "cache_topic", "image_changes"]
+__all__ = [
+    "ImageChanges",
+    "MetadataPublisher",
+    "broker_config_layers",
+    "cache_brokers",
+    "cache_topic",
+    "image_changes",
+    "publish_client_quotas",
+    "publish_scram_credentials",
+]
 
 logger = logging.getLogger(__name__)
 
 TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
 SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
@@ -168,6 +188,8 @@ class MetadataPublisher:
         self.log_manager = log_manager
         self.client_listener = client_listener
         self.published: MetadataImage = EMPTY_IMAGE
+        self.followers: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        """Told (old image, new image) after each publication."""
         self._first = True
 
     def publish(self, image: MetadataImage) -> None:
@@ -190,6 +212,8 @@ class MetadataPublisher:
         for name in changes.changed_configs:
             self.link.replica_manager.update_log_config(self.cache.topics[name])
         self.published = image
+        for follower in self.followers:
+            follower(old, image)
 
     def _update_cache(self, old: MetadataImage, image: MetadataImage) -> None:
         cache = self.cache
@@ -209,3 +233,53 @@ def _removed_names(old: MetadataImage, new: MetadataImage) -> Iterable[str]:
     removed: set[UUID] = set(old.topics) - set(new.topics)
     names = {old.topics[t].name for t in removed}
     return sorted(names - set(new.topic_ids))
+
+
+def _client_quota_entity(entity: QuotaEntity) -> ClientQuotaEntity:
+    parts = dict(entity)
+
+    def part(kind: str) -> str | None:
+        if kind not in parts:
+            return None
+        name = parts[kind]
+        return DEFAULT if name is None else name
+
+    return ClientQuotaEntity(part(USER_TYPE), part(CLIENT_ID_TYPE))
+
+
+def publish_client_quotas(old: MetadataImage, new: MetadataImage, quotas: ClientQuotas) -> None:
+    """The client quotas of the image into the broker's `ClientQuotas`."""
+    if old.client_quotas is new.client_quotas:
+        return
+    for entity in set(old.client_quotas) | set(new.client_quotas):
+        values = new.client_quotas.get(entity, {})
+        if old.client_quotas.get(entity) != values:
+            quotas.set_entity(_client_quota_entity(entity), values)
+
+
+def publish_scram_credentials(
+    old: MetadataImage, new: MetadataImage, credentials: CredentialCache
+) -> None:
+    """The SCRAM credentials of the image into the broker's `CredentialCache`."""
+    if old.scram is new.scram:
+        return
+    users = {name for name, _m in old.scram} | {name for name, _m in new.scram}
+    for user in users:
+        stored = {
+            MECHANISM_TYPES[mechanism]: StoredCredential(
+                c.salt, c.stored_key, c.server_key, c.iterations
+            )
+            for (name, mechanism), c in new.scram.items()
+            if name == user and mechanism in MECHANISM_TYPES
+        }
+        credentials.set_user(user, stored)
+
+
+def broker_config_layers(
+    image: MetadataImage, broker_id: int
+) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """The dynamic broker configs of the image: (cluster-wide default, this broker's)."""
+    return (
+        image.configs.get(ConfigResource(BROKER_RESOURCE, ""), NO_CONFIGS),
+        image.configs.get(ConfigResource(BROKER_RESOURCE, str(broker_id)), NO_CONFIGS),
+    )

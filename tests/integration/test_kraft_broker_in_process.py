@@ -1,0 +1,132 @@
+"""One combined KRaft node (`process.roles=broker,controller`, the only voter) in the test
+process: the admin requests a broker forwards to the active controller take effect in the
+broker through its metadata image (topics created, grown, reconfigured and deleted;
+client quotas, SCRAM credentials and dynamic broker configs the broker then enforces),
+producer ids come from the controller, and a restarted node serves what it had."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import logbus
+from brokers import RunningBroker
+from kafka_wire import wait_for
+from logbus.client.admin.quota_types import ClientQuotaEntity
+from logbus.client.admin.types import AlterConfigOp, AlterConfigOpType, ConfigResource, ResourceType
+from logbus.server.kraft_broker import KRaftBroker
+from logbus.storage.formatter import format_directories, random_uuid
+from ports import free_port
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[RunningBroker]:
+    controller_port = free_port()
+    data = tmp_path / "node-0"
+    format_directories([str(data)], str(data), cluster_id=random_uuid(), node_id=0)
+    running = RunningBroker(
+        data,
+        {
+            "process.roles": "broker,controller",
+            "node.id": "0",
+            "controller.quorum.voters": f"0@127.0.0.1:{controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
+            "offsets.topic.replication.factor": "1",
+            "broker.heartbeat.interval.ms": "200",
+            "controller.quorum.election.timeout.ms": "300",
+        },
+        node=KRaftBroker,
+    )
+    yield running.start()
+    running.stop()
+
+
+def kraft_broker(node: RunningBroker) -> KRaftBroker:
+    assert isinstance(node.broker, KRaftBroker)
+    return node.broker
+
+
+def until(predicate: Callable[[], Any], what: str) -> None:
+    wait_for(predicate, WAIT, what=what)
+
+
+def test_forwarded_topic_changes_reach_the_broker_through_its_image(node: RunningBroker) -> None:
+    broker = kraft_broker(node)
+    with logbus.Admin(bootstrap_servers=node.bootstrap) as admin:
+        cluster = admin.describe_cluster()
+        assert [n.node_id for n in cluster.nodes] == [0]
+        assert cluster.controller is not None and cluster.controller.node_id == 0
+        admin.create_topics([logbus.NewTopic("orders", 2, 1)])
+        until(lambda: broker.replica_manager.partition("orders", 1) is not None, "orders led")
+        admin.create_partitions({"orders": 3})
+        until(lambda: broker.replica_manager.partition("orders", 2) is not None, "a third")
+        assert len(admin.describe_topics(["orders"])["orders"].partitions) == 3
+        resource = ConfigResource(ResourceType.TOPIC, "orders")
+        admin.incremental_alter_configs(
+            {resource: [AlterConfigOp("retention.ms", "60000", AlterConfigOpType.SET)]}
+        )
+
+        def retention() -> int:
+            part = broker.replica_manager.partition("orders", 0)
+            return part.log.config.retention_ms if part is not None else -1
+
+        until(lambda: retention() == 60000, "the topic config applied to its logs")
+        admin.delete_topics(["orders"])
+        until(lambda: broker.replica_manager.partition("orders", 0) is None, "orders stopped")
+        assert "orders" not in admin.list_topics()
+        with pytest.raises(logbus.KafkaError):  # the controller's answer: one broker for rf 3
+            admin.create_topics([logbus.NewTopic("bad", 1, 3)])
+
+
+def test_idempotent_records_and_a_restart(node: RunningBroker) -> None:
+    with logbus.Producer(bootstrap_servers=node.bootstrap, enable_idempotence=True) as producer:
+        for i in range(50):
+            producer.send("events", b"%d" % i)  # auto-created through the controller
+        producer.flush()
+    node.restart()
+    with logbus.Consumer(
+        bootstrap_servers=node.bootstrap, auto_offset_reset="earliest", group_id="readers"
+    ) as consumer:
+        consumer.subscribe(["events"])
+        values: list[bytes] = []
+        until(lambda: values.extend(r.value for r in consumer.poll(0.5)) or len(values) >= 50,
+              "every record read back after the restart")  # fmt: skip
+    assert sorted(values, key=int) == [b"%d" % i for i in range(50)]
+
+
+def test_quotas_credentials_and_broker_configs_follow_the_image(node: RunningBroker) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    broker = kraft_broker(node)
+    with logbus.Admin(bootstrap_servers=node.bootstrap) as admin:
+        admin.alter_client_quotas(
+            {ClientQuotaEntity.of({"user": "alice"}): {"producer_byte_rate": 1024.0}}
+        )
+        until(lambda: broker.quotas.enabled, "alice's quota in the broker")
+        assert list(broker.quotas.configs.values()) == [{"producer_byte_rate": 1024.0}]
+        admin.incremental_alter_configs(
+            {
+                ConfigResource(ResourceType.BROKER, ""): [
+                    AlterConfigOp("log.retention.ms", "123456", AlterConfigOpType.SET)
+                ]
+            }
+        )
+        until(lambda: broker.config.get("log.retention.ms") == 123456, "the broker default")
+    confluent = AdminClient({"bootstrap.servers": node.bootstrap})
+    upsert = UserScramCredentialUpsertion(
+        "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"secret"
+    )
+    for future in confluent.alter_user_scram_credentials([upsert]).values():
+        future.result(WAIT)
+    until(lambda: broker.credentials.get("bob", "SCRAM-SHA-256") is not None, "bob's login")
