@@ -16,7 +16,13 @@ import logbus
 from brokers import RunningBroker
 from kafka_wire import wait_for
 from logbus.client.admin.quota_types import ClientQuotaEntity
-from logbus.client.admin.types import AlterConfigOp, AlterConfigOpType, ConfigResource, ResourceType
+from logbus.client.admin.types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from logbus.server.kraft_broker import KRaftBroker
 from logbus.storage.formatter import format_directories, random_uuid
 from ports import free_port
@@ -77,6 +83,8 @@ def test_forwarded_topic_changes_reach_the_broker_through_its_image(node: Runnin
             return part.log.config.retention_ms if part is not None else -1
 
         until(lambda: retention() == 60000, "the topic config applied to its logs")
+        described = admin.describe_configs([resource])[resource]["retention.ms"]
+        assert (described.value, described.source) == ("60000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
         admin.delete_topics(["orders"])
         until(lambda: broker.replica_manager.partition("orders", 0) is None, "orders stopped")
         assert "orders" not in admin.list_topics()
@@ -115,6 +123,9 @@ def test_quotas_credentials_and_broker_configs_follow_the_image(node: RunningBro
         )
         until(lambda: broker.quotas.enabled, "alice's quota in the broker")
         assert list(broker.quotas.configs.values()) == [{"producer_byte_rate": 1024.0}]
+        assert admin.describe_client_quotas() == {
+            ClientQuotaEntity.of({"user": "alice"}): {"producer_byte_rate": 1024.0}
+        }
         admin.incremental_alter_configs(
             {
                 ConfigResource(ResourceType.BROKER, ""): [
@@ -123,6 +134,9 @@ def test_quotas_credentials_and_broker_configs_follow_the_image(node: RunningBro
             }
         )
         until(lambda: broker.config.get("log.retention.ms") == 123456, "the broker default")
+        default = ConfigResource(ResourceType.BROKER, "")
+        described = admin.describe_configs([default])[default]["log.retention.ms"]
+        assert described.value == "123456"
     confluent = AdminClient({"bootstrap.servers": node.bootstrap})
     upsert = UserScramCredentialUpsertion(
         "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"secret"
