@@ -6,6 +6,7 @@ producer ids come from the controller, and a restarted node serves what it had."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 import logbus
 from brokers import RunningBroker
-from kafka_wire import wait_for
+from kafka_wire import split_bootstrap, wait_for
 from logbus.client.admin.quota_types import ClientQuotaEntity
 from logbus.client.admin.types import (
     AlterConfigOp,
@@ -23,6 +24,8 @@ from logbus.client.admin.types import (
     ConfigSource,
     ResourceType,
 )
+from logbus.client.connection import Connection
+from logbus.protocol import ApiKey
 from logbus.server.kraft_broker import KRaftBroker
 from logbus.storage.formatter import format_directories, random_uuid
 from ports import free_port
@@ -92,6 +95,23 @@ def test_forwarded_topic_changes_reach_the_broker_through_its_image(node: Runnin
             admin.create_topics([logbus.NewTopic("bad", 1, 3)])
 
 
+def test_api_versions_leave_out_zookeeper_mode_apis(node: RunningBroker) -> None:
+    async def versions() -> dict[int, tuple[int, int]]:
+        host, port = split_bootstrap(node.bootstrap)
+        conn = await Connection.connect(host, port)
+        try:
+            return dict(conn.api_versions)
+        finally:
+            await conn.close()
+
+    advertised = asyncio.run(versions())
+    for gone in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA,
+                 ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION):  # fmt: skip
+        assert gone not in advertised
+    assert advertised[ApiKey.CREATE_TOPICS][1] == 7  # as far as the controller serves
+    assert ApiKey.FETCH in advertised and ApiKey.INIT_PRODUCER_ID in advertised
+
+
 def test_idempotent_records_and_a_restart(node: RunningBroker) -> None:
     with logbus.Producer(bootstrap_servers=node.bootstrap, enable_idempotence=True) as producer:
         for i in range(50):
@@ -144,3 +164,5 @@ def test_quotas_credentials_and_broker_configs_follow_the_image(node: RunningBro
     for future in confluent.alter_user_scram_credentials([upsert]).values():
         future.result(WAIT)
     until(lambda: broker.credentials.get("bob", "SCRAM-SHA-256") is not None, "bob's login")
+    described = confluent.describe_user_scram_credentials(["bob"])["bob"].result(WAIT)
+    assert [info.iterations for info in described.scram_credential_infos] == [4096]

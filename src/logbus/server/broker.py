@@ -393,6 +393,7 @@ class Broker:
             share_partitions=share_partitions,
             share_state=share_state,
             share_state_store=share_state_store,
+            credentials=credentials,
             forwarding=self._forwarding(),
         )
         replica_manager.start_replication(

@@ -33,6 +33,7 @@ from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import Controller
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
 from logbus.metadata.image import MetadataImage
+from logbus.protocol import ApiKey
 from logbus.raft.raft_client import RaftClient
 from logbus.server.broker import Broker, BrokerParts
 from logbus.server.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
@@ -66,6 +67,22 @@ __all__ = ["KRaftBroker"]
 
 log = logging.getLogger(__name__)
 
+ZOOKEEPER_MODE_APIS: Final = frozenset(
+    {
+        # the ZooKeeper-mode controller's requests: a KRaft broker acts on its image
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.STOP_REPLICA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,  # the KRaft controller's, on the controller listener
+        # still served over the ZooKeeper-era store, which a KRaft broker does not have
+        # (docs/kraft.md): not advertised rather than answered wrongly
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    }
+)
+"""APIs a KRaft broker does not serve (ApiVersions leaves them out)."""
 SECURITY_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 UNFENCE_LOG_INTERVAL_S: Final = 30.0
 
@@ -95,7 +112,11 @@ class KRaftBroker(Broker):
         super().__init__(config)
         self.broker_id = kraft.node_id  # node.id names the broker (broker.id may be unset)
         self.kraft = kraft
-        self.apis.handlers = forwarding_handlers(self.apis.handlers)
+        self.apis.handlers = {
+            key: handler
+            for key, handler in forwarding_handlers(self.apis.handlers).items()
+            if key not in ZOOKEEPER_MODE_APIS
+        }
         self.meta: MetaProperties | None = None
         self.controller_node: ControllerNode | None = None
         """The local voter and controller of a combined node (None on a broker-only one)."""

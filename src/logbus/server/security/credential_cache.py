@@ -94,5 +94,12 @@ class CredentialCache:
         else:
             self._users.pop(user, None)
 
+    def users(self) -> list[str]:
+        """Every user with credentials, sorted."""
+        return sorted(self._users)
+
+    def credentials_of(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
