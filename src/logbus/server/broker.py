@@ -1009,8 +1009,10 @@ class Broker:
         """Listeners whose TLS settings or key and trust files changed take new contexts
         (new certificates); a context that cannot be built leaves the old one, with an
         error in the log."""
-        for listener_cfg, listener in zip(new.listeners, self.listeners, strict=False):
-            if listener.ssl_context is None:
+        served = {listener.name: listener for listener in self.listeners}
+        for listener_cfg in new.listeners:
+            listener = served.get(listener_cfg.name)  # none: a KRaft controller listener
+            if listener is None or listener.ssl_context is None:
                 continue
             name = listener_cfg.name
             fingerprint = ssl_fingerprint(new, name)
