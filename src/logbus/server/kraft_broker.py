@@ -242,6 +242,7 @@ class KRaftBroker(Broker):
         self.lifecycle = lifecycle
         await self._wait_unfenced(lifecycle)
         after_replay()
+        publisher.remove_stray_logs()
         host, port = self.advertised()
         endpoints = tuple(self.advertised_endpoints())
         placeholder = Controller(

@@ -11,8 +11,8 @@ with the one it published before.
   LeaderAndIsr takes (leader epoch, ISR, replicas, partition epoch), so the coordinators
   learn of their partitions as in ZooKeeper mode.
 - Partitions of removed topics, or no longer assigned to this broker, are stopped and
-  their logs deleted (`apply_stop_replica`); the first image also removes logs of topics
-  deleted while the broker was down.
+  their logs deleted (`apply_stop_replica`); once the broker has caught up
+  (`remove_stray_logs`), logs of topics deleted while it was down go too.
 - Client quotas and SCRAM credentials the broker enforces follow the image
   (`publish_client_quotas`, `publish_scram_credentials`), and so do the dynamic broker
   configs (`broker_config_layers`); the broker adds them as `followers`.
@@ -190,7 +190,6 @@ class MetadataPublisher:
         self.published: MetadataImage = EMPTY_IMAGE
         self.followers: list[Callable[[MetadataImage, MetadataImage], None]] = []
         """Told (old image, new image) after each publication."""
-        self._first = True
 
     def publish(self, image: MetadataImage) -> None:
         old = self.published
@@ -198,12 +197,6 @@ class MetadataPublisher:
             return
         changes = image_changes(old, image, self.broker_id)
         self._update_cache(old, image)
-        if self._first:
-            self._first = False
-            # Logs of topics deleted while this broker was down go now.
-            self.log_manager.delete_stray_logs(
-                {t.name: t.topic_id for t in image.topics.values()}
-            )
         for name, partitions in changes.stopped.items():
             logger.info("broker %d: stopping %s %s", self.broker_id, name, partitions)
             self.link.apply_stop_replica(name, partitions, delete=True)
@@ -214,6 +207,14 @@ class MetadataPublisher:
         self.published = image
         for follower in self.followers:
             follower(old, image)
+
+    def remove_stray_logs(self) -> None:
+        """Delete the logs of topics the published image does not hold (deleted while the
+        broker was down). Only once the image has caught up with the quorum (the broker
+        is unfenced): an image still replaying would take a live topic for a deleted one."""
+        self.log_manager.delete_stray_logs(
+            {t.name: t.topic_id for t in self.published.topics.values()}
+        )
 
     def _update_cache(self, old: MetadataImage, image: MetadataImage) -> None:
         cache = self.cache
