@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acl_helpers import ADMIN, ALICE, SECURED, acl, acl_filter, assign_principals, call, grant
 
 import logbus
 from brokers import RunningBroker
@@ -25,7 +26,9 @@ from logbus.client.admin.types import (
     ResourceType,
 )
 from logbus.client.connection import Connection
-from logbus.protocol import ApiKey
+from logbus.protocol import ApiKey, ErrorCode
+from logbus.protocol.acl_types import AclOperation, AclPermissionType, PatternType
+from logbus.protocol.acl_types import ResourceType as AclResourceType
 from logbus.server.kraft_broker import KRaftBroker
 from logbus.storage.formatter import format_directories, random_uuid
 from ports import free_port
@@ -33,8 +36,8 @@ from ports import free_port
 WAIT = 30.0
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[RunningBroker]:
+def start_node(tmp_path: Path, **extra: str) -> RunningBroker:
+    """A combined node 0, the only voter, on freshly formatted storage, started."""
     controller_port = free_port()
     data = tmp_path / "node-0"
     format_directories([str(data)], str(data), cluster_id=random_uuid(), node_id=0)
@@ -49,10 +52,17 @@ def node(tmp_path: Path) -> Iterator[RunningBroker]:
             "offsets.topic.replication.factor": "1",
             "broker.heartbeat.interval.ms": "200",
             "controller.quorum.election.timeout.ms": "300",
+            **extra,
         },
         node=KRaftBroker,
     )
-    yield running.start()
+    return running.start()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[RunningBroker]:
+    running = start_node(tmp_path)
+    yield running
     running.stop()
 
 
@@ -166,3 +176,38 @@ def test_quotas_credentials_and_broker_configs_follow_the_image(node: RunningBro
     until(lambda: broker.credentials.get("bob", "SCRAM-SHA-256") is not None, "bob's login")
     described = confluent.describe_user_scram_credentials(["bob"])["bob"].result(WAIT)
     assert [info.iterations for info in described.scram_credential_infos] == [4096]
+
+
+def new_topic(name: str) -> dict[str, Any]:
+    return {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+            "configs": []}  # fmt: skip
+
+
+def test_acls_from_the_image_authorize_what_the_broker_forwards(tmp_path: Path) -> None:
+    running = start_node(tmp_path, **{k.replace("_", "."): v for k, v in SECURED.items()})
+    try:
+        assign_principals(running)
+        bootstrap = running.bootstrap
+        broker = kraft_broker(running)
+        prefix = acl(AclResourceType.TOPIC, "a-", AclOperation.CREATE, pattern=PatternType.PREFIXED)
+        grant(bootstrap, prefix)  # forwarded by the super user
+        until(lambda: broker.authorizer is not None and broker.authorizer.bindings(),
+              "the ACL in the broker's image")  # fmt: skip
+        described = call(bootstrap, ADMIN, ApiKey.DESCRIBE_ACLS, acl_filter())
+        assert [r["resource_name"] for r in described["resources"]] == ["a-"]
+        body = {"topics": [new_topic("a-1"), new_topic("b-1")], "timeout_ms": 10_000,
+                "validate_only": False}  # fmt: skip
+        answer = call(bootstrap, ALICE, ApiKey.CREATE_TOPICS, body)
+        codes = {t["name"]: t["error_code"] for t in answer["topics"]}
+        assert codes == {"a-1": ErrorCode.NONE, "b-1": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        until(lambda: broker.replica_manager.partition("a-1", 0) is not None, "a-1 created")
+        assert "b-1" not in broker.metadata_cache.topics
+        creation = {"resource_type": AclResourceType.TOPIC, "resource_name": "x",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": ALICE,
+                    "host": "*", "operation": AclOperation.ALL,
+                    "permission_type": AclPermissionType.ALLOW}  # fmt: skip
+        refused = call(bootstrap, ALICE, ApiKey.CREATE_ACLS, {"creations": [creation]})
+        assert refused["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert len(broker.authorizer.bindings()) == 1  # type: ignore[union-attr]
+    finally:
+        running.stop()

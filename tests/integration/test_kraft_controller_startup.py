@@ -1,7 +1,6 @@
 """`logbus server start` in KRaft mode refuses what it cannot run, naming why: storage not
-formatted by `logbus storage format`, formatted for another node or for two clusters, a
-broker without `controller.quorum.voters`, and a KRaft broker with an authorizer (not
-available yet)."""
+formatted by `logbus storage format`, formatted for another node or for two clusters, and
+a broker without `controller.quorum.voters`."""
 
 from __future__ import annotations
 
@@ -65,12 +64,3 @@ def test_a_broker_on_storage_of_two_clusters_stops_start_up(tmp_path: Path) -> N
     result = start_broker(tmp_path, *BROKER, f"log.dirs={first},{second}")
     assert result.returncode == 1
     assert "Invalid cluster.id" in result.stderr
-
-
-def test_a_kraft_broker_with_an_authorizer_stops_start_up(tmp_path: Path) -> None:
-    format_directories([str(tmp_path)], str(tmp_path), cluster_id=random_uuid(), node_id=5)
-    result = start_broker(
-        tmp_path, *BROKER, "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"
-    )
-    assert result.returncode == 1
-    assert "authorizer.class.name" in result.stderr

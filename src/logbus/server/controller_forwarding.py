@@ -3,10 +3,9 @@ and request forwarding, KIP-590): admin requests the broker cannot answer from i
 metadata image go to the quorum's leader, and its answer goes back to the client as is.
 
 Kafka wraps a forwarded request in an Envelope carrying the client's principal, and the
-controller authorises it. Here the broker sends the client's request as its own: it is
-the first step KIP-590 allows, and a KRaft broker refuses to start with
-`authorizer.class.name` set until Envelope is there (docs/kraft.md), so no request is
-let through that the broker would have refused.
+controller authorises it. Here the broker authorises it with its own ACLs (the image's;
+`forwarding_authorization.py`) and sends what passes as its own request: the first step
+KIP-590 allows, until the controller takes Envelope (docs/kraft.md).
 
 The entry point is `ActiveController`. Runs on the broker's event loop; not thread-safe.
 """
@@ -16,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from logbus.client.connection import Connection
@@ -26,6 +25,7 @@ from logbus.controller.topic_admin import ZERO_UUID, NewTopic, TopicResult
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.raft.quorum_config import VoterAddress
 from logbus.server.api import ApiHandler, Handlers, RequestContext
+from logbus.server.forwarding_authorization import screen
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.quorum_controller import CONTROLLER_API_VERSIONS
 
@@ -166,19 +166,35 @@ class ActiveController:
 
 
 
-def _forward(api_key: ApiKey) -> Callable[[RequestContext, Any], Any]:
-    async def handle(ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        forwarding = ctx.services.forwarding
-        assert forwarding is not None  # installed only on KRaft brokers
-        try:
-            return await forwarding.request(
-                api_key, body, ctx.version, timeout=FORWARD_TIMEOUT_S
-            )
-        except (KafkaError, OSError, TimeoutError) as exc:
-            logger.warning("forwarding %s to the controller failed: %s", api_key.name, exc)
-            raise
+def _forward(
+    api_key: ApiKey, own: Callable[[RequestContext, Any], Awaitable[Any]]
+) -> Callable[[RequestContext, Any], Awaitable[Any]]:
+    """The handler that forwards `api_key`: with an authorizer, only what the principal
+    may do (`forwarding_authorization.screen`); a refused cluster-level request gets the
+    broker's own handler's refusal (`own`)."""
+
+    async def handle(ctx: RequestContext, body: dict[str, Any]) -> Any:
+        if ctx.services.authorizer is None:
+            return await _send_forwarded(ctx, api_key, body)
+        screened = screen(ctx, api_key, body)
+        if screened is None:
+            return await own(ctx, body)
+        answer = None
+        if screened.body is not None:
+            answer = await _send_forwarded(ctx, api_key, screened.body)
+        return screened.merge(answer) if screened.results_key else answer
 
     return handle
+
+
+async def _send_forwarded(ctx: RequestContext, api_key: ApiKey, body: dict[str, Any]) -> Any:
+    forwarding = ctx.services.forwarding
+    assert forwarding is not None  # installed only on KRaft brokers
+    try:
+        return await forwarding.request(api_key, body, ctx.version, timeout=FORWARD_TIMEOUT_S)
+    except (KafkaError, OSError, TimeoutError) as exc:
+        logger.warning("forwarding %s to the controller failed: %s", api_key.name, exc)
+        raise
 
 
 def forwarding_handlers(handlers: Handlers) -> Handlers:
@@ -189,7 +205,8 @@ def forwarding_handlers(handlers: Handlers) -> Handlers:
         own = handlers[api_key]
         low, high = CONTROLLER_API_VERSIONS[api_key]
         out[api_key] = ApiHandler(
-            api_key, max(own.min_version, low), min(own.max_version, high), _forward(api_key)
+            api_key, max(own.min_version, low), min(own.max_version, high),
+            _forward(api_key, own.handle),
         )
     return out
 

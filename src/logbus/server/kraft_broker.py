@@ -12,10 +12,10 @@ caught up with its registration). Admin requests go to the active controller
 (`controller_forwarding.py`), and so do producer id blocks and ISR changes
 (AlterPartition, through the replica manager's `AlterPartitionManager`).
 
-Client quotas, SCRAM credentials, dynamic broker configs and topic configs follow the
-image. The parts that still read a metadata store (the ZooKeeper-era Describe* and
-AlterConfigs handlers) get a local embedded store nothing writes: docs/kraft.md lists
-what is not taken from the image yet.
+Client quotas, SCRAM credentials, ACLs, dynamic broker configs and topic configs follow
+the image. What still reads a metadata store gets a local embedded store nothing writes
+(ApiVersions leaves out the APIs that would act on it): docs/kraft.md lists what is not
+taken from the image yet.
 
 The entry point is `KRaftBroker`; `logbus server start` runs it for the broker role.
 Owned by one event loop.
@@ -31,8 +31,9 @@ from typing import Final
 from logbus.common.config_def import ConfigValue
 from logbus.controller.cluster_metadata import BrokerInfo
 from logbus.controller.controller import Controller
+from logbus.controller.controller_events import ControllerEventManager
 from logbus.controller.metadata_store import EmbeddedStore, MetadataStore
-from logbus.metadata.image import MetadataImage
+from logbus.metadata.image import EMPTY_IMAGE, MetadataImage
 from logbus.protocol import ApiKey
 from logbus.raft.raft_client import RaftClient
 from logbus.server.broker import Broker, BrokerParts
@@ -53,12 +54,14 @@ from logbus.server.metadata_loader import MetadataLoader
 from logbus.server.metadata_publisher import (
     MetadataPublisher,
     broker_config_layers,
+    publish_acls,
     publish_client_quotas,
     publish_scram_credentials,
 )
 from logbus.server.producer_ids import ProducerIdManager
 from logbus.server.replica.alter_partition_manager import ControllerEndpoint
 from logbus.server.replica.replica_manager import ReplicaManager
+from logbus.server.security.authorizer import Authorizer, parse_super_users
 from logbus.server.security.credential_cache import CredentialCache
 from logbus.storage.log_manager import LogManager
 from logbus.storage.meta_properties import MetaProperties
@@ -88,17 +91,10 @@ UNFENCE_LOG_INTERVAL_S: Final = 30.0
 
 
 def _kraft_broker_settings(config: BrokerConfig) -> KRaftSettings:
-    """The KRaft settings of a broker-role node; BrokerStartupError naming the setting a
-    broker cannot run with yet."""
+    """The KRaft settings of a broker-role node."""
     kraft = config.kraft
     if kraft is None or not kraft.is_broker:
         raise BrokerStartupError("a KRaft broker needs process.roles with the broker role")
-    if config.authorizer_class_name:
-        raise BrokerStartupError(
-            "authorizer.class.name is not available on KRaft brokers yet (ACLs are "
-            "forwarded without the client's principal until Envelope is there; see "
-            "docs/kraft.md)"
-        )
     return kraft
 
 
@@ -124,6 +120,8 @@ class KRaftBroker(Broker):
         self.loader: MetadataLoader | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self._credential_cache: CredentialCache | None = None
+        self._authorizer: Authorizer | None = None
+        self._publisher: MetadataPublisher | None = None
         self._static: dict[str, ConfigValue] = {}
         self.active_controller = ActiveController(
             self.broker_id,
@@ -231,7 +229,9 @@ class KRaftBroker(Broker):
             lambda old, new: publish_client_quotas(old, new, self.quotas),
             self._follow_credentials,
             self._follow_broker_configs,
+            self._follow_acls,
         ]
+        self._publisher = publisher
         loader = MetadataLoader(self.raft, after_replay=after_replay)
         lifecycle = self._lifecycle_manager(loader)
         await loader.start()
@@ -251,6 +251,28 @@ class KRaftBroker(Broker):
                        endpoints[0].listener, endpoints),
         )  # fmt: skip
         return placeholder, None, None
+
+    async def _start_authorizer(
+        self, store: MetadataStore, undo: contextlib.AsyncExitStack
+    ) -> tuple[Authorizer | None, ControllerEventManager | None]:
+        """The ACL authorizer (authorizer.class.name set), holding the image's ACLs and
+        following their changes."""
+        cfg = self.config
+        if not cfg.authorizer_class_name:
+            return None, None
+        authorizer = Authorizer(
+            store,
+            super_users=parse_super_users(cfg.super_users),
+            allow_everyone_if_no_acl_found=cfg.allow_everyone_if_no_acl_found,
+        )
+        self._authorizer = authorizer
+        if self._publisher is not None:  # the image so far; the followers do the rest
+            publish_acls(EMPTY_IMAGE, self._publisher.published, authorizer)
+        return authorizer, None
+
+    def _follow_acls(self, old: MetadataImage, new: MetadataImage) -> None:
+        if self._authorizer is not None:
+            publish_acls(old, new, self._authorizer)
 
     def _follow_credentials(self, old: MetadataImage, new: MetadataImage) -> None:
         if self._credential_cache is not None:

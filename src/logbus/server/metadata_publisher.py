@@ -48,12 +48,21 @@ from logbus.metadata.image import (
     QuotaEntity,
     TopicImage,
 )
+from logbus.protocol.acl_types import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from logbus.server.quotas.entity import CLIENT_ID_TYPE, DEFAULT, USER_TYPE
 from logbus.server.quotas.entity import QuotaEntity as ClientQuotaEntity
 
 if TYPE_CHECKING:
     from logbus.server.controller_link import ControllerLink
     from logbus.server.quotas.manager import ClientQuotas
+    from logbus.server.security.authorizer import Authorizer
     from logbus.server.security.credential_cache import CredentialCache
     from logbus.storage.log_manager import LogManager
 
@@ -64,6 +73,7 @@ __all__ = [
     "cache_brokers",
     "cache_topic",
     "image_changes",
+    "publish_acls",
     "publish_client_quotas",
     "publish_scram_credentials",
 ]
@@ -284,3 +294,25 @@ def broker_config_layers(
         image.configs.get(ConfigResource(BROKER_RESOURCE, ""), NO_CONFIGS),
         image.configs.get(ConfigResource(BROKER_RESOURCE, str(broker_id)), NO_CONFIGS),
     )
+
+
+def image_acls(image: MetadataImage) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    """The image's ACLs by resource pattern, as the authorizer holds them."""
+    found: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for acl in image.acls.values():
+        pattern = ResourcePattern(
+            ResourceType(acl.resource_type), acl.resource_name, PatternType(acl.pattern_type)
+        )
+        found.setdefault(pattern, set()).add(
+            AccessControlEntry(
+                acl.principal, acl.host, AclOperation(acl.operation),
+                AclPermissionType(acl.permission_type),
+            )
+        )  # fmt: skip
+    return {pattern: frozenset(entries) for pattern, entries in found.items()}
+
+
+def publish_acls(old: MetadataImage, new: MetadataImage, authorizer: Authorizer) -> None:
+    """The ACLs of the image into the broker's authorizer."""
+    if old.acls is not new.acls:
+        authorizer.set_acls(image_acls(new))
