@@ -209,5 +209,29 @@ def test_acls_from_the_image_authorize_what_the_broker_forwards(tmp_path: Path) 
         refused = call(bootstrap, ALICE, ApiKey.CREATE_ACLS, {"creations": [creation]})
         assert refused["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         assert len(broker.authorizer.bindings()) == 1  # type: ignore[union-attr]
+        # alice may create a-1 but not grow, reconfigure or delete it, nor broker configs
+        grown = call(bootstrap, ALICE, ApiKey.CREATE_PARTITIONS, {
+            "topics": [{"name": "a-1", "count": 2, "assignments": None}],
+            "timeout_ms": 10_000, "validate_only": False,
+        })  # fmt: skip
+        assert grown["results"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        configs = call(bootstrap, ALICE, ApiKey.INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [
+                {"resource_type": 2, "resource_name": "a-1", "configs": []},
+                {"resource_type": 4, "resource_name": "", "configs": []},
+            ],
+            "validate_only": False,
+        })  # fmt: skip
+        assert sorted(r["error_code"] for r in configs["responses"]) == sorted(
+            [ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+        )
+        deleted = call(bootstrap, ALICE, ApiKey.DELETE_TOPICS,
+                       {"topic_names": ["a-1"], "timeout_ms": 10_000}, 5)  # fmt: skip
+        assert deleted["responses"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        # the super user's delete passes
+        deleted = call(bootstrap, ADMIN, ApiKey.DELETE_TOPICS,
+                       {"topic_names": ["a-1"], "timeout_ms": 10_000}, 5)  # fmt: skip
+        assert deleted["responses"][0]["error_code"] == ErrorCode.NONE
+        until(lambda: broker.replica_manager.partition("a-1", 0) is None, "a-1 deleted")
     finally:
         running.stop()
