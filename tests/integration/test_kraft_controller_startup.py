@@ -1,6 +1,7 @@
 """`logbus server start` in KRaft mode refuses what it cannot run, naming why: storage not
 formatted by `logbus storage format`, formatted for another node or for two clusters, and
-a broker without `controller.quorum.voters`."""
+a broker without `controller.quorum.voters`; and a broker still waiting to be unfenced
+stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 from broker_cli import start_broker
 
+from brokers import BrokerProcess
 from logbus.storage.formatter import format_directories, random_uuid
+from ports import free_port
 
 CONTROLLER = (
     "process.roles=controller",
@@ -64,3 +67,18 @@ def test_a_broker_on_storage_of_two_clusters_stops_start_up(tmp_path: Path) -> N
     result = start_broker(tmp_path, *BROKER, f"log.dirs={first},{second}")
     assert result.returncode == 1
     assert "Invalid cluster.id" in result.stderr
+
+
+def test_a_broker_waiting_to_be_unfenced_stops_on_sigterm(tmp_path: Path) -> None:
+    """No controller answers: the broker listens, waits to be unfenced, and SIGTERM ends
+    the wait (the start is undone) rather than being held until it has started."""
+    data = tmp_path / "data"
+    format_directories([str(data)], str(data), cluster_id=random_uuid(), node_id=5)
+    extra = [arg for setting in BROKER for arg in ("--override", setting)]
+    broker = BrokerProcess(data, free_port(), extra).start()
+    try:
+        assert broker.terminate() == 0
+    finally:
+        broker.kill()
+    log = (tmp_path / f"broker-{broker.port}.log").read_text()
+    assert "waiting to be unfenced" in log and "stopped while starting" in log

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from logbus.common.config_def import ConfigError
 from logbus.server.config.broker_config import BrokerConfig, load_properties, parse_overrides
+
+if TYPE_CHECKING:
+    from logbus.server.broker import Broker
+    from logbus.server.controller_node import ControllerNode
 
 
 def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
@@ -38,12 +44,33 @@ async def serve(config: BrokerConfig) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()  # a start that fails stops what it had built, then raises
+    if not await _start_unless_stopped(broker, stop):
+        logging.getLogger("logbus").info("stopped while starting")
+        return
     try:
         await stop.wait()
     finally:
         logging.getLogger("logbus").info("shutting down")
         await broker.stop()
+
+
+async def _start_unless_stopped(broker: Broker | ControllerNode, stop: asyncio.Event) -> bool:
+    """Start `broker`; False when SIGTERM or SIGINT came first (a KRaft broker waits as
+    long as it takes to be unfenced): the start is cancelled, which stops what it had
+    built. A start that fails stops what it had built, then raises."""
+    starting = asyncio.ensure_future(broker.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if starting.done():
+        starting.result()
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    return False
 
 
 def run(args: argparse.Namespace) -> int:
