@@ -44,7 +44,9 @@ async def serve(config: BrokerConfig) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if not await _start_unless_stopped(broker, stop):
+    if config.kraft is None:
+        await broker.start()  # a start that fails stops what it had built, then raises
+    elif not await _start_unless_stopped(broker, stop):
         logging.getLogger("logbus").info("stopped while starting")
         return
     try:
@@ -55,8 +57,8 @@ async def serve(config: BrokerConfig) -> None:
 
 
 async def _start_unless_stopped(broker: Broker | ControllerNode, stop: asyncio.Event) -> bool:
-    """Start `broker`; False when SIGTERM or SIGINT came first (a KRaft broker waits as
-    long as it takes to be unfenced): the start is cancelled, which stops what it had
+    """Start a KRaft node; False when SIGTERM or SIGINT came first (a KRaft broker waits
+    as long as it takes to be unfenced): the start is cancelled, which stops what it had
     built. A start that fails stops what it had built, then raises."""
     starting = asyncio.ensure_future(broker.start())
     stopping = asyncio.ensure_future(stop.wait())
