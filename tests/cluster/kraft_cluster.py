@@ -15,12 +15,14 @@ controller-only ones are in `controllers_only`. A helper module, not a conftest.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from cluster_processes import BrokerNode, ProcessCluster
 
 from logbus.cli.main import main as logbus_main
+from logbus.cli.metadata_quorum import describe_quorum
 from ports import free_port
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -63,6 +65,7 @@ class KRaftProcessCluster(ProcessCluster):
             "offsets.topic.replication.factor": str(min(3, len(brokers))),
             **{k.replace("_", "."): v for k, v in overrides.items()},
         }
+        self.controller_ports = controller_ports
         self.nodes: dict[int, BrokerNode] = {}
         self.controllers_only: dict[int, BrokerNode] = {}
         for node in ids:
@@ -122,5 +125,20 @@ class KRaftProcessCluster(ProcessCluster):
         part = self.metadata(topic, via).partitions[partition]
         return {"leader": int(part.leader), "isr": list(part.isr)}
 
+    def quorum(self) -> dict[str, Any]:
+        """The active controller's DescribeQuorum answer (`leader_id`, `leader_epoch`,
+        `high_watermark`, ...), asking the running controllers."""
+        running = [
+            n for n, port in self.controller_ports.items()
+            if (self.nodes.get(n) or self.controllers_only[n]).running
+        ]  # fmt: skip
+        bootstrap = ",".join(f"127.0.0.1:{self.controller_ports[n]}" for n in running)
+        return asyncio.run(describe_quorum(bootstrap))[1]
+
+    def active_controller(self) -> int:
+        """The node id of the active controller (the quorum's leader)."""
+        return int(self.quorum()["leader_id"])
+
     def controller_epoch(self) -> int:
-        raise NotImplementedError("KRaft has no controller epoch: the quorum's epoch")
+        """The quorum's epoch (KRaft's counterpart of the ZooKeeper controller epoch)."""
+        return int(self.quorum()["leader_epoch"])

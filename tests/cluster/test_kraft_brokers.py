@@ -3,8 +3,9 @@ metadata log. Three combined nodes (`process.roles=broker,controller`) take a to
 created by confluent-kafka's admin client (forwarded to the active controller), an
 acks=all idempotent producer's records and give them all back to a consumer group; a
 partition leader killed with kill -9 is fenced when its session times out, a new leader
-comes from the ISR, the load goes on and the checker finds nothing lost, duplicated or
-reordered; a broker-only node beside three controller-only nodes serves as well."""
+comes from the ISR, the load goes on, and so it does when the active controller is
+killed next; the checker finds nothing lost, duplicated or reordered; a broker-only
+node beside three controller-only nodes serves as well."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def test_three_combined_nodes_serve_confluent_kafka(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_a_killed_partition_leader_is_replaced_from_the_isr_under_load(tmp_path: Path) -> None:
+def test_a_killed_partition_leader_then_active_controller_under_load(tmp_path: Path) -> None:
     with KRaftProcessCluster(
         tmp_path, brokers=[1, 2, 3], controllers=[1, 2, 3], min_insync_replicas="2"
     ) as cluster:
@@ -109,6 +110,20 @@ def test_a_killed_partition_leader_is_replaced_from_the_isr_under_load(tmp_path:
             cluster.wait_for(lambda: victim not in cluster.broker_ids(), 30, "the victim fenced")
             load.wait_acknowledged(load.acknowledged() + 200)
             cluster.start_broker(victim)
+            wait_isr(cluster, TOPIC, 2)
+            load.wait_acknowledged(load.acknowledged() + 200)
+            # then the active controller (a broker too): the quorum elects another, and
+            # the brokers keep their sessions with it
+            epoch = cluster.controller_epoch()
+            controller = cluster.active_controller()
+            cluster.kill(controller)
+            cluster.wait_for(
+                lambda: cluster.active_controller() not in (controller,)
+                and cluster.controller_epoch() > epoch,
+                60, f"a new active controller after kill -9 of {controller}",
+            )  # fmt: skip
+            load.wait_acknowledged(load.acknowledged() + 200)
+            cluster.start_broker(controller)
             wait_isr(cluster, TOPIC, 2)
             load.wait_acknowledged(load.acknowledged() + 200)
         assert not load.errors, load.errors
