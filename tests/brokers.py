@@ -49,6 +49,8 @@ class RunningBroker:
     broker: Broker | None = None
     loop: LoopThread | None = None
     port: int = 0
+    node: type[Broker] = Broker
+    """The broker class to run (a KRaft broker's, `KRaftBroker`, on formatted storage)."""
 
     @property
     def bootstrap(self) -> str:
@@ -63,7 +65,7 @@ class RunningBroker:
             **self.overrides,
         }
         self.loop = LoopThread("test-broker")
-        self.broker = Broker(BrokerConfig.from_properties(props))
+        self.broker = self.node(BrokerConfig.from_properties(props))
         self.loop.run(self.broker.start(), START_STOP_TIMEOUT)
         self.port = self.broker.port
         return self

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from logbus.common.config_def import ConfigError
 from logbus.common.network.frame_stream import MemoryPool
@@ -46,6 +46,7 @@ from logbus.server.cluster_member import (
 )
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.dynamic_config import DynamicConfigManager
+from logbus.server.config.listeners import Listener as ListenerConfig
 from logbus.server.config.topic_config import effective_topic_config, validate_topic_configs
 from logbus.server.controlled_shutdown import shut_down_controlled
 from logbus.server.controller_link import ControllerLink
@@ -83,6 +84,10 @@ from logbus.server.txn_marker_writer import own_marker_writer
 from logbus.storage.log_cleaner import CleanerConfig
 from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import IO_THREADS, LogManager
+
+if TYPE_CHECKING:
+    from logbus.server.controller_forwarding import ActiveController
+    from logbus.server.replica.alter_partition_manager import ControllerEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -272,13 +277,13 @@ class Broker:
                 listener.port or bound.get(listener.name, self.port),
                 listener.security_protocol,
             )
-            for listener in self.config.advertised_listeners
+            for listener in self._advertised_listeners()
         ]
 
     def advertised(self) -> tuple[str, int]:
-        listener = self.config.advertised_listeners[0]
+        listener = self._advertised_listeners()[0]
         port = listener.port or self.port
-        if listener.port == self.config.listeners[0].port:
+        if listener.port == self._served_listeners()[0].port:
             port = self.port
         return (listener.host or "localhost", port)
 
@@ -309,6 +314,25 @@ class Broker:
             self.metadata_cache.cluster_id,
         )
 
+    def _served_listeners(self) -> list[ListenerConfig]:
+        """The listeners this broker serves clients and brokers on."""
+        return self.config.listeners
+
+    def _advertised_listeners(self) -> list[ListenerConfig]:
+        return self.config.advertised_listeners
+
+    def _controller_endpoint(self) -> ControllerEndpoint | None:
+        """Where ISR changes go (None: the controller the metadata cache names)."""
+        return None
+
+    def _forwarding(self) -> ActiveController | None:
+        """The way to a KRaft quorum's active controller (none here)."""
+        return None
+
+    def _producer_id_manager(self, store: MetadataStore) -> ProducerIdManager:
+        """Where producer id blocks come from: the metadata store."""
+        return ProducerIdManager(store, self.broker_id, threaded=self.config.uses_zookeeper)
+
     async def _assemble(self, undo: contextlib.AsyncExitStack) -> BrokerParts:
         """Build and start the parts in order; each pushes onto `undo` how to stop it."""
         metrics_address = self._metrics_address()
@@ -327,9 +351,7 @@ class Broker:
             replica_manager.metrics = self.apis.metrics = self.metrics
         group_coordinator = self._start_group_coordinator(replica_manager, undo)
         # built before the transaction coordinator, which asks it for new producer ids
-        producer_ids = ProducerIdManager(
-            store, self.broker_id, threaded=self.config.uses_zookeeper
-        )
+        producer_ids = self._producer_id_manager(store)
         marker_channel, transaction_coordinator = self._start_transaction_coordinator(
             replica_manager, producer_ids, undo
         )
@@ -371,10 +393,13 @@ class Broker:
             share_partitions=share_partitions,
             share_state=share_state,
             share_state_store=share_state_store,
+            credentials=credentials,
+            forwarding=self._forwarding(),
         )
         replica_manager.start_replication(
-            cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch
-        )
+            cfg, self.metadata_cache, broker_epoch=lambda: link.broker_epoch,
+            controller=self._controller_endpoint(),
+        )  # fmt: skip
         undo.push_async_callback(replica_manager.stop_replication)
         undo.push_async_callback(self._cancel_tasks)
         if cluster is not None:
@@ -496,7 +521,7 @@ class Broker:
         queued_bytes = cfg.queued_max_request_bytes
         memory_pool = MemoryPool(queued_bytes) if queued_bytes > 0 else None
         mapper = principal_mapper(cfg)
-        for listener_cfg in cfg.listeners:
+        for listener_cfg in self._served_listeners():
             listener = Listener(
                 listener_cfg.host,
                 listener_cfg.port,
@@ -984,8 +1009,10 @@ class Broker:
         """Listeners whose TLS settings or key and trust files changed take new contexts
         (new certificates); a context that cannot be built leaves the old one, with an
         error in the log."""
-        for listener_cfg, listener in zip(new.listeners, self.listeners, strict=False):
-            if listener.ssl_context is None:
+        served = {listener.name: listener for listener in self.listeners}
+        for listener_cfg in new.listeners:
+            listener = served.get(listener_cfg.name)  # none: a KRaft controller listener
+            if listener is None or listener.ssl_context is None:
                 continue
             name = listener_cfg.name
             fingerprint = ssl_fingerprint(new, name)

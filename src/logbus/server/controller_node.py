@@ -7,7 +7,8 @@ DescribeQuorum) carries the controller's metadata records: `QuorumController`
 active controller, turns BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics,
 CreatePartitions, AlterPartition, IncrementalAlterConfigs, AllocateProducerIds,
 CreateAcls, DeleteAcls, AlterClientQuotas and AlterUserScramCredentials into records.
-KRaft brokers replaying the log are the next step (docs/kraft.md).
+A combined node (`process.roles=broker,controller`) runs one inside its `KRaftBroker`
+(kraft_broker.py), whose broker follows the same Raft client's log.
 
 The entry point is `ControllerNode`; `logbus server start` runs it for a controller-only
 configuration.
@@ -30,7 +31,7 @@ from logbus.server.quorum_controller import ControllerSettings, QuorumController
 from logbus.storage.errors import KafkaStorageError
 from logbus.storage.meta_properties import MetaProperties, read_meta_properties
 
-__all__ = ["ControllerNode", "check_formatted"]
+__all__ = ["ControllerNode", "check_formatted", "quorum_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,24 @@ def check_formatted(config: BrokerConfig, kraft: KRaftSettings) -> MetaPropertie
     return found
 
 
+def quorum_config(config: BrokerConfig, meta: MetaProperties) -> QuorumConfig:
+    """The Raft settings of this node (a voter, or an observer when it is not one)."""
+    kraft = config.kraft
+    assert kraft is not None
+    return QuorumConfig(
+        node_id=kraft.node_id,
+        voters=kraft.voters,
+        metadata_log_dir=Path(kraft.metadata_log_dir),
+        cluster_id=meta.cluster_id or "",
+        election_timeout_ms=kraft.election_timeout_ms,
+        election_backoff_max_ms=kraft.election_backoff_max_ms,
+        fetch_timeout_ms=kraft.fetch_timeout_ms,
+        request_timeout_ms=kraft.request_timeout_ms,
+        max_bytes_between_snapshots=kraft.max_bytes_between_snapshots,
+        directory_id=meta.directory_id or "",
+    )
+
+
 class ControllerNode:
     """One controller-only node: its Raft client, the controller on it and the listener
     it answers on. `start()`, then `stop()`; runs on one event loop."""
@@ -85,18 +104,7 @@ class ControllerNode:
             for listener in self.config.listeners
             if listener.name == kraft.controller_listener_names[0]
         )
-        quorum = QuorumConfig(
-            node_id=kraft.node_id,
-            voters=kraft.voters,
-            metadata_log_dir=Path(kraft.metadata_log_dir),
-            cluster_id=meta.cluster_id or "",
-            election_timeout_ms=kraft.election_timeout_ms,
-            election_backoff_max_ms=kraft.election_backoff_max_ms,
-            fetch_timeout_ms=kraft.fetch_timeout_ms,
-            request_timeout_ms=kraft.request_timeout_ms,
-            max_bytes_between_snapshots=kraft.max_bytes_between_snapshots,
-            directory_id=meta.directory_id or "",
-        )
+        quorum = quorum_config(self.config, meta)
         self.client = RaftClient(quorum)
         await self.client.start()
         self.controller = QuorumController(self.client, self._controller_settings(quorum))

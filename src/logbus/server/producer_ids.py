@@ -71,6 +71,14 @@ class ProducerIdManager:
             if self._next > self._end:
                 await asyncio.to_thread(self._reserve_block)
 
+    def available(self) -> bool:
+        """Whether the reserved block has an id left."""
+        return self._next <= self._end
+
+    def take_block(self, start: int, end: int) -> None:
+        """Hand out ids `start` to `end` (a block reserved elsewhere) from now on."""
+        self._next, self._end = start, end
+
     def next_id(self) -> int:
         if self._next > self._end:
             self._reserve_block()

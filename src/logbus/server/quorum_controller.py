@@ -68,11 +68,30 @@ from logbus.server.metadata_loader import MetadataLoader
 if TYPE_CHECKING:
     from logbus.protocol.messages.alter_client_quotas_request import EntryData
 
-__all__ = ["ControllerSettings", "QuorumController"]
+__all__ = ["CONTROLLER_API_VERSIONS", "ControllerSettings", "QuorumController"]
 
 logger = logging.getLogger(__name__)
 
 NO_OP_RECORD: Final = encode_record("NoOpRecord", {})
+
+CONTROLLER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
+    ApiKey.BROKER_REGISTRATION: (0, 4),
+    ApiKey.BROKER_HEARTBEAT: (0, 1),
+    ApiKey.UNREGISTER_BROKER: (0, 0),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.ALTER_PARTITION: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+}
+"""The versions of each API the active controller serves beside the quorum's (what a
+KRaft broker forwarding a request may send it)."""
 
 
 @dataclass(frozen=True)
@@ -284,24 +303,23 @@ class QuorumController:
     # --- the requests -------------------------------------------------------------------
 
     def apis(self) -> dict[int, ControllerApi]:
-        return {
-            ApiKey.BROKER_REGISTRATION: ControllerApi((0, 4), self.broker_registration),
-            ApiKey.BROKER_HEARTBEAT: ControllerApi((0, 1), self.broker_heartbeat),
-            ApiKey.UNREGISTER_BROKER: ControllerApi((0, 0), self.unregister_broker),
-            ApiKey.CREATE_TOPICS: ControllerApi((2, 7), self.create_topics),
-            ApiKey.DELETE_TOPICS: ControllerApi((1, 6), self.delete_topics),
-            ApiKey.CREATE_PARTITIONS: ControllerApi((0, 3), self.create_partitions),
-            ApiKey.ALTER_PARTITION: ControllerApi((0, 3), self.alter_partition),
-            ApiKey.ELECT_LEADERS: ControllerApi((0, 2), self.elect_leaders),
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: ControllerApi((0, 1), self.incremental_alter_configs),
-            ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApi((0, 0), self.allocate_producer_ids),
-            ApiKey.CREATE_ACLS: ControllerApi((0, 3), self.create_acls),
-            ApiKey.DELETE_ACLS: ControllerApi((0, 3), self.delete_acls),
-            ApiKey.ALTER_CLIENT_QUOTAS: ControllerApi((0, 1), self.alter_client_quotas),
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ControllerApi(
-                (0, 0), self.alter_user_scram_credentials
-            ),
+        handlers: dict[int, Callable[[dict[str, Any], int], Any]] = {
+            ApiKey.BROKER_REGISTRATION: self.broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self.broker_heartbeat,
+            ApiKey.UNREGISTER_BROKER: self.unregister_broker,
+            ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.ALTER_PARTITION: self.alter_partition,
+            ApiKey.ELECT_LEADERS: self.elect_leaders,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
+            ApiKey.CREATE_ACLS: self.create_acls,
+            ApiKey.DELETE_ACLS: self.delete_acls,
+            ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.alter_user_scram_credentials,
         }
+        return {key: ControllerApi(CONTROLLER_API_VERSIONS[key], h) for key, h in handlers.items()}
 
     async def broker_registration(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         broker_id = body["broker_id"]

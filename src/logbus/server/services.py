@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
+    from logbus.server.controller_forwarding import ActiveController
     from logbus.server.controller_link import ControllerLink
     from logbus.server.metrics.broker_metrics import BrokerMetrics
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.quotas.manager import ClientQuotas
     from logbus.server.replica.replica_manager import ReplicaManager
     from logbus.server.security.authorizer import Authorizer
+    from logbus.server.security.credential_cache import CredentialCache
     from logbus.server.share.share_partition_manager import SharePartitionManager
     from logbus.server.share.state_store import CoordinatorStateStore
     from logbus.storage.log_manager import LogManager
@@ -68,6 +70,11 @@ class BrokerServices:
     """The share coordinator: the `__share_group_state` partitions led here."""
     share_state_store: CoordinatorStateStore | None = None
     """The way to every share coordinator of the cluster (the share-group offsets APIs)."""
+    credentials: CredentialCache | None = None
+    """Every user's SCRAM credentials as the broker's logins check them."""
+    forwarding: ActiveController | None = None
+    """A KRaft broker's way to the active controller: admin requests and topics a client
+    asks for implicitly go there (None in ZooKeeper mode and stand-alone)."""
 
     @property
     def in_cluster(self) -> bool:

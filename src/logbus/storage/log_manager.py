@@ -50,6 +50,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+METADATA_LOG_DIR_NAME = "__cluster_metadata-0"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 # Threads that overlap the file-system waits of loading and closing many logs (at least
@@ -173,8 +174,8 @@ class LogManager:
                 # A move the broker's stop interrupted: the current log is intact.
                 self._dirs_to_delete.append((now_ms, path, None))
                 continue
-            if entry.name.endswith(STRAY_DIR_SUFFIX):
-                continue
+            if entry.name.endswith(STRAY_DIR_SUFFIX) or entry.name == METADATA_LOG_DIR_NAME:
+                continue  # the KRaft metadata log is the Raft client's, never a partition here
             try:
                 tp = parse_topic_partition(path)
             except ValueError:

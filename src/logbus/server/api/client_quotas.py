@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from logbus.controller.config_store import change_entity_config
@@ -224,8 +224,17 @@ def check_components(components: list[ComponentData]) -> None:
 def describe(
     store: MetadataStore, components: list[ComponentData], strict: bool
 ) -> list[DescribeEntry]:
+    return describe_entities(load_all(store), components, strict)
+
+
+def describe_entities(
+    configured: Mapping[QuotaEntity, Mapping[str, float]],
+    components: list[ComponentData],
+    strict: bool,
+) -> list[DescribeEntry]:
+    """The entries of `configured` that match the filter `components`."""
     entries: list[DescribeEntry] = []
-    for entity, values in load_all(store).items():
+    for entity, values in configured.items():
         if _matches(entity, components, strict):
             entries.append(
                 {
@@ -259,8 +268,14 @@ async def handle_describe_client_quotas(
             "error_message": str(exc),
             "entries": None,
         }
-    store = ctx.services.store
-    entries = await _in_store_thread(ctx, lambda: describe(store, components, request["strict"]))
+    if ctx.services.forwarding is not None:
+        # a KRaft broker: the quotas its image holds (and it enforces)
+        entries = describe_entities(ctx.services.quotas.configs, components, request["strict"])
+    else:
+        store = ctx.services.store
+        entries = await _in_store_thread(
+            ctx, lambda: describe(store, components, request["strict"])
+        )
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "entries": entries}
 

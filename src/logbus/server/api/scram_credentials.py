@@ -117,9 +117,17 @@ def _describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest)
     users named are answered once each, in the order first named (Kafka's
     `describeUserScramCredentials`)."""
     store = ctx.services.store
+    cache = ctx.services.credentials
+    if ctx.services.forwarding is not None and cache is not None:
+        # a KRaft broker: the credentials its image holds (and its logins check)
+        users: Callable[[], list[str]] = cache.users
+        credentials_of: Callable[[str], dict[str, ScramCredential]] = cache.credentials_of
+    else:
+        users = lambda: users_with_configs(store)  # noqa: E731
+        credentials_of = lambda user: stored_credentials(store, user)  # noqa: E731
     names = [u["name"] for u in request.get("users") or []]
     if not names:
-        everyone = ((user, stored_credentials(store, user)) for user in users_with_configs(store))
+        everyone = ((user, credentials_of(user)) for user in users())
         return [_described(user, credentials) for user, credentials in everyone if credentials]
     counts = collections.Counter(names)
     results: list[Any] = []
@@ -137,7 +145,7 @@ def _describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest)
                     f"request: {user}",
                 )
             )
-        elif credentials := stored_credentials(store, user):
+        elif credentials := credentials_of(user):
             results.append(_described(user, credentials))
         else:
             results.append(

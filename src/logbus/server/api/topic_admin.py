@@ -42,7 +42,10 @@ async def create_topic_for_client(ctx: RequestContext, spec: NewTopic) -> TopicR
 
     The active controller creates it; any other broker of a cluster writes the topic's
     znodes itself, as Kafka's `AdminZkClient` does, and the controller, which watches
-    `/brokers/topics`, elects its leaders; the topic is then not known here yet."""
+    `/brokers/topics`, elects its leaders; the topic is then not known here yet. A KRaft
+    broker asks the active controller."""
+    if ctx.services.forwarding is not None:
+        return await ctx.services.forwarding.create_topic(spec)
     controller = ctx.services.controller
     if not ctx.services.in_cluster:
         return controller.create_topic(spec)

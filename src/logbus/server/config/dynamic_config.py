@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from logbus.common.config_def import ConfigError, ConfigValue
@@ -46,6 +46,14 @@ def with_dynamic_layers(
     broker still starts."""
     default = fetch_entity_config(store, BROKER, DEFAULT_ENTITY)
     per_broker = fetch_entity_config(store, BROKER, str(broker_id))
+    return config_with_layers(static, default, per_broker)
+
+
+def config_with_layers(
+    static: dict[str, ConfigValue], default: Mapping[str, str], per_broker: Mapping[str, str]
+) -> BrokerConfig:
+    """The broker config with dynamic layers (the cluster-wide default, this broker's) on
+    top of `static`; a layer this version rejects is ignored with an error in the log."""
     for dynamic_default, dynamic_per_broker in (
         (default, per_broker),
         (default, {}),

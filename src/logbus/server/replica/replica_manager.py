@@ -31,7 +31,10 @@ from logbus.server.quotas.replication import (
     ReplicationQuota,
 )
 from logbus.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
-from logbus.server.replica.alter_partition_manager import AlterPartitionManager
+from logbus.server.replica.alter_partition_manager import (
+    AlterPartitionManager,
+    ControllerEndpoint,
+)
 from logbus.server.replica.partition import (
     AppendResult,
     Partition,
@@ -155,12 +158,14 @@ class ReplicaManager:
         config: BrokerConfig,
         metadata_cache: MetadataCache,
         broker_epoch: Callable[[], int] = lambda: -1,
+        controller: ControllerEndpoint | None = None,
     ) -> None:
         """Start following and leading with replicas (call on the event loop): partitions
         led elsewhere are fetched from their leader (addresses from `metadata_cache`), ISR
         changes go to the controller it names, shrinks are checked every
         replica.lag.time.max.ms / 2. Brokers are reached on inter.broker.listener.name.
-        `broker_epoch` is this broker's registration epoch."""
+        `broker_epoch` is this broker's registration epoch; `controller`, where ISR
+        changes go when it is not the broker the cache names (a KRaft quorum's leader)."""
         listener = config.inter_broker_listener_name
 
         def endpoint(broker_id: int) -> tuple[str, int] | None:
@@ -171,7 +176,7 @@ class ReplicaManager:
             found = info.endpoint(listener)
             return found.host, found.port
 
-        def controller() -> tuple[int, str, int] | None:
+        def cached_controller() -> tuple[int, str, int] | None:
             controller_id = metadata_cache.controller_id
             found = endpoint(controller_id)
             return None if found is None else (controller_id, *found)
@@ -189,7 +194,7 @@ class ReplicaManager:
         )
         self.alter_partition = AlterPartitionManager(
             self.broker_id,
-            controller,
+            controller or cached_controller,
             broker_epoch,
             retry_backoff_ms=min(fetcher_config.fetch_backoff_ms, 1000),
             request_timeout_ms=config.controller_socket_timeout_ms,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from logbus.controller.metadata_store import MetadataStore
 from logbus.protocol.acl_types import MATCH_ALL
@@ -110,6 +110,11 @@ class Authorizer:
     def reload(self, pattern: ResourcePattern) -> None:
         entries, _ = self.acl_store.read(pattern)
         self._put(pattern, entries)
+
+    def set_acls(self, acls: Mapping[ResourcePattern, Acls]) -> None:
+        """Every ACL at once, as a KRaft broker's metadata image holds them."""
+        with self._lock:
+            self._acls = {pattern: entries for pattern, entries in acls.items() if entries}
 
     def _put(self, pattern: ResourcePattern, entries: Acls) -> None:
         # writers (the change thread, ACL requests' worker threads) copy and replace the

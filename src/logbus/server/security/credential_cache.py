@@ -86,5 +86,20 @@ class CredentialCache:
         else:
             self._users.pop(user, None)
 
+    def set_user(self, user: str, credentials: dict[str, ScramCredential]) -> None:
+        """A user's credentials by mechanism as a KRaft broker's image has them (empty:
+        the user has none)."""
+        if credentials:
+            self._users[user] = dict(credentials)
+        else:
+            self._users.pop(user, None)
+
+    def users(self) -> list[str]:
+        """Every user with credentials, sorted."""
+        return sorted(self._users)
+
+    def credentials_of(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
