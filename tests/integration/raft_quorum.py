@@ -28,8 +28,8 @@ from tcp_proxy import TcpProxy
 from logbus.raft.quorum_config import QuorumConfig, VoterAddress
 from logbus.raft.raft_client import RaftClient
 from logbus.raft.raft_server import RaftServer
-from logbus.server.metadata_loader import MetadataLoader
-from logbus.server.quorum_controller import ControllerSettings, QuorumController
+from logbus.server.kraft.metadata_loader import MetadataLoader
+from logbus.server.kraft.quorum_controller import ControllerSettings, QuorumController
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 WAIT = 30.0

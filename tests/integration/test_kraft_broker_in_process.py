@@ -29,7 +29,7 @@ from logbus.client.connection import Connection
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.protocol.acl_types import AclOperation, AclPermissionType, PatternType
 from logbus.protocol.acl_types import ResourceType as AclResourceType
-from logbus.server.kraft_broker import KRaftBroker
+from logbus.server.kraft.kraft_broker import KRaftBroker
 from logbus.storage.formatter import format_directories, random_uuid
 from ports import free_port
 

@@ -22,8 +22,8 @@ from logbus.metadata.records import decode_record
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.raft.quorum_config import VoterAddress
 from logbus.raft.snapshots import list_snapshots, read_snapshot_records
-from logbus.server.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
-from logbus.server.quorum_controller import ControllerSettings, QuorumController
+from logbus.server.kraft.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
+from logbus.server.kraft.quorum_controller import ControllerSettings, QuorumController
 
 SESSION_MS = 2000
 # A 2 s fetch timeout: a loaded machine's pauses do not make the quorum elect again

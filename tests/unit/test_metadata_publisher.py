@@ -12,7 +12,7 @@ from typing import Any
 from logbus.metadata.delta import MetadataDelta
 from logbus.metadata.image import EMPTY_IMAGE, MetadataImage
 from logbus.metadata.records import decode_record, encode_record
-from logbus.server.metadata_publisher import cache_brokers, cache_topic, image_changes
+from logbus.server.kraft.metadata_publisher import cache_brokers, cache_topic, image_changes
 
 ORDERS = uuid.UUID("7a000000-0000-4000-8000-000000000001")
 AUDIT = uuid.UUID("7a000000-0000-4000-8000-000000000002")

@@ -86,7 +86,7 @@ from logbus.storage.log_config import LogConfig
 from logbus.storage.log_manager import IO_THREADS, LogManager
 
 if TYPE_CHECKING:
-    from logbus.server.controller_forwarding import ActiveController
+    from logbus.server.kraft.controller_forwarding import ActiveController
     from logbus.server.replica.alter_partition_manager import ControllerEndpoint
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from logbus.coordinator.transaction.coordinator import TransactionCoordinator
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
-    from logbus.server.controller_forwarding import ActiveController
     from logbus.server.controller_link import ControllerLink
+    from logbus.server.kraft.controller_forwarding import ActiveController
     from logbus.server.metrics.broker_metrics import BrokerMetrics
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.quotas.manager import ClientQuotas

@@ -63,7 +63,7 @@ from logbus.server.config.config_admin import (
     check_topic_update,
 )
 from logbus.server.config.topic_config import TOPIC_CONFIG_DEF
-from logbus.server.metadata_loader import MetadataLoader
+from logbus.server.kraft.metadata_loader import MetadataLoader
 
 if TYPE_CHECKING:
     from logbus.protocol.messages.alter_client_quotas_request import EntryData

@@ -29,7 +29,7 @@ from logbus.client.requests.broker_lifecycle import broker_heartbeat, broker_reg
 from logbus.protocol import ErrorCode
 from logbus.protocol.messages.broker_registration_request import BrokerRegistrationRequest
 from logbus.raft.quorum_config import VoterAddress
-from logbus.server.metadata_loader import MetadataLoader
+from logbus.server.kraft.metadata_loader import MetadataLoader
 
 __all__ = ["BrokerEndpoint", "BrokerLifecycleManager", "BrokerState"]
 

@@ -27,7 +27,7 @@ from logbus.raft.raft_server import RaftServer
 from logbus.server.cluster_member import BrokerStartupError
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.kraft import KRaftSettings
-from logbus.server.quorum_controller import ControllerSettings, QuorumController
+from logbus.server.kraft.quorum_controller import ControllerSettings, QuorumController
 from logbus.storage.errors import KafkaStorageError
 from logbus.storage.meta_properties import MetaProperties, read_meta_properties
 

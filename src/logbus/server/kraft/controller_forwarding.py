@@ -25,9 +25,9 @@ from logbus.controller.topic_admin import ZERO_UUID, NewTopic, TopicResult
 from logbus.protocol import ApiKey, ErrorCode
 from logbus.raft.quorum_config import VoterAddress
 from logbus.server.api import ApiHandler, Handlers, RequestContext
-from logbus.server.forwarding_authorization import screen
+from logbus.server.kraft.forwarding_authorization import screen
+from logbus.server.kraft.quorum_controller import CONTROLLER_API_VERSIONS
 from logbus.server.producer_ids import ProducerIdManager
-from logbus.server.quorum_controller import CONTROLLER_API_VERSIONS
 
 if TYPE_CHECKING:
     from logbus.controller.metadata_store import MetadataStore

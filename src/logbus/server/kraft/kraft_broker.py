@@ -37,21 +37,21 @@ from logbus.metadata.image import EMPTY_IMAGE, MetadataImage
 from logbus.protocol import ApiKey
 from logbus.raft.raft_client import RaftClient
 from logbus.server.broker import Broker, BrokerParts
-from logbus.server.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
 from logbus.server.cluster_member import BrokerStartupError, ClusterMember
 from logbus.server.config.broker_config import BrokerConfig
 from logbus.server.config.dynamic_config import DynamicConfigManager, config_with_layers
 from logbus.server.config.kraft import KRaftSettings
 from logbus.server.config.listeners import Listener as ListenerConfig
-from logbus.server.controller_forwarding import (
+from logbus.server.controller_link import ControllerLink
+from logbus.server.kraft.broker_lifecycle import BrokerEndpoint, BrokerLifecycleManager, BrokerState
+from logbus.server.kraft.controller_forwarding import (
     ActiveController,
     ControllerProducerIds,
     forwarding_handlers,
 )
-from logbus.server.controller_link import ControllerLink
-from logbus.server.controller_node import ControllerNode, check_formatted, quorum_config
-from logbus.server.metadata_loader import MetadataLoader
-from logbus.server.metadata_publisher import (
+from logbus.server.kraft.controller_node import ControllerNode, check_formatted, quorum_config
+from logbus.server.kraft.metadata_loader import MetadataLoader
+from logbus.server.kraft.metadata_publisher import (
     MetadataPublisher,
     broker_config_layers,
     publish_acls,
