@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import groupby, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -80,9 +80,11 @@ BULK_PRODUCER_DEFAULTS: Mapping[str, str] = {
 # when polls are small.
 _MAX_UNACKNOWLEDGED = 256
 
-_TOPIC, _PARTITION, _OFFSET, _TIMESTAMP, _TYPE, _KEY, _VALUE, _HEADERS = (
-    itemgetter(i) for i in range(len(ConsumerRecord._fields))
-)
+# A ConsumerRecord's fields, taken out of many records at once by C loops (map).
+_TIMESTAMP = itemgetter(ConsumerRecord._fields.index("timestamp"))
+_KEY = itemgetter(ConsumerRecord._fields.index("key"))
+_VALUE = itemgetter(ConsumerRecord._fields.index("value"))
+_HEADERS = itemgetter(ConsumerRecord._fields.index("headers"))
 _TOPIC_PARTITION = itemgetter(0, 1)
 
 
@@ -304,51 +306,61 @@ class _Stream(ConsumerRebalanceListener):
                 mirror.stats.lag.pop(self.index, None)
 
     async def copy(self, records: Sequence[ConsumerRecord]) -> None:
-        """Hand one poll's records to the producer in one `send_many`: the records are
-        turned into the producer's by C loops over their fields (no Python code runs per
-        record), partition for partition where the topic's counts match."""
-        partitions = await self.target_partitions(records)
-        values = list(map(_VALUE, records))
-        keys = list(map(_KEY, records))
-        timestamps = list(map(_TIMESTAMP, records))
-        out = list(
-            map(
-                ProducerRecord,
-                map(_TOPIC, records),
-                values,
-                keys,
-                partitions,
-                timestamps,
-                map(_HEADERS, records),
-            )
-        )
-        # The offset after each partition's last record (later records overwrite).
-        last = dict(zip(map(_TOPIC_PARTITION, records), map(_OFFSET, records), strict=True))
-        for (topic, partition), offset in last.items():
+        """Hand one poll's records to the producer: each partition's run of records in
+        one columnar `send_many` (values, keys, timestamps, and the partition when the
+        topic's counts match), whose columns C loops take out of the records; a run with
+        headers goes as records. No Python code runs per record."""
+        keep = await self.keep_partitions(records)
+        producer = self.mirror.producer
+        oldest = min(map(_TIMESTAMP, records))
+        size = 0
+        for (topic, partition), run in groupby(records, _TOPIC_PARTITION):
+            taken = list(run)
+            values = list(map(_VALUE, taken))
+            keys = list(map(_KEY, taken))
+            size += sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
+            target = partition if keep[topic] else None
+            if any(map(_HEADERS, taken)):
+                out = list(
+                    map(
+                        ProducerRecord,
+                        repeat(topic),
+                        values,
+                        keys,
+                        repeat(target),
+                        map(_TIMESTAMP, taken),
+                        map(_HEADERS, taken),
+                    )
+                )
+                future = await producer.send_many(out, metadata=False)
+            else:
+                future = await producer.send_many(
+                    topic=topic,
+                    values=values,
+                    keys=keys,
+                    partition=target,
+                    timestamps=list(map(_TIMESTAMP, taken)),
+                    metadata=False,
+                )
+            future.add_done_callback(self.mirror.delivered(oldest))
+            await self.track(future)
             tp = TopicPartition(topic, partition)
-            self.pending[tp] = self.positions[tp] = offset + 1
-        oldest = min(timestamps)
+            self.pending[tp] = self.positions[tp] = taken[-1].offset + 1
         stats = self.mirror.stats
-        stats.records.record(len(out))
-        stats.bytes.record(sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys))))
+        stats.records.record(len(records))
+        stats.bytes.record(size)
         stats.record_age.record(max(0.0, time.time() * 1000 - oldest))
-        future = await self.mirror.producer.send_many(out, metadata=False)
-        future.add_done_callback(self.mirror.delivered(oldest))
-        await self.track(future)
 
-    async def target_partitions(self, records: Sequence[ConsumerRecord]) -> Any:
-        """The partition each record goes to on the target: its own where the topic has
-        as many partitions on both sides, else None (the partitioner's choice)."""
+    async def keep_partitions(self, records: Sequence[ConsumerRecord]) -> dict[str, bool]:
+        """Whether each topic's records keep their partition on the target (as many
+        partitions on both sides), learning (or creating) the topics met for the first
+        time."""
         topics = self.mirror.topics
         keep: dict[str, bool] = {}
         for topic, partition in set(map(_TOPIC_PARTITION, records)):
             pair = topics.known(topic, partition) or await topics.pair(topic, partition)
             keep[topic] = keep.get(topic, True) and pair.same_partitions
-        if all(keep.values()):
-            return map(_PARTITION, records)
-        if not any(keep.values()):
-            return repeat(None)
-        return [r.partition if keep[r.topic] else None for r in records]
+        return keep
 
     async def track(self, send: asyncio.Future[Any]) -> None:
         """Remember an unacknowledged send, forgetting those acknowledged; with too many
