@@ -310,7 +310,7 @@ class _Stream(ConsumerRebalanceListener):
         one columnar `send_many` (values, keys, timestamps, and the partition when the
         topic's counts match), whose columns C loops take out of the records; a run with
         headers goes as records. No Python code runs per record."""
-        keep = await self.keep_partitions(records)
+        topics = self.mirror.topics
         producer = self.mirror.producer
         oldest = min(map(_TIMESTAMP, records))
         size = 0
@@ -319,7 +319,8 @@ class _Stream(ConsumerRebalanceListener):
             values = list(map(_VALUE, taken))
             keys = list(map(_KEY, taken))
             size += sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
-            target = partition if keep[topic] else None
+            pair = topics.known(topic, partition) or await topics.pair(topic, partition)
+            target = partition if pair.same_partitions else None
             if any(map(_HEADERS, taken)):
                 out = list(
                     map(
@@ -350,17 +351,6 @@ class _Stream(ConsumerRebalanceListener):
         stats.records.record(len(records))
         stats.bytes.record(size)
         stats.record_age.record(max(0.0, time.time() * 1000 - oldest))
-
-    async def keep_partitions(self, records: Sequence[ConsumerRecord]) -> dict[str, bool]:
-        """Whether each topic's records keep their partition on the target (as many
-        partitions on both sides), learning (or creating) the topics met for the first
-        time."""
-        topics = self.mirror.topics
-        keep: dict[str, bool] = {}
-        for topic, partition in set(map(_TOPIC_PARTITION, records)):
-            pair = topics.known(topic, partition) or await topics.pair(topic, partition)
-            keep[topic] = keep.get(topic, True) and pair.same_partitions
-        return keep
 
     async def track(self, send: asyncio.Future[Any]) -> None:
         """Remember an unacknowledged send, forgetting those acknowledged; with too many
