@@ -32,10 +32,10 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import chain, groupby, repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from logbus.client.admin import Admin
@@ -44,7 +44,7 @@ from logbus.client.consumer import (
     CommitFailedError,
     Consumer,
     ConsumerRebalanceListener,
-    ConsumerRecord,
+    PartitionColumns,
 )
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.metrics import Metrics
@@ -80,12 +80,19 @@ BULK_PRODUCER_DEFAULTS: Mapping[str, str] = {
 # when polls are small.
 _MAX_UNACKNOWLEDGED = 256
 
-# A ConsumerRecord's fields, taken out of many records at once by C loops (map).
-_TIMESTAMP = itemgetter(ConsumerRecord._fields.index("timestamp"))
-_KEY = itemgetter(ConsumerRecord._fields.index("key"))
-_VALUE = itemgetter(ConsumerRecord._fields.index("value"))
-_HEADERS = itemgetter(ConsumerRecord._fields.index("headers"))
 _TOPIC_PARTITION = itemgetter(0, 1)
+_VALUES = attrgetter("values")
+_KEYS = attrgetter("keys")
+_TIMESTAMPS = attrgetter("timestamps")
+
+
+def _joined(
+    run: list[PartitionColumns], column: Callable[[PartitionColumns], list[Any]]
+) -> list[Any]:
+    """One column of a partition's consecutive pieces, as one list."""
+    if len(run) == 1:
+        return column(run[0])
+    return list(chain.from_iterable(map(column, run)))
 
 
 class MirrorError(Exception):
@@ -291,9 +298,9 @@ class _Stream(ConsumerRebalanceListener):
             next_commit = time.monotonic() + interval
             try:
                 while not stop.is_set():
-                    records = await self.consumer.poll(_POLL_MS)
-                    if records:
-                        await self.copy(records)
+                    polled = await self.consumer.poll_columns(_POLL_MS)
+                    if polled:
+                        await self.copy(polled)
                     self.update_lag()
                     if mirror.failure is not None:
                         await mirror.flush()  # raises: the failure ends the mirror
@@ -305,23 +312,29 @@ class _Stream(ConsumerRebalanceListener):
             finally:
                 mirror.stats.lag.pop(self.index, None)
 
-    async def copy(self, records: Sequence[ConsumerRecord]) -> None:
+    async def copy(self, polled: Sequence[PartitionColumns]) -> None:
         """Hand one poll's records to the producer: each partition's run of records in
         one columnar `send_many` (values, keys, timestamps, and the partition when the
-        topic's counts match), whose columns C loops take out of the records; a run with
-        headers goes as records. No Python code runs per record."""
+        topic's counts match), straight from the consumer's columns; a run with headers
+        goes as records. No Python code runs per record."""
         topics = self.mirror.topics
         producer = self.mirror.producer
-        oldest = min(map(_TIMESTAMP, records))
-        size = 0
-        for (topic, partition), run in groupby(records, _TOPIC_PARTITION):
-            taken = list(run)
-            values = list(map(_VALUE, taken))
-            keys = list(map(_KEY, taken))
+        oldest = min(min(piece.timestamps) for piece in polled)
+        count = size = 0
+        for (topic, partition), pieces in groupby(polled, _TOPIC_PARTITION):
+            run = list(pieces)
+            values = _joined(run, _VALUES)
+            keys = _joined(run, _KEYS)
+            timestamps = _joined(run, _TIMESTAMPS)
+            count += len(values)
             size += sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
             pair = topics.known(topic, partition) or await topics.pair(topic, partition)
             target = partition if pair.same_partitions else None
-            if any(map(_HEADERS, taken)):
+            if any(piece.headers is not None for piece in run):
+                headers = chain.from_iterable(
+                    repeat((), len(piece.offsets)) if piece.headers is None else piece.headers
+                    for piece in run
+                )
                 out = list(
                     map(
                         ProducerRecord,
@@ -329,8 +342,8 @@ class _Stream(ConsumerRebalanceListener):
                         values,
                         keys,
                         repeat(target),
-                        map(_TIMESTAMP, taken),
-                        map(_HEADERS, taken),
+                        timestamps,
+                        headers,
                     )
                 )
                 future = await producer.send_many(out, metadata=False)
@@ -340,15 +353,15 @@ class _Stream(ConsumerRebalanceListener):
                     values=values,
                     keys=keys,
                     partition=target,
-                    timestamps=list(map(_TIMESTAMP, taken)),
+                    timestamps=timestamps,
                     metadata=False,
                 )
             future.add_done_callback(self.mirror.delivered(oldest))
             await self.track(future)
             tp = TopicPartition(topic, partition)
-            self.pending[tp] = self.positions[tp] = taken[-1].offset + 1
+            self.pending[tp] = self.positions[tp] = run[-1].offsets[-1] + 1
         stats = self.mirror.stats
-        stats.records.record(len(records))
+        stats.records.record(count)
         stats.bytes.record(size)
         stats.record_age.record(max(0.0, time.time() * 1000 - oldest))
 
