@@ -366,12 +366,13 @@ class _Stream(ConsumerRebalanceListener):
         stats.record_age.record(max(0.0, time.time() * 1000 - oldest))
 
     async def track(self, send: asyncio.Future[Any]) -> None:
-        """Remember an unacknowledged send, forgetting those acknowledged; with too many
-        in flight, wait for the oldest."""
+        """Remember an unacknowledged send, forgetting those answered (a failure is
+        noted as it is forgotten, so no later checkpoint misses it); with too many in
+        flight, wait for the oldest."""
         unacknowledged = self.unacknowledged
         unacknowledged.append(send)
         while unacknowledged and unacknowledged[0].done():
-            unacknowledged.popleft()
+            self.note_failure(unacknowledged.popleft())
         if len(unacknowledged) > _MAX_UNACKNOWLEDGED:
             await asyncio.wait([unacknowledged[0]])
 
@@ -410,15 +411,20 @@ class _Stream(ConsumerRebalanceListener):
     async def check_sends(self, sends: Sequence[asyncio.Future[Any]] | deque[Any]) -> None:
         """MirrorError if one of these answered sends failed. Checked here, not left to
         their callbacks, which may not have run yet when the producer's flush returns."""
-        mirror = self.mirror
         for send in sends:
-            if send.done() and mirror.failure is None:
-                if send.cancelled():
-                    mirror.failure = asyncio.CancelledError("the send was cancelled")
-                else:
-                    mirror.failure = send.exception()
-        if mirror.failure is not None:
-            await mirror.flush()  # raises: nothing after the failure is committed
+            if send.done():
+                self.note_failure(send)
+        if self.mirror.failure is not None:
+            await self.mirror.flush()  # raises: nothing after the failure is committed
+
+    def note_failure(self, send: asyncio.Future[Any]) -> None:
+        """Make an answered send's failure the mirror's (the first one stays)."""
+        mirror = self.mirror
+        if mirror.failure is None:
+            if send.cancelled():
+                mirror.failure = asyncio.CancelledError("the send was cancelled")
+            else:
+                mirror.failure = send.exception()
 
     async def commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit offsets whose records the target has acknowledged."""
