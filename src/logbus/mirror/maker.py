@@ -4,9 +4,12 @@ are committed only once the target has acknowledged everything read before them.
 
 Theory of operation (Kafka's legacy MirrorMaker, `kafka.tools.MirrorMaker`): each of the
 `streams` consumers polls, hands what it read to the shared producer and remembers, per
-partition, the offset after the last record it handed over. Handing over never waits for
-an acknowledgement (only for the producer's buffer space), so the next poll's records are
-read and encoded while the previous ones are in flight to the target. Every commit
+partition, the offset after the last record it handed over. Records travel as columns:
+the consumer's `poll_columns()` gives each batch's keys, values and timestamps as lists,
+and each partition's run of them goes to the producer's columnar `send_many` (with the
+partition and the timestamps), so no Python code runs per record. Handing over never
+waits for an acknowledgement (only for the producer's buffer space), so the next poll's
+records are read and encoded while the previous ones are in flight to the target. Every commit
 interval a stream takes a checkpoint: the offsets handed over so far and the sends still
 unacknowledged at that moment; once every one of those sends is acknowledged, it commits
 the checkpoint's offsets, while later records keep flowing. Before a rebalance takes
