@@ -230,11 +230,19 @@ class MirrorMaker:
     async def run(self, stop: asyncio.Event) -> None:
         """Copy until `stop` is set (then flush and commit what was copied) or a stream
         fails (MirrorError, or the client's error)."""
+        current = asyncio.current_task()
+        cancelling = 0 if current is None else current.cancelling()
         try:
             async with asyncio.TaskGroup() as group:
                 for i, config in enumerate(self.consumer_configs):
                     group.create_task(_Stream(self, i, config).run(stop))
         except BaseExceptionGroup as failed:
+            # Python 3.11's TaskGroup cancels this task when a stream fails while it
+            # waits for them to end, and may leave that request counted (it checks for
+            # it before the wait): take it back, or every await of the caller's clean-up
+            # (closing the clients) would be cancelled too.
+            while current is not None and current.cancelling() > cancelling:
+                current.uncancel()
             # One stream's failure is the mirror's: report it, not the group around it.
             first: BaseException = failed
             while isinstance(first, BaseExceptionGroup):
