@@ -227,3 +227,69 @@ def test_mirror_needs_include_or_whitelist(tmp_path: Path) -> None:
     result = run_mirror("--consumer.config", "c", "--producer.config", "p")
     assert result.returncode != 0
     assert "one of the arguments --include --whitelist is required" in result.stderr
+
+
+def test_mirror_copies_records_without_headers_in_bulk_keeping_what_they_carry(
+    broker_factory: Any, tmp_path: Path
+) -> None:
+    # Records without headers go to the target through the producer's columnar bulk path
+    # (a partition's run at a time, timestamps a column): partitions 1 and 2 here; runs
+    # holding a record with headers go as records (partition 0). Null keys, tombstones
+    # and timestamps out of order must arrive as they were.
+    source, target = broker_factory(**FAST_GROUPS), broker_factory(**FAST_GROUPS)
+    for broker in (source, target):
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("plain", 3, 1)]).values():
+            future.result(30)
+    producer = ConfluentProducer({"bootstrap.servers": source.bootstrap, "linger.ms": 50})
+    count = 3000
+    expected: dict[int, list[tuple[Any, ...]]] = {0: [], 1: [], 2: []}
+    for i in range(count):
+        key = None if i % 4 == 0 else f"key-{i % 17}".encode()
+        value = None if i % 10 == 3 else f"value-{i}".encode() * (1 + i % 3)
+        headers = [("h", str(i).encode())] if i % 300 == 0 else None  # partition 0
+        timestamp = BASE_TS + (i * 7919) % 10_000  # out of order within a partition
+        producer.produce("plain", value=value, key=key, partition=i % 3,
+                         timestamp=timestamp, headers=headers)
+        expected[i % 3].append((key, value, timestamp, headers))
+    assert producer.flush(30) == 0
+    mirror = start_mirror(
+        *configs(tmp_path, source, target), "--include", "plain",
+        "--offset.commit.interval.ms", "200",
+    )
+    try:
+        got = read_all(target.bootstrap, "plain", 3, count)
+    finally:
+        out, _ = stop_mirror(mirror)
+    assert len(got) == count
+    copied: dict[int, list[tuple[Any, ...]]] = {0: [], 1: [], 2: []}
+    for message in sorted(got, key=lambda m: (m.partition(), m.offset())):
+        copied[message.partition()].append(
+            (message.key(), message.value(), message.timestamp()[1], message.headers())
+        )
+    assert copied == expected
+    assert f"{count} records mirrored" in out
+
+
+def test_a_record_the_target_refuses_stops_the_mirror_before_its_offset_is_committed(
+    broker_factory: Any, tmp_path: Path
+) -> None:
+    source, target = broker_factory(**FAST_GROUPS), broker_factory(**FAST_GROUPS)
+    for broker, config in ((source, {}), (target, {"max.message.bytes": "4000"})):
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept until answered
+        admin.create_topics([NewTopic("sized", 1, 1, config=config)])["sized"].result(30)
+    producer = ConfluentProducer({"bootstrap.servers": source.bootstrap})
+    for i in range(120):
+        producer.produce("sized", value=b"x" * (20_000 if i == 60 else 100))
+    assert producer.flush(30) == 0
+    result = run_mirror(
+        *configs(tmp_path, source, target), "--include", "sized",
+        "--offset.commit.interval.ms", "50",
+    )
+    assert "could not be written to the target: MESSAGE_TOO_LARGE" in error_of(result)
+    committed = ConfluentConsumer({"bootstrap.servers": source.bootstrap, "group.id": "mirror"})
+    try:
+        [offset] = committed.committed([ConfluentTP("sized", 0)], timeout=30)
+    finally:
+        committed.close()
+    assert offset.offset <= 60  # never past the refused record (negative: nothing committed)

@@ -8,6 +8,7 @@ import gc
 import threading
 import time
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import pytest
@@ -395,3 +396,53 @@ def test_blocking_calls_after_close_raise(broker: Any) -> None:
     with pytest.raises(RuntimeError, match="logbus-consumer is closed"):
         consumer.assignment()
     gc.collect()  # a call left unawaited would warn here (warnings are errors)
+
+
+def test_poll_columns_hands_out_what_poll_does_as_columns(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap, partitions=2)
+    write(broker.bootstrap, topic, 0, [b"a0", None, b"a2"], keys=[b"k", None, b"k"],
+          timestamps=[5_000, 3_000, 9_000], headers=[("h", b"x")])
+    write(broker.bootstrap, topic, 0, [b"a3", b"a4"])  # a batch without headers
+    write(broker.bootstrap, topic, 1, [b"b%d" % i for i in range(700)],
+          timestamps=list(range(700)))
+    total = 705
+
+    async def read(columns: bool) -> list[tuple[Any, ...]]:
+        async with aio.Consumer({"bootstrap.servers": broker.bootstrap},
+                                auto_offset_reset="earliest", max_poll_records=250) as c:
+            c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            out: list[tuple[Any, ...]] = []
+            deadline = time.monotonic() + 30
+            while len(out) < total and time.monotonic() < deadline:
+                if not columns:
+                    polled = await c.poll(1000)
+                    assert len(polled) <= 250
+                    out += map(tuple, polled)
+                    continue
+                pieces = await c.poll_columns(1000)
+                assert sum(len(piece.offsets) for piece in pieces) <= 250
+                for piece in pieces:
+                    count = len(piece.offsets)
+                    assert len(piece.keys) == len(piece.values) == len(piece.timestamps) == count
+                    out += zip(repeat(piece.topic), repeat(piece.partition), piece.offsets,
+                               piece.timestamps, repeat(piece.timestamp_type), piece.keys,
+                               piece.values, piece.headers or repeat((), count), strict=False)
+            assert [await c.position(TopicPartition(topic, p)) for p in (0, 1)] == [5, 700]
+        return out
+
+    by_records = asyncio.run(read(columns=False))
+    assert len(by_records) == total
+    assert asyncio.run(read(columns=True)) == by_records
+
+
+def test_poll_columns_refuses_a_consumer_with_deserializers(broker: Any) -> None:
+    topic = make_topic(broker.bootstrap)
+
+    async def main() -> None:
+        async with aio.Consumer({"bootstrap.servers": broker.bootstrap},
+                                value_deserializer="str") as c:
+            c.assign([TopicPartition(topic, 0)])
+            with pytest.raises(IllegalStateError, match="deserializers"):
+                await c.poll_columns(0)
+
+    asyncio.run(main())

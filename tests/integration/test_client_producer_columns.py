@@ -22,7 +22,7 @@ import logbus
 from brokers import RunningBroker
 from logbus.aio import Producer as AioProducer
 from logbus.aio import ProducerRecord, RecordMetadata
-from logbus.client.errors import SerializationError
+from logbus.client.errors import KafkaError, SerializationError
 from logbus.client.partitioner import StickyPartitioner, partition_for_key
 from logbus.records.batch import BatchHeader
 from logbus.records.record import Record
@@ -249,3 +249,71 @@ def test_async_columns_refuse_mixed_forms(broker: Any) -> None:
                 await p.send_many(topic="x", values=[b"a", b"b"], keys=[b"k"])
 
     asyncio.run(main())
+
+
+def test_columns_keep_the_partition_and_the_timestamps_given(broker_factory: Any) -> None:
+    broker = broker_factory(num_partitions="3")
+    base = 1_700_000_000_000
+    values = [b"v%05d" % i for i in range(3000)]  # one length: the keyless fast path's shape
+    stamps = [base + (i * 7919) % 5000 - 2500 for i in range(3000)]  # out of order
+    keys = [b"k%d" % (i % 5) for i in range(3000)]
+
+    async def main() -> tuple[list[RecordMetadata], list[RecordMetadata]]:
+        async with AioProducer(bootstrap_servers=broker.bootstrap, batch_size=8192) as p:
+            keyless = await p.send_many(topic="kept", values=values, partition=2,
+                                        timestamps=stamps)
+            keyed = await p.send_many(topic="kept", values=values, keys=keys, partition=1,
+                                      timestamps=iter(stamps))
+            return await keyless, await keyed
+
+    keyless, keyed = asyncio.run(main())
+    for mds in (keyless, keyed):
+        assert [md.timestamp for md in mds] == stamps
+        assert [md.offset for md in mds] == list(range(3000))
+    assert {md.partition for md in keyless} == {2}
+    assert {md.partition for md in keyed} == {1}
+    # confluent-kafka reads them back: keys, values and timestamps, in order.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kept",
+                         "enable.auto.commit": False})
+    got: dict[int, list[tuple[bytes | None, bytes | None, int]]] = {0: [], 1: [], 2: []}
+    try:
+        consumer.assign([TopicPartition("kept", p, 0) for p in range(3)])
+        deadline = time.monotonic() + 60
+        while sum(map(len, got.values())) < 6000 and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=1):
+                assert message.error() is None, message.error()
+                got[message.partition()].append(
+                    (message.key(), message.value(), message.timestamp()[1])
+                )
+    finally:
+        consumer.close()
+    assert got[0] == []
+    assert got[2] == [(None, v, t) for v, t in zip(values, stamps, strict=True)]
+    assert got[1] == list(zip(keys, values, stamps, strict=True))
+
+
+def test_bad_partition_or_timestamps_are_refused_before_anything_is_buffered(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory(num_partitions="2")
+    refused: list[tuple[type[Exception], str, dict[str, Any]]] = [
+        (ValueError, r"1 timestamps for 2 values", {"timestamps": [5]}),
+        (ValueError, r"Invalid timestamp: -1", {"timestamps": [5, -1]}),
+        (ValueError, r"Invalid timestamp: '5'", {"timestamps": [5, "5"]}),
+        (TypeError, r"partition must be a non-negative int, not -1", {"partition": -1}),
+        (KafkaError, r"has no partition 2 \(it has 2\)", {"partition": 2}),
+    ]
+
+    async def main() -> None:
+        async with AioProducer(bootstrap_servers=broker.bootstrap) as p:
+            for error, message, kwargs in refused:
+                with pytest.raises(error, match=message):
+                    await p.send_many(topic="checked", values=[b"a", b"b"], **kwargs)
+            with pytest.raises(TypeError, match="not both"):
+                await p.send_many([], timestamps=[])
+            await p.send_batch(topic="checked", values=[b"good"])
+
+    asyncio.run(main())
+    assert [r.value for p in range(2) for r in read_records(broker.bootstrap, "checked", p)] == [
+        b"good"
+    ]

@@ -129,3 +129,42 @@ def test_build_plain_batch_refuses_no_records_and_mismatched_keys() -> None:
         build_plain_batch([], timestamp=0)
     with pytest.raises(ValueError, match="2 keys for 1 values"):
         build_plain_batch([b"v"], [b"a", b"b"], timestamp=0)
+
+
+@given(
+    st.lists(st.tuples(some_bytes, st.integers(-(2**40), 2**40) | st.integers(0, 100)),
+             max_size=40),
+    st.booleans(),
+    st.integers(0, 20_000),
+    st.data(),
+)
+def test_parts_with_a_timestamp_per_record_equal_records_written_one_by_one(
+    records: list[tuple[bytes, int]], keyed: bool, first: int, data: st.DataObject
+) -> None:
+    values = [value for value, _ in records]
+    deltas = [delta for _, delta in records]
+    keys = data.draw(st.lists(some_bytes, min_size=len(values), max_size=len(values)))
+    keys_or_none = keys if keyed else None
+    parts = plain_record_parts(
+        values, keys_or_none, first_offset_delta=first, timestamp_deltas=deltas
+    )
+    out = bytearray()
+    for index, (value, delta) in enumerate(records):
+        key = None if keys_or_none is None else keys_or_none[index]
+        write_plain_record(out, first + index, delta, key, value)
+    assert b"".join(parts) == bytes(out)
+
+
+def test_batch_filled_in_bulk_with_timestamps_of_their_own_seals_like_build_batch() -> None:
+    batch = ProducerBatch(TopicPartition("t", 0), 5_000, 0.0)
+    stamps = [5_000, 4_990, 5_200, 5_100]  # earlier than the batch's base too
+    batch.append_values([b"v" * 10] * 4, None, max(stamps), 0, timestamps=stamps)
+    later = [6_000, 5_999]
+    batch.append_values([b"a", b"bc"], [b"k1", b"k2"], max(later), 0, timestamps=later)
+    batch.seal(CompressionType.NONE, None, -1, -1, -1)
+    expected = [NewRecord(None, b"v" * 10, (), t) for t in stamps] + [
+        NewRecord(b"k1", b"a", (), 6_000), NewRecord(b"k2", b"bc", (), 5_999)
+    ]
+    assert batch.timestamps == stamps + later
+    assert batch.data is not None
+    assert bytes(batch.data) == build_batch(expected)

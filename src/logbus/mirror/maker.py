@@ -4,15 +4,26 @@ are committed only once the target has acknowledged everything read before them.
 
 Theory of operation (Kafka's legacy MirrorMaker, `kafka.tools.MirrorMaker`): each of the
 `streams` consumers polls, hands what it read to the shared producer and remembers, per
-partition, the offset after the last record it handed over. Every commit interval, and
-before a rebalance takes partitions away, a stream flushes the producer (every record
-handed over so far is then acknowledged, or has failed) and commits those offsets. A
-record that fails stops the mirror before anything after it is committed. So a mirror
-killed at any point restarts from offsets whose records are all on the target: nothing
-is lost, and what was copied after the last commit is copied again (duplicates, as in
-Kafka). Keys, values, headers and timestamps are kept; a record keeps its partition when
-the topic has as many partitions on both sides, otherwise the target's partitioner picks
-one from the key.
+partition, the offset after the last record it handed over. Records travel as columns:
+the consumer's `poll_columns()` gives each batch's keys, values and timestamps as lists,
+and each partition's run of them goes to the producer's columnar `send_many` (with the
+partition and the timestamps), so no Python code runs per record. Handing over never
+waits for an acknowledgement (only for the producer's buffer space), so the next poll's
+records are read and encoded while the previous ones are in flight to the target. Every commit
+interval a stream takes a checkpoint: the offsets handed over so far and the sends still
+unacknowledged at that moment; once every one of those sends is acknowledged, it commits
+the checkpoint's offsets, while later records keep flowing. Before a rebalance takes
+partitions away, and when the mirror stops, it flushes the producer and commits. A record
+that fails stops the mirror before anything after it is committed. So a mirror killed at
+any point restarts from offsets whose records are all on the target: nothing is lost, and
+what was copied after the last commit is copied again (duplicates, as in Kafka). Keys,
+values, headers and timestamps are kept; a record keeps its partition when the topic has
+as many partitions on both sides, otherwise the target's partitioner picks one from the
+key.
+
+Settings the user leaves out are chosen for bulk copying (`BULK_CONSUMER_DEFAULTS`,
+`BULK_PRODUCER_DEFAULTS`): large polls and fetches, a larger producer buffer; what the
+user sets always wins.
 
 The entry point is `MirrorMaker`.
 """
@@ -23,8 +34,11 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, groupby, repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from logbus.client.admin import Admin
@@ -33,7 +47,7 @@ from logbus.client.consumer import (
     CommitFailedError,
     Consumer,
     ConsumerRebalanceListener,
-    ConsumerRecord,
+    PartitionColumns,
 )
 from logbus.client.consumer.config import CONSUMER_CONFIG
 from logbus.client.metrics import Metrics
@@ -48,6 +62,40 @@ log = logging.getLogger(__name__)
 # they are dropped (Kafka's MirrorMaker hard-codes its byte-array ones).
 _SERDE_SETTINGS = ("key.deserializer", "value.deserializer", "key.serializer", "value.serializer")
 _POLL_MS = 200
+
+# Settings chosen for bulk copying when the user's config leaves them out (the user's
+# always win). The consumer takes bigger polls, as the Spark source reads whole fetches:
+# a poll's fixed cost (group upkeep, positions, one yield) and a send_many's are then
+# shared by thousands of records. Fetches keep Kafka's 1 MiB per partition: larger
+# responses (8 MiB x 6 partitions) outgrow the connection's reusable frame buffers and
+# cost a copy per doubling as they arrive.
+BULK_CONSUMER_DEFAULTS: Mapping[str, str] = {
+    "max.poll.records": "10000",
+}
+# The producer keeps 64 MiB of records in flight instead of 32: with acks=all on a
+# replicated target, a send's acknowledgement takes a follower's fetch, and the reading
+# side must not stall on buffer space meanwhile.
+BULK_PRODUCER_DEFAULTS: Mapping[str, str] = {
+    "buffer.memory": str(64 * 1024 * 1024),
+}
+# Sends (one per poll) handed to the producer and not yet acknowledged, at most: more
+# wait for the oldest. buffer.memory bounds the bytes in flight; this bounds the count
+# when polls are small.
+_MAX_UNACKNOWLEDGED = 256
+
+_TOPIC_PARTITION = itemgetter(0, 1)
+_VALUES = attrgetter("values")
+_KEYS = attrgetter("keys")
+_TIMESTAMPS = attrgetter("timestamps")
+
+
+def _joined(
+    run: list[PartitionColumns], column: Callable[[PartitionColumns], list[Any]]
+) -> list[Any]:
+    """One column of a partition's consecutive pieces, as one list."""
+    if len(run) == 1:
+        return column(run[0])
+    return list(chain.from_iterable(map(column, run)))
 
 
 class MirrorError(Exception):
@@ -99,11 +147,17 @@ def _copy_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in _SERDE_SETTINGS}
 
 
+def producer_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The target producer's settings: the file's, over `BULK_PRODUCER_DEFAULTS`."""
+    return {**BULK_PRODUCER_DEFAULTS, **_copy_settings(settings)}
+
+
 def consumer_settings(settings: Mapping[str, Any], stream: int) -> dict[str, Any]:
     """A stream's consumer settings: the file's, with auto-commit off (offsets are only
     committed after the target acknowledged), earliest as the default reset (as
-    MirrorMaker 2: a new mirror copies what the topics hold) and a client id per stream."""
-    config = _copy_settings(settings)
+    MirrorMaker 2: a new mirror copies what the topics hold), `BULK_CONSUMER_DEFAULTS`
+    where the file is silent, and a client id per stream."""
+    config = {**BULK_CONSUMER_DEFAULTS, **_copy_settings(settings)}
     if "group.id" not in config:
         raise MirrorError("the consumer config must set group.id (the mirror's consumer group)")
     config["enable.auto.commit"] = "false"
@@ -129,7 +183,7 @@ class MirrorMaker:
         self.consumer_configs = [
             consumer_settings(settings.consumer, i) for i in range(settings.streams)
         ]
-        self._producer_config = _copy_settings(settings.producer)
+        self._producer_config = producer_settings(settings.producer)
         # Bad settings are reported before anything connects (ConfigError).
         CONSUMER_CONFIG.parse(self.consumer_configs[0])
         parse_producer_config(self._producer_config, {})
@@ -176,11 +230,19 @@ class MirrorMaker:
     async def run(self, stop: asyncio.Event) -> None:
         """Copy until `stop` is set (then flush and commit what was copied) or a stream
         fails (MirrorError, or the client's error)."""
+        current = asyncio.current_task()
+        cancelling = 0 if current is None else current.cancelling()
         try:
             async with asyncio.TaskGroup() as group:
                 for i, config in enumerate(self.consumer_configs):
                     group.create_task(_Stream(self, i, config).run(stop))
         except BaseExceptionGroup as failed:
+            # Python 3.11's TaskGroup cancels this task when a stream fails while it
+            # waits for them to end, and may leave that request counted (it checks for
+            # it before the wait): take it back, or every await of the caller's clean-up
+            # (closing the clients) would be cancelled too.
+            while current is not None and current.cancelling() > cancelling:
+                current.uncancel()
             # One stream's failure is the mirror's: report it, not the group around it.
             first: BaseException = failed
             while isinstance(first, BaseExceptionGroup):
@@ -213,9 +275,22 @@ class MirrorMaker:
             ) from self.failure
 
 
+@dataclass
+class _Checkpoint:
+    """Offsets handed over by a commit interval's end, and the sends that must be
+    acknowledged before they may be committed."""
+
+    offsets: dict[TopicPartition, int]
+    sends: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    def acknowledged(self) -> bool:
+        """Every send answered (acknowledged, or failed: the caller checks which)."""
+        return all(send.done() for send in self.sends)
+
+
 class _Stream(ConsumerRebalanceListener):
-    """One consumer of the mirror's group and the offsets it has handed over since its
-    last commit."""
+    """One consumer of the mirror's group, the offsets it has handed over since its last
+    commit, the sends not yet seen acknowledged, and the checkpoint waiting for them."""
 
     def __init__(self, mirror: MirrorMaker, index: int, config: dict[str, Any]) -> None:
         self.mirror = mirror
@@ -223,6 +298,8 @@ class _Stream(ConsumerRebalanceListener):
         self.consumer = Consumer(config)
         self.pending: dict[TopicPartition, int] = {}
         self.positions: dict[TopicPartition, int] = {}
+        self.unacknowledged: deque[asyncio.Future[Any]] = deque()
+        self.checkpoint: _Checkpoint | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         mirror = self.mirror
@@ -232,42 +309,104 @@ class _Stream(ConsumerRebalanceListener):
             next_commit = time.monotonic() + interval
             try:
                 while not stop.is_set():
-                    records = await self.consumer.poll(_POLL_MS)
-                    if records:
-                        await self.copy(records)
+                    polled = await self.consumer.poll_columns(_POLL_MS)
+                    if polled:
+                        await self.copy(polled)
                     self.update_lag()
                     if mirror.failure is not None:
                         await mirror.flush()  # raises: the failure ends the mirror
-                    if time.monotonic() >= next_commit:
-                        await self.commit(list(self.pending))
+                    if time.monotonic() >= next_commit and self.checkpoint is None:
+                        self.take_checkpoint()
                         next_commit = time.monotonic() + interval
+                    await self.commit_checkpoint()
                 await self.commit(list(self.pending))
             finally:
                 mirror.stats.lag.pop(self.index, None)
 
-    async def copy(self, records: Sequence[ConsumerRecord]) -> None:
+    async def copy(self, polled: Sequence[PartitionColumns]) -> None:
+        """Hand one poll's records to the producer: each partition's run of records in
+        one columnar `send_many` (values, keys, timestamps, and the partition when the
+        topic's counts match), straight from the consumer's columns; a run with headers
+        goes as records. No Python code runs per record."""
         topics = self.mirror.topics
-        out = []
-        size = 0
-        oldest = records[0].timestamp
-        now = time.time() * 1000
-        for r in records:
-            pair = topics.known(r.topic, r.partition) or await topics.pair(r.topic, r.partition)
-            partition = r.partition if pair.same_partitions else None
-            out.append(
-                ProducerRecord(r.topic, r.value, r.key, partition, r.timestamp, r.headers)
-            )
-            size += len(r.value or b"") + len(r.key or b"")
-            oldest = min(oldest, r.timestamp)
-        for r in records:
-            tp = TopicPartition(r.topic, r.partition)
-            self.pending[tp] = self.positions[tp] = r.offset + 1
+        producer = self.mirror.producer
+        oldest = min(min(piece.timestamps) for piece in polled)
+        count = size = 0
+        for (topic, partition), pieces in groupby(polled, _TOPIC_PARTITION):
+            run = list(pieces)
+            values = _joined(run, _VALUES)
+            keys = _joined(run, _KEYS)
+            timestamps = _joined(run, _TIMESTAMPS)
+            count += len(values)
+            size += sum(map(len, filter(None, values))) + sum(map(len, filter(None, keys)))
+            pair = topics.known(topic, partition) or await topics.pair(topic, partition)
+            target = partition if pair.same_partitions else None
+            if any(piece.headers is not None for piece in run):
+                headers = chain.from_iterable(
+                    repeat((), len(piece.offsets)) if piece.headers is None else piece.headers
+                    for piece in run
+                )
+                out = list(
+                    map(
+                        ProducerRecord,
+                        repeat(topic),
+                        values,
+                        keys,
+                        repeat(target),
+                        timestamps,
+                        headers,
+                    )
+                )
+                future = await producer.send_many(out, metadata=False)
+            else:
+                future = await producer.send_many(
+                    topic=topic,
+                    values=values,
+                    keys=keys,
+                    partition=target,
+                    timestamps=timestamps,
+                    metadata=False,
+                )
+            future.add_done_callback(self.mirror.delivered(oldest))
+            await self.track(future)
+            tp = TopicPartition(topic, partition)
+            self.pending[tp] = self.positions[tp] = run[-1].offsets[-1] + 1
         stats = self.mirror.stats
-        stats.records.record(len(out))
+        stats.records.record(count)
         stats.bytes.record(size)
-        stats.record_age.record(max(0.0, now - oldest))
-        future = await self.mirror.producer.send_many(out, metadata=False)
-        future.add_done_callback(self.mirror.delivered(oldest))
+        stats.record_age.record(max(0.0, time.time() * 1000 - oldest))
+
+    async def track(self, send: asyncio.Future[Any]) -> None:
+        """Remember an unacknowledged send, forgetting those answered (a failure is
+        noted as it is forgotten, so no later checkpoint misses it); with too many in
+        flight, wait for the oldest."""
+        unacknowledged = self.unacknowledged
+        unacknowledged.append(send)
+        while unacknowledged and unacknowledged[0].done():
+            self.note_failure(unacknowledged.popleft())
+        if len(unacknowledged) > _MAX_UNACKNOWLEDGED:
+            await asyncio.wait([unacknowledged[0]])
+
+    def take_checkpoint(self) -> None:
+        """Note the offsets handed over so far and the sends they wait for."""
+        if not self.pending:
+            return
+        self.checkpoint = _Checkpoint(dict(self.pending), list(self.unacknowledged))
+
+    async def commit_checkpoint(self) -> None:
+        """Commit the checkpoint's offsets once its sends are all acknowledged."""
+        checkpoint = self.checkpoint
+        if checkpoint is None or not checkpoint.acknowledged():
+            return
+        self.checkpoint = None
+        await self.check_sends(checkpoint.sends)
+        owned = set(self.consumer.assignment())
+        offsets = {tp: o for tp, o in checkpoint.offsets.items() if tp in owned}
+        if offsets:
+            await self.commit_offsets(offsets)
+        for tp, offset in offsets.items():
+            if self.pending.get(tp) == offset:
+                del self.pending[tp]
 
     async def commit(self, partitions: Sequence[TopicPartition]) -> None:
         """Flush the producer, then commit these partitions' handed-over offsets."""
@@ -275,6 +414,31 @@ class _Stream(ConsumerRebalanceListener):
         if not offsets:
             return
         await self.mirror.flush()
+        await self.check_sends(self.unacknowledged)
+        await self.commit_offsets(offsets)
+        for tp in offsets:
+            self.pending.pop(tp, None)
+
+    async def check_sends(self, sends: Sequence[asyncio.Future[Any]] | deque[Any]) -> None:
+        """MirrorError if one of these answered sends failed. Checked here, not left to
+        their callbacks, which may not have run yet when the producer's flush returns."""
+        for send in sends:
+            if send.done():
+                self.note_failure(send)
+        if self.mirror.failure is not None:
+            await self.mirror.flush()  # raises: nothing after the failure is committed
+
+    def note_failure(self, send: asyncio.Future[Any]) -> None:
+        """Make an answered send's failure the mirror's (the first one stays)."""
+        mirror = self.mirror
+        if mirror.failure is None:
+            if send.cancelled():
+                mirror.failure = asyncio.CancelledError("the send was cancelled")
+            else:
+                mirror.failure = send.exception()
+
+    async def commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit offsets whose records the target has acknowledged."""
         try:
             await self.consumer.commit(offsets)
         except CommitFailedError as exc:
@@ -283,8 +447,6 @@ class _Stream(ConsumerRebalanceListener):
             log.warning("mirror stream %d: commit refused (%s)", self.index, exc)
         else:
             self.mirror.stats.commits.record()
-        for tp in offsets:
-            self.pending.pop(tp, None)
 
     def update_lag(self) -> None:
         lag = 0

@@ -224,17 +224,21 @@ def plain_record_parts(
     first_offset_delta: int = 0,
     timestamp_delta: int = 0,
     same_length: bool = False,
+    timestamp_deltas: Sequence[int] | None = None,
 ) -> list[bytes]:
     """Pieces whose concatenation is `write_plain_record` applied to each value in turn
-    (offset deltas from `first_offset_delta` on, one `timestamp_delta` for all): the
-    producer's bulk path. Keyless values of one length cost no Python work per record
-    (cached prefixes interleaved with the values, joined in C). `keys` is None (every key
-    null) or one key per value; values and keys are bytes, never None. `same_length`:
-    the caller knows the values are of one length (saves checking)."""
+    (offset deltas from `first_offset_delta` on, one `timestamp_delta` for all, or each
+    record's own from `timestamp_deltas`): the producer's bulk path. Keyless values of one
+    length and one timestamp cost no Python work per record (cached prefixes interleaved
+    with the values, joined in C). `keys` is None (every key null) or one key per value;
+    values and keys are bytes, never None. `same_length`: the caller knows the values are
+    of one length (saves checking)."""
     count = len(values)
     if not count:
         return []
     first_length = len(values[0])
+    if timestamp_deltas is not None:
+        return _record_columns(values, keys, first_offset_delta, _signed_varints(timestamp_deltas))
     if keys is None and (
         same_length or list(map(len, values)).count(first_length) == count
     ):
@@ -251,27 +255,53 @@ def plain_record_parts(
         if 0 <= timestamp_delta < CACHED_VARINT_LIMIT
         else encode_varlong(timestamp_delta)
     )
-    # Records of differing lengths, or keyed: each field a column computed by C loops
-    # (map, table lookups), the columns interleaved by slice assignment.
+    return _record_columns(values, keys, first_offset_delta, ts)
+
+
+def _record_columns(
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None,
+    first_offset_delta: int,
+    ts: bytes | Sequence[bytes],
+) -> list[bytes]:
+    """`plain_record_parts` for records of differing lengths, keyed, or with timestamps
+    of their own (`ts`: one timestamp delta's varint for all, or one per record): each
+    field a column computed by C loops (map, table lookups), the columns interleaved by
+    slice assignment."""
+    count = len(values)
     lengths = list(map(len, values))
     value_lengths = _varints(lengths)
     offsets = _offset_varints(first_offset_delta, first_offset_delta + count)
     bodies = list(map(operator.add, lengths, map(len, value_lengths)))
     bodies = list(map(operator.add, bodies, map(len, offsets)))
+    # attributes and timestamp delta: one constant, or a column
+    stamp: bytes | list[bytes]
+    if isinstance(ts, bytes):
+        stamp = b"\x00" + ts
+        fixed = len(ts)
+    else:
+        stamp = list(map(b"\x00".__add__, ts))
+        bodies = list(map(operator.add, bodies, map(len, ts)))
+        fixed = 0
     columns: list[Sequence[bytes]]
+    constants: dict[int, bytes]
     if keys is None:
-        # attributes, timestamp delta, null key, header count
-        bodies = list(map((3 + len(ts)).__add__, bodies))
+        # attributes, null key, header count
+        bodies = list(map((3 + fixed).__add__, bodies))
         columns = [_varints(bodies), offsets, value_lengths, values]
-        constants = {1: b"\x00" + ts, 3: _NULL_KEY, 6: _NO_HEADERS}
+        constants = {3: _NULL_KEY, 6: _NO_HEADERS}
     else:
         key_sizes = list(map(len, keys))
         key_lengths = _varints(key_sizes)
         bodies = list(map(operator.add, bodies, key_sizes))
         bodies = list(map(operator.add, bodies, map(len, key_lengths)))
-        bodies = list(map((2 + len(ts)).__add__, bodies))  # attributes, timestamp, headers
+        bodies = list(map((2 + fixed).__add__, bodies))  # attributes, header count
         columns = [_varints(bodies), offsets, key_lengths, keys, value_lengths, values]
-        constants = {1: b"\x00" + ts, 7: _NO_HEADERS}
+        constants = {7: _NO_HEADERS}
+    if isinstance(stamp, bytes):
+        constants[1] = stamp
+    else:
+        columns.insert(1, stamp)
     width = len(columns) + len(constants)
     pieces = [_NO_HEADERS] * (width * count)
     variable = (n for n in range(width) if n not in constants)
@@ -280,6 +310,13 @@ def plain_record_parts(
     for n, constant in constants.items():
         pieces[n::width] = [constant] * count
     return pieces
+
+
+def _signed_varints(numbers: Sequence[int]) -> list[bytes]:
+    """The zigzag varints of numbers that may be negative (timestamp deltas)."""
+    if min(numbers) >= 0 and max(numbers) < CACHED_VARINT_LIMIT:
+        return list(map(NON_NEGATIVE_VARINTS.__getitem__, numbers))
+    return list(map(encode_varlong, numbers))
 
 
 def _varints(numbers: list[int]) -> Sequence[bytes]:

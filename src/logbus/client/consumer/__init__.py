@@ -14,6 +14,7 @@ from logbus.client.consumer.records import (
     NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetOutOfRangeError,
+    PartitionColumns,
 )
 from logbus.client.types import TopicPartition
 
@@ -27,5 +28,6 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
+    "PartitionColumns",
     "TopicPartition",
 ]

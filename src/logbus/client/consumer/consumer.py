@@ -9,7 +9,7 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from logbus.client.cluster import Cluster
 from logbus.client.consumer.config import CONSUMER_CONFIG
@@ -21,6 +21,7 @@ from logbus.client.consumer.records import (
     IllegalStateError,
     NoOffsetForPartitionError,
     OffsetAndMetadata,
+    PartitionColumns,
 )
 from logbus.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from logbus.client.errors import KafkaError
@@ -32,6 +33,8 @@ from logbus.common.config_def import ConfigError
 from logbus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
+
+_Polled = TypeVar("_Polled", ConsumerRecord, PartitionColumns)
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -300,6 +303,28 @@ class Consumer(AsyncService):
         rebalances (and the listener) and auto-commits as Kafka's consumer does; a
         rebalance may take longer than `timeout_ms`."""
         _, fetcher = self._started()
+        return await self._poll(timeout_ms, max_records, fetcher.drain)
+
+    async def poll_columns(
+        self, timeout_ms: float = 1000, max_records: int | None = None
+    ) -> list[PartitionColumns]:
+        """`poll()` for callers that handle records in bulk: the same records, as
+        columns (a `PartitionColumns` per batch they come from, in the order `poll()`
+        gives them), without a record object per record. Keys and values are bytes:
+        IllegalStateError for a consumer with deserializers. `logbus mirror` reads this
+        way."""
+        _, fetcher = self._started()
+        if self._key_deserializer is not None or self._value_deserializer is not None:
+            raise IllegalStateError("poll_columns() hands out bytes: unset the deserializers")
+        return await self._poll(timeout_ms, max_records, fetcher.drain_columns)
+
+    async def _poll(
+        self,
+        timeout_ms: float,
+        max_records: int | None,
+        drain: Callable[[int], list[_Polled]],
+    ) -> list[_Polled]:
+        _, fetcher = self._started()
         subs = self._subscriptions
         if subs.type is SubscriptionType.NONE:
             raise IllegalStateError("the consumer is not subscribed and has no assignment")
@@ -311,7 +336,7 @@ class Consumer(AsyncService):
                 await self._coordinator.poll()
             await self._update_positions()
             fetcher.data_ready.clear()
-            records = fetcher.drain(limit)
+            records = drain(limit)
             if records:
                 # Yield to the event loop once per poll, as Kafka's consumer does its
                 # network work in every poll: the fetches drain() just started go out,

@@ -40,11 +40,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from logbus.client.cluster import Cluster
-from logbus.client.consumer.records import ConsumerRecord, OffsetOutOfRangeError
+from logbus.client.consumer.records import (
+    ConsumerRecord,
+    OffsetOutOfRangeError,
+    PartitionColumns,
+)
 from logbus.client.consumer.subscription_state import SubscriptionState
 from logbus.client.errors import KafkaConnectionError, KafkaError
 from logbus.client.metadata import NO_LEADER
@@ -108,6 +112,13 @@ class _FetchPlan:
 
     def wait(self, delay: float) -> None:
         self.retry_in = delay if self.retry_in is None else min(self.retry_in, delay)
+
+_Taken = TypeVar("_Taken", ConsumerRecord, PartitionColumns)
+
+
+def _count_columns(pieces: list[PartitionColumns]) -> int:
+    return sum(len(piece.offsets) for piece in pieces)
+
 
 class CompletedFetch:
     """One partition's part of a Fetch response, read out record by record.
@@ -219,6 +230,46 @@ class CompletedFetch:
                     stop += 1
                 if stop == start:
                     return out
+            self._record_index = stop
+            self.next_offset = columns.offsets[stop - 1] + 1
+        if self._record_index >= self._record_count:
+            self.next_offset = max(self.next_offset, self._batch_end)
+        return out
+
+    def take_columns(self, max_records: int) -> list[PartitionColumns]:
+        """`take` without a record object per record: up to `max_records` records as
+        column slices, one per batch they come from (keys and values as bytes: only for
+        a consumer without deserializers)."""
+        out: list[PartitionColumns] = []
+        taken = 0
+        topic, partition = self.tp
+        while taken < max_records:
+            if self._record_index >= self._record_count:
+                self.next_offset = max(self.next_offset, self._batch_end)
+                if not self._next_batch():
+                    break
+                continue
+            columns = self._columns
+            assert columns is not None
+            start = self._record_index
+            stop = min(self._record_count, start + max_records - taken)
+            whole = start == 0 and stop == self._record_count
+            headers = columns.headers
+            out.append(
+                PartitionColumns(topic, partition, *columns)
+                if whole
+                else PartitionColumns(
+                    topic,
+                    partition,
+                    columns.offsets[start:stop],
+                    columns.timestamps[start:stop],
+                    columns.timestamp_type,
+                    columns.keys[start:stop],
+                    columns.values[start:stop],
+                    None if headers is None else headers[start:stop],
+                )
+            )
+            taken += stop - start
             self._record_index = stop
             self.next_offset = columns.offsets[stop - 1] + 1
         if self._record_index >= self._record_count:
@@ -426,12 +477,32 @@ class Fetcher:
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` buffered records, positions advanced past them. Raises a
         partition's pending error (a reset policy of "none", a corrupt batch, ...)."""
-        self._raise_pending_error()
         out: list[ConsumerRecord] = []
+        self._drain(max_records, CompletedFetch.take, out, len)
+        return out
+
+    def drain_columns(self, max_records: int) -> list[PartitionColumns]:
+        """`drain` as column slices (`CompletedFetch.take_columns`), for a consumer
+        without deserializers."""
+        out: list[PartitionColumns] = []
+        self._drain(max_records, CompletedFetch.take_columns, out, _count_columns)
+        return out
+
+    def _drain(
+        self,
+        max_records: int,
+        take: Callable[[CompletedFetch, int], list[_Taken]],
+        out: list[_Taken],
+        count: Callable[[list[_Taken]], int],
+    ) -> None:
+        """Put up to `max_records` buffered records in `out`, as `take` hands them out
+        (`count`: how many records a list of what it hands out holds)."""
+        self._raise_pending_error()
         assignment = self.subscriptions.assignment
         emptied = False
+        total = 0
         for tp in list(self._buffered):
-            if len(out) >= max_records:
+            if total >= max_records:
                 break
             queue = self._buffered[tp]
             fetch = queue[0]
@@ -443,17 +514,19 @@ class Fetcher:
             if state.paused:
                 continue
             try:
-                records = fetch.take(max_records - len(out))
+                records = take(fetch, max_records - total)
             except Exception:  # a corrupt batch, a deserializer's error
                 state.position = fetch.next_offset
                 if out:
-                    return out
+                    return
                 raise
             state.position = fetch.next_offset
             out += records
+            taken = count(records)
+            total += taken
             metrics = self.metrics
             if metrics is not None:
-                metrics.records_consumed.record(len(records))
+                metrics.records_consumed.record(taken)
                 end = (
                     state.last_stable_offset
                     if self.isolation_level == READ_COMMITTED
@@ -477,7 +550,6 @@ class Fetcher:
                 emptied = True
         if emptied:
             self._prefetch()
-        return out
 
     def _prefetch(self) -> None:
         """Send the next fetches now, not when the application next lets the fetch task

@@ -31,6 +31,22 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[Header, ...]
 
 
+class PartitionColumns(NamedTuple):
+    """Consecutive records of one partition as `poll_columns()` returns them: item i of
+    each list belongs to record i (`offsets`, `timestamps`, `keys`, `values`, bytes or
+    None); `timestamp_type` 0 (CreateTime) or 1 (LogAppendTime) for all; `headers` a tuple
+    of (name, value) pairs per record, or None when no record has any."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    timestamps: list[int]
+    timestamp_type: int
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[tuple[Header, ...]] | None
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed offset (the next record to read) and the metadata stored with it."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import threading
 import time
 from collections import deque
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 BATCH_SETTLED = threading.Condition()
 
 _EMPTY_HEADER = bytes(HEADER_SIZE)
-_TIMESTAMP_LIMIT = 1 << 63
+TIMESTAMP_LIMIT = 1 << 63
 
 
 class EncodedBatch(NamedTuple):
@@ -64,7 +65,7 @@ class EncodedBatch(NamedTuple):
 def valid_timestamp(timestamp: int) -> int:
     """A record's timestamp given by its sender, checked as Kafka's ProducerRecord does
     (ValueError unless an int from 0 to 2**63-1)."""
-    if not isinstance(timestamp, int) or not 0 <= timestamp < _TIMESTAMP_LIMIT:
+    if not isinstance(timestamp, int) or not 0 <= timestamp < TIMESTAMP_LIMIT:
         raise ValueError(
             f"Invalid timestamp: {timestamp!r}. Timestamp should always be non-negative "
             "milliseconds (an int below 2**63) or None."
@@ -177,17 +178,23 @@ class ProducerBatch:
         size: int,
         *,
         same_length: bool = False,
+        timestamps: Sequence[int] | None = None,
     ) -> int:
-        """Encode many header-less records of one timestamp (`size`: their accounted
-        bytes) in one go; returns the first one's index. `same_length`: the caller
-        knows the values are of one length."""
+        """Encode many header-less records of one timestamp, or each of its own from
+        `timestamps` (then `timestamp` is their largest), in one go (`size`: their
+        accounted bytes); returns the first one's index. `same_length`: the caller knows
+        the values are of one length."""
         first = self.count
+        base = self.base_timestamp
         parts = plain_record_parts(
             values,
             keys,
             first_offset_delta=first,
-            timestamp_delta=timestamp - self.base_timestamp,
+            timestamp_delta=timestamp - base,
             same_length=same_length,
+            timestamp_deltas=(
+                None if timestamps is None else list(map(operator.sub, timestamps, repeat(base)))
+            ),
         )
         if len(self.buf) == HEADER_SIZE:
             parts.insert(0, _EMPTY_HEADER)  # a fresh batch: one copy of the records
@@ -197,7 +204,7 @@ class ProducerBatch:
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         added = len(values)
-        self.timestamps.extend(repeat(timestamp, added))
+        self.timestamps.extend(repeat(timestamp, added) if timestamps is None else timestamps)
         self.reserved += size
         self.count = first + added
         return first

@@ -26,8 +26,10 @@ from typing import Any, NamedTuple, cast
 from logbus.client.partitioner import partition_for_key
 from logbus.client.producer.accumulator import (
     RECORD_OVERHEAD,
+    TIMESTAMP_LIMIT,
     ProducerBatch,
     RecordAccumulator,
+    valid_timestamp,
 )
 from logbus.client.producer.admission import RecordAdmission
 from logbus.client.producer.records import ProducerRecord, RecordMetadata, metadata_from_tuple
@@ -43,20 +45,26 @@ _COLUMNS = [operator.itemgetter(index) for index in range(_FIELDS)]
 
 
 class PlainRecords(NamedTuple):
-    """The columns of records eligible for the bulk path."""
+    """The columns of records eligible for the bulk path: `partition` (None: the
+    partitioner's choice) and `timestamps` (None: now) as in `Columns`."""
 
     topic: str
     values: Sequence[bytes]
     keys: Sequence[bytes] | None  # None: every key is null
+    partition: int | None = None
+    timestamps: Sequence[int] | None = None
 
 
 class Columns(NamedTuple):
     """send_many's columnar form: the values of records for one topic, and their keys
-    (None: every key is null)."""
+    (None: every key is null); the one partition they all go to (None: the
+    partitioner's choice) and each one's timestamp (None: every record's is now)."""
 
     topic: str
     values: Sequence[Any]
     keys: Sequence[Any] | None
+    partition: int | None = None
+    timestamps: Sequence[int] | None = None
 
 
 _JOINING = -2  # append_plain: the partition is new to the transaction, nothing appended
@@ -139,14 +147,18 @@ def batch_input(
     topic: str | None,
     values: Iterable[Any] | None,
     keys: Iterable[Any] | None,
+    partition: int | None = None,
+    timestamps: Iterable[int] | None = None,
 ) -> Sequence[ProducerRecord] | Columns:
     """What `send_many` was given, checked: its records as a sequence, or its columns
-    (values and keys as lists of equal length). TypeError or ValueError, saying what is
-    wrong, when the two forms are mixed or a column is missing or malformed."""
+    (values, keys and timestamps as lists of equal length). TypeError or ValueError,
+    saying what is wrong, when the two forms are mixed or a column is missing or
+    malformed (a timestamp that is not an int from 0 to 2**63-1 among them)."""
     if records is not None:
-        if topic is not None or values is not None or keys is not None:
+        if (topic, values, keys, partition, timestamps) != (None,) * 5:
             raise TypeError(
-                "give either records or topic=, values= (and keys=), not both"
+                "give either records or topic=, values= (and keys=, partition=, "
+                "timestamps=), not both"
             )
         return records if isinstance(records, list | tuple) else list(records)
     if topic is None or values is None:
@@ -157,12 +169,34 @@ def batch_input(
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, not {type(topic).__name__}")
     values = _column("values", values)
+    if partition is not None and (type(partition) is not int or partition < 0):
+        raise TypeError(f"partition must be a non-negative int, not {partition!r}")
+    stamps = None if timestamps is None else _timestamps(timestamps, len(values))
     if keys is None:
-        return Columns(topic, values, None)
+        return Columns(topic, values, None, partition, stamps)
     keys = _column("keys", keys)
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys for {len(values)} values: give one key per value")
-    return Columns(topic, values, keys)
+    return Columns(topic, values, keys, partition, stamps)
+
+
+def _timestamps(column: Iterable[int], count: int) -> Sequence[int]:
+    """The timestamps column, checked in C loops as `valid_timestamp` checks one."""
+    stamps = _column("timestamps", column)
+    if len(stamps) != count:
+        raise ValueError(
+            f"{len(stamps)} timestamps for {count} values: give one timestamp per value"
+        )
+    if count and (
+        countOf(map(type, stamps), int) != count
+        or min(stamps) < 0
+        or max(stamps) >= TIMESTAMP_LIMIT
+    ):
+        bad = next(
+            t for t in stamps if type(t) is not int or not 0 <= t < TIMESTAMP_LIMIT
+        )
+        valid_timestamp(bad)  # raises ValueError, saying why
+    return stamps
 
 
 def _column(name: str, column: Iterable[Any]) -> Sequence[Any]:
@@ -190,7 +224,7 @@ def plain_columns(
     value bytes, keys all null or all bytes), else as serialized Columns (some null values,
     or a mix of null and non-null keys) for the general path. Values that are already
     `bytes` skip the identity serializer, as in `send`; SerializationError as `send`."""
-    topic, values, keys = columns
+    topic, values, keys, partition, timestamps = columns
     count = len(values)
     if not (raw_values and countOf(map(type, values), bytes) == count):
         values = list(map(value_serializer, values))
@@ -202,8 +236,8 @@ def plain_columns(
     if count and countOf(map(type, values), bytes) == count and (
         keys is None or countOf(map(type, keys), bytes) == count
     ):
-        return PlainRecords(topic, values, keys)
-    return Columns(topic, values, keys)
+        return PlainRecords(topic, values, keys, partition, timestamps)
+    return Columns(topic, values, keys, partition, timestamps)
 
 
 def record_sizes(plain: PlainRecords) -> tuple[Sequence[int], Sequence[int], bool]:
@@ -338,6 +372,23 @@ def unsort(items: list[RecordMetadata], order: list[int]) -> list[RecordMetadata
     return list(map(items.__getitem__, inverse))
 
 
+class _Stamps:
+    """The timestamps of a bulk call's records, given by the caller, and their range."""
+
+    __slots__ = ("earliest", "latest", "timestamps")
+
+    def __init__(self, timestamps: Sequence[int]) -> None:
+        self.timestamps = timestamps
+        self.earliest = min(timestamps)
+        self.latest = max(timestamps)
+
+    def farthest_from(self, base: int) -> int:
+        """The timestamp whose delta from `base` takes the most bytes as a varlong: what
+        bounds a record's encoded size in a batch of that base timestamp."""
+        early, late = self.earliest - base, self.latest - base
+        return self.earliest if size_of_varlong(early) > size_of_varlong(late) else self.latest
+
+
 def _keyed_segments(
     keys: Sequence[bytes], count: int, cache: dict[bytes, int]
 ) -> tuple[list[int], list[Segment]]:
@@ -390,6 +441,48 @@ async def _batch_filled(appender: BulkAppender, tp: TopicPartition, *, sticky: b
     appender.check_open()
 
 
+class _Placement(NamedTuple):
+    """A bulk call's records in the order they are placed in, and the partition of each
+    run of them."""
+
+    values: Sequence[bytes]
+    keys: Sequence[bytes] | None
+    timestamps: Sequence[int] | None
+    sizes: Sequence[int]
+    ends: Sequence[int]
+    order: list[int] | None  # None: as given
+    segments: list[Segment]
+
+
+def _placement(
+    plain: PlainRecords,
+    sizes: Sequence[int],
+    ends: Sequence[int],
+    router: PartitionRouter,
+    count: int,
+) -> _Placement:
+    """Where the records go: all to the partition given, keyed ones grouped by the
+    partition of their key, keyless ones wherever the sticky partitioner says."""
+    topic, values, keys, partition, timestamps = plain
+    if partition is not None:
+        router.check_partition(topic, partition, count)
+    if partition is not None or keys is None or router.ignore_keys:
+        return _Placement(
+            values, keys, timestamps, sizes, ends, None, [Segment(partition, 0, len(values))]
+        )
+    order, segments = _keyed_segments(keys, count, router.key_cache(count))
+    sizes = list(map(sizes.__getitem__, order))
+    return _Placement(
+        list(map(values.__getitem__, order)),
+        list(map(keys.__getitem__, order)),
+        None if timestamps is None else list(map(timestamps.__getitem__, order)),
+        sizes,
+        list(accumulate(sizes)),
+        order,
+        segments,
+    )
+
+
 async def append_plain(
     appender: BulkAppender,
     plain: PlainRecords,
@@ -404,24 +497,20 @@ async def append_plain(
     records were placed in (None: as given)."""
     router, admission, accumulator, _sender, check_open, partition_buffered = appender
     pool = admission.pool
-    topic, values, keys = plain
+    topic = plain.topic
     sizes, ends, same_length = record_sizes(plain)
     largest = max(sizes)
     admission.check_size(largest)
     tps = router.partitions(topic, count)
-    order: list[int] | None = None
-    segments = [Segment(None, 0, len(values))]
-    if keys is not None and not router.ignore_keys:
-        order, segments = _keyed_segments(keys, count, router.key_cache(count))
-        values = list(map(values.__getitem__, order))
-        keys = list(map(keys.__getitem__, order))
-        sizes = list(map(sizes.__getitem__, order))
-        ends = list(accumulate(sizes))
+    values, keys, timestamps, sizes, ends, order, segments = _placement(
+        plain, sizes, ends, router, count
+    )
     if await _join_transaction(appender, tps, segments):
         check_open()
     batch_size = accumulator.batch_size
     reserved = 0  # buffer space reserved and not yet used
     now = now_ms()
+    stamps = None if timestamps is None else _Stamps(timestamps)
     try:
         for chosen, low, high in segments:
             index = low
@@ -435,10 +524,14 @@ async def append_plain(
                         else chosen
                     )
                     tp = tps[partition]
+                    if stamps is not None:
+                        now = stamps.timestamps[index]  # a new batch's base timestamp
                     batch = accumulator.batch_with_room(tp, size, now)
                     # As many records as fit in the batch once encoded (each takes its
                     # accounted size less `slack`) and in buffer.memory (accounted).
                     room = batch_size - len(batch.buf)
+                    if stamps is not None:
+                        now = stamps.farthest_from(batch.base_timestamp)
                     fitting, slack = _fitting(
                         ends, index, high, before, room, largest, keys is not None, batch, now
                     )
@@ -449,12 +542,14 @@ async def append_plain(
                         first = _JOINING
                     elif total <= reserved or pool.try_reserve(total - reserved):
                         reserved = max(reserved - total, 0)
+                        taken = None if stamps is None else stamps.timestamps[index:end]
                         first = batch.append_values(
                             values[index:end],
                             None if keys is None else keys[index:end],
-                            now,
+                            now if taken is None else max(taken),
                             total,
                             same_length=same_length,
+                            timestamps=taken,
                         )
                     else:
                         first = -1

@@ -409,6 +409,8 @@ class Producer(TransactionalProducer, AsyncService):
         topic: str | None = None,
         values: Iterable[Any] | None = None,
         keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamps: Iterable[int] | None = None,
     ) -> list[RecordMetadata]:
         """Send many records and wait until all are acknowledged; their RecordMetadata
         in the order given. Raises the first error any of their batches met (the others
@@ -420,8 +422,20 @@ class Producer(TransactionalProducer, AsyncService):
         spares the caller making a ProducerRecord per record::
 
             await producer.send_batch(topic="events", values=[b"a", b"b"], keys=[b"k", None])
+
+        The columnar form may also give the one `partition=` for all and `timestamps=`,
+        one per value (as `send_many`).
         """
-        return await (await self.send_many(records, topic=topic, values=values, keys=keys))
+        return await (
+            await self.send_many(
+                records,
+                topic=topic,
+                values=values,
+                keys=keys,
+                partition=partition,
+                timestamps=timestamps,
+            )
+        )
 
     async def send_many(
         self,
@@ -430,6 +444,8 @@ class Producer(TransactionalProducer, AsyncService):
         topic: str | None = None,
         values: Iterable[Any] | None = None,
         keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamps: Iterable[int] | None = None,
         metadata: bool = True,
     ) -> asyncio.Future[list[RecordMetadata]]:
         """Buffer many records (waiting only for metadata and buffer space, like `send`)
@@ -439,16 +455,20 @@ class Producer(TransactionalProducer, AsyncService):
         streaming records use it to keep several groups in flight. With `metadata=False`
         the future's result is an empty list once every record is acknowledged: the
         RecordMetadata list is not built (for small records it costs about a quarter of
-        the producer's time; `logbus perf produce` only needs to know when).
+        the producer's time; `logbus perf produce` only needs to know when). The
+        columnar form may also name the one `partition` every record goes to, and give
+        each record's timestamp (`timestamps=`, one per value): a mirror's copy keeps
+        both.
 
         Records of one topic without partition, timestamp or headers, whose values (and
         keys, unless all None) are `bytes`, take the bulk path (`bulk.py`): encoded a
         batch at a time, each batch handed to the sender as soon as it is full. So do
-        columns whose values (and keys, unless all None) serialize to `bytes`."""
+        columns whose values (and keys, unless all None) serialize to `bytes`, with or
+        without a partition and timestamps."""
         sender = self._check_open()
         if self._txn is not None:
             self._txn.check_send()
-        given = batch_input(records, topic, values, keys)
+        given = batch_input(records, topic, values, keys, partition, timestamps)
         runs: list[Run] = []
         batches: dict[int, ProducerBatch] = {}
         order: list[int] | None = None
@@ -483,9 +503,10 @@ class Producer(TransactionalProducer, AsyncService):
         elif isinstance(plain, Columns):
             # Serialized columns with null values, or null keys mixed with others.
             column = repeat(None) if plain.keys is None else plain.keys
+            stamps = repeat(None) if plain.timestamps is None else plain.timestamps
             records = [
-                ProducerRecord(plain.topic, v, k)
-                for v, k in zip(plain.values, column, strict=False)
+                ProducerRecord(plain.topic, v, k, plain.partition, t)
+                for v, k, t in zip(plain.values, column, stamps, strict=False)
             ]
             await self._append_each(sender, records, runs, batches, serialized=True)
         else:
