@@ -19,7 +19,7 @@ from logbus.server.config.broker_config import BrokerConfig, load_properties, pa
 
 if TYPE_CHECKING:
     from logbus.server.broker import Broker
-    from logbus.server.controller_node import ControllerNode
+    from logbus.server.kraft.controller_node import ControllerNode
 
 
 def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
@@ -30,8 +30,8 @@ def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
 
 async def serve(config: BrokerConfig) -> None:
     from logbus.server.broker import Broker
-    from logbus.server.controller_node import ControllerNode
-    from logbus.server.kraft_broker import KRaftBroker
+    from logbus.server.kraft.controller_node import ControllerNode
+    from logbus.server.kraft.kraft_broker import KRaftBroker
 
     broker: Broker | ControllerNode
     if config.kraft is None:
