@@ -484,3 +484,31 @@ def test_kraft_mode_refuses_a_zookeeper_mode_clusters_data(cluster_up: Any, tmp_
     assert "holds a ZooKeeper-mode broker's data" in stderr and "--mode zookeeper" in stderr
     assert (old / "meta.properties").read_text().startswith("version=0")
     assert not listening(base)
+
+
+def test_kraft_two_nodes_one_voter_and_restart_broker(cluster_up: Any, tmp_path: Path) -> None:
+    """Two nodes: one voter (an odd quorum), node 1 a broker only; `cluster
+    restart-broker` restarts it in KRaft mode too."""
+    args, base, controller_base = kraft_args(2)
+    run = cluster_up(*args, "--quiet")
+    run.wait_for_line("Cluster up.")
+    data = tmp_path / "data"
+    assert f"KRaft mode, controller.quorum.voters=0@localhost:{controller_base}" in run.lines
+    node_1 = load_properties(data / "broker-1.properties")
+    assert node_1["process.roles"] == "broker"
+    assert node_1["listeners"] == f"PLAINTEXT://localhost:{base + 1}"
+    old_pid = int((data / "broker-1.pid").read_text())
+    done = subprocess.run(
+        [*CLI, "cluster", "restart-broker", "1", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int((data / "broker-1.pid").read_text()) != old_pid
+    run.wait_for_line("broker 1 stopped (status 0) and restarted")
+    with logbus.Admin(bootstrap_servers=f"localhost:{base}") as admin:
+        deadline = time.monotonic() + 60
+        while len(admin.describe_cluster().nodes) < 2:
+            assert time.monotonic() < deadline, "broker 1 did not register again"
+            time.sleep(0.2)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish()[0] == 0
