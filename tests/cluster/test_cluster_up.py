@@ -1,5 +1,6 @@
-"""`logbus cluster up` as a user runs it: a subprocess that starts ZooKeeper (Debian's
-package) and N `logbus server start` processes, then stops them in order on Ctrl-C."""
+"""`logbus cluster up` as a user runs it: a subprocess that starts N `logbus server start`
+processes (KRaft nodes by default; with `--mode zookeeper`, brokers and a ZooKeeper from
+Debian's package), then stops them in order on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -44,14 +45,29 @@ def cluster_up(tmp_path: Path) -> Iterator[Any]:
 
 
 def ports_args(brokers: int) -> tuple[list[str], int, int]:
+    """ZooKeeper mode's arguments on free ports: (arguments, base port, ZooKeeper port)."""
     base = free_port_range(brokers)
     zk_port = free_port()
     metrics_base = free_port_range(brokers)
     return (
-        ["--brokers", str(brokers), "--base-port", str(base), "--zookeeper-port", str(zk_port),
-         "--metrics-base-port", str(metrics_base)],
+        ["--mode", "zookeeper", "--brokers", str(brokers), "--base-port", str(base),
+         "--zookeeper-port", str(zk_port), "--metrics-base-port", str(metrics_base)],
         base,
         zk_port,
+    )
+
+
+def kraft_args(brokers: int) -> tuple[list[str], int, int]:
+    """KRaft mode's (the default's) arguments on free ports: (arguments, base port,
+    controller base port)."""
+    base = free_port_range(brokers)
+    controller_base = free_port_range(brokers)
+    metrics_base = free_port_range(brokers)
+    return (
+        ["--brokers", str(brokers), "--base-port", str(base),
+         "--controller-base-port", str(controller_base), "--metrics-base-port", str(metrics_base)],
+        base,
+        controller_base,
     )
 
 
@@ -351,3 +367,148 @@ def test_restart_broker_restarts_one_broker_from_its_properties_file(
     status, _ = run.finish()
     assert status == 0
     assert not pid_file.exists()
+
+
+# --- KRaft mode, the default ----------------------------------------------------------------
+
+
+def confluent_round_trip(bootstrap: str, topic: str, values: list[bytes] | None) -> list[bytes]:
+    """With confluent-kafka: once every node is listed, create `topic` (2 partitions, 3
+    replicas) and produce `values` with acks=all (unless None); then read it all back."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while len(admin.list_topics(timeout=10).brokers) < 3:
+        assert time.monotonic() < deadline, "not every node is listed"
+        time.sleep(0.2)
+    if values is not None:
+        for future in admin.create_topics([NewTopic(topic, 2, 3)]).values():
+            future.result(60)
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        assert all(sorted(p.replicas) == [0, 1, 2] for p in partitions.values())
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+        )
+        for value in values:
+            producer.produce(topic, value)
+        assert producer.flush(60) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"read-{time.monotonic()}",
+         "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 10 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message.value())
+    consumer.close()
+    return sorted(got)
+
+
+def test_kraft_by_default_combined_nodes_serve_confluent_kafka_and_keep_data_across_runs(
+    cluster_up: Any, tmp_path: Path
+) -> None:
+    args, base, controller_base = kraft_args(3)
+    data = tmp_path / "data"
+    first = cluster_up(*args, "--quiet")
+    first.wait_for_line("Cluster up.")
+    formatted = first.wait_for_line("formatted the storage of a new KRaft cluster")
+    cluster_id = formatted.rsplit(" ", 1)[1]
+    voters = ",".join(f"{n}@localhost:{controller_base + n}" for n in range(3))
+    assert f"KRaft mode, controller.quorum.voters={voters}" in first.lines
+    assert not (data / "zookeeper").exists()
+    for node in range(3):
+        props = load_properties(data / f"broker-{node}.properties")
+        assert props["process.roles"] == "broker,controller"
+        assert props["node.id"] == str(node)
+        assert props["listeners"] == (
+            f"PLAINTEXT://localhost:{base + node},CONTROLLER://localhost:{controller_base + node}"
+        )
+        assert props["controller.quorum.voters"] == voters
+        meta = load_properties(data / f"broker-{node}" / "meta.properties")
+        assert (meta["version"], meta["cluster.id"]) == ("1", cluster_id)
+    summary = first.wait_for_line("broker 2: ")
+    assert f"controller localhost:{controller_base + 2}" in summary
+    bootstrap = ",".join(f"localhost:{base + n}" for n in range(3))
+    values = [f"v{i}".encode() for i in range(10)]
+    assert confluent_round_trip(bootstrap, "kept", values) == values
+    metrics = load_properties(data / "broker-0.properties")["metrics.listener"]
+    metrics_port = int(metrics.rsplit(":", 1)[1])
+    with urllib.request.urlopen(f"http://localhost:{metrics_port}/metrics") as response:
+        assert b"kafka_server_replicamanager_partitioncount" in response.read()
+    first.proc.send_signal(signal.SIGINT)
+    status, stderr = first.finish()
+    assert status == 0, stderr
+    assert "cluster stopped" in first.lines
+    assert not any(listening(port) for port in (base, base + 2, controller_base + 1))
+
+    again = cluster_up(*args, "--quiet")
+    again.wait_for_line("Cluster up.")
+    assert f"KRaft cluster {cluster_id}: storage already formatted, kept" in again.lines
+    assert confluent_round_trip(bootstrap, "kept", None) == values
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.finish()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (["--mode", "kraft", "--zookeeper", "127.0.0.1:2181"],
+         "--mode kraft and --zookeeper cannot be used together"),
+        (["--mode", "raft"], "argument --mode: invalid choice: 'raft'"),
+    ],
+)  # fmt: skip
+def test_bad_modes_are_refused_naming_the_flag(
+    cluster_up: Any, tmp_path: Path, bad: list[str], message: str
+) -> None:
+    args, base, _ = kraft_args(1)
+    run = cluster_up(*args, *bad)
+    status, stderr = run.finish()
+    assert status != 0
+    assert message in stderr
+    assert not listening(base)
+    assert not (tmp_path / "data" / "broker-0").exists()
+
+
+def test_kraft_mode_refuses_a_zookeeper_mode_clusters_data(cluster_up: Any, tmp_path: Path) -> None:
+    old = tmp_path / "data" / "broker-0"
+    old.mkdir(parents=True)
+    (old / "meta.properties").write_text("version=0\nbroker.id=0\ncluster.id=abc\n")
+    args, base, _ = kraft_args(1)
+    status, stderr = cluster_up(*args).finish()
+    assert status == 1
+    assert "holds a ZooKeeper-mode broker's data" in stderr and "--mode zookeeper" in stderr
+    assert (old / "meta.properties").read_text().startswith("version=0")
+    assert not listening(base)
+
+
+def test_kraft_two_nodes_one_voter_and_restart_broker(cluster_up: Any, tmp_path: Path) -> None:
+    """Two nodes: one voter (an odd quorum), node 1 a broker only; `cluster
+    restart-broker` restarts it in KRaft mode too."""
+    args, base, controller_base = kraft_args(2)
+    run = cluster_up(*args, "--quiet")
+    run.wait_for_line("Cluster up.")
+    data = tmp_path / "data"
+    assert f"KRaft mode, controller.quorum.voters=0@localhost:{controller_base}" in run.lines
+    node_1 = load_properties(data / "broker-1.properties")
+    assert node_1["process.roles"] == "broker"
+    assert node_1["listeners"] == f"PLAINTEXT://localhost:{base + 1}"
+    old_pid = int((data / "broker-1.pid").read_text())
+    done = subprocess.run(
+        [*CLI, "cluster", "restart-broker", "1", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int((data / "broker-1.pid").read_text()) != old_pid
+    run.wait_for_line("broker 1 stopped (status 0) and restarted")
+    with logbus.Admin(bootstrap_servers=f"localhost:{base}") as admin:
+        deadline = time.monotonic() + 60
+        while len(admin.describe_cluster().nodes) < 2:
+            assert time.monotonic() < deadline, "broker 1 did not register again"
+            time.sleep(0.2)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish()[0] == 0

@@ -1,7 +1,7 @@
 """docs/operations.md, followed as a user follows it: every command block of the page, in
 the page's order, run through the real `logbus` command (a shell for `sh` blocks, Python
 for `python` blocks, a file written for `properties` blocks) against a real
-`logbus cluster up` (ZooKeeper mode), one cluster for the whole walk: a rolling restart,
+`logbus cluster up --mode zookeeper`, one cluster for the whole walk: a rolling restart,
 preferred leaders restored, a broker added and partitions moved to it (throttled), a
 replication factor raised 1 -> 3, the broker decommissioned again, a second log dir
 added and replicas moved to it, that dir failed and replaced, and a mirror to a second
@@ -89,7 +89,7 @@ class Walk:
         self.ran.append(name)
         print(f"{time.strftime('%H:%M:%S')} step {name}", flush=True)  # shown on a failure
         text = block.text
-        if text.strip() == "logbus cluster up":
+        if text.strip() == "logbus cluster up --mode zookeeper":
             text += CLUSTER_UP_DEFAULTS
         return self._ports.sub(lambda m: str(self._port_map[int(m[1])]), text)
 

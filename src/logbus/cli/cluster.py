@@ -1,6 +1,9 @@
 """`logbus cluster up --brokers N`: a replicated cluster on one machine, in the foreground.
 
-Without `--zookeeper`, a ZooKeeper server from Debian's `zookeeper` package is started
+By default (`--mode kraft`) the nodes keep the cluster's metadata in their own Raft
+quorum (cluster_kraft.py: combined broker and controller nodes, storage formatted once;
+no ZooKeeper, no Java). In ZooKeeper mode (`--mode zookeeper`, or `--zookeeper`) and
+without `--zookeeper`, a ZooKeeper server from Debian's `zookeeper` package is started
 first (data, `zoo.cfg` and its log under `<data-dir>/zookeeper`). Then each broker gets a
 `server.properties` of its own (`<data-dir>/broker-N.properties`: `broker.id=N`,
 `listeners=PLAINTEXT://localhost:<base-port + N>`, `log.dirs=<data-dir>/broker-N`,
@@ -31,6 +34,13 @@ from pathlib import Path
 from types import FrameType
 
 from logbus.cli import cluster_restart, cluster_services
+from logbus.cli.cluster_kraft import (
+    DEFAULT_CONTROLLER_BASE_PORT,
+    KRaftSetupError,
+    format_storage,
+    kraft_node_properties,
+    quorum_voters,
+)
 from logbus.cli.cluster_restart import pid_file, restart_request
 from logbus.cli.cluster_services import ChildRun, ServiceRun
 from logbus.cli.common import key_value, positive_int, whole_number
@@ -46,6 +56,7 @@ DEFAULT_DATA_DIR = Path("data")
 DEFAULT_BASE_PORT = 9092
 DEFAULT_METRICS_BASE_PORT = 9404
 DEFAULT_ZOOKEEPER_PORT = 2181
+MODES = ("kraft", "zookeeper")
 _POLL_INTERVAL = 0.1
 
 
@@ -58,24 +69,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = actions.add_parser(
         "up",
-        help="start ZooKeeper (unless given) and N brokers in the foreground; Ctrl-C stops all",
-        description="Start a cluster of N brokers on this machine (and a ZooKeeper server "
-        "from Debian's zookeeper package, unless --zookeeper names one). Ctrl-C stops it.",
+        help="start N brokers (KRaft; or ZooKeeper mode) in the foreground; Ctrl-C stops all",
+        description="Start a cluster of N brokers on this machine: by default in KRaft mode "
+        "(combined broker and controller nodes, no ZooKeeper); with --mode zookeeper also a "
+        "ZooKeeper server from Debian's zookeeper package, unless --zookeeper names one. "
+        "Ctrl-C stops it.",
     )
     up.add_argument(
         "--brokers", type=positive_int, default=3, metavar="N", help="how many (default: 3)"
     )
     up.add_argument(
+        "--mode",
+        choices=MODES,
+        help="kraft (the default: no ZooKeeper) or zookeeper (the default with --zookeeper)",
+    )
+    up.add_argument(
+        "--controller-base-port",
+        type=_port,
+        metavar="PORT",
+        default=DEFAULT_CONTROLLER_BASE_PORT,
+        help="KRaft: node N's controller listener is on PORT + N "
+        f"(default: {DEFAULT_CONTROLLER_BASE_PORT})",
+    )
+    up.add_argument(
         "--zookeeper",
         metavar="HOST:PORT[,HOST:PORT][/CHROOT]",
-        help="an existing ZooKeeper ensemble to use (default: start one)",
+        help="an existing ZooKeeper ensemble to use (implies --mode zookeeper; default: "
+        "start one)",
     )
     up.add_argument(
         "--zookeeper-port",
         type=_port,
         metavar="PORT",
         default=DEFAULT_ZOOKEEPER_PORT,
-        help=f"client port of the ZooKeeper started here (default: {DEFAULT_ZOOKEEPER_PORT})",
+        help="ZooKeeper mode: client port of the ZooKeeper started here "
+        f"(default: {DEFAULT_ZOOKEEPER_PORT})",
     )
     up.add_argument(
         "--data-dir",
@@ -158,14 +186,44 @@ def broker_properties(
     extra: Mapping[str, str] | None = None,
     metrics_port: int = 0,
 ) -> dict[str, str]:
-    """One broker's server.properties for a cluster of `brokers` on this machine: internal
-    topics and new topics replicated min(3, brokers) times; `extra` wins over all."""
-    replication = str(min(3, brokers))
-    props = {
+    """One broker's server.properties for a ZooKeeper-mode cluster of `brokers` on this
+    machine: internal topics and new topics replicated min(3, brokers) times; `extra`
+    wins over all."""
+    identity = {
         "broker.id": str(broker_id),
         "listeners": f"PLAINTEXT://localhost:{port}",
         "log.dirs": str(log_dir),
         "zookeeper.connect": zookeeper_connect,
+    }
+    return _with_shared_settings(identity, brokers, rack, extra, metrics_port)
+
+
+def kraft_properties(
+    node_id: int,
+    brokers: int,
+    port: int,
+    controller_base_port: int,
+    log_dir: Path,
+    rack: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    metrics_port: int = 0,
+) -> dict[str, str]:
+    """One node's server.properties for a KRaft cluster of `brokers` nodes (see
+    cluster_kraft.py); the rest as in ZooKeeper mode."""
+    identity = kraft_node_properties(node_id, brokers, port, controller_base_port, log_dir)
+    return _with_shared_settings(identity, brokers, rack, extra, metrics_port)
+
+
+def _with_shared_settings(
+    identity: Mapping[str, str],
+    brokers: int,
+    rack: str | None,
+    extra: Mapping[str, str] | None,
+    metrics_port: int,
+) -> dict[str, str]:
+    replication = str(min(3, brokers))
+    props = {
+        **identity,
         "offsets.topic.replication.factor": replication,
         "default.replication.factor": replication,
     }
@@ -212,6 +270,7 @@ class BrokerRun(ChildRun):
     config_file: Path
     log_dir: Path
     metrics_port: int = 0  # its metrics endpoint (0: none)
+    controller_port: int = 0  # KRaft: its controller listener (0: not a voter)
 
     listen_host = "localhost"
 
@@ -257,7 +316,8 @@ class BrokerRun(ChildRun):
 
 @dataclass
 class Cluster:
-    """ZooKeeper (when started here) and the broker processes of one `cluster up`."""
+    """ZooKeeper (when started here) and the broker processes of one `cluster up`; in
+    KRaft mode `zookeeper_connect` is "" and `voters` the quorum's voters."""
 
     data_dir: Path
     brokers: list[BrokerRun]
@@ -265,11 +325,17 @@ class Cluster:
     zookeeper_connect: str
     echo: Callable[[str], None] | None
     services: list[ServiceRun] = field(default_factory=list)
+    voters: str = ""
 
     def start(self, start_timeout: float, stopping: threading.Event) -> None:
         """Start ZooKeeper (if ours) and every broker, and wait until each listens (or
         `stopping` is set)."""
         ports = [(f"broker {b.broker_id}", b.port) for b in self.brokers]
+        ports += [
+            (f"broker {b.broker_id} controller", b.controller_port)
+            for b in self.brokers
+            if b.controller_port
+        ]
         ports += [
             (f"broker {b.broker_id} metrics", b.metrics_port)
             for b in self.brokers
@@ -280,9 +346,10 @@ class Cluster:
             ports.insert(0, ("ZooKeeper", self.zookeeper.port))
         taken = [f"{port} ({who})" for who, port in ports if not port_is_free(port)]
         if taken:
+            flags = "--zookeeper-port" if self.zookeeper is not None else "--controller-base-port"
             raise ClusterError(
                 f"port{'s' if len(taken) > 1 else ''} already in use: {', '.join(taken)}; "
-                "stop what listens there, or choose other ports (--base-port, --zookeeper-port, "
+                f"stop what listens there, or choose other ports (--base-port, {flags}, "
                 "--metrics-base-port)"
             )
         if self.zookeeper is not None:
@@ -291,7 +358,7 @@ class Cluster:
                 f"ZooKeeper: {self.zookeeper.connect} (config {self.zookeeper.config_file}, "
                 f"log {self.zookeeper.log_file})"
             )
-        else:
+        elif self.zookeeper_connect:
             check_zookeeper_reachable(self.zookeeper_connect)
         for broker in self.brokers:
             broker.start(self.echo)
@@ -336,12 +403,16 @@ class Cluster:
         lines = [
             f"broker {b.broker_id}: localhost:{b.port} (config {b.config_file}, "
             f"data {b.log_dir}, log {b.log_file})"
+            + (f", controller localhost:{b.controller_port}" if b.controller_port else "")
             + (f", metrics http://localhost:{b.metrics_port}/metrics" if b.metrics_port else "")
             for b in self.brokers
         ]
         lines += [f"{s.name}: {s.url} (log {s.log_file})" for s in self.services]
         bootstrap = ",".join(f"localhost:{b.port}" for b in self.brokers)
-        lines.append(f"zookeeper.connect={self.zookeeper_connect}")
+        if self.zookeeper_connect:
+            lines.append(f"zookeeper.connect={self.zookeeper_connect}")
+        else:
+            lines.append(f"KRaft mode, controller.quorum.voters={self.voters}")
         lines.append(f"Cluster up. Bootstrap servers: {bootstrap}. Ctrl-C stops it.")
         return lines
 
@@ -444,57 +515,103 @@ def say(message: str) -> None:
 _OUTPUT_LOCK = threading.Lock()
 
 
+def cluster_mode(args: argparse.Namespace) -> str:
+    """"kraft" or "zookeeper", from --mode and --zookeeper (which implies zookeeper)."""
+    mode: str | None = getattr(args, "mode", None)
+    if args.zookeeper and mode == "kraft":
+        raise ClusterError(
+            "--mode kraft and --zookeeper cannot be used together: KRaft mode runs no "
+            "ZooKeeper (use --mode zookeeper, or leave --zookeeper out)"
+        )
+    if args.zookeeper:
+        return "zookeeper"
+    return mode or "kraft"
+
+
+def _check_port_ranges(args: argparse.Namespace, kraft: bool) -> None:
+    last = args.brokers - 1
+    ranges = [("--base-port", args.base_port)]
+    ranges.append(("--metrics-base-port", getattr(args, "metrics_base_port", 0)))
+    if kraft:
+        ranges.append(("--controller-base-port", args.controller_base_port))
+    for flag, base in ranges:
+        if base and base + last > 65535:
+            raise ClusterError(f"{flag} {base} leaves no port for broker {last}")
+
+
 def build_cluster(args: argparse.Namespace) -> Cluster:
+    kraft = cluster_mode(args) == "kraft"
+    _check_port_ranges(args, kraft)
     data_dir: Path = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     zookeeper = None
-    if args.zookeeper:
+    connect = ""
+    if not kraft and args.zookeeper:
         connect = args.zookeeper
-    else:
+    elif not kraft:
         zookeeper = ZooKeeperProcess(data_dir / "zookeeper", args.zookeeper_port)
         connect = zookeeper.connect
     racks = [r.strip() for r in args.racks.split(",")] if args.racks else []
-    if args.base_port + args.brokers - 1 > 65535:
-        raise ClusterError(
-            f"--base-port {args.base_port} leaves no port for broker {args.brokers - 1}"
-        )
     metrics_base = getattr(args, "metrics_base_port", 0)
-    if metrics_base and metrics_base + args.brokers - 1 > 65535:
-        raise ClusterError(
-            f"--metrics-base-port {metrics_base} leaves no port for broker {args.brokers - 1}"
-        )
     brokers = []
+    all_props = []
     for broker_id in range(args.brokers):
         port = args.base_port + broker_id
         metrics_port = metrics_base + broker_id if metrics_base else 0
         log_dir = data_dir / f"broker-{broker_id}"
-        config_file = data_dir / f"broker-{broker_id}.properties"
-        props = broker_properties(
-            broker_id,
-            args.brokers,
-            port,
-            log_dir,
-            connect,
-            racks[broker_id % len(racks)] if racks else None,
-            dict(args.config),
-            metrics_port,
-        )
-        config_file.write_text(properties_text(props), encoding="utf-8")
-        log_file = data_dir / f"broker-{broker_id}.log"
+        rack = racks[broker_id % len(racks)] if racks else None
+        if kraft:
+            props = kraft_properties(
+                broker_id, args.brokers, port, args.controller_base_port, log_dir, rack,
+                dict(args.config), metrics_port,
+            )  # fmt: skip
+        else:
+            props = broker_properties(
+                broker_id, args.brokers, port, log_dir, connect, rack, dict(args.config),
+                metrics_port,
+            )  # fmt: skip
+        all_props.append(props)
         brokers.append(
             BrokerRun(
                 port=port,
-                log_file=log_file,
+                log_file=data_dir / f"broker-{broker_id}.log",
                 broker_id=broker_id,
-                config_file=config_file,
+                config_file=data_dir / f"broker-{broker_id}.properties",
                 log_dir=log_dir,
                 metrics_port=metrics_port,
+                controller_port=_controller_port(props),
             )
         )
+    if kraft:
+        _prepare_kraft_storage(all_props)
+    for broker, props in zip(brokers, all_props, strict=True):
+        broker.config_file.write_text(properties_text(props), encoding="utf-8")
     echo = None if args.quiet else say
     bootstrap = ",".join(f"localhost:{b.port}" for b in brokers)
     services = cluster_services.service_runs(args, bootstrap, data_dir)
-    return Cluster(data_dir, brokers, zookeeper, connect, echo, services)
+    voters = quorum_voters(args.brokers, args.controller_base_port) if kraft else ""
+    return Cluster(data_dir, brokers, zookeeper, connect, echo, services, voters)
+
+
+def _controller_port(props: Mapping[str, str]) -> int:
+    """The port of a node's controller listener (0: it has none)."""
+    for listener in props.get("listeners", "").split(","):
+        name, _, address = listener.partition("://")
+        if name.strip() == props.get("controller.listener.names", "").split(",")[0].strip():
+            return int(address.rsplit(":", 1)[1])
+    return 0
+
+
+def _prepare_kraft_storage(all_props: list[dict[str, str]]) -> None:
+    """Format the nodes' storage the first time (one new cluster id), say so."""
+    try:
+        cluster_id, formatted = format_storage(all_props)
+    except KRaftSetupError as exc:
+        raise ClusterError(str(exc)) from exc
+    if formatted:
+        say(f"formatted the storage of a new KRaft cluster, cluster.id {cluster_id}")
+    else:
+        say(f"KRaft cluster {cluster_id}: storage already formatted, kept")
 
 
 def run_up(args: argparse.Namespace) -> int:
