@@ -9,15 +9,16 @@ through their owners' methods (the controller's epochs through `ControllerLink`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from logbus.controller.cluster_metadata import MetadataCache
     from logbus.controller.controller import Controller
     from logbus.controller.controller_events import ControllerEventManager
     from logbus.controller.metadata_store import MetadataStore
+    from logbus.controller.topic_admin import NewTopic, TopicResult
     from logbus.coordinator.group.runtime import GroupCoordinatorRuntime
     from logbus.coordinator.share.coordinator import ShareGroupCoordinator
     from logbus.coordinator.share.state_coordinator import ShareCoordinator
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from logbus.server.api import Handlers
     from logbus.server.config.dynamic_config import DynamicConfigManager
     from logbus.server.controller_link import ControllerLink
-    from logbus.server.kraft.controller_forwarding import ActiveController
     from logbus.server.metrics.broker_metrics import BrokerMetrics
     from logbus.server.producer_ids import ProducerIdManager
     from logbus.server.quotas.manager import ClientQuotas
@@ -37,6 +37,17 @@ if TYPE_CHECKING:
     from logbus.storage.log_manager import LogManager
 
 T = TypeVar("T")
+
+
+class ControllerForwarding(Protocol):
+    """A KRaft broker's way to the active controller (`kraft.controller_forwarding`'s
+    `ActiveController`), as the handlers use it."""
+
+    async def request(
+        self, api_key: int, body: Mapping[str, Any], version: int, *, timeout: float  # noqa: ASYNC109
+    ) -> dict[str, Any]: ...
+
+    async def create_topic(self, spec: NewTopic) -> TopicResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +83,7 @@ class BrokerServices:
     """The way to every share coordinator of the cluster (the share-group offsets APIs)."""
     credentials: CredentialCache | None = None
     """Every user's SCRAM credentials as the broker's logins check them."""
-    forwarding: ActiveController | None = None
+    forwarding: ControllerForwarding | None = None
     """A KRaft broker's way to the active controller: admin requests and topics a client
     asks for implicitly go there (None in ZooKeeper mode and stand-alone)."""
 
