@@ -47,10 +47,11 @@ def _buffered(producer: AioProducer, tps: Any) -> list[int]:
     return [sum(batch.count for batch in batches.get(tp, ())) for tp in tps]
 
 
-def test_a_partition_joins_before_its_first_records_are_encoded(
-    broker: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    topic = _make_topic(broker.bootstrap, "txn-requests-add", 2)
+def _recorded_partition_adds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[AioProducer], list[tuple[list[int], list[int]]]]:
+    """Each AddPartitionsToTxn's partitions and how many records the producer (put into
+    the first list once made) held for them when the request left."""
     holder: list[AioProducer] = []
     added: list[tuple[list[int], list[int]]] = []
     _recorded(
@@ -62,6 +63,14 @@ def test_a_partition_joins_before_its_first_records_are_encoded(
             _buffered(holder[0], tps),
         ),
     )
+    return holder, added
+
+
+def test_a_partition_joins_before_its_first_records_are_encoded(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _make_topic(broker.bootstrap, "txn-requests-add", 2)
+    holder, added = _recorded_partition_adds(monkeypatch)
 
     async def main() -> list[int]:
         async with AioProducer(
@@ -91,17 +100,7 @@ def test_keyed_partitions_join_in_one_request_before_any_record_is_encoded(
     broker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = _make_topic(broker.bootstrap, "txn-requests-add-keyed", 3)
-    holder: list[AioProducer] = []
-    added: list[tuple[list[int], list[int]]] = []
-    _recorded(
-        monkeypatch,
-        "add_partitions_to_txn",
-        added,
-        lambda _conn, _txn_id, _producer, tps: (
-            sorted(tp.partition for tp in tps),
-            _buffered(holder[0], tps),
-        ),
-    )
+    holder, added = _recorded_partition_adds(monkeypatch)
 
     async def main() -> set[int]:
         async with AioProducer(
